@@ -1,0 +1,170 @@
+//! The counter table: every `MAIN.*` counter declared once with Varnish's
+//! name, kind and description. Counters are process-wide atomics; the
+//! shared-memory segment that tools read is built from this table.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Whether a value only grows or goes up and down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterKind {
+    Counter,
+    Gauge,
+}
+
+/// The static description of one counter.
+#[derive(Debug)]
+pub struct CounterSpec {
+    pub name: &'static str,
+    pub kind: CounterKind,
+    pub doc: &'static str,
+}
+
+macro_rules! counter_table {
+    ($( $name:ident : $kind:ident, $doc:literal; )*) => {
+        /// One identifier per counter, in table order.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum Counter { $( $name, )* }
+
+        /// Every `MAIN` counter, in table order.
+        pub static MAIN: &[CounterSpec] = &[
+            $( CounterSpec { name: stringify!($name), kind: CounterKind::$kind, doc: $doc }, )*
+        ];
+
+        const COUNT: usize = [$( stringify!($name) ),*].len();
+    };
+}
+
+counter_table! {
+    uptime: Counter, "Seconds the daemon has been running.";
+    sess_conn: Counter, "Client connections accepted.";
+    sess_fail: Counter, "Client connections that could not be accepted.";
+    sess_closed: Counter, "Client connections closed.";
+    sess_closed_err: Counter, "Client connections closed because of an error.";
+    client_req: Counter, "Good client requests received.";
+    client_req_400: Counter, "Client requests rejected as malformed (400).";
+    client_req_414: Counter, "Client requests rejected for an overlong URL (414).";
+    client_req_417: Counter, "Client requests rejected for an unsupported Expect (417).";
+    client_req_431: Counter, "Client requests rejected for oversized headers (431).";
+    cache_hit: Counter, "Requests answered from a cached object.";
+    cache_hit_grace: Counter, "Cache hits delivered from an object past its TTL but within grace.";
+    cache_hitpass: Counter, "Requests that found a hit-for-pass object.";
+    cache_hitmiss: Counter, "Requests that found a hit-for-miss object.";
+    cache_miss: Counter, "Requests that missed the cache.";
+    backend_conn: Counter, "Backend connections opened.";
+    backend_unhealthy: Counter, "Backend fetches not attempted because the backend was sick.";
+    backend_fail: Counter, "Backend connections that could not be opened.";
+    backend_reuse: Counter, "Backend connections reused from the pool.";
+    backend_recycle: Counter, "Backend connections returned to the pool.";
+    backend_retry: Counter, "Backend requests retried on a fresh connection after a reused one failed.";
+    fetch_head: Counter, "Fetches of HEAD requests without a body.";
+    fetch_length: Counter, "Fetches with a Content-Length body.";
+    fetch_chunked: Counter, "Fetches with a chunked body.";
+    fetch_eof: Counter, "Fetches with a body read until the connection closed.";
+    fetch_bad: Counter, "Fetches whose body framing could not be understood.";
+    fetch_none: Counter, "Fetches without a body.";
+    fetch_1xx: Counter, "Fetches with a 1xx status, which has no body.";
+    fetch_204: Counter, "Fetches with a 204 status, which has no body.";
+    fetch_304: Counter, "Fetches with a 304 status, which has no body.";
+    fetch_failed: Counter, "Fetches that failed.";
+    fetch_no_thread: Counter, "Fetches that could not be started.";
+    s_sess: Counter, "Client sessions.";
+    s_pipe: Counter, "Requests piped to a backend.";
+    s_pass: Counter, "Requests passed to a backend.";
+    s_fetch: Counter, "Backend fetches.";
+    s_bgfetch: Counter, "Background fetches started to refresh an object in grace.";
+    s_synth: Counter, "Synthetic responses made.";
+    s_req_hdrbytes: Counter, "Request header bytes received.";
+    s_req_bodybytes: Counter, "Request body bytes received.";
+    s_resp_hdrbytes: Counter, "Response header bytes sent.";
+    s_resp_bodybytes: Counter, "Response body bytes sent.";
+    n_object: Gauge, "Objects in the cache.";
+    n_objectcore: Gauge, "Object cores (objects and markers) in the cache.";
+    n_objecthead: Gauge, "Object heads (distinct hash keys) in the cache.";
+    n_expired: Counter, "Objects removed because they expired.";
+    n_lru_nuked: Counter, "Objects evicted to make room for new ones.";
+    n_lru_moved: Counter, "Objects moved to the front of the LRU list.";
+    n_lru_limited: Counter, "Allocations that failed because nuke_limit was reached.";
+    busy_sleep: Counter, "Requests that waited on a busy object.";
+    busy_wakeup: Counter, "Requests woken after waiting on a busy object.";
+    losthdr: Counter, "Headers dropped because http_max_hdr was reached.";
+    sc_rem_close: Counter, "Sessions closed by the client.";
+    sc_req_close: Counter, "Sessions closed because the client asked.";
+    sc_req_http10: Counter, "Sessions closed because the request was HTTP/1.0 without keep-alive.";
+    sc_rx_bad: Counter, "Sessions closed after a malformed request.";
+    sc_rx_body: Counter, "Sessions closed after a failure reading the request body.";
+    sc_rx_junk: Counter, "Sessions closed after bytes that were not a request.";
+    sc_rx_overflow: Counter, "Sessions closed after an oversized request.";
+    sc_rx_timeout: Counter, "Sessions closed after timeout_idle.";
+    sc_tx_error: Counter, "Sessions closed after a write to the client failed.";
+    sc_tx_eof: Counter, "Sessions closed because the response ended at connection close.";
+    sc_resp_close: Counter, "Sessions closed because the response asked for it.";
+    sc_overload: Counter, "Sessions closed because resources were exhausted.";
+    sc_range_short: Counter, "Sessions closed because a body was shorter than announced.";
+    sc_send_timeout: Counter, "Sessions closed because delivery exceeded send_timeout.";
+}
+
+/// The counter values.
+pub struct Counters {
+    values: [AtomicU64; COUNT],
+}
+
+/// The process-wide counters.
+pub static COUNTERS: Counters = Counters {
+    values: [const { AtomicU64::new(0) }; COUNT],
+};
+
+impl Counters {
+    /// Adds one.
+    #[inline]
+    pub fn inc(&self, c: Counter) {
+        self.values[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, c: Counter, n: u64) {
+        if n != 0 {
+            self.values[c as usize].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Subtracts one from a gauge.
+    #[inline]
+    pub fn dec(&self, c: Counter) {
+        self.values[c as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Sets a value outright (for `uptime`).
+    pub fn set(&self, c: Counter, v: u64) {
+        self.values[c as usize].store(v, Ordering::Relaxed);
+    }
+
+    /// Reads a value.
+    pub fn get(&self, c: Counter) -> u64 {
+        self.values[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// Every `MAIN` counter with its current value, in table order.
+    pub fn snapshot(&self) -> Vec<(&'static CounterSpec, u64)> {
+        MAIN.iter()
+            .zip(self.values.iter())
+            .map(|(spec, v)| (spec, v.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_and_values_line_up() {
+        assert_eq!(MAIN.len(), COUNT);
+        assert_eq!(MAIN[Counter::cache_hit as usize].name, "cache_hit");
+        let before = COUNTERS.get(Counter::losthdr);
+        COUNTERS.inc(Counter::losthdr);
+        assert!(COUNTERS.get(Counter::losthdr) > before);
+    }
+}

@@ -1,0 +1,21 @@
+//! Lacquer's foundation: time and duration parsing, request ids, the parameter
+//! table, the counter table and session close reasons. Every other crate
+//! depends on this one; it depends on nothing of ours.
+
+pub mod close;
+pub mod counters;
+pub mod ids;
+pub mod params;
+pub mod time;
+pub mod units;
+
+/// The product version, as shown in `Via` and `-V`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The short product token used in `Via` headers: `Lacquer/0.1`.
+pub fn product_token() -> String {
+    let mut parts = VERSION.split('.');
+    let major = parts.next().unwrap_or("0");
+    let minor = parts.next().unwrap_or("0");
+    format!("Lacquer/{major}.{minor}")
+}

@@ -1,0 +1,358 @@
+//! The parameter table: every tunable limit, declared once with Varnish's
+//! name, default, unit, bounds and description. Values live in atomics so
+//! that `param.set` can change them while requests run; readers pay one
+//! relaxed load.
+
+use crate::units::{format_bytes, parse_bool, parse_bytes, parse_duration, UnitError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The kind of a parameter: how its text is parsed and printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Seconds, stored as the bits of an `f64`.
+    Seconds,
+    /// A byte count.
+    Bytes,
+    /// A plain count.
+    Count,
+    /// On or off.
+    Bool,
+}
+
+impl Kind {
+    fn parse(self, text: &str) -> Result<u64, UnitError> {
+        match self {
+            Kind::Seconds => parse_duration(text).map(f64::to_bits),
+            Kind::Bytes => parse_bytes(text),
+            Kind::Count => text
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| UnitError(format!("invalid number \"{text}\""))),
+            Kind::Bool => parse_bool(text).map(u64::from),
+        }
+    }
+
+    fn format(self, raw: u64) -> String {
+        match self {
+            Kind::Seconds => format!("{:.3}", f64::from_bits(raw)),
+            Kind::Bytes => format_bytes(raw),
+            Kind::Count => raw.to_string(),
+            Kind::Bool => if raw != 0 { "on" } else { "off" }.to_string(),
+        }
+    }
+
+    /// Compares two raw values of this kind.
+    fn less(self, a: u64, b: u64) -> bool {
+        match self {
+            Kind::Seconds => f64::from_bits(a) < f64::from_bits(b),
+            _ => a < b,
+        }
+    }
+}
+
+/// The static description of one parameter.
+#[derive(Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: &'static str,
+    pub units: &'static str,
+    pub min: Option<&'static str>,
+    pub max: Option<&'static str>,
+    pub doc: &'static str,
+}
+
+macro_rules! param_table {
+    ($( $name:ident : $kind:ident, $default:literal, $units:literal, min $min:expr, max $max:expr, $doc:literal; )*) => {
+        /// One identifier per parameter, in table order.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum ParamId { $( $name, )* }
+
+        /// Every parameter, in table order.
+        pub static PARAMS: &[ParamSpec] = &[
+            $( ParamSpec {
+                name: stringify!($name),
+                kind: Kind::$kind,
+                default: $default,
+                units: $units,
+                min: $min,
+                max: $max,
+                doc: $doc,
+            }, )*
+        ];
+
+        impl Params {
+            $(
+                #[doc = $doc]
+                #[inline]
+                pub fn $name(&self) -> param_type!($kind) {
+                    param_get!($kind, self.values[ParamId::$name as usize].load(Ordering::Relaxed))
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! param_type {
+    (Seconds) => {
+        f64
+    };
+    (Bytes) => {
+        u64
+    };
+    (Count) => {
+        u64
+    };
+    (Bool) => {
+        bool
+    };
+}
+
+macro_rules! param_get {
+    (Seconds, $raw:expr) => {
+        f64::from_bits($raw)
+    };
+    (Bytes, $raw:expr) => {
+        $raw
+    };
+    (Count, $raw:expr) => {
+        $raw
+    };
+    (Bool, $raw:expr) => {
+        $raw != 0
+    };
+}
+
+param_table! {
+    backend_idle_timeout: Seconds, "60", "seconds", min Some("1"), max None,
+        "Timeout before unused backend connections are closed.";
+    between_bytes_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "How long to wait between two reads of a backend response body before the fetch fails.";
+    connect_timeout: Seconds, "3.5", "seconds", min Some("0"), max None,
+        "How long to wait for a backend connection to be established.";
+    default_grace: Seconds, "10", "seconds", min Some("0"), max None,
+        "Grace given to objects when neither the backend nor VCL sets one: how long a stale object may still be delivered while it is refreshed.";
+    default_keep: Seconds, "0", "seconds", min Some("0"), max None,
+        "How long an expired object is kept for conditional revalidation when VCL sets nothing else.";
+    default_ttl: Seconds, "120", "seconds", min Some("0"), max None,
+        "The TTL given to objects when neither the backend nor VCL assigns one.";
+    first_byte_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "How long to wait for the first byte of a backend response.";
+    http_max_hdr: Count, "64", "header lines", min Some("32"), max Some("65535"),
+        "Maximum number of header lines accepted in a request or a backend response.";
+    http_range_support: Bool, "on", "bool", min None, max None,
+        "Answer Range requests on cached objects with 206 Partial Content.";
+    http_req_hdr_len: Bytes, "8k", "bytes", min Some("40b"), max None,
+        "Maximum length of any one client request header line.";
+    http_req_size: Bytes, "32k", "bytes", min Some("256b"), max None,
+        "Maximum size of a client request head: request line and all headers.";
+    http_resp_hdr_len: Bytes, "8k", "bytes", min Some("40b"), max None,
+        "Maximum length of any one backend response header line.";
+    http_resp_size: Bytes, "32k", "bytes", min Some("256b"), max None,
+        "Maximum size of a backend response head: status line and all headers.";
+    idle_send_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "Longest wait for a single write to a client to progress; extended while the whole response stays within send_timeout.";
+    listen_depth: Count, "1024", "connections", min Some("0"), max None,
+        "Listen queue depth of the client listening sockets.";
+    lru_interval: Seconds, "2", "seconds", min Some("0"), max None,
+        "An object is moved to the front of the LRU list at most once in this interval, to save lock traffic.";
+    max_restarts: Count, "4", "restarts", min Some("0"), max None,
+        "Upper limit on how many times a request can restart.";
+    max_retries: Count, "4", "retries", min Some("0"), max None,
+        "Upper limit on how many times a backend fetch can retry.";
+    nuke_limit: Count, "50", "allocations", min Some("0"), max None,
+        "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
+    send_timeout: Seconds, "600", "seconds", min Some("0"), max None,
+        "Total time allowed to deliver one response to a client; when exceeded the connection is closed and everything the delivery held is freed.";
+    shortlived: Seconds, "10", "seconds", min Some("0"), max None,
+        "Objects whose ttl+grace+keep is shorter than this always go to the Transient store.";
+    thread_pool_max: Count, "5000", "threads", min Some("100"), max None,
+        "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
+    thread_pool_min: Count, "100", "threads", min Some("5"), max None,
+        "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
+    thread_pools: Count, "2", "pools", min Some("1"), max None,
+        "Accepted for compatibility with varnishd command lines. Lacquer runs one worker per core.";
+    timeout_idle: Seconds, "5", "seconds", min Some("0"), max None,
+        "Idle timeout for client connections: a connection is idle until a full request head has arrived, and is closed when this passes.";
+    uncacheable_ttl: Seconds, "120", "seconds", min Some("0"), max None,
+        "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
+    workers: Count, "0", "threads", min Some("0"), max Some("1024"),
+        "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
+}
+
+/// The live parameter values.
+pub struct Params {
+    values: Vec<AtomicU64>,
+}
+
+/// Why a parameter could not be set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamError {
+    Unknown(String),
+    Invalid { name: String, reason: String },
+}
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamError::Unknown(name) => write!(f, "unknown parameter \"{name}\""),
+            ParamError::Invalid { name, reason } => write!(f, "parameter \"{name}\": {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ParamError {}
+
+impl Default for Params {
+    fn default() -> Self {
+        let values = PARAMS
+            .iter()
+            .map(|spec| {
+                let raw = spec
+                    .kind
+                    .parse(spec.default)
+                    .unwrap_or_else(|e| panic!("default of {} does not parse: {e}", spec.name));
+                AtomicU64::new(raw)
+            })
+            .collect();
+        Params { values }
+    }
+}
+
+impl Params {
+    /// Finds a parameter by name.
+    pub fn lookup(name: &str) -> Option<(usize, &'static ParamSpec)> {
+        PARAMS
+            .iter()
+            .enumerate()
+            .find(|(_, spec)| spec.name == name)
+    }
+
+    /// Sets a parameter from its text form, checking its bounds.
+    pub fn set(&self, name: &str, text: &str) -> Result<(), ParamError> {
+        let (index, spec) =
+            Self::lookup(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        let invalid = |reason: String| ParamError::Invalid {
+            name: name.to_string(),
+            reason,
+        };
+        let raw = spec.kind.parse(text).map_err(|e| invalid(e.0))?;
+        if spec.kind == Kind::Seconds && f64::from_bits(raw).is_nan() {
+            return Err(invalid(format!("invalid value \"{text}\"")));
+        }
+        if let Some(min) = spec.min {
+            let min_raw = spec.kind.parse(min).expect("table minimum parses");
+            if spec.kind.less(raw, min_raw) {
+                return Err(invalid(format!("must be at least {min}")));
+            }
+        }
+        if let Some(max) = spec.max {
+            let max_raw = spec.kind.parse(max).expect("table maximum parses");
+            if spec.kind.less(max_raw, raw) {
+                return Err(invalid(format!("must be at most {max}")));
+            }
+        }
+        self.values[index].store(raw, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sets a `name=value` pair, as given to `-p`.
+    pub fn set_pair(&self, pair: &str) -> Result<(), ParamError> {
+        match pair.split_once('=') {
+            Some((name, value)) => self.set(name.trim(), value),
+            None => Err(ParamError::Invalid {
+                name: pair.to_string(),
+                reason: "expected name=value".to_string(),
+            }),
+        }
+    }
+
+    /// The current value of a parameter, as text.
+    pub fn show(&self, name: &str) -> Option<String> {
+        let (index, spec) = Self::lookup(name)?;
+        Some(spec.kind.format(self.values[index].load(Ordering::Relaxed)))
+    }
+
+    /// A duration parameter as a `Duration` (negative values clamp to zero).
+    pub fn duration(seconds: f64) -> Duration {
+        Duration::from_secs_f64(seconds.max(0.0).min(1e9))
+    }
+}
+
+/// The text printed by `-x parameter`: every parameter with its default,
+/// units, bounds and description.
+pub fn describe_all() -> String {
+    let mut out = String::new();
+    for spec in PARAMS {
+        let default = spec.kind.format(spec.kind.parse(spec.default).unwrap_or(0));
+        out.push_str(spec.name);
+        out.push('\n');
+        out.push_str(&"~".repeat(spec.name.len()));
+        out.push('\n');
+        if !spec.units.is_empty() && spec.kind != Kind::Bool {
+            out.push_str(&format!("\t* Units: {}\n", spec.units));
+        }
+        if spec.kind == Kind::Bool {
+            out.push_str("\t* Units: bool\n");
+        }
+        out.push_str(&format!("\t* Default: {default}\n"));
+        if let Some(min) = spec.min {
+            out.push_str(&format!("\t* Minimum: {min}\n"));
+        }
+        if let Some(max) = spec.max {
+            out.push_str(&format!("\t* Maximum: {max}\n"));
+        }
+        out.push('\n');
+        out.push_str(spec.doc);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_varnish() {
+        let p = Params::default();
+        assert_eq!(p.default_ttl(), 120.0);
+        assert_eq!(p.default_grace(), 10.0);
+        assert_eq!(p.send_timeout(), 600.0);
+        assert_eq!(p.connect_timeout(), 3.5);
+        assert_eq!(p.http_req_hdr_len(), 8192);
+        assert_eq!(p.http_req_size(), 32768);
+        assert_eq!(p.http_max_hdr(), 64);
+        assert_eq!(p.nuke_limit(), 50);
+        assert!(p.http_range_support());
+        assert_eq!(p.max_restarts(), 4);
+    }
+
+    #[test]
+    fn set_checks_names_values_and_bounds() {
+        let p = Params::default();
+        p.set("default_ttl", "1h").unwrap();
+        assert_eq!(p.default_ttl(), 3600.0);
+        p.set_pair("http_req_size=64k").unwrap();
+        assert_eq!(p.http_req_size(), 65536);
+        assert!(matches!(p.set("nosuch", "1"), Err(ParamError::Unknown(_))));
+        assert!(p.set("http_max_hdr", "10").is_err());
+        assert!(p.set("http_max_hdr", "70000").is_err());
+        assert!(p.set("default_ttl", "-5").is_err());
+        assert!(p.set("http_range_support", "perhaps").is_err());
+        assert!(p.set_pair("default_ttl").is_err());
+        assert_eq!(p.show("http_range_support").unwrap(), "on");
+    }
+
+    #[test]
+    fn every_parameter_is_described() {
+        let text = describe_all();
+        for spec in PARAMS {
+            assert!(text.contains(spec.name));
+            assert!(spec.kind.parse(spec.default).is_ok(), "{}", spec.name);
+        }
+    }
+}

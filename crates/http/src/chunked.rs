@@ -1,0 +1,206 @@
+//! The chunked transfer coding: an incremental decoder that never trusts
+//! its input (sizes are bounded, extensions and trailers are length
+//! limited), and the encoder's framing helpers.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// Longest chunk-size line (size, extensions) or trailer line accepted.
+const MAX_LINE: usize = 4096;
+
+/// What the decoder produced.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// Body bytes.
+    Data(Bytes),
+    /// The last chunk and trailers have been read.
+    End,
+}
+
+/// The input is not valid chunked coding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkError(pub &'static str);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailers,
+    Done,
+}
+
+/// An incremental chunked decoder.
+#[derive(Debug)]
+pub struct ChunkedDecoder {
+    state: State,
+}
+
+impl Default for ChunkedDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, ChunkError> {
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(n) if n > MAX_LINE => Err(ChunkError("chunk line too long")),
+        Some(n) => {
+            let line = buf.split_to(n + 1).freeze();
+            let mut end = n;
+            if end > 0 && line[end - 1] == b'\r' {
+                end -= 1;
+            }
+            if line[..end].contains(&b'\r') {
+                return Err(ChunkError("bare CR in chunk line"));
+            }
+            Ok(Some(line.slice(..end)))
+        }
+        None if buf.len() > MAX_LINE => Err(ChunkError("chunk line too long")),
+        None => Ok(None),
+    }
+}
+
+impl ChunkedDecoder {
+    pub fn new() -> Self {
+        ChunkedDecoder { state: State::Size }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Decodes from the front of `buf`, consuming what it uses. `Ok(None)`
+    /// means more input is needed.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Decoded>, ChunkError> {
+        loop {
+            match self.state {
+                State::Size => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    let digits_end = line
+                        .iter()
+                        .position(|b| !b.is_ascii_hexdigit())
+                        .unwrap_or(line.len());
+                    if digits_end == 0 || digits_end > 15 {
+                        return Err(ChunkError("invalid chunk size"));
+                    }
+                    let rest = &line[digits_end..];
+                    let rest_trimmed = crate::headers::trim(rest);
+                    if !rest_trimmed.is_empty() && rest_trimmed[0] != b';' {
+                        return Err(ChunkError("invalid chunk size"));
+                    }
+                    let text = std::str::from_utf8(&line[..digits_end]).unwrap_or("x");
+                    let size = u64::from_str_radix(text, 16)
+                        .map_err(|_| ChunkError("invalid chunk size"))?;
+                    self.state = if size == 0 {
+                        State::Trailers
+                    } else {
+                        State::Data(size)
+                    };
+                }
+                State::Data(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = (buf.len() as u64).min(left) as usize;
+                    let data = buf.split_to(n).freeze();
+                    self.state = if left == n as u64 {
+                        State::DataEnd
+                    } else {
+                        State::Data(left - n as u64)
+                    };
+                    return Ok(Some(Decoded::Data(data)));
+                }
+                State::DataEnd => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    if buf[0] == b'\n' {
+                        buf.advance(1);
+                    } else if buf[0] == b'\r' {
+                        if buf.len() < 2 {
+                            return Ok(None);
+                        }
+                        if buf[1] != b'\n' {
+                            return Err(ChunkError("missing CRLF after chunk data"));
+                        }
+                        buf.advance(2);
+                    } else {
+                        return Err(ChunkError("missing CRLF after chunk data"));
+                    }
+                    self.state = State::Size;
+                }
+                State::Trailers => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    if line.is_empty() {
+                        self.state = State::Done;
+                        return Ok(Some(Decoded::End));
+                    }
+                }
+                State::Done => return Ok(Some(Decoded::End)),
+            }
+        }
+    }
+}
+
+/// Writes the framing that precedes a chunk of `len` bytes.
+pub fn chunk_header(len: usize, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let _ = write!(out, "{len:x}\r\n");
+}
+
+/// The bytes that end a chunked body.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<(Vec<u8>, bool), ChunkError> {
+        let mut dec = ChunkedDecoder::new();
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        // Feed one byte at a time to exercise every partial state.
+        for &b in input {
+            buf.extend_from_slice(&[b]);
+            while let Some(d) = dec.decode(&mut buf)? {
+                match d {
+                    Decoded::Data(bytes) => out.extend_from_slice(&bytes),
+                    Decoded::End => return Ok((out, true)),
+                }
+            }
+        }
+        Ok((out, false))
+    }
+
+    #[test]
+    fn decodes() {
+        let (body, done) =
+            decode_all(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-T: 1\r\n\r\n").unwrap();
+        assert_eq!(body, b"hello world");
+        assert!(done);
+        let (body, done) = decode_all(b"A\r\n0123456789\r\n").unwrap();
+        assert_eq!(body, b"0123456789");
+        assert!(!done);
+    }
+
+    #[test]
+    fn rejects() {
+        assert!(decode_all(b"x\r\n").is_err());
+        assert!(decode_all(b"5\r\nhelloXX").is_err());
+        assert!(decode_all(b"ffffffffffffffffff\r\n").is_err());
+        assert!(decode_all(b"-1\r\n").is_err());
+        assert!(decode_all(b"5 x\r\n").is_err());
+        assert!(decode_all(&[b'1'; 5000]).is_err());
+    }
+
+    #[test]
+    fn header() {
+        let mut out = Vec::new();
+        chunk_header(255, &mut out);
+        assert_eq!(out, b"ff\r\n");
+    }
+}

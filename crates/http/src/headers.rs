@@ -1,0 +1,214 @@
+//! The header map: an ordered list of name/value pairs sharing the buffer
+//! they were parsed from, looked up case-insensitively.
+
+use bytes::Bytes;
+
+/// One header field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub name: Bytes,
+    pub value: Bytes,
+}
+
+/// An ordered header list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers {
+    list: Vec<Header>,
+}
+
+/// Headers that belong to one connection and are never forwarded.
+pub const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+];
+
+impl Headers {
+    pub fn new() -> Self {
+        Headers { list: Vec::new() }
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Headers {
+            list: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Header> {
+        self.list.iter()
+    }
+
+    /// The first value of a header.
+    pub fn get(&self, name: &str) -> Option<&Bytes> {
+        self.list
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| &h.value)
+    }
+
+    /// Every value of a header, in order.
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Bytes> + 'a {
+        self.list
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| &h.value)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Removes every field of that name.
+    pub fn remove(&mut self, name: &str) {
+        self.list
+            .retain(|h| !h.name.eq_ignore_ascii_case(name.as_bytes()));
+    }
+
+    /// Appends an already-built field.
+    pub fn push_raw(&mut self, header: Header) {
+        self.list.push(header);
+    }
+
+    /// Appends a field.
+    pub fn append(&mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) {
+        self.list.push(Header {
+            name: name.into(),
+            value: value.into(),
+        });
+    }
+
+    /// Replaces every field of that name with one.
+    pub fn set(&mut self, name: &'static str, value: impl Into<Bytes>) {
+        let value = value.into();
+        if let Some(pos) = self
+            .list
+            .iter()
+            .position(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
+        {
+            self.list[pos].value = value;
+            let mut i = pos + 1;
+            while i < self.list.len() {
+                if self.list[i].name.eq_ignore_ascii_case(name.as_bytes()) {
+                    self.list.remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        } else {
+            self.append(Bytes::from_static(name.as_bytes()), value);
+        }
+    }
+
+    /// Whether any value of a comma-separated header holds `token`
+    /// (case-insensitive).
+    pub fn has_token(&self, name: &str, token: &str) -> bool {
+        self.get_all(name).any(|v| {
+            v.split(|&b| b == b',')
+                .any(|t| trim(t).eq_ignore_ascii_case(token.as_bytes()))
+        })
+    }
+
+    /// Removes the hop-by-hop headers and every header that `Connection`
+    /// names.
+    pub fn remove_hop_by_hop(&mut self) {
+        let mut named: Vec<Bytes> = Vec::new();
+        for v in self.get_all("connection") {
+            for t in v.split(|&b| b == b',') {
+                let t = trim(t);
+                if !t.is_empty() {
+                    named.push(Bytes::copy_from_slice(t));
+                }
+            }
+        }
+        self.list.retain(|h| {
+            !HOP_BY_HOP
+                .iter()
+                .any(|n| h.name.eq_ignore_ascii_case(n.as_bytes()))
+                && !named.iter().any(|n| h.name.eq_ignore_ascii_case(n))
+        });
+    }
+
+    /// Serialises every field as `name: value\r\n`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        for h in &self.list {
+            out.extend_from_slice(&h.name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(&h.value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// Trims optional white space (spaces and tabs) from both ends.
+pub fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&'static str, &'static str)]) -> Headers {
+        let mut out = Headers::new();
+        for (n, v) in pairs {
+            out.append(*n, *v);
+        }
+        out
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive() {
+        let hs = h(&[("Host", "a"), ("X-Foo", "1"), ("x-foo", "2")]);
+        assert_eq!(hs.get("host").unwrap(), "a");
+        assert_eq!(hs.get_all("X-FOO").count(), 2);
+    }
+
+    #[test]
+    fn set_replaces_all() {
+        let mut hs = h(&[("X-Foo", "1"), ("A", "b"), ("x-foo", "2")]);
+        hs.set("X-Foo", "3");
+        assert_eq!(hs.get_all("x-foo").collect::<Vec<_>>(), vec!["3"]);
+        assert_eq!(hs.len(), 2);
+    }
+
+    #[test]
+    fn hop_by_hop_removed_with_connection_tokens() {
+        let mut hs = h(&[
+            ("Connection", "keep-alive, X-Private"),
+            ("Keep-Alive", "timeout=5"),
+            ("X-Private", "secret"),
+            ("TE", "trailers"),
+            ("Host", "example.com"),
+        ]);
+        hs.remove_hop_by_hop();
+        assert_eq!(hs.len(), 1);
+        assert!(hs.contains("host"));
+    }
+
+    #[test]
+    fn tokens() {
+        let hs = h(&[("Connection", "Keep-Alive , Upgrade")]);
+        assert!(hs.has_token("connection", "keep-alive"));
+        assert!(hs.has_token("connection", "upgrade"));
+        assert!(!hs.has_token("connection", "close"));
+    }
+}

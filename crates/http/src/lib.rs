@@ -1,0 +1,110 @@
+//! Sans-IO HTTP/1: the header map, strict request parsing (the smuggling
+//! defences live here), backend response parsing, body framing and the
+//! chunked transfer coding. Nothing here touches a socket.
+
+pub mod chunked;
+pub mod headers;
+pub mod request;
+pub mod response;
+
+pub use headers::{Header, Headers};
+pub use request::{parse_request, RequestError, RequestHead, RequestLimits};
+pub use response::{parse_response, ResponseError, ResponseHead, ResponseLimits};
+
+/// The protocol version of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// How a message body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body at all.
+    None,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// The chunked transfer coding.
+    Chunked,
+    /// Everything until the connection closes (responses only).
+    UntilClose,
+}
+
+/// The standard reason phrase for a status code.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Payload Too Large",
+        414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// Parses a Content-Length value: digits only, no sign, no list.
+pub fn parse_content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_length_values() {
+        assert_eq!(parse_content_length(b"0"), Some(0));
+        assert_eq!(parse_content_length(b"1234"), Some(1234));
+        assert_eq!(parse_content_length(b""), None);
+        assert_eq!(parse_content_length(b"+1"), None);
+        assert_eq!(parse_content_length(b"1,1"), None);
+        assert_eq!(parse_content_length(b" 1"), None);
+        assert_eq!(parse_content_length(b"99999999999999999999"), None);
+    }
+}

@@ -1,0 +1,430 @@
+//! Client request heads, parsed strictly. Anything a front end and a back end
+//! could read two ways is refused here: both Content-Length and
+//! Transfer-Encoding, differing or malformed Content-Length, codings other
+//! than chunked, folded lines, control characters, bare CR, duplicate Host.
+
+use crate::headers::{Header, Headers};
+use crate::{parse_content_length, Framing, Version};
+use bytes::{Bytes, BytesMut};
+
+/// The limits a request head is held to (Varnish's `http_req_*` parameters).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// `http_req_size`: the whole head.
+    pub max_head: usize,
+    /// `http_req_hdr_len`: one header line.
+    pub max_header_line: usize,
+    /// `http_max_hdr`: header lines.
+    pub max_headers: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            max_head: 32 * 1024,
+            max_header_line: 8 * 1024,
+            max_headers: 64,
+        }
+    }
+}
+
+/// A parsed request head.
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    pub method: Bytes,
+    pub url: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    /// How the request body is delimited.
+    pub framing: Framing,
+    /// Bytes the head occupied on the wire.
+    pub wire_len: usize,
+    /// The client sent `Expect: 100-continue`.
+    pub expect_continue: bool,
+}
+
+impl RequestHead {
+    /// Whether the client wants the connection kept open after this request.
+    pub fn keep_alive(&self) -> bool {
+        match self.version {
+            Version::Http11 => !self.headers.has_token("connection", "close"),
+            Version::Http10 => self.headers.has_token("connection", "keep-alive"),
+        }
+    }
+
+    pub fn method_is(&self, m: &str) -> bool {
+        self.method.as_ref() == m.as_bytes()
+    }
+}
+
+/// Why a request head was refused; each maps to one status code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    /// 400 with a short reason.
+    Bad(&'static str),
+    /// 414: the request line alone is over the size limit.
+    UriTooLong,
+    /// 431: a header line, the head, or the header count is over its limit.
+    HeadersTooLarge(&'static str),
+    /// 417: an Expect other than 100-continue.
+    ExpectationFailed,
+    /// 501: a transfer coding we do not implement.
+    NotImplemented(&'static str),
+}
+
+impl RequestError {
+    pub fn status(&self) -> u16 {
+        match self {
+            RequestError::Bad(_) => 400,
+            RequestError::UriTooLong => 414,
+            RequestError::HeadersTooLarge(_) => 431,
+            RequestError::ExpectationFailed => 417,
+            RequestError::NotImplemented(_) => 501,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RequestError::Bad(r) => r,
+            RequestError::UriTooLong => "URI Too Long",
+            RequestError::HeadersTooLarge(r) => r,
+            RequestError::ExpectationFailed => "Expectation Failed",
+            RequestError::NotImplemented(r) => r,
+        }
+    }
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    // The head ends at the first empty line: CRLF CRLF, or a bare LF pair.
+    let mut i = 0;
+    while let Some(pos) = memchr(b'\n', &buf[i..]) {
+        let nl = i + pos;
+        let next = nl + 1;
+        if buf.get(next) == Some(&b'\n') {
+            return Some(next + 1);
+        }
+        if buf.get(next) == Some(&b'\r') && buf.get(next + 1) == Some(&b'\n') {
+            return Some(next + 2);
+        }
+        i = next;
+    }
+    None
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+/// Parses a request head from the front of `buf`. On success the head's
+/// bytes are split off `buf` (whatever follows, a body or a pipelined
+/// request, stays). `Ok(None)` means more bytes are needed.
+pub fn parse_request(
+    buf: &mut BytesMut,
+    limits: &RequestLimits,
+) -> Result<Option<RequestHead>, RequestError> {
+    // Empty lines before a request line are ignored (RFC 9112 §2.2).
+    let skip = buf
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(buf.len());
+    if skip > 0 {
+        let _ = buf.split_to(skip);
+    }
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let end = match find_head_end(buf) {
+        Some(end) => end,
+        None => {
+            if buf.len() > limits.max_head {
+                return Err(if memchr(b'\n', buf).is_none_or(|n| n > limits.max_head) {
+                    RequestError::UriTooLong
+                } else {
+                    RequestError::HeadersTooLarge("Request Header Fields Too Large")
+                });
+            }
+            // Refuse junk early rather than buffering up to the limit.
+            precheck_request_line(buf)?;
+            return Ok(None);
+        }
+    };
+    if end > limits.max_head {
+        let line_end = memchr(b'\n', buf).unwrap_or(end);
+        return Err(if line_end > limits.max_head {
+            RequestError::UriTooLong
+        } else {
+            RequestError::HeadersTooLarge("Request Header Fields Too Large")
+        });
+    }
+    let head = buf.split_to(end).freeze();
+    parse_head(head, limits).map(Some)
+}
+
+/// Rejects a partial request line that cannot become a valid one.
+fn precheck_request_line(buf: &[u8]) -> Result<(), RequestError> {
+    let line = match memchr(b'\n', buf) {
+        Some(n) => &buf[..n],
+        None => buf,
+    };
+    if line
+        .iter()
+        .any(|&b| b == 0 || (b < 0x20 && b != b'\r' && b != b'\t') || b == 0x7f)
+    {
+        return Err(RequestError::Bad("Bad Request"));
+    }
+    Ok(())
+}
+
+fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, RequestError> {
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        if line.len() > limits.max_header_line {
+            return Err(RequestError::HeadersTooLarge("Header Too Long"));
+        }
+        if let [b' ' | b'\t', ..] = line {
+            return Err(RequestError::Bad("Bad Request: obsolete line folding"));
+        }
+    }
+    let mut storage = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let mut req = httparse::Request::new(&mut storage);
+    let status = match req.parse(&head) {
+        Ok(s) => s,
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(RequestError::HeadersTooLarge("Too Many Headers"))
+        }
+        Err(httparse::Error::Version) => {
+            return Err(RequestError::Bad(
+                "Bad Request: unsupported protocol version",
+            ))
+        }
+        Err(_) => return Err(RequestError::Bad("Bad Request")),
+    };
+    if status.is_partial() {
+        return Err(RequestError::Bad("Bad Request"));
+    }
+    let method = req.method.ok_or(RequestError::Bad("Bad Request"))?;
+    let path = req.path.ok_or(RequestError::Bad("Bad Request"))?;
+    let version = match req.version {
+        Some(0) => Version::Http10,
+        Some(1) => Version::Http11,
+        _ => {
+            return Err(RequestError::Bad(
+                "Bad Request: unsupported protocol version",
+            ))
+        }
+    };
+    if path.is_empty()
+        || !(path.starts_with('/')
+            || path == "*"
+            || path.starts_with("http://")
+            || path.starts_with("https://")
+            || method == "CONNECT")
+    {
+        return Err(RequestError::Bad("Bad Request: invalid URL"));
+    }
+    let mut headers = Headers::with_capacity(req.headers.len() + 2);
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut has_te = false;
+    let mut hosts = 0;
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let value = h.value;
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(RequestError::Bad(
+                "Bad Request: control character in header",
+            ));
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = parse_content_length(crate::headers::trim(value))
+                .ok_or(RequestError::Bad("Bad Request: invalid Content-Length"))?;
+            if content_length.is_some_and(|c| c != n) {
+                return Err(RequestError::Bad("Bad Request: conflicting Content-Length"));
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            if has_te {
+                return Err(RequestError::Bad("Bad Request: repeated Transfer-Encoding"));
+            }
+            has_te = true;
+            if !crate::headers::trim(value).eq_ignore_ascii_case(b"chunked") {
+                return Err(RequestError::NotImplemented(
+                    "Not Implemented: transfer coding",
+                ));
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case(b"host") {
+            hosts += 1;
+            if hosts > 1 {
+                return Err(RequestError::Bad("Bad Request: duplicate Host"));
+            }
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            if crate::headers::trim(value).eq_ignore_ascii_case(b"100-continue") {
+                expect_continue = version == Version::Http11;
+            } else {
+                return Err(RequestError::ExpectationFailed);
+            }
+        }
+        headers.push_raw(Header {
+            name: head.slice_ref(name),
+            value: head.slice_ref(value),
+        });
+    }
+    if has_te && content_length.is_some() {
+        return Err(RequestError::Bad(
+            "Bad Request: both Content-Length and Transfer-Encoding",
+        ));
+    }
+    if has_te && version == Version::Http10 {
+        return Err(RequestError::Bad(
+            "Bad Request: Transfer-Encoding in HTTP/1.0",
+        ));
+    }
+    let framing = if chunked {
+        Framing::Chunked
+    } else {
+        match content_length {
+            Some(0) | None => Framing::None,
+            Some(n) => Framing::Length(n),
+        }
+    };
+    Ok(RequestHead {
+        method: head.slice_ref(method.as_bytes()),
+        url: head.slice_ref(path.as_bytes()),
+        version,
+        headers,
+        framing,
+        wire_len: head.len(),
+        expect_continue: expect_continue && framing != Framing::None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Option<RequestHead>, RequestError> {
+        let mut buf = BytesMut::from(text.as_bytes());
+        parse_request(&mut buf, &RequestLimits::default())
+    }
+
+    fn status(text: &str) -> u16 {
+        parse(text).expect_err("should be refused").status()
+    }
+
+    #[test]
+    fn simple_get() {
+        let mut buf = BytesMut::from(&b"GET /a?b HTTP/1.1\r\nHost: x\r\n\r\nGET /next"[..]);
+        let req = parse_request(&mut buf, &RequestLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(req.method, "GET");
+        assert_eq!(req.url, "/a?b");
+        assert_eq!(req.version, Version::Http11);
+        assert_eq!(req.headers.get("host").unwrap(), "x");
+        assert_eq!(req.framing, Framing::None);
+        assert!(req.keep_alive());
+        assert_eq!(&buf[..], b"GET /next");
+    }
+
+    #[test]
+    fn partial_needs_more() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+        assert!(parse("\r\n").unwrap().is_none());
+    }
+
+    #[test]
+    fn http10_keepalive() {
+        let r = parse("GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
+        assert!(!r.keep_alive());
+        let r = parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(r.keep_alive());
+    }
+
+    #[test]
+    fn bodies() {
+        let r = parse("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.framing, Framing::Length(5));
+        let r = parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.framing, Framing::Chunked);
+        let r = parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.framing, Framing::Length(5));
+    }
+
+    #[test]
+    fn smuggling_defences() {
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
+            400
+        );
+        assert_eq!(status("POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n"), 400);
+        assert_eq!(status("POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nX: a\rb\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), 400);
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            501
+        );
+        assert_eq!(
+            status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            400
+        );
+        assert_eq!(status("GET / HTTP/1.1\r\nExpect: 200-ok\r\n\r\n"), 417);
+    }
+
+    #[test]
+    fn invalid_lines() {
+        assert_eq!(status("GET / HTTP/2.0\r\n\r\n"), 400);
+        assert_eq!(status("G@T / HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("GET  HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("GET nope HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1 extra\r\n\r\n"), 400);
+        assert_eq!(status("\x16\x03\x01\x00"), 400);
+    }
+
+    #[test]
+    fn limits() {
+        let limits = RequestLimits {
+            max_head: 256,
+            max_header_line: 64,
+            max_headers: 32,
+        };
+        let long_url = format!("GET /{} HTTP/1.1\r\n", "a".repeat(300));
+        let mut buf = BytesMut::from(long_url.as_bytes());
+        assert_eq!(parse_request(&mut buf, &limits).unwrap_err().status(), 414);
+        let long_hdr = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "b".repeat(100));
+        let mut buf = BytesMut::from(long_hdr.as_bytes());
+        assert_eq!(parse_request(&mut buf, &limits).unwrap_err().status(), 431);
+        let many: String = (0..40).map(|i| format!("X{i}: y\r\n")).collect();
+        let text = format!("GET / HTTP/1.1\r\n{many}\r\n");
+        let mut buf = BytesMut::from(text.as_bytes());
+        let limits = RequestLimits {
+            max_head: 4096,
+            ..limits
+        };
+        assert_eq!(parse_request(&mut buf, &limits).unwrap_err().status(), 431);
+    }
+
+    #[test]
+    fn expect_continue() {
+        let r = parse("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(r.expect_continue);
+    }
+}
