@@ -1,1 +1,482 @@
-//! placeholder
+//! The cache: a sharded index from hash keys to object heads, each holding
+//! the variants of one resource and at most one busy fetch with its waiting
+//! list; expiry; storage with LRU eviction. Locks here are short and never
+//! held across an await.
+
+pub mod object;
+pub mod store;
+pub mod ttl;
+
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::Headers;
+use object::{ObjKind, Object};
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use store::Store;
+use tokio::sync::watch;
+
+pub use object::{Body, ObjectInit, Timers, VarySpec};
+
+const SHARDS: usize = 64;
+
+/// What waiters on a busy object are told when it resolves.
+#[derive(Debug, Clone)]
+pub enum BusyState {
+    Pending,
+    /// Look the object up again: it was inserted (or a marker was).
+    Relookup,
+    /// Deliver this object (the fetch failed; this is its error response).
+    Deliver(Arc<Object>),
+}
+
+#[derive(Debug)]
+struct Busy {
+    tx: watch::Sender<BusyState>,
+}
+
+#[derive(Debug)]
+struct Head {
+    key: Arc<[u8]>,
+    /// Newest first.
+    objs: Vec<Arc<Object>>,
+    busy: Option<Arc<Busy>>,
+}
+
+/// The result of a lookup.
+pub enum Lookup {
+    /// A fresh object.
+    Hit(Arc<Object>),
+    /// A stale object within grace; `refresh` is set when this request must
+    /// start the background fetch.
+    Grace {
+        obj: Arc<Object>,
+        refresh: Option<FetchSlot>,
+    },
+    /// A hit-for-miss marker: fetch without coalescing.
+    HitMiss {
+        marker: Arc<Object>,
+        slot: FetchSlot,
+    },
+    /// A hit-for-pass marker: pass.
+    HitPass(Arc<Object>),
+    /// Nothing usable: this request fetches, others wait on it.
+    Miss(FetchSlot),
+    /// Another request is fetching it: wait, then act on the state.
+    Wait(watch::Receiver<BusyState>),
+}
+
+/// The right (and duty) to put a fetched object into the index. Dropping
+/// it without using it wakes the waiters to look up again.
+pub struct FetchSlot {
+    cache: Arc<Cache>,
+    key: Arc<[u8]>,
+    busy: Option<Arc<Busy>>,
+}
+
+/// How objects leave the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    Expired,
+    Nuked,
+    Replaced,
+    Failed,
+    Purged,
+}
+
+/// The object index and its stores.
+pub struct Cache {
+    shards: Box<[Mutex<HashMap<Arc<[u8]>, Head>>]>,
+    hasher: RandomState,
+    stores: Vec<Arc<Store>>,
+    transient: Arc<Store>,
+    next_store: AtomicUsize,
+    expiry: Mutex<BTreeMap<(u64, u64), Weak<Object>>>,
+    expiry_seq: AtomicU64,
+}
+
+impl Cache {
+    /// A cache over the given stores (round-robin) and a Transient store.
+    pub fn new(stores: Vec<Arc<Store>>, transient: Arc<Store>) -> Arc<Cache> {
+        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        Arc::new(Cache {
+            shards,
+            hasher: RandomState::new(),
+            stores,
+            transient,
+            next_store: AtomicUsize::new(0),
+            expiry: Mutex::new(BTreeMap::new()),
+            expiry_seq: AtomicU64::new(0),
+        })
+    }
+
+    pub fn stores(&self) -> &[Arc<Store>] {
+        &self.stores
+    }
+
+    pub fn transient(&self) -> &Arc<Store> {
+        &self.transient
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Arc<[u8]>, Head>> {
+        let h = self.hasher.hash_one(key) as usize;
+        &self.shards[h % SHARDS]
+    }
+
+    /// Looks a key up for a request with these headers.
+    pub fn lookup(
+        self: &Arc<Self>,
+        key: &[u8],
+        req: &Headers,
+        now: f64,
+        lru_interval: f64,
+    ) -> Lookup {
+        let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        let Some(head) = map.get_mut(key) else {
+            let key: Arc<[u8]> = Arc::from(key);
+            let (busy, _) = Busy::new();
+            map.insert(
+                key.clone(),
+                Head {
+                    key: key.clone(),
+                    objs: Vec::new(),
+                    busy: Some(busy.clone()),
+                },
+            );
+            COUNTERS.inc(Counter::n_objecthead);
+            return Lookup::Miss(self.slot(key, Some(busy)));
+        };
+        let mut grace: Option<&Arc<Object>> = None;
+        for obj in &head.objs {
+            if obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
+                continue;
+            }
+            let left = obj.ttl_left(now);
+            match obj.kind {
+                ObjKind::HitMiss if left > 0.0 => {
+                    let marker = obj.clone();
+                    let key = head.key.clone();
+                    drop(map);
+                    return Lookup::HitMiss {
+                        marker,
+                        slot: self.slot(key, None),
+                    };
+                }
+                ObjKind::HitPass if left > 0.0 => return Lookup::HitPass(obj.clone()),
+                ObjKind::HitMiss | ObjKind::HitPass => continue,
+                ObjKind::Normal => {
+                    if obj.body.is_failed() {
+                        continue;
+                    }
+                    if left > 0.0 {
+                        let obj = obj.clone();
+                        drop(map);
+                        self.touch(&obj, now, lru_interval);
+                        return Lookup::Hit(obj);
+                    }
+                    if grace.is_none() && left + obj.timers().grace > 0.0 {
+                        grace = Some(obj);
+                    }
+                }
+            }
+        }
+        let grace = grace.cloned();
+        if let Some(busy) = &head.busy {
+            return match grace {
+                Some(obj) => Lookup::Grace { obj, refresh: None },
+                None => Lookup::Wait(busy.tx.subscribe()),
+            };
+        }
+        let (busy, _) = Busy::new();
+        head.busy = Some(busy.clone());
+        let slot = self.slot(head.key.clone(), Some(busy));
+        drop(map);
+        match grace {
+            Some(obj) => {
+                self.touch(&obj, now, lru_interval);
+                Lookup::Grace {
+                    obj,
+                    refresh: Some(slot),
+                }
+            }
+            None => Lookup::Miss(slot),
+        }
+    }
+
+    fn slot(self: &Arc<Self>, key: Arc<[u8]>, busy: Option<Arc<Busy>>) -> FetchSlot {
+        FetchSlot {
+            cache: self.clone(),
+            key,
+            busy,
+        }
+    }
+
+    fn touch(&self, obj: &Arc<Object>, now: f64, interval: f64) {
+        if let Some(store) = obj.store.get() {
+            if store.lru_touch(obj, now, interval) {
+                COUNTERS.inc(Counter::n_lru_moved);
+            }
+        }
+    }
+
+    /// The store a new object goes to.
+    pub fn choose_store(&self, transient: bool) -> Arc<Store> {
+        if transient || self.stores.is_empty() {
+            return self.transient.clone();
+        }
+        let i = self.next_store.fetch_add(1, Ordering::Relaxed) % self.stores.len();
+        self.stores[i].clone()
+    }
+
+    /// Charges an object to a store (once), with its fixed overhead and the
+    /// given bytes. Evicts up to `nuke_limit` objects to make room; false
+    /// when there still is none.
+    pub fn attach(
+        &self,
+        obj: &Arc<Object>,
+        store: Arc<Store>,
+        bytes: u64,
+        nuke_limit: u64,
+    ) -> bool {
+        store.c_req.fetch_add(1, Ordering::Relaxed);
+        store.g_alloc.fetch_add(1, Ordering::Relaxed);
+        let store = obj.store.get_or_init(|| store).clone();
+        self.allocate(obj, &store, object::OBJECT_OVERHEAD + bytes, nuke_limit)
+    }
+
+    /// Charges more bytes to an object's store, evicting as needed.
+    pub fn grow(&self, obj: &Arc<Object>, bytes: u64, nuke_limit: u64) -> bool {
+        match obj.store.get() {
+            Some(store) => {
+                let store = store.clone();
+                self.allocate(obj, &store, bytes, nuke_limit)
+            }
+            None => true,
+        }
+    }
+
+    fn allocate(&self, obj: &Arc<Object>, store: &Arc<Store>, bytes: u64, nuke_limit: u64) -> bool {
+        let mut nuked = 0;
+        loop {
+            if store.try_reserve(bytes) {
+                obj.allocated.fetch_add(bytes, Ordering::Relaxed);
+                return true;
+            }
+            if nuked >= nuke_limit {
+                COUNTERS.inc(Counter::n_lru_limited);
+                store.c_fail.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            match store.lru_pop() {
+                Some(victim) if !Arc::ptr_eq(&victim, obj) => {
+                    self.remove(&victim, Removal::Nuked);
+                    nuked += 1;
+                }
+                Some(_) => continue,
+                None => {
+                    store.c_fail.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Takes an object out of the index, its LRU list and the expiry queue.
+    pub fn remove(&self, obj: &Arc<Object>, why: Removal) {
+        if obj.removed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(key) = obj.key.get() {
+            let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(head) = map.get_mut(&key[..]) {
+                head.objs.retain(|o| !Arc::ptr_eq(o, obj));
+                if head.objs.is_empty() && head.busy.is_none() {
+                    map.remove(&key[..]);
+                    COUNTERS.dec(Counter::n_objecthead);
+                }
+            }
+        }
+        self.forget(obj, why);
+    }
+
+    /// Bookkeeping for an object already unlinked from its head.
+    fn forget(&self, obj: &Arc<Object>, why: Removal) {
+        if let Some(store) = obj.store.get() {
+            store.lru_remove(obj);
+        }
+        let seq = obj.exp_seq();
+        if seq != 0 {
+            let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+            exp.remove(&(obj.exp_at(), seq));
+        }
+        if obj.key.get().is_some() {
+            if obj.kind == ObjKind::Normal {
+                COUNTERS.dec(Counter::n_object);
+            }
+            COUNTERS.dec(Counter::n_objectcore);
+        }
+        match why {
+            Removal::Expired => COUNTERS.inc(Counter::n_expired),
+            Removal::Nuked => COUNTERS.inc(Counter::n_lru_nuked),
+            _ => {}
+        }
+    }
+
+    /// Removes every object whose lifetime has ended; returns how many.
+    pub fn expire(&self, now: f64) -> usize {
+        let now_ms = (now * 1000.0) as u64;
+        let mut due = Vec::new();
+        {
+            let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(entry) = exp.first_entry() {
+                if entry.key().0 > now_ms {
+                    break;
+                }
+                due.push(entry.remove());
+            }
+        }
+        let mut n = 0;
+        for weak in due {
+            if let Some(obj) = weak.upgrade() {
+                obj.clear_expiry();
+                if obj.expires_at() <= now {
+                    self.remove(&obj, Removal::Expired);
+                    n += 1;
+                } else if !obj.is_removed() {
+                    self.schedule(&obj);
+                }
+            }
+        }
+        n
+    }
+
+    fn schedule(&self, obj: &Arc<Object>) {
+        let at = obj.expires_at();
+        let at_ms = if at.is_finite() {
+            (at.max(0.0) * 1000.0).min(u64::MAX as f64 / 2.0) as u64
+        } else {
+            u64::MAX / 2
+        };
+        let seq = self.expiry_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        obj.set_expiry(at_ms, seq);
+        let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+        exp.insert((at_ms, seq), Arc::downgrade(obj));
+        // Removed meanwhile: its removal could not see this entry.
+        if obj.is_removed() {
+            exp.remove(&(at_ms, seq));
+        }
+    }
+
+    /// Distinct keys in the index (`n_objecthead`).
+    pub fn heads(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+}
+
+impl Busy {
+    fn new() -> (Arc<Busy>, watch::Receiver<BusyState>) {
+        let (tx, rx) = watch::channel(BusyState::Pending);
+        (Arc::new(Busy { tx }), rx)
+    }
+}
+
+impl FetchSlot {
+    /// Whether other requests are waiting on this fetch's outcome.
+    pub fn is_coalescing(&self) -> bool {
+        self.busy.is_some()
+    }
+
+    /// Puts an object (or marker) into the index, replacing the variants
+    /// the fetching request selected, and wakes the waiters.
+    pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {
+        let cache = self.cache.clone();
+        let _ = obj.key.set(self.key.clone());
+        let mut replaced = Vec::new();
+        {
+            let mut map = cache
+                .shard(&self.key)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let head = map.entry(self.key.clone()).or_insert_with(|| {
+                COUNTERS.inc(Counter::n_objecthead);
+                Head {
+                    key: self.key.clone(),
+                    objs: Vec::new(),
+                    busy: None,
+                }
+            });
+            head.objs.retain(|old| {
+                let same_variant = old.vary.as_ref().is_none_or(|v| v.matches(req));
+                if same_variant {
+                    old.removed.store(true, Ordering::Release);
+                    replaced.push(old.clone());
+                }
+                !same_variant
+            });
+            head.objs.insert(0, obj.clone());
+            if let (Some(mine), Some(current)) = (&self.busy, &head.busy) {
+                if Arc::ptr_eq(mine, current) {
+                    head.busy = None;
+                }
+            }
+        }
+        if obj.kind == ObjKind::Normal {
+            COUNTERS.inc(Counter::n_object);
+        }
+        COUNTERS.inc(Counter::n_objectcore);
+        for old in &replaced {
+            cache.forget(old, Removal::Replaced);
+        }
+        if let Some(store) = obj.store.get() {
+            store.lru_insert(obj, lacquer_core::time::now());
+        }
+        cache.schedule(obj);
+        if let Some(busy) = self.busy.take() {
+            busy.tx.send_replace(BusyState::Relookup);
+        }
+    }
+
+    /// Gives up without inserting. Waiters get `deliver` if given (the
+    /// error response of a failed fetch), else look up again.
+    pub fn abandon(mut self, deliver: Option<Arc<Object>>) {
+        self.release(match deliver {
+            Some(obj) => BusyState::Deliver(obj),
+            None => BusyState::Relookup,
+        });
+    }
+
+    fn release(&mut self, state: BusyState) {
+        let Some(busy) = self.busy.take() else { return };
+        {
+            let mut map = self
+                .cache
+                .shard(&self.key)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(head) = map.get_mut(&self.key[..]) {
+                if head.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
+                    head.busy = None;
+                }
+                if head.objs.is_empty() && head.busy.is_none() {
+                    map.remove(&self.key[..]);
+                    COUNTERS.dec(Counter::n_objecthead);
+                }
+            }
+        }
+        busy.tx.send_replace(state);
+    }
+}
+
+impl Drop for FetchSlot {
+    fn drop(&mut self) {
+        self.release(BusyState::Relookup);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -44,9 +44,11 @@ pub fn parse_duration(input: &str) -> Result<f64, UnitError> {
         "d" => 86400.0,
         "w" => 7.0 * 86400.0,
         "y" => 365.0 * 86400.0,
-        _ => return Err(UnitError(format!(
+        _ => {
+            return Err(UnitError(format!(
             "invalid duration \"{input}\": unknown unit \"{suffix}\" (use ms, s, m, h, d, w or y)"
-        ))),
+        )))
+        }
     };
     Ok(value * scale)
 }

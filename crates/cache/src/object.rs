@@ -1,0 +1,446 @@
+//! Stored objects: the serialised response head, the body as shared byte
+//! chunks that grow while the fetch streams, and the timers (ttl, grace,
+//! keep) that decide freshness. Many clients read one body while it is
+//! still arriving.
+
+use crate::store::Store;
+use bytes::Bytes;
+use lacquer_http::Headers;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::Notify;
+
+/// An `f64` that can be read and written from several threads.
+#[derive(Debug)]
+pub struct AtomicF64(AtomicU64);
+
+impl AtomicF64 {
+    pub fn new(v: f64) -> Self {
+        AtomicF64(AtomicU64::new(v.to_bits()))
+    }
+    #[inline]
+    pub fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+    pub fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed)
+    }
+}
+
+/// What an object is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjKind {
+    /// A response that can be delivered.
+    Normal,
+    /// A hit-for-miss marker: requests that find it fetch on their own.
+    HitMiss,
+    /// A hit-for-pass marker: requests that find it are passed.
+    HitPass,
+}
+
+/// The freshness timers of an object, relative to `t_origin`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timers {
+    /// When the response was generated (fetch time less its `Age`).
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+}
+
+impl Timers {
+    /// Total lifetime in the cache.
+    pub fn lifetime(&self) -> f64 {
+        self.ttl + self.grace.max(0.0) + self.keep.max(0.0)
+    }
+}
+
+/// The values of the request headers a `Vary` response names, as they were
+/// on the request that fetched it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarySpec {
+    fields: Vec<(String, Option<Bytes>)>,
+}
+
+impl VarySpec {
+    /// Builds the spec from a `Vary` value list and the request headers.
+    /// Returns `Err(())` for `Vary: *` (anywhere in the list).
+    pub fn build<'a>(
+        vary_values: impl Iterator<Item = &'a Bytes>,
+        req: &Headers,
+    ) -> Result<Option<VarySpec>, ()> {
+        let mut fields: Vec<(String, Option<Bytes>)> = Vec::new();
+        for value in vary_values {
+            for token in value.split(|&b| b == b',') {
+                let token = lacquer_http::headers::trim(token);
+                if token.is_empty() {
+                    continue;
+                }
+                if token == b"*" {
+                    return Err(());
+                }
+                let name = String::from_utf8_lossy(token).to_ascii_lowercase();
+                if fields.iter().any(|(n, _)| *n == name) {
+                    continue;
+                }
+                let v = req.get(&name).cloned();
+                fields.push((name, v));
+            }
+        }
+        Ok(if fields.is_empty() {
+            None
+        } else {
+            Some(VarySpec { fields })
+        })
+    }
+
+    /// Whether a request selects this variant.
+    pub fn matches(&self, req: &Headers) -> bool {
+        self.fields
+            .iter()
+            .all(|(name, value)| match (req.get(name), value) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            })
+    }
+}
+
+/// Why reading a body stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFailed;
+
+#[derive(Debug)]
+struct BodyState {
+    chunks: Vec<Bytes>,
+    len: u64,
+    failed: bool,
+    complete: bool,
+}
+
+/// A body that may still be arriving.
+#[derive(Debug)]
+pub struct Body {
+    state: Mutex<BodyState>,
+    notify: Notify,
+    done: OnceLock<Box<[Bytes]>>,
+    /// The length announced before streaming (a backend Content-Length).
+    pub expected_len: Option<u64>,
+}
+
+impl Body {
+    /// An empty body that will be filled by a fetch.
+    pub fn streaming(expected_len: Option<u64>) -> Self {
+        Body {
+            state: Mutex::new(BodyState {
+                chunks: Vec::new(),
+                len: 0,
+                failed: false,
+                complete: false,
+            }),
+            notify: Notify::new(),
+            done: OnceLock::new(),
+            expected_len,
+        }
+    }
+
+    /// A body that is complete from the start.
+    pub fn complete(chunks: Vec<Bytes>) -> Self {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        let body = Body::streaming(Some(len));
+        let _ = body.done.set(chunks.into_boxed_slice());
+        body
+    }
+
+    /// Appends bytes; wakes every reader.
+    pub fn push(&self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.len += chunk.len() as u64;
+        st.chunks.push(chunk);
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the body complete.
+    pub fn finish(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.complete = true;
+        let chunks = std::mem::take(&mut st.chunks);
+        let _ = self.done.set(chunks.into_boxed_slice());
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the body failed: readers stop with an error.
+    pub fn fail(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.failed = true;
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// The whole body, once complete.
+    #[inline]
+    pub fn chunks(&self) -> Option<&[Bytes]> {
+        self.done.get().map(|b| &b[..])
+    }
+
+    /// The final length if known: complete, or announced.
+    pub fn known_len(&self) -> Option<u64> {
+        match self.chunks() {
+            Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
+            None => self.expected_len,
+        }
+    }
+
+    /// Whether the fetch filling this body failed.
+    pub fn is_failed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
+    }
+
+    /// Waits for chunks from index `from` on. Returns the new chunks (empty
+    /// with `Ok(true)` at the end of the body).
+    pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(done) = self.done.get() {
+                if from < done.len() {
+                    out.extend_from_slice(&done[from..]);
+                }
+                return Ok(true);
+            }
+            {
+                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if st.failed {
+                    return Err(BodyFailed);
+                }
+                if st.complete {
+                    continue;
+                }
+                if from < st.chunks.len() {
+                    out.extend_from_slice(&st.chunks[from..]);
+                    return Ok(false);
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One cached response (or a marker).
+#[derive(Debug)]
+pub struct Object {
+    /// The vxid of the fetch that made it.
+    pub xid: u64,
+    pub kind: ObjKind,
+    pub status: u16,
+    /// Status line and stored headers, each line ending in CRLF, without
+    /// the blank line that ends a head.
+    pub head: Bytes,
+    /// The stored headers, parsed (for VCL, conditionals, Vary).
+    pub headers: Headers,
+    pub body: Body,
+    pub vary: Option<VarySpec>,
+    pub etag: Option<Bytes>,
+    pub last_modified: Option<f64>,
+    t_origin: AtomicF64,
+    ttl: AtomicF64,
+    grace: AtomicF64,
+    keep: AtomicF64,
+    pub hits: AtomicU64,
+    /// The key it is indexed under, once inserted.
+    pub(crate) key: OnceLock<Arc<[u8]>>,
+    pub(crate) removed: AtomicBool,
+    pub(crate) store: OnceLock<Arc<Store>>,
+    pub(crate) allocated: AtomicU64,
+    pub(crate) lru_slot: AtomicUsize,
+    pub(crate) lru_stamp: AtomicF64,
+    exp_at: AtomicU64,
+    exp_seq: AtomicU64,
+}
+
+/// Everything needed to make an object.
+#[derive(Debug)]
+pub struct ObjectInit {
+    pub xid: u64,
+    pub kind: ObjKind,
+    pub status: u16,
+    pub head: Bytes,
+    pub headers: Headers,
+    pub body: Body,
+    pub vary: Option<VarySpec>,
+    pub timers: Timers,
+}
+
+/// Fixed bookkeeping cost charged to storage for every object.
+pub const OBJECT_OVERHEAD: u64 = 320;
+
+impl Object {
+    pub fn new(init: ObjectInit) -> Self {
+        let etag = init.headers.get("etag").cloned();
+        let last_modified = init
+            .headers
+            .get("last-modified")
+            .and_then(|v| lacquer_core::time::parse_http_date(v));
+        Object {
+            xid: init.xid,
+            kind: init.kind,
+            status: init.status,
+            head: init.head,
+            headers: init.headers,
+            body: init.body,
+            vary: init.vary,
+            etag,
+            last_modified,
+            t_origin: AtomicF64::new(init.timers.t_origin),
+            ttl: AtomicF64::new(init.timers.ttl),
+            grace: AtomicF64::new(init.timers.grace),
+            keep: AtomicF64::new(init.timers.keep),
+            hits: AtomicU64::new(0),
+            key: OnceLock::new(),
+            removed: AtomicBool::new(false),
+            store: OnceLock::new(),
+            allocated: AtomicU64::new(0),
+            lru_slot: AtomicUsize::new(usize::MAX),
+            lru_stamp: AtomicF64::new(0.0),
+            exp_at: AtomicU64::new(0),
+            exp_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn timers(&self) -> Timers {
+        Timers {
+            t_origin: self.t_origin.get(),
+            ttl: self.ttl.get(),
+            grace: self.grace.get(),
+            keep: self.keep.get(),
+        }
+    }
+
+    pub fn set_timers(&self, t: Timers) {
+        self.t_origin.set(t.t_origin);
+        self.ttl.set(t.ttl);
+        self.grace.set(t.grace);
+        self.keep.set(t.keep);
+    }
+
+    /// Seconds of TTL left (negative once stale).
+    #[inline]
+    pub fn ttl_left(&self, now: f64) -> f64 {
+        self.t_origin.get() + self.ttl.get() - now
+    }
+
+    /// Whole seconds since the response was generated, for `Age`.
+    pub fn age(&self, now: f64) -> u64 {
+        (now - self.t_origin.get()).max(0.0) as u64
+    }
+
+    /// When the object leaves the cache.
+    pub fn expires_at(&self) -> f64 {
+        let t = self.timers();
+        t.t_origin + t.lifetime()
+    }
+
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    /// Bytes charged to storage.
+    pub fn storage_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_expiry(&self, at_ms: u64, seq: u64) {
+        self.exp_at.store(at_ms, Ordering::Relaxed);
+        self.exp_seq.store(seq, Ordering::Relaxed);
+    }
+
+    pub(crate) fn clear_expiry(&self) {
+        self.exp_seq.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn exp_at(&self) -> u64 {
+        self.exp_at.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn exp_seq(&self) -> u64 {
+        self.exp_seq.load(Ordering::Relaxed)
+    }
+
+    /// The name of the store holding it.
+    pub fn store_name(&self) -> Option<&str> {
+        self.store.get().map(|s| s.name())
+    }
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.get() {
+            store.release(*self.allocated.get_mut());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vary_specs() {
+        let mut req = Headers::new();
+        req.append("Accept-Encoding", "gzip");
+        let vary = [Bytes::from_static(b"Accept-Encoding, X-Absent")];
+        let spec = VarySpec::build(vary.iter(), &req).unwrap().unwrap();
+        assert!(spec.matches(&req));
+        let mut other = Headers::new();
+        other.append("accept-encoding", "br");
+        assert!(!spec.matches(&other));
+        let mut extra = req.clone();
+        extra.append("X-Absent", "1");
+        assert!(!spec.matches(&extra));
+        let star = [Bytes::from_static(b"Cookie, *")];
+        assert!(VarySpec::build(star.iter(), &req).is_err());
+        let empty = [Bytes::from_static(b" ")];
+        assert!(VarySpec::build(empty.iter(), &req).unwrap().is_none());
+    }
+
+    #[test]
+    fn streaming_body_reaches_readers() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(streaming_body_reaches_readers_async());
+    }
+
+    async fn streaming_body_reaches_readers_async() {
+        let body = Arc::new(Body::streaming(None));
+        let reader = {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut n = 0;
+                loop {
+                    let mut out = Vec::new();
+                    let end = body.wait_chunks(n, &mut out).await.unwrap();
+                    n += out.len();
+                    got.extend(out);
+                    if end {
+                        return got;
+                    }
+                }
+            })
+        };
+        body.push(Bytes::from_static(b"a"));
+        tokio::task::yield_now().await;
+        body.push(Bytes::from_static(b"b"));
+        body.finish();
+        let got = reader.await.unwrap();
+        assert_eq!(got.concat(), b"ab");
+        assert_eq!(body.known_len(), Some(2));
+    }
+}

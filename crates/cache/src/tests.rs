@@ -1,0 +1,193 @@
+//! Unit tests of the index: hits, waiting lists, variants, markers, grace,
+//! eviction and expiry.
+
+use super::*;
+use bytes::Bytes;
+use object::ObjectInit;
+
+fn obj(kind: ObjKind, ttl: f64, grace: f64, vary: Option<VarySpec>, now: f64) -> Arc<Object> {
+    Arc::new(Object::new(ObjectInit {
+        xid: 1,
+        kind,
+        status: 200,
+        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+        headers: Headers::new(),
+        body: Body::complete(vec![Bytes::from_static(b"hello")]),
+        vary,
+        timers: Timers {
+            t_origin: now,
+            ttl,
+            grace,
+            keep: 0.0,
+        },
+    }))
+}
+
+fn cache(budget: u64) -> Arc<Cache> {
+    Cache::new(vec![Store::malloc("s0", budget)], Store::transient(None))
+}
+
+fn miss(c: &Arc<Cache>, key: &[u8], req: &Headers, now: f64) -> FetchSlot {
+    match c.lookup(key, req, now, 2.0) {
+        Lookup::Miss(slot) => slot,
+        _ => panic!("expected a miss"),
+    }
+}
+
+#[test]
+fn miss_insert_hit() {
+    let c = cache(1 << 20);
+    let now = 1000.0;
+    let req = Headers::new();
+    let slot = miss(&c, b"/a", &req, now);
+    assert!(matches!(c.lookup(b"/a", &req, now, 2.0), Lookup::Wait(_)));
+    let o = obj(ObjKind::Normal, 60.0, 10.0, None, now);
+    assert!(c.attach(&o, c.choose_store(false), 5, 50));
+    slot.insert(&o, &req);
+    assert!(matches!(c.lookup(b"/a", &req, now, 2.0), Lookup::Hit(_)));
+    assert!(matches!(c.lookup(b"/b", &req, now, 2.0), Lookup::Miss(_)));
+}
+
+#[test]
+fn waiters_are_woken() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let slot = miss(&c, b"/a", &req, 0.0);
+    let Lookup::Wait(rx) = c.lookup(b"/a", &req, 0.0, 2.0) else {
+        panic!()
+    };
+    let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    slot.insert(&o, &req);
+    assert!(matches!(*rx.borrow(), BusyState::Relookup));
+    // A dropped slot wakes waiters too, and frees the head.
+    let slot = miss(&c, b"/z", &req, 0.0);
+    let Lookup::Wait(rx) = c.lookup(b"/z", &req, 0.0, 2.0) else {
+        panic!()
+    };
+    drop(slot);
+    assert!(matches!(*rx.borrow(), BusyState::Relookup));
+    assert!(matches!(c.lookup(b"/z", &req, 0.0, 2.0), Lookup::Miss(_)));
+}
+
+#[test]
+fn variants() {
+    let c = cache(1 << 20);
+    let mut gz = Headers::new();
+    gz.append("Accept-Encoding", "gzip");
+    let plain = Headers::new();
+    let vary = [Bytes::from_static(b"Accept-Encoding")];
+    let slot = miss(&c, b"/v", &gz, 0.0);
+    let o = obj(
+        ObjKind::Normal,
+        60.0,
+        0.0,
+        VarySpec::build(vary.iter(), &gz).unwrap(),
+        0.0,
+    );
+    slot.insert(&o, &gz);
+    assert!(matches!(c.lookup(b"/v", &gz, 0.0, 2.0), Lookup::Hit(_)));
+    let slot = miss(&c, b"/v", &plain, 0.0);
+    let o2 = obj(
+        ObjKind::Normal,
+        60.0,
+        0.0,
+        VarySpec::build(vary.iter(), &plain).unwrap(),
+        0.0,
+    );
+    slot.insert(&o2, &plain);
+    match c.lookup(b"/v", &plain, 0.0, 2.0) {
+        Lookup::Hit(h) => assert!(Arc::ptr_eq(&h, &o2)),
+        _ => panic!(),
+    }
+    match c.lookup(b"/v", &gz, 0.0, 2.0) {
+        Lookup::Hit(h) => assert!(Arc::ptr_eq(&h, &o)),
+        _ => panic!(),
+    }
+}
+
+#[test]
+fn hit_for_miss_does_not_coalesce() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let slot = miss(&c, b"/p", &req, 0.0);
+    slot.insert(&obj(ObjKind::HitMiss, 120.0, 0.0, None, 0.0), &req);
+    let first = c.lookup(b"/p", &req, 1.0, 2.0);
+    let second = c.lookup(b"/p", &req, 1.0, 2.0);
+    assert!(matches!(first, Lookup::HitMiss { .. }));
+    assert!(matches!(second, Lookup::HitMiss { .. }));
+    // Past its lifetime the marker no longer applies.
+    assert!(matches!(c.lookup(b"/p", &req, 200.0, 2.0), Lookup::Miss(_)));
+}
+
+#[test]
+fn grace_triggers_one_refresh() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let slot = miss(&c, b"/g", &req, 0.0);
+    slot.insert(&obj(ObjKind::Normal, 10.0, 30.0, None, 0.0), &req);
+    let first = c.lookup(b"/g", &req, 15.0, 2.0);
+    let Lookup::Grace {
+        refresh: Some(_slot),
+        ..
+    } = first
+    else {
+        panic!("first stale lookup refreshes")
+    };
+    assert!(matches!(
+        c.lookup(b"/g", &req, 15.0, 2.0),
+        Lookup::Grace { refresh: None, .. }
+    ));
+    // Beyond grace: wait on the refresh in progress.
+    assert!(matches!(c.lookup(b"/g", &req, 50.0, 2.0), Lookup::Wait(_)));
+}
+
+#[test]
+fn eviction_respects_budget_and_nuke_limit() {
+    let budget = 10 * (object::OBJECT_OVERHEAD + 100);
+    let c = cache(budget);
+    let req = Headers::new();
+    for i in 0..50u32 {
+        let key = format!("/k{i}");
+        let slot = miss(&c, key.as_bytes(), &req, 0.0);
+        let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+        assert!(c.attach(&o, c.choose_store(false), 100, 50));
+        slot.insert(&o, &req);
+    }
+    let store = &c.stores()[0];
+    assert!(store.used() <= budget);
+    assert_eq!(store.lru_len(), 10);
+    assert_eq!(c.heads(), 10);
+    // The oldest were evicted, the newest remain.
+    assert!(matches!(c.lookup(b"/k49", &req, 0.0, 2.0), Lookup::Hit(_)));
+    assert!(matches!(c.lookup(b"/k0", &req, 0.0, 2.0), Lookup::Miss(_)));
+    // Larger than the whole store: fails even after nuking everything.
+    let big = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert!(!c.attach(&big, c.choose_store(false), budget * 2, 50));
+    // With nuke_limit 0 nothing is evicted.
+    let c2 = cache(object::OBJECT_OVERHEAD + 100);
+    let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert!(c2.attach(&o, c2.choose_store(false), 100, 0));
+    miss(&c2, b"/x", &req, 0.0).insert(&o, &req);
+    let o2 = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert!(!c2.attach(&o2, c2.choose_store(false), 100, 0));
+}
+
+#[test]
+fn expiry_removes_and_frees() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    for i in 0..20u32 {
+        let key = format!("/e{i}");
+        let slot = miss(&c, key.as_bytes(), &req, 0.0);
+        let o = obj(ObjKind::Normal, 5.0 + i as f64, 0.0, None, 0.0);
+        assert!(c.attach(&o, c.choose_store(false), 10, 50));
+        slot.insert(&o, &req);
+    }
+    assert_eq!(c.expire(4.0), 0);
+    assert_eq!(c.expire(10.0), 6);
+    assert_eq!(c.heads(), 14);
+    assert_eq!(c.expire(100.0), 14);
+    assert_eq!(c.heads(), 0);
+    assert_eq!(c.stores()[0].used(), 0);
+    assert!(c.expiry.lock().unwrap().is_empty());
+}
