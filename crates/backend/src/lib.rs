@@ -1,1 +1,215 @@
-//! placeholder
+//! Backends: where they are, their pools of idle keep-alive connections,
+//! and one HTTP/1 exchange with them under Varnish's timeouts
+//! (`connect_timeout`, `first_byte_timeout`, `between_bytes_timeout`,
+//! `backend_idle_timeout`), including the one retry on a fresh connection
+//! when a reused one turns out to have been closed.
+
+mod conn;
+
+pub use conn::{BodyReader, Conn};
+
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+/// The timeouts of one fetch.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub between_bytes: Duration,
+    pub idle: Duration,
+}
+
+/// Why a fetch failed. The text is what goes into the `FetchError` record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    ConnectFailed(String),
+    ConnectTimeout,
+    WriteFailed(String),
+    FirstByteTimeout,
+    BetweenBytesTimeout,
+    ReadFailed(String),
+    /// The connection closed before a complete response head.
+    ClosedEarly,
+    BadResponse(String),
+    /// The body ended before its announced length, or was badly framed.
+    BadBody(String),
+    /// Storage could not make room.
+    NoStorage,
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::ConnectFailed(e) => write!(f, "backend connect failed: {e}"),
+            FetchError::ConnectTimeout => f.write_str("backend connect timeout"),
+            FetchError::WriteFailed(e) => write!(f, "backend write error: {e}"),
+            FetchError::FirstByteTimeout => f.write_str("first byte timeout"),
+            FetchError::BetweenBytesTimeout => f.write_str("between bytes timeout"),
+            FetchError::ReadFailed(e) => write!(f, "backend read error: {e}"),
+            FetchError::ClosedEarly => {
+                f.write_str("backend closed the connection before a response")
+            }
+            FetchError::BadResponse(e) => write!(f, "http format error: {e}"),
+            FetchError::BadBody(e) => write!(f, "body error: {e}"),
+            FetchError::NoStorage => f.write_str("Could not get storage"),
+        }
+    }
+}
+
+/// One origin server.
+#[derive(Debug)]
+pub struct Backend {
+    pub name: String,
+    /// As configured (`host:port`), for display.
+    pub endpoint: String,
+    pub addr: SocketAddr,
+    /// Sent as `Host` when the request has none.
+    pub host_header: String,
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    /// Requests sent (`VBE.*.req`).
+    pub req: AtomicU64,
+    /// Connections now open to it (`VBE.*.conn`).
+    pub conn: AtomicU64,
+}
+
+impl Backend {
+    pub fn new(name: &str, endpoint: &str, addr: SocketAddr, host_header: &str) -> Backend {
+        Backend {
+            name: name.to_string(),
+            endpoint: endpoint.to_string(),
+            addr,
+            host_header: host_header.to_string(),
+            idle: Mutex::new(Vec::new()),
+            req: AtomicU64::new(0),
+            conn: AtomicU64::new(0),
+        }
+    }
+
+    /// A connection: an idle pooled one if a live one is there, else new.
+    pub async fn connect(&self, t: &Timeouts, allow_reuse: bool) -> Result<Conn<'_>, FetchError> {
+        if allow_reuse {
+            if let Some(stream) = self.take_idle(t.idle) {
+                COUNTERS.inc(Counter::backend_reuse);
+                return Ok(Conn::new(self, stream, true));
+            }
+        }
+        let stream = match tokio::time::timeout(t.connect, TcpStream::connect(self.addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                COUNTERS.inc(Counter::backend_fail);
+                return Err(FetchError::ConnectFailed(e.to_string()));
+            }
+            Err(_) => {
+                COUNTERS.inc(Counter::backend_fail);
+                return Err(FetchError::ConnectTimeout);
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        COUNTERS.inc(Counter::backend_conn);
+        self.conn.fetch_add(1, Ordering::Relaxed);
+        Ok(Conn::new(self, stream, false))
+    }
+
+    fn take_idle(&self, max_idle: Duration) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((stream, since)) = idle.pop() {
+            if since.elapsed() >= max_idle {
+                self.conn.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            // A pooled connection that is readable has been closed by the
+            // backend (or holds garbage): either way it is useless.
+            let mut probe = [0u8; 1];
+            match stream.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(stream),
+                _ => {
+                    self.conn.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        }
+        None
+    }
+
+    pub(crate) fn recycle(&self, stream: TcpStream) {
+        COUNTERS.inc(Counter::backend_recycle);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push((stream, Instant::now()));
+    }
+
+    pub(crate) fn closed(&self) {
+        self.conn.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Closes pooled connections idle longer than `max_idle`.
+    pub fn reap(&self, max_idle: Duration) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let before = idle.len();
+        idle.retain(|(_, since)| since.elapsed() < max_idle);
+        let closed = before - idle.len();
+        self.conn.fetch_sub(closed as u64, Ordering::Relaxed);
+    }
+
+    /// Idle connections in the pool.
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Sends a request whose body (if any) is in memory and reads the
+    /// response head. A reused connection that fails before any response
+    /// byte is retried once on a fresh one.
+    pub async fn exchange(
+        &self,
+        head: &[u8],
+        body: &[u8],
+        t: &Timeouts,
+        limits: &ResponseLimits,
+        is_head: bool,
+    ) -> Result<(Conn<'_>, ResponseHead), FetchError> {
+        let mut allow_reuse = true;
+        loop {
+            let mut conn = self.connect(t, allow_reuse).await?;
+            self.req.fetch_add(1, Ordering::Relaxed);
+            let sent = conn.write_request(head, body, t).await;
+            let result = match sent {
+                Ok(()) => conn.read_head(t, limits, is_head).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(resp) => return Ok((conn, resp)),
+                Err(e) => {
+                    let retryable = conn.reused()
+                        && !conn.saw_bytes()
+                        && matches!(
+                            e,
+                            FetchError::ClosedEarly
+                                | FetchError::WriteFailed(_)
+                                | FetchError::ReadFailed(_)
+                        );
+                    drop(conn);
+                    if retryable && allow_reuse {
+                        COUNTERS.inc(Counter::backend_retry);
+                        allow_reuse = false;
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Parses a response head out of a connection buffer.
+pub(crate) fn try_parse(
+    buf: &mut bytes::BytesMut,
+    limits: &ResponseLimits,
+    is_head: bool,
+) -> Result<Option<ResponseHead>, FetchError> {
+    parse_response(buf, limits, is_head).map_err(|e| FetchError::BadResponse(e.to_string()))
+}

@@ -83,7 +83,8 @@ impl VarySpec {
                 if fields.iter().any(|(n, _)| *n == name) {
                     continue;
                 }
-                let v = req.get(&name).cloned();
+                // Copied, so the variant does not pin the request's buffer.
+                let v = req.get(&name).map(|v| Bytes::copy_from_slice(v));
                 fields.push((name, v));
             }
         }

@@ -177,6 +177,8 @@ param_table! {
         "Accepted for compatibility with varnishd command lines. Lacquer runs one worker per core.";
     timeout_idle: Seconds, "5", "seconds", min Some("0"), max None,
         "Idle timeout for client connections: a connection is idle until a full request head has arrived, and is closed when this passes.";
+    timeout_linger: Seconds, "0.050", "seconds", min Some("0"), max None,
+        "How long to keep reading from a client after closing a connection on an error, so that the client receives the answer instead of a reset.";
     uncacheable_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),

@@ -1,1 +1,62 @@
-fn main() {}
+//! `lacquer`: the one binary. `lacquer serve …` runs the accelerator with
+//! varnishd's flags; later subcommands (log, stat, adm, test) join it here.
+
+use lacquer_server::config::{parse_args, ServeAction};
+use std::process::ExitCode;
+
+const USAGE: &str =
+    "usage: lacquer serve [-a address[:port]] -b host[:port] [-n workdir] [-s [name=]malloc[,size]]
+                     [-t default_ttl] [-p param=value] [-i identity] [-P pidfile] [-F]
+       lacquer serve -x parameter
+       lacquer serve -V";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => serve(&args[1..]),
+        Some("-V") | Some("--version") => {
+            println!("lacquer {}", lacquer_core::VERSION);
+            ExitCode::SUCCESS
+        }
+        Some("-h") | Some("--help") | Some("help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Some(other) => {
+            eprintln!("lacquer: unknown command \"{other}\"\n{USAGE}");
+            ExitCode::from(2)
+        }
+        None => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: &[String]) -> ExitCode {
+    match parse_args(args) {
+        Ok(ServeAction::Version) => {
+            println!(
+                "lacquer {} ({})",
+                lacquer_core::VERSION,
+                lacquer_core::product_token()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(ServeAction::DescribeParams) => {
+            print!("{}", lacquer_core::params::describe_all());
+            ExitCode::SUCCESS
+        }
+        Ok(ServeAction::Run(cfg)) => match lacquer_server::serve(*cfg) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

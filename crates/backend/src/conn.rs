@@ -1,0 +1,258 @@
+//! One backend connection in use: writing a request, reading the response
+//! head and then its body in whatever framing it came, and going back to
+//! the pool only when the exchange ended cleanly.
+
+use crate::{try_parse, Backend, FetchError, Timeouts};
+use bytes::{Bytes, BytesMut};
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::chunked::{ChunkedDecoder, Decoded};
+use lacquer_http::{Framing, ResponseHead, ResponseLimits};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const READ_SIZE: usize = 64 * 1024;
+
+/// A connection to a backend, checked out of its pool.
+pub struct Conn<'a> {
+    backend: &'a Backend,
+    stream: Option<TcpStream>,
+    buf: BytesMut,
+    reused: bool,
+    saw_bytes: bool,
+    /// Whether the connection may carry another request once the body is
+    /// read.
+    reusable: bool,
+}
+
+impl<'a> Conn<'a> {
+    pub(crate) fn new(backend: &'a Backend, stream: TcpStream, reused: bool) -> Self {
+        Conn {
+            backend,
+            stream: Some(stream),
+            buf: BytesMut::new(),
+            reused,
+            saw_bytes: false,
+            reusable: false,
+        }
+    }
+
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+
+    pub(crate) fn saw_bytes(&self) -> bool {
+        self.saw_bytes
+    }
+
+    fn stream(&mut self) -> Result<&mut TcpStream, FetchError> {
+        self.stream
+            .as_mut()
+            .ok_or_else(|| FetchError::ReadFailed("connection closed".into()))
+    }
+
+    /// Writes bytes under the between-bytes timeout.
+    pub async fn write(&mut self, data: &[u8], t: &Timeouts) -> Result<(), FetchError> {
+        let limit = t.between_bytes;
+        let stream = self.stream()?;
+        match tokio::time::timeout(limit, stream.write_all(data)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(FetchError::WriteFailed(e.to_string())),
+            Err(_) => Err(FetchError::WriteFailed("timeout".into())),
+        }
+    }
+
+    /// Writes a request head and an in-memory body.
+    pub async fn write_request(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        t: &Timeouts,
+    ) -> Result<(), FetchError> {
+        if body.is_empty() {
+            return self.write(head, t).await;
+        }
+        if head.len() + body.len() <= 16 * 1024 {
+            let mut all = Vec::with_capacity(head.len() + body.len());
+            all.extend_from_slice(head);
+            all.extend_from_slice(body);
+            return self.write(&all, t).await;
+        }
+        self.write(head, t).await?;
+        self.write(body, t).await
+    }
+
+    async fn fill(&mut self, limit: std::time::Duration, first: bool) -> Result<usize, FetchError> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(READ_SIZE);
+        }
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| FetchError::ReadFailed("connection closed".into()))?;
+        match tokio::time::timeout(limit, stream.read_buf(&mut self.buf)).await {
+            Ok(Ok(n)) => {
+                if n > 0 {
+                    self.saw_bytes = true;
+                }
+                Ok(n)
+            }
+            Ok(Err(e)) => Err(FetchError::ReadFailed(e.to_string())),
+            Err(_) if first => Err(FetchError::FirstByteTimeout),
+            Err(_) => Err(FetchError::BetweenBytesTimeout),
+        }
+    }
+
+    /// Reads a response head, skipping interim 1xx responses.
+    pub async fn read_head(
+        &mut self,
+        t: &Timeouts,
+        limits: &ResponseLimits,
+        is_head: bool,
+    ) -> Result<ResponseHead, FetchError> {
+        let mut first = true;
+        loop {
+            if let Some(head) = try_parse(&mut self.buf, limits, is_head)? {
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    continue;
+                }
+                self.reusable = head.keep_alive;
+                return Ok(head);
+            }
+            let limit = if first { t.first_byte } else { t.between_bytes };
+            let n = self.fill(limit, first).await?;
+            first = false;
+            if n == 0 {
+                return Err(if self.buf.is_empty() {
+                    FetchError::ClosedEarly
+                } else {
+                    FetchError::BadResponse("truncated response head".into())
+                });
+            }
+        }
+    }
+
+    /// Starts reading a body with this framing.
+    pub fn body(&mut self, framing: Framing) -> BodyReader {
+        let state = match framing {
+            Framing::None => BodyState::Done,
+            Framing::Length(n) => {
+                COUNTERS.inc(Counter::fetch_length);
+                BodyState::Length(n)
+            }
+            Framing::Chunked => {
+                COUNTERS.inc(Counter::fetch_chunked);
+                BodyState::Chunked(ChunkedDecoder::new())
+            }
+            Framing::UntilClose => {
+                COUNTERS.inc(Counter::fetch_eof);
+                self.reusable = false;
+                BodyState::Eof
+            }
+        };
+        BodyReader { state }
+    }
+
+    /// Reads the next piece of the body; `None` at its end.
+    pub async fn read_body(
+        &mut self,
+        r: &mut BodyReader,
+        t: &Timeouts,
+    ) -> Result<Option<Bytes>, FetchError> {
+        loop {
+            match &mut r.state {
+                BodyState::Done => return Ok(None),
+                BodyState::Length(left) => {
+                    if *left == 0 {
+                        r.state = BodyState::Done;
+                        return Ok(None);
+                    }
+                    if !self.buf.is_empty() {
+                        let n = (self.buf.len() as u64).min(*left) as usize;
+                        *left -= n as u64;
+                        return Ok(Some(self.buf.split_to(n).freeze()));
+                    }
+                    if self.fill(t.between_bytes, false).await? == 0 {
+                        self.reusable = false;
+                        return Err(FetchError::BadBody(
+                            "backend closed before the end of the body".into(),
+                        ));
+                    }
+                }
+                BodyState::Chunked(dec) => {
+                    match dec.decode(&mut self.buf) {
+                        Ok(Some(Decoded::Data(d))) => return Ok(Some(d)),
+                        Ok(Some(Decoded::End)) => {
+                            r.state = BodyState::Done;
+                            return Ok(None);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            self.reusable = false;
+                            return Err(FetchError::BadBody(e.0.into()));
+                        }
+                    }
+                    if self.fill(t.between_bytes, false).await? == 0 {
+                        self.reusable = false;
+                        return Err(FetchError::BadBody(
+                            "backend closed inside a chunked body".into(),
+                        ));
+                    }
+                }
+                BodyState::Eof => {
+                    if !self.buf.is_empty() {
+                        return Ok(Some(self.buf.split().freeze()));
+                    }
+                    if self.fill(t.between_bytes, false).await? == 0 {
+                        r.state = BodyState::Done;
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives up the connection once the exchange is over: back to the pool
+    /// if the body was read to its end and both sides keep it alive.
+    pub fn finish(mut self, body_done: bool) {
+        if let Some(stream) = self.stream.take() {
+            if body_done && self.reusable && self.buf.is_empty() {
+                self.backend.recycle(stream);
+            } else {
+                self.backend.closed();
+            }
+        }
+    }
+
+    /// Takes the raw stream (for pipe): whatever was buffered comes along.
+    pub fn into_parts(mut self) -> Option<(TcpStream, BytesMut)> {
+        let stream = self.stream.take()?;
+        self.backend.closed();
+        Some((stream, std::mem::take(&mut self.buf)))
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if self.stream.take().is_some() {
+            self.backend.closed();
+        }
+    }
+}
+
+enum BodyState {
+    Done,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    Eof,
+}
+
+/// The reading position in a response body.
+pub struct BodyReader {
+    state: BodyState,
+}
+
+impl BodyReader {
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, BodyState::Done)
+    }
+}

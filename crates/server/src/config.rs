@@ -1,0 +1,410 @@
+//! The `lacquer serve` command line, read the way varnishd reads its own:
+//! `-a -b -n -s -t -p -i -F -x -V -P`, with `-T -S -f` reserved. Every
+//! mistake is one clear line and exit status 2.
+
+use lacquer_core::params::Params;
+use lacquer_core::units::parse_bytes;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+/// A listening endpoint from `-a`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenSpec {
+    pub name: String,
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// The backend from `-b`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendSpec {
+    /// As written, for display and the default `Host`.
+    pub endpoint: String,
+    pub host: String,
+    pub addr: SocketAddr,
+}
+
+/// A storage backend from `-s`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSpec {
+    pub name: String,
+    pub budget: u64,
+}
+
+/// Everything `serve` was told.
+pub struct ServeConfig {
+    pub listens: Vec<ListenSpec>,
+    pub backend: BackendSpec,
+    pub workdir: PathBuf,
+    pub stores: Vec<StoreSpec>,
+    pub transient_budget: Option<u64>,
+    pub params: Params,
+    pub identity: String,
+    pub pid_file: Option<PathBuf>,
+}
+
+/// What the command line asks for.
+pub enum ServeAction {
+    Run(Box<ServeConfig>),
+    /// `-x parameter`: print the parameter table.
+    DescribeParams,
+    /// `-V`.
+    Version,
+}
+
+/// The default size of a malloc store.
+pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The default work directory, per instance name as varnishd's `-n`.
+pub fn default_workdir() -> PathBuf {
+    let base = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("lacquer").join(hostname())
+}
+
+/// Splits `host:port`, `[v6]:port`, `:port` or `host`.
+fn split_host_port(s: &str) -> Result<(String, Option<String>), String> {
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("missing ']' in \"{s}\""))?;
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("invalid address \"{s}\""))?
+                    .to_string(),
+            ),
+        };
+        return Ok((host.to_string(), port));
+    }
+    match s.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') => Ok((s.to_string(), None)),
+        Some((host, port)) => Ok((host.to_string(), Some(port.to_string()))),
+        None => Ok((s.to_string(), None)),
+    }
+}
+
+fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
+    match p {
+        "http" => Ok(80),
+        "https" => Ok(443),
+        _ => p
+            .parse::<u16>()
+            .map_err(|_| format!("invalid port \"{p}\" in \"{whole}\"")),
+    }
+}
+
+/// Parses one `-a [name=][addr][:port][,PROTO]`.
+pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) if !n.is_empty() && !n.contains(':') && !n.contains('/') => (n.to_string(), r),
+        _ => (format!("a{index}"), spec),
+    };
+    let mut parts = rest.split(',');
+    let endpoint = parts.next().unwrap_or("");
+    for extra in parts {
+        match extra.to_ascii_uppercase().as_str() {
+            "HTTP" | "HTTP/1" => {}
+            "PROXY" => {
+                return Err(format!(
+                    "-a {spec}: the PROXY protocol is not yet supported"
+                ))
+            }
+            other
+                if other.starts_with("USER=")
+                    || other.starts_with("GROUP=")
+                    || other.starts_with("MODE=") =>
+            {
+                return Err(format!(
+                    "-a {spec}: Unix domain sockets are not yet supported"
+                ))
+            }
+            _ => return Err(format!("-a {spec}: unknown protocol \"{extra}\"")),
+        }
+    }
+    if endpoint.starts_with('/') || endpoint.starts_with('@') {
+        return Err(format!(
+            "-a {spec}: Unix domain sockets are not yet supported"
+        ));
+    }
+    let (host, port) = split_host_port(endpoint).map_err(|e| format!("-a {spec}: {e}"))?;
+    let port = match port {
+        Some(p) => parse_port(&p, spec).map_err(|e| format!("-a {e}"))?,
+        None if host.is_empty() => 80,
+        None => 80,
+    };
+    let addrs: Vec<SocketAddr> = if host.is_empty() {
+        vec![
+            SocketAddr::from(([0, 0, 0, 0], port)),
+            SocketAddr::from(([0u16; 8], port)),
+        ]
+    } else {
+        (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|_| format!("-a {spec}: cannot resolve \"{host}\""))?
+            .collect()
+    };
+    if addrs.is_empty() {
+        return Err(format!("-a {spec}: \"{host}\" has no address"));
+    }
+    Ok(ListenSpec { name, addrs })
+}
+
+/// Parses `-b host[:port]`.
+pub fn parse_backend(spec: &str) -> Result<BackendSpec, String> {
+    let (host, port) = split_host_port(spec).map_err(|e| format!("-b {spec}: {e}"))?;
+    if host.is_empty() {
+        return Err(format!("-b {spec}: no host given"));
+    }
+    let port = match port {
+        Some(p) => parse_port(&p, spec).map_err(|e| format!("-b {e}"))?,
+        None => 80,
+    };
+    let addr = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|_| format!("-b {spec}: cannot resolve \"{host}\""))?
+        .next()
+        .ok_or_else(|| format!("-b {spec}: \"{host}\" has no address"))?;
+    Ok(BackendSpec {
+        endpoint: spec.to_string(),
+        host,
+        addr,
+    })
+}
+
+/// Parses `-s [name=]malloc[,SIZE]`.
+pub fn parse_storage(spec: &str, index: usize) -> Result<StoreSpec, String> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) => (n.to_string(), r),
+        None => (format!("s{index}"), spec),
+    };
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("-s {spec}: invalid storage name \"{name}\""));
+    }
+    let mut parts = rest.splitn(2, ',');
+    let kind = parts.next().unwrap_or("");
+    match kind {
+        "malloc" | "default" => {}
+        "file" | "umem" | "persistent" | "deprecated_persistent" => {
+            return Err(format!(
+                "-s {spec}: storage type \"{kind}\" is not supported (use malloc)"
+            ))
+        }
+        _ => return Err(format!("-s {spec}: unknown storage type \"{kind}\"")),
+    }
+    let budget = match parts.next() {
+        None | Some("") => DEFAULT_STORE_SIZE,
+        Some(size) => {
+            let b = parse_bytes(size).map_err(|e| format!("-s {spec}: {e}"))?;
+            if b < 1024 * 1024 {
+                return Err(format!("-s {spec}: size must be at least 1m"));
+            }
+            b
+        }
+    };
+    Ok(StoreSpec { name, budget })
+}
+
+/// Parses the arguments that follow `lacquer serve`.
+pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
+    let params = Params::default();
+    let mut listen_specs = Vec::new();
+    let mut backend = None;
+    let mut workdir = None;
+    let mut stores: Vec<StoreSpec> = Vec::new();
+    let mut transient_budget = None;
+    let mut identity = None;
+    let mut pid_file = None;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        let Some(flag) = arg.strip_prefix('-').and_then(|f| f.chars().next()) else {
+            return Err(format!("unexpected argument \"{arg}\""));
+        };
+        let takes_value = "abnstpixPTSfjlMrWIh".contains(flag);
+        let value = if takes_value {
+            if arg.len() > 2 {
+                arg[2..].to_string()
+            } else if i < args.len() {
+                i += 1;
+                args[i - 1].clone()
+            } else {
+                return Err(format!("option -{flag} needs a value"));
+            }
+        } else {
+            if arg.len() > 2 {
+                return Err(format!("unknown option \"{arg}\""));
+            }
+            String::new()
+        };
+        match flag {
+            'a' => listen_specs.push(value),
+            'b' => backend = Some(parse_backend(&value)?),
+            'n' => workdir = Some(PathBuf::from(value)),
+            's' => {
+                let spec = parse_storage(&value, stores.len())?;
+                if spec.name == "Transient" {
+                    transient_budget = Some(spec.budget);
+                } else {
+                    if stores.iter().any(|s| s.name == spec.name) {
+                        return Err(format!("-s {value}: storage \"{}\" defined twice", spec.name));
+                    }
+                    stores.push(spec);
+                }
+            }
+            't' => params
+                .set("default_ttl", &value)
+                .map_err(|e| format!("-t {value}: {e}"))?,
+            'p' => params.set_pair(&value).map_err(|e| format!("-p {value}: {e}"))?,
+            'i' => identity = Some(value),
+            'P' => pid_file = Some(PathBuf::from(value)),
+            'F' => {}
+            'V' => return Ok(ServeAction::Version),
+            'x' => {
+                return match value.as_str() {
+                    "parameter" => Ok(ServeAction::DescribeParams),
+                    other => Err(format!("-x {other}: only -x parameter is supported")),
+                }
+            }
+            'T' | 'S' | 'f' => {
+                return Err(format!(
+                    "-{flag} is not yet supported (the management interface and VCL files come in a later release)"
+                ))
+            }
+            _ => return Err(format!("unknown option \"-{flag}\"")),
+        }
+    }
+    let backend = backend.ok_or("no backend given: use -b host[:port]")?;
+    if listen_specs.is_empty() {
+        listen_specs.push(":6081".to_string());
+    }
+    let listens = listen_specs
+        .iter()
+        .enumerate()
+        .map(|(n, s)| parse_listen(s, n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut names = std::collections::HashSet::new();
+    for l in &listens {
+        if !names.insert(l.name.clone()) {
+            return Err(format!("-a: listen name \"{}\" used twice", l.name));
+        }
+    }
+    if stores.is_empty() {
+        stores.push(StoreSpec {
+            name: "s0".to_string(),
+            budget: DEFAULT_STORE_SIZE,
+        });
+    }
+    Ok(ServeAction::Run(Box::new(ServeConfig {
+        listens,
+        backend,
+        workdir: workdir.unwrap_or_else(default_workdir),
+        stores,
+        transient_budget,
+        params,
+        identity: identity.unwrap_or_else(hostname),
+        pid_file,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn run(s: &str) -> Result<ServeConfig, String> {
+        match parse_args(&args(s))? {
+            ServeAction::Run(c) => Ok(*c),
+            _ => Err("not a run".into()),
+        }
+    }
+
+    #[test]
+    fn full_command_line() {
+        let c = run("-a 127.0.0.1:6081 -b 127.0.0.1:8080 -s malloc,256m -t 60 -p default_grace=30 -i edge1 -F -n /tmp/x")
+            .unwrap();
+        assert_eq!(c.listens[0].name, "a0");
+        assert_eq!(c.listens[0].addrs, vec!["127.0.0.1:6081".parse().unwrap()]);
+        assert_eq!(c.backend.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(c.stores[0].budget, 256 << 20);
+        assert_eq!(c.params.default_ttl(), 60.0);
+        assert_eq!(c.params.default_grace(), 30.0);
+        assert_eq!(c.identity, "edge1");
+        assert_eq!(c.workdir, PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn listen_forms() {
+        let l = parse_listen("admin=127.0.0.1:0", 0).unwrap();
+        assert_eq!(l.name, "admin");
+        assert_eq!(l.addrs[0].port(), 0);
+        let l = parse_listen(":6081", 1).unwrap();
+        assert_eq!(l.name, "a1");
+        assert_eq!(l.addrs.len(), 2);
+        let l = parse_listen("[::1]:8080,HTTP", 0).unwrap();
+        assert_eq!(l.addrs[0], "[::1]:8080".parse().unwrap());
+        assert!(parse_listen("nonsense", 0).is_err());
+        assert!(parse_listen("127.0.0.1:99999", 0).is_err());
+        assert!(parse_listen(":80,PROXY", 0).is_err());
+        assert!(parse_listen(":80,FTP", 0).is_err());
+    }
+
+    #[test]
+    fn errors_are_one_clear_line() {
+        for bad in [
+            "-b 127.0.0.1:8080 -s malloc,12q",
+            "-b 127.0.0.1:8080 -a nonsense",
+            "-b 127.0.0.1:8080 -p nosuch=1",
+            "-b 127.0.0.1:8080 -Z",
+            "-b 127.0.0.1:8080 -s file,/tmp/x,1g",
+            "-b 127.0.0.1:8080 -f x.vcl",
+            "-b 127.0.0.1:8080 -T :6082",
+            "-a :6081",
+            "-b",
+        ] {
+            let err = run(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(!err.contains('\n'), "{err}");
+        }
+        assert!(run("-b 127.0.0.1:8080 -s malloc,12q")
+            .err()
+            .unwrap()
+            .contains("12q"));
+        assert!(run("-b 127.0.0.1:8080 -p nosuch=1")
+            .err()
+            .unwrap()
+            .contains("nosuch"));
+    }
+
+    #[test]
+    fn storage_forms() {
+        let c = run("-b 127.0.0.1:1 -s mem=malloc,1g -s Transient=malloc,64m").unwrap();
+        assert_eq!(
+            c.stores,
+            vec![StoreSpec {
+                name: "mem".into(),
+                budget: 1 << 30
+            }]
+        );
+        assert_eq!(c.transient_budget, Some(64 << 20));
+        let c = run("-b 127.0.0.1:1").unwrap();
+        assert_eq!(c.stores[0].budget, DEFAULT_STORE_SIZE);
+        assert!(matches!(
+            parse_args(&args("-x parameter")),
+            Ok(ServeAction::DescribeParams)
+        ));
+        assert!(matches!(parse_args(&args("-V")), Ok(ServeAction::Version)));
+    }
+}

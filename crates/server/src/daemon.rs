@@ -1,0 +1,149 @@
+//! Start-up and the run loop: the work directory, the listening sockets
+//! (reported as they are bound, so port 0 can be used), the runtime with
+//! one worker per core, the accept loops and the once-a-second
+//! housekeeping (expiry, idle backend connections, uptime).
+
+use crate::config::ServeConfig;
+use crate::{session, Shared};
+use lacquer_backend::Backend;
+use lacquer_cache::store::Store;
+use lacquer_cache::Cache;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Binds every `-a` endpoint. The wildcard IPv6 address of a `:port`
+/// endpoint is skipped quietly where the machine has no IPv6.
+fn bind_all(cfg: &ServeConfig) -> Result<Vec<(String, std::net::TcpListener)>, String> {
+    let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
+    let mut out = Vec::new();
+    for spec in &cfg.listens {
+        let mut bound_any = false;
+        for (i, addr) in spec.addrs.iter().enumerate() {
+            match bind(*addr, backlog) {
+                Ok(l) => {
+                    out.push((spec.name.clone(), l));
+                    bound_any = true;
+                }
+                Err(e) if i > 0 && bound_any && addr.is_ipv6() && addr.ip().is_unspecified() => {
+                    let _ = e;
+                }
+                Err(e) => return Err(format!("Could not bind to {addr} (-a {}): {e}", spec.name)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the daemon until the process is stopped.
+pub fn serve(cfg: ServeConfig) -> Result<(), String> {
+    std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
+        format!(
+            "Cannot create work directory {}: {e}",
+            cfg.workdir.display()
+        )
+    })?;
+    if let Some(pid_file) = &cfg.pid_file {
+        std::fs::write(pid_file, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
+    }
+    let listeners = bind_all(&cfg)?;
+    let workers = match cfg.params.workers() {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("lacquer-worker")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("Cannot start the runtime: {e}"))?;
+    let stores: Vec<Arc<Store>> = cfg
+        .stores
+        .iter()
+        .map(|s| Store::malloc(&s.name, s.budget))
+        .collect();
+    let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
+    let backend = Arc::new(Backend::new(
+        "default",
+        &cfg.backend.endpoint,
+        cfg.backend.addr,
+        &cfg.backend.host,
+    ));
+    let shared = Arc::new(Shared {
+        params: cfg.params,
+        cache,
+        backend,
+        via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
+    });
+    runtime.block_on(async move {
+        let mut out = std::io::stdout().lock();
+        let mut tokio_listeners = Vec::new();
+        for (name, l) in listeners {
+            let local = l.local_addr().map_err(|e| e.to_string())?;
+            let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "Listen {name} {} {}", local.ip(), local.port());
+            tokio_listeners.push((l, local));
+        }
+        let _ = writeln!(out, "Child launched OK");
+        let _ = out.flush();
+        drop(out);
+        for (listener, local) in tokio_listeners {
+            tokio::spawn(accept_loop(shared.clone(), listener, local));
+        }
+        housekeeping(shared).await;
+        Ok(())
+    })
+}
+
+async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, local: SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let local = stream.local_addr().unwrap_or(local);
+                tokio::spawn(session::run(sh.clone(), stream, peer, local));
+            }
+            Err(_) => {
+                // Out of descriptors or a connection reset before accept:
+                // count it and pause briefly rather than spin.
+                COUNTERS.inc(Counter::sess_fail);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn housekeeping(sh: Arc<Shared>) {
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let now = lacquer_core::time::now();
+        sh.cache.expire(now);
+        sh.backend
+            .reap(Params::duration(sh.params.backend_idle_timeout()));
+        COUNTERS.set(Counter::uptime, started.elapsed().as_secs());
+    }
+}

@@ -1,0 +1,540 @@
+//! Delivery to the client: conditional requests (304), single byte ranges
+//! (206/416), HEAD, the per-delivery headers (Age, X-Varnish, Via,
+//! Accept-Ranges, framing, Connection), and the body — one gathered write
+//! when the object is complete, else streamed as the fetch fills it.
+
+use crate::io::{Client, SendClock, SendError};
+use crate::request::{Outcome, Req};
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_cache::object::Object;
+use lacquer_core::close::CloseReason;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
+use lacquer_http::headers::trim;
+use lacquer_http::{Headers, Version};
+use std::io::Write;
+use std::sync::Arc;
+
+/// How one delivery goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delivery {
+    /// Delivered from the cache (adds the object's id to X-Varnish).
+    pub hit: bool,
+    /// The connection may be kept after it.
+    pub keep: bool,
+}
+
+/// How the body is delimited on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WireBody {
+    /// No body and no length (204, 304, 1xx).
+    Bodyless,
+    Length(u64),
+    Chunked,
+    /// Delimited by closing the connection (HTTP/1.0, unknown length).
+    Close,
+    /// A HEAD response whose length is not known.
+    HeadUnknown,
+}
+
+/// The per-delivery fields of a response.
+pub(crate) struct DeliveryHeaders {
+    pub xid: u64,
+    pub obj_xid: Option<u64>,
+    pub age: u64,
+    pub accept_ranges: bool,
+    pub body: WireBody,
+    pub keep: bool,
+    pub http10: bool,
+}
+
+/// Appends the per-delivery headers and the blank line.
+pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &DeliveryHeaders) {
+    let _ = write!(out, "Age: {}\r\n", d.age);
+    match d.obj_xid {
+        Some(o) => {
+            let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
+        }
+        None => {
+            let _ = write!(out, "X-Varnish: {}\r\n", d.xid);
+        }
+    }
+    out.extend_from_slice(b"Via: ");
+    out.extend_from_slice(sh.via.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if d.accept_ranges {
+        out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    }
+    match d.body {
+        WireBody::Length(n) => {
+            let _ = write!(out, "Content-Length: {n}\r\n");
+        }
+        WireBody::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        WireBody::Bodyless | WireBody::Close | WireBody::HeadUnknown => {}
+    }
+    if !d.keep || d.body == WireBody::Close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if d.http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn etag_matches(list: &[u8], etag: &[u8], weak: bool) -> bool {
+    let strip = |t: &[u8]| -> Vec<u8> { t.strip_prefix(b"W/").unwrap_or(t).to_vec() };
+    if !weak && etag.starts_with(b"W/") {
+        return false;
+    }
+    let ours = strip(trim(etag));
+    list.split(|&b| b == b',').any(|t| {
+        let t = trim(t);
+        t == b"*" || ((weak || !t.starts_with(b"W/")) && strip(t) == ours)
+    })
+}
+
+/// Whether a conditional GET/HEAD is answered 304 from this object.
+pub(crate) fn not_modified(req: &Headers, obj: &Object, now: f64) -> bool {
+    if let Some(inm) = req.get("if-none-match") {
+        return match &obj.etag {
+            Some(etag) => etag_matches(inm, etag, true),
+            None => trim(inm) == b"*",
+        };
+    }
+    if let Some(ims) = req.get("if-modified-since") {
+        let (Some(ims), Some(lm)) = (lacquer_core::time::parse_http_date(ims), obj.last_modified)
+        else {
+            return false;
+        };
+        return ims <= now && lm <= ims;
+    }
+    false
+}
+
+/// The outcome of a Range header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Range {
+    Full,
+    Partial { start: u64, end: u64, total: u64 },
+    Unsatisfiable { total: u64 },
+}
+
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// Evaluates a single byte range against a body of known length. Anything
+/// else (several ranges, other units, a failed If-Range) is a full
+/// response, as RFC 9110 permits.
+pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
+    let Some(value) = req.get("range") else {
+        return Range::Full;
+    };
+    if let Some(if_range) = req.get("if-range") {
+        let if_range = trim(if_range);
+        let ok = if if_range.starts_with(b"\"") || if_range.starts_with(b"W/") {
+            obj.etag
+                .as_ref()
+                .is_some_and(|e| etag_matches(if_range, e, false))
+        } else {
+            match (
+                lacquer_core::time::parse_http_date(if_range),
+                obj.last_modified,
+            ) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+        };
+        if !ok {
+            return Range::Full;
+        }
+    }
+    let value = trim(value);
+    if value.len() < 6 || !value[..6].eq_ignore_ascii_case(b"bytes=") {
+        return Range::Full;
+    }
+    let spec = trim(&value[6..]);
+    if spec.contains(&b',') {
+        return Range::Full;
+    }
+    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
+        return Range::Full;
+    };
+    let (a, b) = (trim(&spec[..dash]), trim(&spec[dash + 1..]));
+    if a.is_empty() {
+        let Some(n) = parse_u64(b) else {
+            return Range::Full;
+        };
+        if n == 0 || total == 0 {
+            return Range::Unsatisfiable { total };
+        }
+        return Range::Partial {
+            start: total.saturating_sub(n),
+            end: total - 1,
+            total,
+        };
+    }
+    let Some(start) = parse_u64(a) else {
+        return Range::Full;
+    };
+    let end = if b.is_empty() {
+        u64::MAX
+    } else {
+        match parse_u64(b) {
+            Some(e) => e,
+            None => return Range::Full,
+        }
+    };
+    if end < start {
+        return Range::Full;
+    }
+    if start >= total {
+        return Range::Unsatisfiable { total };
+    }
+    Range::Partial {
+        start,
+        end: end.min(total - 1),
+        total,
+    }
+}
+
+fn close_for(e: SendError) -> Outcome {
+    Outcome::Close(match e {
+        SendError::Io => CloseReason::TxError,
+        SendError::Timeout => CloseReason::SendTimeout,
+    })
+}
+
+/// Delivers an object (cached, being fetched, or synthetic).
+pub(crate) async fn object(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &Req,
+    obj: &Arc<Object>,
+    d: Delivery,
+) -> Outcome {
+    let now = lacquer_core::time::now();
+    let p = &sh.params;
+    let is_head = req.is_head();
+    let http10 = req.head.version == Version::Http10;
+    let mut keep = d.keep;
+    let status = obj.status;
+    let cond = status == 200
+        && (is_head || req.head.method_is("GET"))
+        && not_modified(&req.head.headers, obj, now);
+    let bodyless = cond || status == 204 || status == 304 || status < 200;
+    let known = obj.body.known_len();
+    let mut window = None;
+    if !bodyless && status == 200 && p.http_range_support() {
+        if let Some(total) = known {
+            match range(&req.head.headers, obj, total) {
+                Range::Full => {}
+                Range::Partial { start, end, total } => window = Some((start, end, total)),
+                Range::Unsatisfiable { total } => {
+                    return unsatisfiable(c, sh, req, obj, total, keep, d.hit).await;
+                }
+            }
+        }
+    }
+    let head = &obj.head;
+    let line_end = head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
+    c.wbuf.clear();
+    if cond {
+        c.wbuf.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n");
+        c.wbuf.extend_from_slice(&head[line_end..]);
+    } else if let Some((start, end, total)) = window {
+        c.wbuf
+            .extend_from_slice(b"HTTP/1.1 206 Partial Content\r\n");
+        c.wbuf.extend_from_slice(&head[line_end..]);
+        let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
+    } else {
+        c.wbuf.extend_from_slice(head);
+    }
+    let wire = if bodyless {
+        WireBody::Bodyless
+    } else if let Some((start, end, _)) = window {
+        WireBody::Length(end - start + 1)
+    } else if let Some(n) = known {
+        WireBody::Length(n)
+    } else if is_head {
+        WireBody::HeadUnknown
+    } else if http10 {
+        WireBody::Close
+    } else {
+        WireBody::Chunked
+    };
+    if wire == WireBody::Close {
+        keep = false;
+    }
+    let dh = DeliveryHeaders {
+        xid: req.xid,
+        obj_xid: d.hit.then_some(obj.xid),
+        age: obj.age(now),
+        accept_ranges: status == 200 && p.http_range_support(),
+        body: wire,
+        keep,
+        http10,
+    };
+    write_delivery_headers(&mut c.wbuf, sh, &dh);
+    COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
+    let clock = SendClock::new(
+        Params::duration(p.send_timeout()),
+        Params::duration(p.idle_send_timeout()),
+    );
+    let send_body = !(bodyless || is_head);
+    if !send_body {
+        if let Err(e) = c.write_head_and(&[], &clock).await {
+            return close_for(e);
+        }
+    } else if let (Some(chunks), None) = (obj.body.chunks(), window) {
+        let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
+        if let Err(e) = c.write_head_and(chunks, &clock).await {
+            return close_for(e);
+        }
+        COUNTERS.add(Counter::s_resp_bodybytes, n);
+    } else {
+        if let Err(e) = c.write_head_and(&[], &clock).await {
+            return close_for(e);
+        }
+        let (skip, take) = match window {
+            Some((start, end, _)) => (start, end - start + 1),
+            None => (0, u64::MAX),
+        };
+        if let Err(outcome) = stream(c, obj, skip, take, wire == WireBody::Chunked, &clock).await {
+            return outcome;
+        }
+    }
+    if keep {
+        Outcome::KeepAlive
+    } else {
+        Outcome::Close(if wire == WireBody::Close {
+            CloseReason::TxEof
+        } else if http10 {
+            CloseReason::ReqHttp10
+        } else {
+            CloseReason::ReqClose
+        })
+    }
+}
+
+/// Streams a body as it arrives, skipping `skip` bytes and sending at most
+/// `take`.
+async fn stream(
+    c: &mut Client,
+    obj: &Object,
+    mut skip: u64,
+    mut take: u64,
+    chunked: bool,
+    clock: &SendClock,
+) -> Result<(), Outcome> {
+    let mut next = 0;
+    let mut pieces: Vec<Bytes> = Vec::new();
+    loop {
+        pieces.clear();
+        let end = match obj.body.wait_chunks(next, &mut pieces).await {
+            Ok(end) => end,
+            Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
+        };
+        next += pieces.len();
+        let mut out: Vec<Bytes> = Vec::with_capacity(pieces.len() + 2);
+        let mut size = 0u64;
+        for piece in pieces.drain(..) {
+            let len = piece.len() as u64;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let from = skip as usize;
+            skip = 0;
+            let n = (len - from as u64).min(take) as usize;
+            if n == 0 {
+                break;
+            }
+            take -= n as u64;
+            size += n as u64;
+            out.push(piece.slice(from..from + n));
+        }
+        let done = end || take == 0;
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(out.len() + 3);
+        let mut size_line = Vec::new();
+        if chunked && size > 0 {
+            lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
+            parts.push(&size_line);
+        }
+        parts.extend(out.iter().map(|b| &b[..]));
+        if chunked && size > 0 {
+            parts.push(b"\r\n");
+        }
+        if chunked && done {
+            parts.push(lacquer_http::chunked::LAST_CHUNK);
+        }
+        if !parts.is_empty() {
+            c.write_parts(&parts, clock).await.map_err(close_for)?;
+            COUNTERS.add(Counter::s_resp_bodybytes, size);
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+async fn unsatisfiable(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &Req,
+    obj: &Object,
+    total: u64,
+    keep: bool,
+    hit: bool,
+) -> Outcome {
+    c.wbuf.clear();
+    c.wbuf
+        .extend_from_slice(b"HTTP/1.1 416 Range Not Satisfiable\r\n");
+    let _ = write!(c.wbuf, "Content-Range: bytes */{total}\r\n");
+    lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
+        let _ = write!(c.wbuf, "Date: {d}\r\n");
+    });
+    let dh = DeliveryHeaders {
+        xid: req.xid,
+        obj_xid: hit.then_some(obj.xid),
+        age: obj.age(lacquer_core::time::now()),
+        accept_ranges: true,
+        body: WireBody::Length(0),
+        keep,
+        http10: req.head.version == Version::Http10,
+    };
+    write_delivery_headers(&mut c.wbuf, sh, &dh);
+    let clock = SendClock::new(
+        Params::duration(sh.params.send_timeout()),
+        Params::duration(sh.params.idle_send_timeout()),
+    );
+    match c.write_head_and(&[], &clock).await {
+        Ok(()) if keep => Outcome::KeepAlive,
+        Ok(()) => Outcome::Close(CloseReason::ReqClose),
+        Err(e) => close_for(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lacquer_cache::object::{ObjKind, ObjectInit, Timers};
+    use lacquer_cache::Body;
+
+    fn obj(etag: Option<&'static str>, lm: Option<&'static str>) -> Object {
+        let mut h = Headers::new();
+        if let Some(e) = etag {
+            h.append("ETag", e);
+        }
+        if let Some(l) = lm {
+            h.append("Last-Modified", l);
+        }
+        Object::new(ObjectInit {
+            xid: 1,
+            kind: ObjKind::Normal,
+            status: 200,
+            head: Bytes::new(),
+            headers: h,
+            body: Body::complete(vec![]),
+            vary: None,
+            timers: Timers {
+                t_origin: 0.0,
+                ttl: 1.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+        })
+    }
+
+    fn req(pairs: &[(&'static str, &'static str)]) -> Headers {
+        let mut h = Headers::new();
+        for (n, v) in pairs {
+            h.append(*n, *v);
+        }
+        h
+    }
+
+    #[test]
+    fn conditionals() {
+        let o = obj(Some("\"abc\""), Some("Sun, 06 Nov 1994 08:49:37 GMT"));
+        let now = 1e9;
+        assert!(not_modified(&req(&[("If-None-Match", "\"abc\"")]), &o, now));
+        assert!(not_modified(
+            &req(&[("If-None-Match", "\"x\", W/\"abc\"")]),
+            &o,
+            now
+        ));
+        assert!(not_modified(&req(&[("If-None-Match", "*")]), &o, now));
+        assert!(!not_modified(&req(&[("If-None-Match", "\"x\"")]), &o, now));
+        assert!(not_modified(
+            &req(&[("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+            &o,
+            now
+        ));
+        assert!(!not_modified(
+            &req(&[("If-Modified-Since", "Sat, 05 Nov 1994 08:49:37 GMT")]),
+            &o,
+            now
+        ));
+        // If-None-Match wins over If-Modified-Since.
+        assert!(!not_modified(
+            &req(&[
+                ("If-None-Match", "\"x\""),
+                ("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")
+            ]),
+            &o,
+            now
+        ));
+    }
+
+    #[test]
+    fn ranges() {
+        let o = obj(Some("\"abc\""), None);
+        let r = |v: &'static str| range(&req(&[("Range", v)]), &o, 100);
+        assert_eq!(
+            r("bytes=0-9"),
+            Range::Partial {
+                start: 0,
+                end: 9,
+                total: 100
+            }
+        );
+        assert_eq!(
+            r("bytes=90-"),
+            Range::Partial {
+                start: 90,
+                end: 99,
+                total: 100
+            }
+        );
+        assert_eq!(
+            r("bytes=-10"),
+            Range::Partial {
+                start: 90,
+                end: 99,
+                total: 100
+            }
+        );
+        assert_eq!(
+            r("bytes=50-500"),
+            Range::Partial {
+                start: 50,
+                end: 99,
+                total: 100
+            }
+        );
+        assert_eq!(r("bytes=100-"), Range::Unsatisfiable { total: 100 });
+        assert_eq!(r("bytes=-0"), Range::Unsatisfiable { total: 100 });
+        assert_eq!(r("bytes=0-1,5-6"), Range::Full);
+        assert_eq!(r("bytes=9-1"), Range::Full);
+        assert_eq!(r("items=0-1"), Range::Full);
+        assert_eq!(r("bytes=x-1"), Range::Full);
+        let ir = req(&[("Range", "bytes=0-9"), ("If-Range", "\"other\"")]);
+        assert_eq!(range(&ir, &o, 100), Range::Full);
+        let ir = req(&[("Range", "bytes=0-9"), ("If-Range", "\"abc\"")]);
+        assert!(matches!(range(&ir, &o, 100), Range::Partial { .. }));
+    }
+}

@@ -1,0 +1,207 @@
+//! A client connection's bytes: the read buffer (which may hold the next
+//! pipelined request), the reusable header buffer, request bodies in either
+//! framing, and writes bounded by `send_timeout` and `idle_send_timeout`.
+
+use bytes::{Bytes, BytesMut};
+use lacquer_http::chunked::{ChunkedDecoder, Decoded};
+use lacquer_http::Framing;
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Why a read from the client stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    Timeout,
+    Io,
+}
+
+/// Why a write to the client stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendError {
+    /// The client went away or reset.
+    Io,
+    /// `send_timeout` or `idle_send_timeout` passed.
+    Timeout,
+}
+
+/// Deadlines of one response delivery.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendClock {
+    deadline: Instant,
+    idle: Duration,
+}
+
+impl SendClock {
+    pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
+        SendClock {
+            deadline: Instant::now() + send_timeout,
+            idle: idle_send_timeout,
+        }
+    }
+
+    fn next_limit(&self) -> Option<Duration> {
+        let left = self.deadline.checked_duration_since(Instant::now())?;
+        Some(left.min(self.idle))
+    }
+}
+
+/// One client connection.
+pub(crate) struct Client {
+    pub stream: TcpStream,
+    pub rbuf: BytesMut,
+    pub wbuf: Vec<u8>,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+impl Client {
+    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr) -> Self {
+        Client {
+            stream,
+            rbuf: BytesMut::with_capacity(4096),
+            wbuf: Vec::with_capacity(1024),
+            peer,
+            local,
+        }
+    }
+
+    /// Reads more bytes into the read buffer; `Ok(0)` at end of stream.
+    pub async fn read_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(8192);
+        }
+        match tokio::time::timeout(limit, self.stream.read_buf(&mut self.rbuf)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(_)) => Err(ReadError::Io),
+            Err(_) => Err(ReadError::Timeout),
+        }
+    }
+
+    /// Writes every byte of `parts`, gathered, within the clock's limits.
+    pub async fn write_parts(
+        &mut self,
+        parts: &[&[u8]],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        let mut slices: Vec<IoSlice<'_>> = parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| IoSlice::new(p))
+            .collect();
+        let mut rest: &mut [IoSlice<'_>] = &mut slices;
+        while !rest.is_empty() {
+            let limit = clock.next_limit().ok_or(SendError::Timeout)?;
+            let n = match tokio::time::timeout(limit, self.stream.write_vectored(rest)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
+                Ok(Ok(n)) => n,
+                Err(_) => return Err(SendError::Timeout),
+            };
+            IoSlice::advance_slices(&mut rest, n);
+        }
+        Ok(())
+    }
+
+    /// Writes the header buffer followed by body pieces.
+    pub async fn write_head_and(
+        &mut self,
+        body: &[Bytes],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        let head = std::mem::take(&mut self.wbuf);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(body.len() + 1);
+        parts.push(&head);
+        parts.extend(body.iter().map(|b| &b[..]));
+        let result = self.write_parts(&parts, clock).await;
+        drop(parts);
+        self.wbuf = head;
+        self.wbuf.clear();
+        result
+    }
+
+    /// Writes a small complete message with the idle send timeout.
+    pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
+        match tokio::time::timeout(idle, self.stream.write_all(data)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(SendError::Io),
+            Err(_) => Err(SendError::Timeout),
+        }
+    }
+}
+
+/// Reading position in a client request body.
+pub(crate) struct ReqBody {
+    state: ReqBodyState,
+}
+
+enum ReqBodyState {
+    Done,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+}
+
+/// The request body could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyError;
+
+impl ReqBody {
+    pub fn new(framing: Framing) -> Self {
+        let state = match framing {
+            Framing::Length(n) if n > 0 => ReqBodyState::Length(n),
+            Framing::Chunked => ReqBodyState::Chunked(ChunkedDecoder::new()),
+            _ => ReqBodyState::Done,
+        };
+        ReqBody { state }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, ReqBodyState::Done)
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub async fn next(
+        &mut self,
+        c: &mut Client,
+        limit: Duration,
+    ) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            match &mut self.state {
+                ReqBodyState::Done => return Ok(None),
+                ReqBodyState::Length(left) => {
+                    if !c.rbuf.is_empty() {
+                        let n = (c.rbuf.len() as u64).min(*left) as usize;
+                        *left -= n as u64;
+                        if *left == 0 {
+                            self.state = ReqBodyState::Done;
+                        }
+                        return Ok(Some(c.rbuf.split_to(n).freeze()));
+                    }
+                }
+                ReqBodyState::Chunked(dec) => match dec.decode(&mut c.rbuf) {
+                    Ok(Some(Decoded::Data(d))) => return Ok(Some(d)),
+                    Ok(Some(Decoded::End)) => {
+                        self.state = ReqBodyState::Done;
+                        return Ok(None);
+                    }
+                    Ok(None) => {}
+                    Err(_) => return Err(BodyError),
+                },
+            }
+            match c.read_more(limit).await {
+                Ok(0) | Err(_) => return Err(BodyError),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Reads and drops the rest of the body.
+    pub async fn discard(&mut self, c: &mut Client, limit: Duration) -> Result<u64, BodyError> {
+        let mut n = 0;
+        while let Some(piece) = self.next(c, limit).await? {
+            n += piece.len() as u64;
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,96 @@
+//! A client session: reads request heads (within `timeout_idle`), refuses
+//! malformed ones with a clear 4xx and a closed connection, hands good ones
+//! to the request state machine in order (so pipelined requests are
+//! answered in order), and ends the connection with a close reason.
+
+use crate::io::{Client, ReadError};
+use crate::request::{self, Outcome};
+use crate::Shared;
+use lacquer_core::close::CloseReason;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
+use lacquer_http::{parse_request, RequestError};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Serves one client connection until it closes.
+pub(crate) async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, local: SocketAddr) {
+    COUNTERS.inc(Counter::sess_conn);
+    COUNTERS.inc(Counter::s_sess);
+    let _ = stream.set_nodelay(true);
+    let mut c = Client::new(stream, peer, local);
+    let reason = serve(&sh, &mut c).await;
+    reason.count();
+    let _ = c.stream.shutdown().await;
+    if reason.is_error() {
+        linger(&sh, &mut c).await;
+    }
+}
+
+/// Reads and drops what the client still sends for a moment after we
+/// closed our side, so that closing with unread input does not reset the
+/// connection before the client has read our answer.
+async fn linger(sh: &Shared, c: &mut Client) {
+    let limit = Params::duration(sh.params.timeout_linger());
+    let end = Instant::now() + limit;
+    for _ in 0..16 {
+        c.rbuf.clear();
+        let left = end.saturating_duration_since(Instant::now());
+        match c.read_more(left).await {
+            Ok(n) if n > 0 => continue,
+            _ => return,
+        }
+    }
+}
+
+async fn serve(sh: &Arc<Shared>, c: &mut Client) -> CloseReason {
+    loop {
+        let limits = sh.request_limits();
+        let deadline = Instant::now() + Params::duration(sh.params.timeout_idle());
+        let head = loop {
+            match parse_request(&mut c.rbuf, &limits) {
+                Ok(Some(head)) => break head,
+                Ok(None) => {}
+                Err(e) => return refuse(sh, c, &e).await,
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match c.read_more(left).await {
+                Ok(0) if c.rbuf.is_empty() => return CloseReason::RemClose,
+                Ok(0) => return CloseReason::RxJunk,
+                Ok(_) => {}
+                Err(ReadError::Timeout) => return CloseReason::RxTimeout,
+                Err(ReadError::Io) => return CloseReason::RemClose,
+            }
+        };
+        match request::handle(c, sh, head).await {
+            Outcome::KeepAlive => continue,
+            Outcome::Close(reason) => return reason,
+        }
+    }
+}
+
+/// Answers a request that could not be parsed, then closes.
+async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError) -> CloseReason {
+    let status = e.status();
+    COUNTERS.inc(match status {
+        414 => Counter::client_req_414,
+        417 => Counter::client_req_417,
+        431 => Counter::client_req_431,
+        _ => Counter::client_req_400,
+    });
+    let body = format!("{status} {}\n", e.reason());
+    let msg = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        lacquer_http::reason_phrase(status),
+        body.len()
+    );
+    let idle = Params::duration(sh.params.idle_send_timeout());
+    let _ = c.write_small(msg.as_bytes(), idle).await;
+    match status {
+        414 | 431 => CloseReason::RxOverflow,
+        _ => CloseReason::RxBad,
+    }
+}
