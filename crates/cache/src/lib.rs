@@ -86,9 +86,12 @@ pub enum Removal {
     Purged,
 }
 
+/// One shard of the index.
+type Shard = Mutex<HashMap<Arc<[u8]>, Head>>;
+
 /// The object index and its stores.
 pub struct Cache {
-    shards: Box<[Mutex<HashMap<Arc<[u8]>, Head>>]>,
+    shards: Box<[Shard]>,
     hasher: RandomState,
     stores: Vec<Arc<Store>>,
     transient: Arc<Store>,
@@ -120,7 +123,7 @@ impl Cache {
         &self.transient
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Arc<[u8]>, Head>> {
+    fn shard(&self, key: &[u8]) -> &Shard {
         let h = self.hasher.hash_one(key) as usize;
         &self.shards[h % SHARDS]
     }

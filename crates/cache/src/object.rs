@@ -55,6 +55,10 @@ impl Timers {
     }
 }
 
+/// A `Vary` that names `*`: the response matches no future request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VaryStar;
+
 /// The values of the request headers a `Vary` response names, as they were
 /// on the request that fetched it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,11 +68,11 @@ pub struct VarySpec {
 
 impl VarySpec {
     /// Builds the spec from a `Vary` value list and the request headers.
-    /// Returns `Err(())` for `Vary: *` (anywhere in the list).
+    /// Returns `Err(VaryStar)` for `Vary: *` (anywhere in the list).
     pub fn build<'a>(
         vary_values: impl Iterator<Item = &'a Bytes>,
         req: &Headers,
-    ) -> Result<Option<VarySpec>, ()> {
+    ) -> Result<Option<VarySpec>, VaryStar> {
         let mut fields: Vec<(String, Option<Bytes>)> = Vec::new();
         for value in vary_values {
             for token in value.split(|&b| b == b',') {
@@ -77,7 +81,7 @@ impl VarySpec {
                     continue;
                 }
                 if token == b"*" {
-                    return Err(());
+                    return Err(VaryStar);
                 }
                 let name = String::from_utf8_lossy(token).to_ascii_lowercase();
                 if fields.iter().any(|(n, _)| *n == name) {

@@ -280,7 +280,10 @@ impl Params {
 
     /// A duration parameter as a `Duration` (negative values clamp to zero).
     pub fn duration(seconds: f64) -> Duration {
-        Duration::from_secs_f64(seconds.max(0.0).min(1e9))
+        if seconds.is_nan() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(seconds.clamp(0.0, 1e9))
     }
 }
 

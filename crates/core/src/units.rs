@@ -97,7 +97,7 @@ pub fn format_bytes(bytes: u64) -> String {
         (1 << 10, "k"),
     ];
     for (scale, unit) in UNITS {
-        if bytes >= scale && bytes % scale == 0 {
+        if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
         }
     }

@@ -92,7 +92,7 @@ async fn run(
     let timers = rfc_ttl(resp.status, &resp.headers, now, &defaults);
     let (vary, vary_star) = match VarySpec::build(resp.headers.get_all("vary"), &bereq) {
         Ok(v) => (v, false),
-        Err(()) => (None, true),
+        Err(_) => (None, true),
     };
     let cacheable = builtin::cacheable(&resp.headers, &timers, now, vary_star);
     let expected = match resp.framing {
@@ -116,10 +116,11 @@ async fn run(
         .cache
         .choose_store(!cacheable || remaining_life < p.shortlived());
     let nuke_limit = p.nuke_limit();
-    if !sh
-        .cache
-        .attach(&obj, store, obj.head.len() as u64, nuke_limit)
-    {
+    // An announced length is reserved before anyone sees the object, so a
+    // full store is a clean 503 rather than a truncated delivery.
+    let reserved = expected.unwrap_or(0);
+    let first_charge = obj.head.len() as u64 + reserved;
+    if !sh.cache.attach(&obj, store, first_charge, nuke_limit) {
         return fail(&sh, xid, &FetchError::NoStorage, slot, tx);
     }
     if cacheable {
@@ -153,10 +154,14 @@ async fn run(
         });
     }
     let mut reader = conn.body(resp.framing);
+    let mut stored = 0u64;
     loop {
         match conn.read_body(&mut reader, &t).await {
             Ok(Some(chunk)) => {
-                if !sh.cache.grow(&obj, chunk.len() as u64, nuke_limit) {
+                let before = stored;
+                stored += chunk.len() as u64;
+                let extra = stored.saturating_sub(reserved.max(before));
+                if extra > 0 && !sh.cache.grow(&obj, extra, nuke_limit) {
                     body_failed(&sh, xid, &obj, &FetchError::NoStorage);
                     return;
                 }

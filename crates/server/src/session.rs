@@ -24,6 +24,12 @@ pub(crate) async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, lo
     let mut c = Client::new(stream, peer, local);
     let reason = serve(&sh, &mut c).await;
     reason.count();
+    if matches!(reason, CloseReason::SendTimeout | CloseReason::TxError) {
+        // The client is gone or stuck: reset rather than leave the kernel
+        // holding (and retrying) what it could not take.
+        let _ = socket2::SockRef::from(&c.stream).set_linger(Some(std::time::Duration::ZERO));
+        return;
+    }
     let _ = c.stream.shutdown().await;
     if reason.is_error() {
         linger(&sh, &mut c).await;

@@ -1,0 +1,123 @@
+//! The command line: varnishd's flags, one clear line per mistake.
+
+use std::process::Command;
+
+fn lacquer(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn parameters_are_listed_with_defaults() {
+    let (code, out, _) = lacquer(&["serve", "-x", "parameter"]);
+    assert_eq!(code, 0);
+    for name in [
+        "default_ttl",
+        "default_grace",
+        "default_keep",
+        "uncacheable_ttl",
+        "shortlived",
+        "timeout_idle",
+        "send_timeout",
+        "idle_send_timeout",
+        "connect_timeout",
+        "first_byte_timeout",
+        "between_bytes_timeout",
+        "backend_idle_timeout",
+        "http_req_hdr_len",
+        "http_req_size",
+        "http_resp_hdr_len",
+        "http_resp_size",
+        "http_max_hdr",
+        "nuke_limit",
+        "http_range_support",
+        "max_restarts",
+        "max_retries",
+    ] {
+        assert!(
+            out.contains(&format!("\n{name}\n")) || out.starts_with(&format!("{name}\n")),
+            "{name} missing"
+        );
+    }
+    assert!(out.contains("default_ttl\n~~~~~~~~~~~\n\t* Units: seconds\n\t* Default: 120.000"));
+    assert!(out.contains("http_req_hdr_len\n~~~~~~~~~~~~~~~~\n\t* Units: bytes\n\t* Default: 8k"));
+}
+
+#[test]
+fn bad_arguments_exit_2_with_one_line() {
+    for (args, needle) in [
+        (
+            &["serve", "-b", "127.0.0.1:1", "-s", "malloc,12q"][..],
+            "12q",
+        ),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-a", "nonsense"][..],
+            "nonsense",
+        ),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-p", "nosuch=1"][..],
+            "nosuch",
+        ),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-p", "default_ttl=soon"][..],
+            "soon",
+        ),
+        (&["serve", "-b", "127.0.0.1:1", "-Q"][..], "-Q"),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-f", "default.vcl"][..],
+            "not yet supported",
+        ),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-T", "127.0.0.1:6082"][..],
+            "not yet supported",
+        ),
+        (
+            &["serve", "-b", "127.0.0.1:1", "-S", "/etc/secret"][..],
+            "not yet supported",
+        ),
+        (&["serve"][..], "backend"),
+    ] {
+        let (code, out, err) = lacquer(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(out.is_empty());
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = std::env::temp_dir().join(format!("lacquer-e2e-port-{}", std::process::id()));
+    let (code, _, err) = lacquer(&[
+        "serve",
+        "-a",
+        &addr,
+        "-b",
+        "127.0.0.1:1",
+        "-n",
+        dir.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("Could not bind") && err.contains(&addr),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn version() {
+    let (code, out, _) = lacquer(&["serve", "-V"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Lacquer/"));
+}

@@ -1,0 +1,286 @@
+//! The pieces every end-to-end test uses: the real `lacquer` binary
+//! started as a subprocess on port 0, a raw blocking HTTP/1 client with its
+//! own parser, and waiting on conditions with a deadline.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static INSTANCE: AtomicUsize = AtomicUsize::new(0);
+
+/// A running `lacquer serve`.
+pub struct Lacquer {
+    child: Child,
+    pub addr: SocketAddr,
+    workdir: PathBuf,
+}
+
+impl Lacquer {
+    /// Starts `lacquer serve -a 127.0.0.1:0 -b BACKEND ARGS…` and waits
+    /// until it reports its listening address.
+    pub fn start(backend: SocketAddr, args: &[&str]) -> Lacquer {
+        let workdir = std::env::temp_dir().join(format!(
+            "lacquer-e2e-{}-{}",
+            std::process::id(),
+            INSTANCE.fetch_add(1, Ordering::SeqCst)
+        ));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .arg("serve")
+            .args(["-a", "127.0.0.1:0", "-b", &backend.to_string(), "-n"])
+            .arg(&workdir)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("lacquer starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut addr = None;
+        for line in lines.by_ref() {
+            let line = line.expect("stdout readable");
+            if let Some(rest) = line.strip_prefix("Listen ") {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                addr = Some(format!("{}:{}", parts[1], parts[2]).parse().unwrap());
+            }
+            if line == "Child launched OK" {
+                break;
+            }
+        }
+        // Keep draining stdout so the child never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Lacquer {
+            child,
+            addr: addr.expect("lacquer reported its address"),
+            workdir,
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// One GET on a fresh connection.
+    pub fn get(&self, url: &str) -> Resp {
+        self.connect().get(url, &[])
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Lacquer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.workdir);
+    }
+}
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).to_string()
+    }
+
+    /// The ids in X-Varnish.
+    pub fn xids(&self) -> Vec<u64> {
+        self.header("x-varnish")
+            .unwrap_or("")
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect()
+    }
+}
+
+/// A raw HTTP/1 client connection.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.stream.write_all(raw).expect("send");
+    }
+
+    /// Sends a GET with `Host: test` and the given headers, reads the answer.
+    pub fn get(&mut self, url: &str, headers: &[(&str, &str)]) -> Resp {
+        self.request("GET", url, headers)
+    }
+
+    pub fn request(&mut self, method: &str, url: &str, headers: &[(&str, &str)]) -> Resp {
+        let mut raw = format!("{method} {url} HTTP/1.1\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            raw.push_str("Host: test\r\n");
+        }
+        for (n, v) in headers {
+            raw.push_str(&format!("{n}: {v}\r\n"));
+        }
+        raw.push_str("\r\n");
+        self.send(raw.as_bytes());
+        self.read_response(method == "HEAD")
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut tmp = [0u8; 65536];
+        match self.stream.read(&mut tmp) {
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                n
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+
+    fn fill_to(&mut self, want: usize) {
+        while self.buf.len() < want {
+            assert!(self.fill() > 0, "connection closed inside a response");
+        }
+    }
+
+    /// Reads just a response head; the body stays unread.
+    pub fn read_head(&mut self) -> Resp {
+        let end = loop {
+            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            assert!(
+                self.fill() > 0,
+                "connection closed before a response head: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        };
+        let head = String::from_utf8_lossy(&self.buf[..end]).to_string();
+        self.buf.drain(..end);
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        assert!(
+            status_line.starts_with("HTTP/1.1 "),
+            "status line {status_line:?}"
+        );
+        let status = status_line[9..12].parse().unwrap();
+        let headers = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (n, v) = l.split_once(':').expect("header has a colon");
+                (n.trim().to_string(), v.trim().to_string())
+            })
+            .collect();
+        Resp {
+            status,
+            headers,
+            body: Vec::new(),
+        }
+    }
+
+    /// Reads up to `n` body bytes that have arrived or arrive next.
+    pub fn read_some(&mut self, n: usize) -> Vec<u8> {
+        if self.buf.is_empty() {
+            self.fill();
+        }
+        let take = n.min(self.buf.len());
+        self.buf.drain(..take).collect()
+    }
+
+    /// Reads a whole response.
+    pub fn read_response(&mut self, head_request: bool) -> Resp {
+        let mut resp = self.read_head();
+        if head_request || resp.status == 204 || resp.status == 304 || resp.status < 200 {
+            return resp;
+        }
+        if resp
+            .header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+        {
+            loop {
+                let line_end = loop {
+                    if let Some(p) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                        break p;
+                    }
+                    assert!(self.fill() > 0, "closed inside chunked body");
+                };
+                let line = String::from_utf8_lossy(&self.buf[..line_end]).to_string();
+                self.buf.drain(..line_end + 2);
+                let size = usize::from_str_radix(line.trim(), 16).expect("chunk size");
+                self.fill_to(size + 2);
+                resp.body.extend_from_slice(&self.buf[..size]);
+                assert_eq!(&self.buf[size..size + 2], b"\r\n");
+                self.buf.drain(..size + 2);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else if let Some(n) = resp.header("content-length") {
+            let n: usize = n.parse().unwrap();
+            self.fill_to(n);
+            resp.body = self.buf.drain(..n).collect();
+        } else {
+            while self.fill() > 0 {}
+            resp.body = std::mem::take(&mut self.buf);
+        }
+        resp
+    }
+
+    /// Whether the server closes the connection (within the read timeout)
+    /// without sending anything more.
+    pub fn closed(&mut self) -> bool {
+        self.buf.is_empty() && self.fill() == 0
+    }
+}
+
+/// Polls `cond` until it holds or `limit` passes.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,10 @@
+//! End-to-end behaviour of `lacquer serve`: the real binary in front of a
+//! real origin server, driven by a raw client.
+
+mod backend_side;
+mod cache;
+mod cli;
+mod client_side;
+mod harness;
+mod origin;
+mod storage;

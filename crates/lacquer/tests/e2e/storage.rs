@@ -1,0 +1,65 @@
+//! Storage: the malloc budget holds, least recently used objects make way,
+//! nuke_limit bounds eviction, and memory follows the budget rather than
+//! the number of URLs ever requested.
+
+use crate::harness::Lacquer;
+use crate::origin::{Origin, Reply};
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn lru_eviction_keeps_within_the_budget() {
+    let origin = Origin::start(|_| Reply::ok("").body_bytes(vec![b'o'; 64 * 1024]));
+    let lq = Lacquer::start(origin.addr, &["-s", "malloc,1m"]);
+    let mut c = lq.connect();
+    for i in 0..40 {
+        assert_eq!(c.get(&format!("/obj{i}"), &[]).status, 200);
+    }
+    // The newest are still cached, the oldest were evicted.
+    assert_eq!(c.get("/obj39", &[]).xids().len(), 2);
+    assert_eq!(c.get("/obj0", &[]).xids().len(), 1);
+    assert_eq!(origin.count("/obj0"), 2);
+    assert_eq!(origin.count("/obj39"), 1);
+}
+
+#[test]
+fn nuke_limit_zero_fails_the_fetch_cleanly() {
+    let origin = Origin::start(|_| Reply::ok("").body_bytes(vec![b'n'; 200 * 1024]));
+    let lq = Lacquer::start(origin.addr, &["-s", "malloc,1m", "-p", "nuke_limit=0"]);
+    let mut c = lq.connect();
+    let statuses: Vec<u16> = (0..8)
+        .map(|i| c.get(&format!("/n{i}"), &[]).status)
+        .collect();
+    assert_eq!(&statuses[..4], &[200, 200, 200, 200]);
+    assert!(statuses.contains(&503), "{statuses:?}");
+    // What was cached stays cached.
+    assert_eq!(c.get("/n0", &[]).xids().len(), 2);
+}
+
+#[test]
+fn memory_follows_the_budget_not_the_url_count() {
+    let origin = Origin::start(|_| Reply::ok("").body_bytes(vec![b'm'; 2048]));
+    let lq = Lacquer::start(origin.addr, &["-s", "malloc,2m"]);
+    let mut c = lq.connect();
+    for i in 0..5_000 {
+        c.get(&format!("/warm{i}"), &[]);
+    }
+    let warm = rss_kib(lq.pid());
+    for i in 0..30_000 {
+        c.get(&format!("/many{i}"), &[]);
+    }
+    let after = rss_kib(lq.pid());
+    // 30,000 more objects of 2 KiB would be ~60 MiB if kept.
+    assert!(
+        after < warm + 16 * 1024,
+        "RSS grew from {warm} KiB to {after} KiB"
+    );
+}
