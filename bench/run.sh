@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: the same origin served through Lacquer and through
+# varnishd, each pinned to CPU 0, with wrk (and the origin) on CPU 1, plus a
+# static nginx answering from memory on CPU 0 as the ceiling for case (a).
+#
+# Cases: (a) 1 KiB cached object, 50 keep-alive connections; (b) the same,
+# one request per connection; (c) a 1 MiB cached object; (d) a pass to the
+# origin. Prints requests/s, p50, p99 and server CPU time per request, and
+# the ratios Lacquer/Varnish.
+#
+# Usage: bench/run.sh [seconds-per-run]   (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION="${1:-10}"
+CONNS=50
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need varnishd || ! need wrk || ! need nginx || ! need taskset; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq varnish wrk nginx util-linux >/dev/null
+fi
+cargo build --release --quiet -p lacquer
+LACQUER="$PWD/target/release/lacquer"
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+[ -n "${BENCH_DEBUG:-}" ] && trap 'cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null; cleanup' EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ORIGIN_PORT=$(free_port); CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)
+
+# The origin: static files (1 KiB, 1 MiB) and a small dynamic answer for
+# pass, on CPU 1 beside the load generator.
+mkdir -p "$WORK/www"
+head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
+head -c $((1024 * 1024)) /dev/zero | tr '\0' 'b' > "$WORK/www/1m"
+cp "$WORK/www/1k" "$WORK/www/pass"
+chmod -R a+rX "$WORK"
+ONE_K="$(cat "$WORK/www/1k")"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx-origin.pid;
+error_log $WORK/nginx-origin.err;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT;
+        root $WORK/www;
+        location / { add_header Cache-Control "max-age=3600"; }
+    }
+}
+CONF
+cat > "$WORK/ceiling.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx-ceiling.pid;
+error_log $WORK/nginx-ceiling.err;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$CEIL_PORT;
+        location / { default_type text/plain; return 200 "$ONE_K"; }
+    }
+}
+CONF
+taskset -c 1 nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
+taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & CEIL_PID=$!; PIDS+=($CEIL_PID)
+
+taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    -n "$WORK/lacquer" -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
+taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    -n "$WORK/varnish" -s malloc,256m >"$WORK/varnish.out" 2>&1 & VA_PID=$!; PIDS+=($VA_PID)
+
+wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
+wait_up "$ORIGIN_PORT"; wait_up "$LQ_PORT"; wait_up "$VA_PORT"; wait_up "$CEIL_PORT"
+
+# CPU ticks (user+sys) of a process and its children threads/processes.
+ticks() {
+    local total=0 pid
+    for pid in "$1" $(pgrep -P "$1" || true); do
+        if [ -r "/proc/$pid/stat" ]; then
+            total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+        fi
+    done
+    echo "$total"
+}
+HZ=$(getconf CLK_TCK)
+
+# run NAME PID PORT PATH [wrk args…] -> prints one result line
+run() {
+    local name=$1 pid=$2 port=$3 path=$4; shift 4
+    curl -fso /dev/null "http://127.0.0.1:$port$path" "$@" 2>/dev/null || true
+    local t0 t1 out
+    t0=$(ticks "$pid")
+    out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$@" "http://127.0.0.1:$port$path")
+    t1=$(ticks "$pid")
+    local reqs rps p50 p99
+    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+    rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    p50=$(echo "$out" | awk '$1=="50%" {print $2}')
+    p99=$(echo "$out" | awk '$1=="99%" {print $2}')
+    local errors
+    errors=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
+    local cpu_us
+    cpu_us=$(awk -v t=$((t1 - t0)) -v hz="$HZ" -v n="$reqs" 'BEGIN { if (n > 0) printf "%.2f", t / hz * 1e6 / n; else print "nan" }')
+    printf '%-10s %-30s %12s %10s %10s %12s\n' "$name" "$CASE" "$rps" "$p50" "$p99" "$cpu_us"
+    if [ -n "$errors" ]; then echo "  ! $name $CASE: $errors" >&2; fi
+}
+
+to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms/,"",v); print v } else if (v ~ /s$/) { sub(/s/,"",v); print v*1000 } else print v }'; }
+
+RESULTS="$WORK/results.txt"
+printf '%-10s %-30s %12s %10s %10s %12s\n' server case req/s p50 p99 cpu-us/req | tee "$RESULTS"
+for spec in "a|1 KiB hit, keep-alive|/1k|" "b|1 KiB hit, new connection|/1k|close" "c|1 MiB hit|/1m|" "d|pass|/pass|cookie"; do
+    IFS='|' read -r id label path mode <<<"$spec"
+    CASE="($id) $label"
+    extra=()
+    [ "$mode" = close ] && extra=(-H "Connection: close")
+    [ "$mode" = cookie ] && extra=(-H "Cookie: session=1")
+    run lacquer "$LQ_PID" "$LQ_PORT" "$path" "${extra[@]}" | tee -a "$RESULTS"
+    run varnish "$VA_PID" "$VA_PORT" "$path" "${extra[@]}" | tee -a "$RESULTS"
+    if [ "$id" = a ]; then
+        run nginx "$CEIL_PID" "$CEIL_PORT" / "${extra[@]}" | tee -a "$RESULTS"
+    fi
+done
+
+echo
+echo "Ratios (Lacquer / Varnish; CPU also Lacquer / nginx for case a):"
+for id in a b c d; do
+    lq=$(grep "^lacquer *($id)" "$RESULTS"); va=$(grep "^varnish *($id)" "$RESULTS")
+    lq_rps=$(echo "$lq" | awk '{print $(NF-3)}'); va_rps=$(echo "$va" | awk '{print $(NF-3)}')
+    lq_p99=$(to_ms "$(echo "$lq" | awk '{print $(NF-1)}')"); va_p99=$(to_ms "$(echo "$va" | awk '{print $(NF-1)}')")
+    lq_cpu=$(echo "$lq" | awk '{print $NF}'); va_cpu=$(echo "$va" | awk '{print $NF}')
+    line=$(awk -v a="$lq_rps" -v b="$va_rps" -v c="$lq_cpu" -v d="$va_cpu" -v e="$lq_p99" -v f="$va_p99" \
+        'BEGIN { printf "req/s %.2fx  cpu/req %.2fx  p99 %.3f ms vs %.3f ms", a/b, c/d, e, f }')
+    if [ "$id" = a ]; then
+        ng=$(grep "^nginx" "$RESULTS"); ng_cpu=$(echo "$ng" | awk '{print $NF}'); ng_rps=$(echo "$ng" | awk '{print $(NF-3)}')
+        line="$line  | vs nginx: req/s $(awk -v a="$lq_rps" -v b="$ng_rps" 'BEGIN{printf "%.2f", a/b}')x cpu/req $(awk -v a="$lq_cpu" -v b="$ng_cpu" 'BEGIN{printf "%.2f", a/b}')x"
+    fi
+    echo "($id) $line"
+done
