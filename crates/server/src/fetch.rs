@@ -49,22 +49,36 @@ pub(crate) fn spawn(
     for name in NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
-    if !headers.contains("host") {
-        headers.set("Host", sh.backend.host_header.clone());
-    }
-    headers.set("X-Varnish", xid.to_string());
-    let mut head = Vec::with_capacity(256 + req.head.url.len());
-    head.extend_from_slice(b"GET ");
-    head.extend_from_slice(&req.head.url);
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    headers.write_to(&mut head);
-    head.extend_from_slice(b"\r\n");
+    let head = bereq_head(sh, b"GET", &req.head.url, &mut headers, xid);
     let sh = sh.clone();
     tokio::spawn(async move {
         COUNTERS.inc(Counter::s_fetch);
         run(sh, xid, head, headers, slot, tx).await;
     });
     rx
+}
+
+/// Finishes the backend request headers (Host when missing, X-Varnish)
+/// and serialises the request head.
+pub(crate) fn bereq_head(
+    sh: &Shared,
+    method: &[u8],
+    url: &[u8],
+    headers: &mut Headers,
+    xid: u64,
+) -> Vec<u8> {
+    if !headers.contains("host") {
+        headers.set("Host", sh.backend.host_header.clone());
+    }
+    headers.set("X-Varnish", xid.to_string());
+    let mut head = Vec::with_capacity(256 + url.len());
+    head.extend_from_slice(method);
+    head.push(b' ');
+    head.extend_from_slice(url);
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    headers.write_to(&mut head);
+    head.extend_from_slice(b"\r\n");
+    head
 }
 
 async fn run(

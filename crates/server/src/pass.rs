@@ -21,21 +21,11 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     headers.remove("expect");
-    if !headers.contains("host") {
-        headers.set("Host", sh.backend.host_header.clone());
-    }
-    headers.set("X-Varnish", xid.to_string());
     let chunked_body = req.head.framing == Framing::Chunked && !req.body.is_done();
     if chunked_body {
         headers.set("Transfer-Encoding", "chunked");
     }
-    let mut head = Vec::with_capacity(256 + req.head.url.len());
-    head.extend_from_slice(&req.head.method);
-    head.push(b' ');
-    head.extend_from_slice(&req.head.url);
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    headers.write_to(&mut head);
-    head.extend_from_slice(b"\r\n");
+    let head = fetch::bereq_head(sh, &req.head.method, &req.head.url, &mut headers, xid);
 
     let t = sh.timeouts();
     let limits = sh.response_limits();

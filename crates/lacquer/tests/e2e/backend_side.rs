@@ -199,3 +199,17 @@ fn body_that_stops_arriving_is_cut_and_not_cached() {
         == "0123456789"));
     assert_eq!(origin.count("/stuck"), 2);
 }
+
+#[test]
+fn idle_backend_connections_are_closed_after_backend_idle_timeout() {
+    let origin = Origin::start(|_| Reply::ok("x"));
+    let lq = Lacquer::start(origin.addr, &["-p", "backend_idle_timeout=1"]);
+    assert_eq!(lq.get("/first").status, 200);
+    assert_eq!(origin.connections(), 1);
+    // The pooled connection is closed once it has idled past the limit.
+    assert!(eventually(Duration::from_secs(10), || origin
+        .closed_connections()
+        == 1));
+    assert_eq!(lq.get("/later").status, 200);
+    assert_eq!(origin.connections(), 2);
+}

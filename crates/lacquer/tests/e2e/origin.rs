@@ -102,6 +102,8 @@ type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
 struct Flight {
     now: AtomicUsize,
     max: AtomicUsize,
+    /// Connections the other side has closed.
+    closed: AtomicUsize,
 }
 
 /// A running origin.
@@ -170,6 +172,11 @@ impl Origin {
     /// The most requests that were being answered at the same time.
     pub fn max_in_flight(&self) -> usize {
         self.flight.max.load(Ordering::SeqCst)
+    }
+
+    /// How many connections have ended.
+    pub fn closed_connections(&self) -> usize {
+        self.flight.closed.load(Ordering::SeqCst)
     }
 
     /// How many TCP connections were accepted.
@@ -243,7 +250,8 @@ async fn serve(
     seen: Arc<Mutex<Vec<Seen>>>,
     flight: Arc<Flight>,
 ) {
-    serve_conn(stream, id, handler, seen, flight).await;
+    serve_conn(stream, id, handler, seen, flight.clone()).await;
+    flight.closed.fetch_add(1, Ordering::SeqCst);
 }
 
 struct InFlight(Arc<Flight>);
