@@ -262,3 +262,45 @@ fn tcp_state(local: std::net::SocketAddr) -> Option<u8> {
         (cols.get(1) == Some(&want.as_str())).then(|| u8::from_str_radix(cols[3], 16).ok())?
     })
 }
+
+#[test]
+fn garbage_input_never_takes_the_daemon_down() {
+    let origin = echo_origin();
+    let mut lq = Lacquer::start(origin.addr, &["-p", "timeout_idle=0.2"]);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let pieces: [&[u8]; 8] = [
+        b"GET / HTTP/1.1\r\n",
+        b"Host: t\r\n",
+        b"Content-Length: 5\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"\r\n",
+        b"0\r\n\r\n",
+        b"\x00\xff\r",
+        b"ffffffffffff\r\n",
+    ];
+    for _ in 0..200 {
+        let mut raw = Vec::new();
+        for _ in 0..(next() % 8) {
+            if next() % 3 == 0 {
+                raw.extend((0..next() % 40).map(|_| next() as u8));
+            } else {
+                raw.extend_from_slice(pieces[(next() % 8) as usize]);
+            }
+        }
+        if let Ok(mut s) = std::net::TcpStream::connect(lq.addr) {
+            use std::io::{Read, Write};
+            let _ = s.write_all(&raw);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+        }
+    }
+    assert!(lq.alive());
+    assert_eq!(lq.get("/still-here").status, 200);
+}
