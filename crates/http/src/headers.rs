@@ -39,6 +39,15 @@ impl Headers {
         }
     }
 
+    /// A header list from static name/value pairs.
+    pub fn from_static_pairs(pairs: &[(&'static str, &'static str)]) -> Self {
+        let mut out = Headers::with_capacity(pairs.len());
+        for (n, v) in pairs {
+            out.append(*n, *v);
+        }
+        out
+    }
+
     pub fn len(&self) -> usize {
         self.list.len()
     }
@@ -168,11 +177,7 @@ mod tests {
     use super::*;
 
     fn h(pairs: &[(&'static str, &'static str)]) -> Headers {
-        let mut out = Headers::new();
-        for (n, v) in pairs {
-            out.append(*n, *v);
-        }
-        out
+        Headers::from_static_pairs(pairs)
     }
 
     #[test]

@@ -87,11 +87,7 @@ mod tests {
     use super::*;
 
     fn h(pairs: &[(&'static str, &'static str)]) -> Headers {
-        let mut out = Headers::new();
-        for (n, v) in pairs {
-            out.append(*n, *v);
-        }
-        out
+        Headers::from_static_pairs(pairs)
     }
 
     #[test]

@@ -450,11 +450,7 @@ mod tests {
     }
 
     fn req(pairs: &[(&'static str, &'static str)]) -> Headers {
-        let mut h = Headers::new();
-        for (n, v) in pairs {
-            h.append(*n, *v);
-        }
-        h
+        Headers::from_static_pairs(pairs)
     }
 
     #[test]
