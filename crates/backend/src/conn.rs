@@ -222,13 +222,6 @@ impl<'a> Conn<'a> {
             }
         }
     }
-
-    /// Takes the raw stream (for pipe): whatever was buffered comes along.
-    pub fn into_parts(mut self) -> Option<(TcpStream, BytesMut)> {
-        let stream = self.stream.take()?;
-        self.backend.closed();
-        Some((stream, std::mem::take(&mut self.buf)))
-    }
 }
 
 impl Drop for Conn<'_> {
@@ -249,10 +242,4 @@ enum BodyState {
 /// The reading position in a response body.
 pub struct BodyReader {
     state: BodyState,
-}
-
-impl BodyReader {
-    pub fn is_done(&self) -> bool {
-        matches!(self.state, BodyState::Done)
-    }
 }

@@ -156,11 +156,6 @@ impl Backend {
         self.conn.fetch_sub(closed as u64, Ordering::Relaxed);
     }
 
-    /// Idle connections in the pool.
-    pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
     /// Sends a request whose body (if any) is in memory and reads the
     /// response head. A reused connection that fails before any response
     /// byte is retried once on a fresh one.

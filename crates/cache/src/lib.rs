@@ -389,11 +389,6 @@ impl Busy {
 }
 
 impl FetchSlot {
-    /// Whether other requests are waiting on this fetch's outcome.
-    pub fn is_coalescing(&self) -> bool {
-        self.busy.is_some()
-    }
-
     /// Puts an object (or marker) into the index, replacing the variants
     /// the fetching request selected, and wakes the waiters.
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {

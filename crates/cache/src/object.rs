@@ -355,11 +355,6 @@ impl Object {
         self.removed.load(Ordering::Acquire)
     }
 
-    /// Bytes charged to storage.
-    pub fn storage_bytes(&self) -> u64 {
-        self.allocated.load(Ordering::Relaxed)
-    }
-
     pub(crate) fn set_expiry(&self, at_ms: u64, seq: u64) {
         self.exp_at.store(at_ms, Ordering::Relaxed);
         self.exp_seq.store(seq, Ordering::Relaxed);
@@ -375,11 +370,6 @@ impl Object {
 
     pub(crate) fn exp_seq(&self) -> u64 {
         self.exp_seq.load(Ordering::Relaxed)
-    }
-
-    /// The name of the store holding it.
-    pub fn store_name(&self) -> Option<&str> {
-        self.store.get().map(|s| s.name())
     }
 }
 

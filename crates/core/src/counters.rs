@@ -145,14 +145,6 @@ impl Counters {
     pub fn get(&self, c: Counter) -> u64 {
         self.values[c as usize].load(Ordering::Relaxed)
     }
-
-    /// Every `MAIN` counter with its current value, in table order.
-    pub fn snapshot(&self) -> Vec<(&'static CounterSpec, u64)> {
-        MAIN.iter()
-            .zip(self.values.iter())
-            .map(|(spec, v)| (spec, v.load(Ordering::Relaxed)))
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@ pub use headers::{Header, Headers};
 pub use request::{parse_request, RequestError, RequestHead, RequestLimits};
 pub use response::{parse_response, ResponseError, ResponseHead, ResponseLimits};
 
+/// Header slots parsed without a heap allocation (`http_max_hdr`'s default).
+pub(crate) const STACK_HEADERS: usize = 64;
+
 /// The protocol version of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {

@@ -4,7 +4,7 @@
 //! than chunked, folded lines, control characters, bare CR, duplicate Host.
 
 use crate::headers::{Header, Headers};
-use crate::{parse_content_length, Framing, Version};
+use crate::{parse_content_length, Framing, Version, STACK_HEADERS};
 use bytes::{Bytes, BytesMut};
 
 /// The limits a request head is held to (Varnish's `http_req_*` parameters).
@@ -184,8 +184,16 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             return Err(RequestError::Bad("Bad Request: obsolete line folding"));
         }
     }
-    let mut storage = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let mut req = httparse::Request::new(&mut storage);
+    // The usual limit fits on the stack; larger ones allocate.
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let storage: &mut [httparse::Header<'_>] = if limits.max_headers <= STACK_HEADERS {
+        &mut stack[..limits.max_headers]
+    } else {
+        heap.resize(limits.max_headers, httparse::EMPTY_HEADER);
+        &mut heap
+    };
+    let mut req = httparse::Request::new(storage);
     let status = match req.parse(&head) {
         Ok(s) => s,
         Err(httparse::Error::TooManyHeaders) => {

@@ -3,7 +3,7 @@
 //! as a failed fetch rather than a crash.
 
 use crate::headers::{trim, Header, Headers};
-use crate::{parse_content_length, Framing, Version};
+use crate::{parse_content_length, Framing, Version, STACK_HEADERS};
 use bytes::{Bytes, BytesMut};
 
 /// The limits a response head is held to (`http_resp_*`).
@@ -92,8 +92,16 @@ pub fn parse_response(
             return Err(ResponseError::TooLarge);
         }
     }
-    let mut storage = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let mut resp = httparse::Response::new(&mut storage);
+    // The usual limit fits on the stack; larger ones allocate.
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let storage: &mut [httparse::Header<'_>] = if limits.max_headers <= STACK_HEADERS {
+        &mut stack[..limits.max_headers]
+    } else {
+        heap.resize(limits.max_headers, httparse::EMPTY_HEADER);
+        &mut heap
+    };
+    let mut resp = httparse::Response::new(storage);
     match resp.parse(&head) {
         Ok(s) if s.is_complete() => {}
         Ok(_) => return Err(ResponseError::Malformed("incomplete head")),

@@ -240,15 +240,15 @@ pub(crate) async fn object(
         }
     }
     let head = &obj.head;
-    let line_end = head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
+    let after_status_line = || &head[head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1)..];
     c.wbuf.clear();
     if cond {
         c.wbuf.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n");
-        c.wbuf.extend_from_slice(&head[line_end..]);
+        c.wbuf.extend_from_slice(after_status_line());
     } else if let Some((start, end, total)) = window {
         c.wbuf
             .extend_from_slice(b"HTTP/1.1 206 Partial Content\r\n");
-        c.wbuf.extend_from_slice(&head[line_end..]);
+        c.wbuf.extend_from_slice(after_status_line());
         let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
     } else {
         c.wbuf.extend_from_slice(head);

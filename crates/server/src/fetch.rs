@@ -94,7 +94,7 @@ async fn run(
     let backend = sh.backend.clone();
     let (mut conn, resp) = match backend.exchange(&head, &[], &t, &limits, false).await {
         Ok(x) => x,
-        Err(e) => return fail(&sh, xid, &e, slot, tx),
+        Err(e) => return fail(xid, &e, slot, tx),
     };
     let now = lacquer_core::time::now();
     let p = &sh.params;
@@ -135,7 +135,7 @@ async fn run(
     let reserved = expected.unwrap_or(0);
     let first_charge = obj.head.len() as u64 + reserved;
     if !sh.cache.attach(&obj, store, first_charge, nuke_limit) {
-        return fail(&sh, xid, &FetchError::NoStorage, slot, tx);
+        return fail(xid, &FetchError::NoStorage, slot, tx);
     }
     if cacheable {
         slot.insert(&obj, &bereq);
@@ -203,10 +203,10 @@ fn body_failed(sh: &Shared, xid: u64, obj: &Arc<Object>, e: &FetchError) {
     sh.cache.remove(obj, Removal::Failed);
 }
 
-fn fail(sh: &Shared, xid: u64, e: &FetchError, slot: FetchSlot, tx: oneshot::Sender<Arc<Object>>) {
+fn fail(xid: u64, e: &FetchError, slot: FetchSlot, tx: oneshot::Sender<Arc<Object>>) {
     COUNTERS.inc(Counter::fetch_failed);
     log_fetch_error(xid, e);
-    let obj = synth::fetch_failed(sh, xid);
+    let obj = synth::fetch_failed(xid);
     slot.abandon(Some(obj.clone()));
     let _ = tx.send(obj);
 }

@@ -53,8 +53,11 @@ pub(crate) struct Client {
     pub stream: TcpStream,
     pub rbuf: BytesMut,
     pub wbuf: Vec<u8>,
-    pub peer: SocketAddr,
+    /// The client address as text, formatted once per connection.
+    pub peer_ip: String,
     pub local: SocketAddr,
+    /// Reused for each request's hash key.
+    pub key: Vec<u8>,
 }
 
 impl Client {
@@ -63,8 +66,9 @@ impl Client {
             stream,
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
-            peer,
+            peer_ip: peer.ip().to_canonical().to_string(),
             local,
+            key: Vec::with_capacity(128),
         }
     }
 
@@ -86,22 +90,7 @@ impl Client {
         parts: &[&[u8]],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        let mut slices: Vec<IoSlice<'_>> = parts
-            .iter()
-            .filter(|p| !p.is_empty())
-            .map(|p| IoSlice::new(p))
-            .collect();
-        let mut rest: &mut [IoSlice<'_>] = &mut slices;
-        while !rest.is_empty() {
-            let limit = clock.next_limit().ok_or(SendError::Timeout)?;
-            let n = match tokio::time::timeout(limit, self.stream.write_vectored(rest)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
-                Ok(Ok(n)) => n,
-                Err(_) => return Err(SendError::Timeout),
-            };
-            IoSlice::advance_slices(&mut rest, n);
-        }
-        Ok(())
+        write_gathered(&mut self.stream, &[], parts, clock).await
     }
 
     /// Writes the header buffer followed by body pieces.
@@ -110,13 +99,7 @@ impl Client {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        let head = std::mem::take(&mut self.wbuf);
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(body.len() + 1);
-        parts.push(&head);
-        parts.extend(body.iter().map(|b| &b[..]));
-        let result = self.write_parts(&parts, clock).await;
-        drop(parts);
-        self.wbuf = head;
+        let result = write_gathered(&mut self.stream, &self.wbuf, body, clock).await;
         self.wbuf.clear();
         result
     }
@@ -127,6 +110,51 @@ impl Client {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(SendError::Io),
             Err(_) => Err(SendError::Timeout),
+        }
+    }
+}
+
+/// Slices handed to one `writev`; more pieces go in further calls.
+const IOV_BATCH: usize = 16;
+
+/// Writes `head` and then every piece, gathered in batches on the stack,
+/// with each write bounded by the clock.
+async fn write_gathered<B: AsRef<[u8]>>(
+    stream: &mut TcpStream,
+    head: &[u8],
+    pieces: &[B],
+    clock: &SendClock,
+) -> Result<(), SendError> {
+    let mut next = 0;
+    let mut head_pending = !head.is_empty();
+    loop {
+        let mut batch = [IoSlice::new(&[]); IOV_BATCH];
+        let mut n = 0;
+        if head_pending {
+            batch[0] = IoSlice::new(head);
+            n = 1;
+            head_pending = false;
+        }
+        while n < IOV_BATCH && next < pieces.len() {
+            let piece = pieces[next].as_ref();
+            next += 1;
+            if !piece.is_empty() {
+                batch[n] = IoSlice::new(piece);
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let mut rest: &mut [IoSlice<'_>] = &mut batch[..n];
+        while !rest.is_empty() {
+            let limit = clock.next_limit().ok_or(SendError::Timeout)?;
+            let written = match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
+                Ok(Ok(w)) => w,
+                Err(_) => return Err(SendError::Timeout),
+            };
+            IoSlice::advance_slices(&mut rest, written);
         }
     }
 }

@@ -54,7 +54,7 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
         Err(e) => {
             COUNTERS.inc(Counter::fetch_failed);
             fetch::log_fetch_error(xid, &e);
-            let obj = synth::fetch_failed(sh, xid);
+            let obj = synth::fetch_failed(xid);
             return deliver::object(c, sh, req, &obj, Delivery { hit: false, keep }).await;
         }
     };

@@ -57,7 +57,7 @@ pub(crate) async fn handle(c: &mut Client, sh: &Arc<Shared>, head: RequestHead) 
                 Ok(keep) => keep,
                 Err(reason) => return Outcome::Close(reason),
             };
-            synth::respond(c, sh, &req, status, None, keep).await
+            synth::respond(c, sh, &req, status, keep).await
         }
         Recv::Pass => {
             COUNTERS.inc(Counter::s_pass);
@@ -70,15 +70,16 @@ pub(crate) async fn handle(c: &mut Client, sh: &Arc<Shared>, head: RequestHead) 
 /// Client address appended to `X-Forwarded-For`, as Varnish does before
 /// `vcl_recv`.
 fn append_forwarded_for(req: &mut Req, c: &Client) {
-    let ip = c.peer.ip().to_canonical().to_string();
+    let ip = c.peer_ip.as_bytes();
     let value = match req.head.headers.get("x-forwarded-for") {
         Some(prev) => {
-            let mut v = prev.to_vec();
+            let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
+            v.extend_from_slice(prev);
             v.extend_from_slice(b", ");
-            v.extend_from_slice(ip.as_bytes());
+            v.extend_from_slice(ip);
             v
         }
-        None => ip.into_bytes(),
+        None => ip.to_vec(),
     };
     req.head.headers.set("X-Forwarded-For", value);
 }
@@ -113,13 +114,26 @@ async fn lookup(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Outcome {
         Ok(keep) => keep,
         Err(reason) => return Outcome::Close(reason),
     };
-    let mut key = Vec::with_capacity(req.head.url.len() + 32);
+    let mut key = std::mem::take(&mut c.key);
     builtin::hash(req, &c.local, &mut key);
+    let outcome = lookup_key(c, sh, req, &key, keep).await;
+    c.key = key;
+    outcome
+}
+
+async fn lookup_key(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &mut Req,
+    key: &[u8],
+    keep: bool,
+) -> Outcome {
     let lru_interval = sh.params.lru_interval();
     let mut relookups = 0;
     loop {
         let now = lacquer_core::time::now();
-        let lookup = sh.cache.lookup(&key, &req.head.headers, now, lru_interval);
+        let lookup = sh.cache.lookup(key, &req.head.headers, now, lru_interval);
+        let is_hitmiss = matches!(lookup, Lookup::HitMiss { .. });
         let (obj, hit) = match lookup {
             Lookup::Hit(obj) => {
                 COUNTERS.inc(Counter::cache_hit);
@@ -141,19 +155,15 @@ async fn lookup(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Outcome {
                 COUNTERS.inc(Counter::s_pass);
                 return pass::pass(c, sh, req).await;
             }
-            Lookup::HitMiss { slot, .. } => {
-                COUNTERS.inc(Counter::cache_hitmiss);
-                COUNTERS.inc(Counter::cache_miss);
-                match fetch::spawn(sh, req, slot).await {
-                    Ok(obj) => (obj, false),
-                    Err(_) => (synth::fetch_failed(sh, next_vxid()), false),
+            Lookup::HitMiss { slot, .. } | Lookup::Miss(slot) => {
+                if is_hitmiss {
+                    COUNTERS.inc(Counter::cache_hitmiss);
                 }
-            }
-            Lookup::Miss(slot) => {
                 COUNTERS.inc(Counter::cache_miss);
                 match fetch::spawn(sh, req, slot).await {
                     Ok(obj) => (obj, false),
-                    Err(_) => (synth::fetch_failed(sh, next_vxid()), false),
+                    // The fetch task ended without an answer (it panicked).
+                    Err(_) => (synth::fetch_failed(next_vxid()), false),
                 }
             }
             Lookup::Wait(mut rx) => {
@@ -176,6 +186,6 @@ async fn lookup(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Outcome {
                 }
             }
         };
-        return deliver::object(c, sh, req, &Arc::clone(&obj), Delivery { hit, keep }).await;
+        return deliver::object(c, sh, req, &obj, Delivery { hit, keep }).await;
     }
 }

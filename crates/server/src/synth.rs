@@ -56,7 +56,7 @@ pub(crate) fn object(status: u16, reason: &str, xid: u64) -> Arc<Object> {
 }
 
 /// The error object of a failed fetch.
-pub(crate) fn fetch_failed(_sh: &Shared, xid: u64) -> Arc<Object> {
+pub(crate) fn fetch_failed(xid: u64) -> Arc<Object> {
     object(503, "Backend fetch failed", xid)
 }
 
@@ -66,11 +66,10 @@ pub(crate) async fn respond(
     sh: &Arc<Shared>,
     req: &Req,
     status: u16,
-    reason: Option<&str>,
     keep: bool,
 ) -> Outcome {
     COUNTERS.inc(Counter::s_synth);
-    let reason = reason.unwrap_or_else(|| lacquer_http::reason_phrase(status));
+    let reason = lacquer_http::reason_phrase(status);
     let obj = object(status, reason, req.xid);
     deliver::object(c, sh, req, &obj, Delivery { hit: false, keep }).await
 }

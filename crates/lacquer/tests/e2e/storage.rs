@@ -63,3 +63,36 @@ fn memory_follows_the_budget_not_the_url_count() {
         "RSS grew from {warm} KiB to {after} KiB"
     );
 }
+
+#[test]
+fn uncacheable_and_short_lived_objects_use_transient_storage() {
+    let origin = Origin::start(|req| {
+        let r = Reply::ok("");
+        match req.url.as_str() {
+            "/keep" => r.body_bytes(vec![b'k'; 400 * 1024]),
+            "/private" => r
+                .header("Cache-Control", "private")
+                .body_bytes(vec![b'p'; 700 * 1024]),
+            _ => r
+                .header("Cache-Control", "max-age=1")
+                .body_bytes(vec![b's'; 700 * 1024]),
+        }
+    });
+    // 1 MiB cannot hold /keep beside either big object: if they were
+    // charged to s0, /keep would be evicted.
+    let lq = Lacquer::start(origin.addr, &["-s", "malloc,1m", "-p", "default_grace=0"]);
+    let mut c = lq.connect();
+    assert_eq!(c.get("/keep", &[]).status, 200);
+    for _ in 0..3 {
+        assert_eq!(c.get("/private", &[]).body.len(), 700 * 1024);
+    }
+    let short = c.get("/short", &[]);
+    assert_eq!(short.body.len(), 700 * 1024);
+    assert_eq!(
+        c.get("/short", &[]).xids().len(),
+        2,
+        "short-lived objects are still cached"
+    );
+    assert_eq!(c.get("/keep", &[]).xids().len(), 2, "/keep was not evicted");
+    assert_eq!(origin.count("/keep"), 1);
+}
