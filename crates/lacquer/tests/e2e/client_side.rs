@@ -230,9 +230,10 @@ fn stalled_delivery_is_abandoned_after_send_timeout() {
     // The client reads nothing; the server gives up and resets the
     // connection, so our end leaves ESTABLISHED.
     let local = stalled.stream.local_addr().unwrap();
-    assert_eq!(tcp_state(local), Some(ESTABLISHED));
+    let peer = stalled.stream.peer_addr().unwrap();
+    assert_eq!(tcp_state(local, peer), Some(ESTABLISHED));
     assert!(
-        eventually(Duration::from_secs(15), || tcp_state(local)
+        eventually(Duration::from_secs(15), || tcp_state(local, peer)
             != Some(ESTABLISHED)),
         "server abandoned the stalled connection"
     );
@@ -253,13 +254,16 @@ fn stalled_delivery_is_abandoned_after_send_timeout() {
 
 const ESTABLISHED: u8 = 0x01;
 
-/// The kernel's TCP state of our end of a loopback connection.
-fn tcp_state(local: std::net::SocketAddr) -> Option<u8> {
+/// The kernel's TCP state of our end of a loopback connection. Both ends
+/// are matched: an earlier connection in TIME_WAIT may share the local port.
+fn tcp_state(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Option<u8> {
     let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let want = format!("0100007F:{:04X}", local.port());
+    let ours = format!("0100007F:{:04X}", local.port());
+    let theirs = format!("0100007F:{:04X}", peer.port());
     table.lines().skip(1).find_map(|line| {
         let cols: Vec<&str> = line.split_whitespace().collect();
-        (cols.get(1) == Some(&want.as_str())).then(|| u8::from_str_radix(cols[3], 16).ok())?
+        (cols.get(1) == Some(&ours.as_str()) && cols.get(2) == Some(&theirs.as_str()))
+            .then(|| u8::from_str_radix(cols[3], 16).ok())?
     })
 }
 
