@@ -1,0 +1,825 @@
+//! The checker and compiler, program level: declarations (backends,
+//! probes, ACLs, imports, objects), merging of method bodies with the
+//! built-in VCL, the call graph, and the checks that depend on it (where
+//! each variable, return action and function is used, unused symbols,
+//! recursion). Statements and expressions are in `compile_sub`.
+
+use crate::acl::Acl;
+use crate::ast::{self, Decl, FieldValue};
+use crate::parser::{parse, tokens_with_includes, Loader};
+use crate::program::{BackendDef, ObjectSlot, ProbeDef, Program, Sub};
+use crate::source::{CompileError, Source, Span};
+use crate::types::{scope, ActionKind, BackendRef, Method, Value};
+use crate::vmod::{self, ClassSpec};
+use std::collections::HashMap;
+use std::net::ToSocketAddrs;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub(crate) type CResult<T> = Result<T, CompileError>;
+
+/// What a use of something in a sub needs from the methods that reach it.
+#[derive(Debug)]
+pub(crate) enum UseKind {
+    Read(&'static str),
+    ReadHeader(String),
+    Write(String),
+    Return(ActionKind),
+    Func(String),
+    New,
+}
+
+#[derive(Debug)]
+pub(crate) struct Use {
+    pub kind: UseKind,
+    /// The methods in which the use is legal.
+    pub allowed: u16,
+    pub span: Span,
+}
+
+pub(crate) struct SubInfo {
+    pub name: String,
+    pub span: Span,
+    pub bodies: Vec<Vec<ast::Stmt>>,
+    pub method: Option<Method>,
+    /// Defined only by the built-in VCL.
+    pub builtin_only: bool,
+    pub uses: Vec<Use>,
+    pub calls: Vec<(usize, Span)>,
+}
+
+pub(crate) struct Symbol<T> {
+    pub def: T,
+    pub span: Span,
+    pub used: bool,
+}
+
+pub(crate) struct ObjInfo {
+    pub name: String,
+    pub class: &'static ClassSpec,
+}
+
+pub(crate) struct Compiler {
+    pub sources: Vec<Source>,
+    pub version: (u8, u8),
+    pub imports: Vec<String>,
+    pub backends: Vec<Symbol<BackendDef>>,
+    pub probes: Vec<Symbol<ProbeDef>>,
+    pub acls: Vec<Symbol<Acl>>,
+    pub subs: Vec<SubInfo>,
+    pub objects: Vec<ObjInfo>,
+    pub names: HashMap<String, (&'static str, Span)>,
+    /// The sub being compiled.
+    pub current: usize,
+    pub warnings: Vec<String>,
+}
+
+/// A failed compilation, with the sources needed to show where.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: CompileError,
+    pub sources: Vec<Source>,
+}
+
+impl Failure {
+    pub fn render(&self) -> String {
+        self.error.render(&self.sources)
+    }
+}
+
+/// How to compile.
+pub struct Options {
+    /// Unused backends, probes, ACLs and subs are errors (Varnish's
+    /// `vcc_feature=+err_unref`, the default).
+    pub unused_is_error: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            unused_is_error: true,
+        }
+    }
+}
+
+/// Compiles a program from its main source, reading includes through
+/// `loader`, with the built-in VCL appended.
+pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<Program, Failure> {
+    let mut sources = vec![main];
+    let user = tokens_with_includes(&mut sources, 0, loader, 0);
+    let mut c = Compiler {
+        sources,
+        version: (4, 1),
+        imports: Vec::new(),
+        backends: Vec::new(),
+        probes: Vec::new(),
+        acls: Vec::new(),
+        subs: Vec::new(),
+        objects: Vec::new(),
+        names: HashMap::new(),
+        current: 0,
+        warnings: Vec::new(),
+    };
+    let result = user.and_then(|tokens| c.run(tokens, opts));
+    match result {
+        Ok(p) => Ok(p),
+        Err(error) => Err(Failure {
+            error,
+            sources: c.sources,
+        }),
+    }
+}
+
+impl Compiler {
+    fn run(&mut self, user_tokens: Vec<crate::lexer::Token>, opts: &Options) -> CResult<Program> {
+        let user = parse(user_tokens)?;
+        match user.first() {
+            Some(Decl::Vcl { version, .. }) => self.version = *version,
+            _ => return Err(CompileError::new(
+                "VCL version declaration missing: start the file with 'vcl 4.1;' (or 'vcl 4.0;')",
+                Span::new(0, 0, 0),
+            )),
+        }
+        self.sources.push(Source {
+            name: crate::BUILTIN_NAME.to_string(),
+            text: crate::BUILTIN_VCL.to_string(),
+        });
+        let builtin_file = self.sources.len() - 1;
+        let builtin = parse(crate::lexer::lex(crate::BUILTIN_VCL, builtin_file)?)?;
+        for m in Method::ALL {
+            self.sub_index(m.name(), Span::default(), true);
+        }
+        let mut decls = Vec::new();
+        for (i, d) in user.into_iter().enumerate() {
+            if i > 0 {
+                if let Decl::Vcl { span, .. } = d {
+                    return Err(CompileError::new(
+                        "Duplicate 'vcl' version declaration",
+                        span,
+                    ));
+                }
+            }
+            decls.push((d, false));
+        }
+        decls.extend(
+            builtin
+                .into_iter()
+                .filter(|d| !matches!(d, Decl::Vcl { .. }))
+                .map(|d| (d, true)),
+        );
+        let mut backend_decls = Vec::new();
+        let mut probe_decls = Vec::new();
+        let mut acl_decls = Vec::new();
+        for (d, is_builtin) in decls {
+            match d {
+                Decl::Vcl { .. } => {}
+                Decl::Import { name, from: _ } => {
+                    if vmod::vmod(&name.name).is_none() {
+                        return Err(CompileError::new(
+                            format!(
+                                "Could not find VMOD {}: Lacquer carries the vmods {}",
+                                name.name,
+                                vmod::VMODS
+                                    .iter()
+                                    .map(|v| v.name)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            name.span,
+                        ));
+                    }
+                    if !self.imports.contains(&name.name) {
+                        self.imports.push(name.name);
+                    }
+                }
+                Decl::Backend { name, fields } => {
+                    self.define(&name, "backend")?;
+                    backend_decls.push((name, fields));
+                }
+                Decl::Probe { name, fields } => {
+                    self.define(&name, "probe")?;
+                    probe_decls.push((name, fields));
+                }
+                Decl::Acl { name, entries } => {
+                    self.define(&name, "acl")?;
+                    acl_decls.push((name, entries));
+                }
+                Decl::Sub { name, body } => {
+                    let is_method = Method::by_name(&name.name).is_some();
+                    if !is_method {
+                        if self.subs.iter().any(|s| s.name == name.name) {
+                            return Err(CompileError::new(
+                                format!("Subroutine '{}' redefined", name.name),
+                                name.span,
+                            )
+                            .note(
+                                "First defined here:",
+                                self.subs
+                                    .iter()
+                                    .find(|s| s.name == name.name)
+                                    .map(|s| s.span),
+                            ));
+                        }
+                        self.define(&name, "sub")?;
+                    }
+                    let i = self.sub_index(&name.name, name.span, is_builtin);
+                    if !is_builtin {
+                        self.subs[i].builtin_only = false;
+                        if self.subs[i].span == Span::default() {
+                            self.subs[i].span = name.span;
+                        }
+                    }
+                    self.subs[i].bodies.push(body);
+                }
+            }
+        }
+        for (name, fields) in probe_decls {
+            let def = self.probe(&name.name, &fields)?;
+            self.probes.push(Symbol {
+                def,
+                span: name.span,
+                used: false,
+            });
+        }
+        for (name, fields) in backend_decls {
+            let def = self.backend(&name, fields.as_deref())?;
+            self.backends.push(Symbol {
+                def,
+                span: name.span,
+                used: false,
+            });
+        }
+        for (name, entries) in acl_decls {
+            let acl = self.acl(&name.name, &entries)?;
+            self.acls.push(Symbol {
+                def: acl,
+                span: name.span,
+                used: false,
+            });
+        }
+        self.collect_objects()?;
+        let default_backend = if self.backends.is_empty() {
+            return Err(CompileError::general(
+                "No backends or directors found in VCL program, at least one is necessary.",
+            ));
+        } else {
+            self.backends[0].used = true;
+            BackendRef::Backend(0)
+        };
+        let mut compiled = Vec::with_capacity(self.subs.len());
+        for i in 0..self.subs.len() {
+            self.current = i;
+            let bodies = std::mem::take(&mut self.subs[i].bodies);
+            let mut body = Vec::new();
+            for b in &bodies {
+                body.extend(self.block(b)?);
+            }
+            compiled.push(Sub {
+                name: self.subs[i].name.clone(),
+                body,
+            });
+        }
+        let reach = self.reach()?;
+        self.check_uses(&reach)?;
+        if opts.unused_is_error {
+            self.check_unused(&reach)?;
+        }
+        let methods = Method::ALL
+            .iter()
+            .map(|m| {
+                self.subs
+                    .iter()
+                    .position(|s| s.name == m.name())
+                    .unwrap_or(0)
+            })
+            .collect();
+        Ok(Program {
+            version: self.version,
+            sources: std::mem::take(&mut self.sources),
+            subs: compiled,
+            methods,
+            backends: self.backends.iter().map(|b| b.def.clone()).collect(),
+            probes: self.probes.iter().map(|p| p.def.clone()).collect(),
+            acls: self.acls.iter().map(|a| a.def.clone()).collect(),
+            objects: self
+                .objects
+                .iter()
+                .map(|o| ObjectSlot {
+                    name: o.name.clone(),
+                    object: OnceLock::new(),
+                })
+                .collect(),
+            default_backend,
+            warnings: std::mem::take(&mut self.warnings),
+        })
+    }
+
+    fn define(&mut self, name: &ast::Ident, kind: &'static str) -> CResult<()> {
+        if let Some((other, at)) = self.names.get(&name.name) {
+            return Err(CompileError::new(
+                format!("{kind} '{}' redefined (already a {other})", name.name),
+                name.span,
+            )
+            .note("First defined here:", Some(*at)));
+        }
+        if crate::vars::Var::by_name(&name.name).is_some() || vmod::vmod(&name.name).is_some() {
+            return Err(CompileError::new(
+                format!("Name '{}' is reserved", name.name),
+                name.span,
+            ));
+        }
+        self.names.insert(name.name.clone(), (kind, name.span));
+        Ok(())
+    }
+
+    fn sub_index(&mut self, name: &str, span: Span, builtin: bool) -> usize {
+        if let Some(i) = self.subs.iter().position(|s| s.name == name) {
+            return i;
+        }
+        self.subs.push(SubInfo {
+            name: name.to_string(),
+            span,
+            bodies: Vec::new(),
+            method: Method::by_name(name),
+            builtin_only: builtin,
+            uses: Vec::new(),
+            calls: Vec::new(),
+        });
+        self.subs.len() - 1
+    }
+
+    /// Registers the objects `new` makes in `vcl_init`.
+    fn collect_objects(&mut self) -> CResult<()> {
+        fn walk(stmts: &[ast::Stmt], out: &mut Vec<(ast::Ident, String, Span)>) {
+            for s in stmts {
+                match s {
+                    ast::Stmt::New { name, ctor } => {
+                        if let ast::ExprKind::Call { name: cname, .. } = &ctor.kind {
+                            out.push((name.clone(), cname.name.clone(), cname.span));
+                        } else {
+                            out.push((name.clone(), String::new(), ctor.span));
+                        }
+                    }
+                    ast::Stmt::If {
+                        branches,
+                        otherwise,
+                    } => {
+                        for (_, b) in branches {
+                            walk(b, out);
+                        }
+                        if let Some(b) = otherwise {
+                            walk(b, out);
+                        }
+                    }
+                    ast::Stmt::Block(b) => walk(b, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for s in &self.subs {
+            for b in &s.bodies {
+                walk(b, &mut found);
+            }
+        }
+        for (name, ctor, span) in found {
+            let class = ctor.split_once('.').and_then(|(v, c)| {
+                if !self.imports.iter().any(|i| i == v) {
+                    return None;
+                }
+                vmod::vmod(v)?.classes.iter().find(|k| k.name == c)
+            });
+            let Some(class) = class else {
+                let hint = match ctor.split_once('.') {
+                    Some((v, _))
+                        if vmod::vmod(v).is_some() && !self.imports.iter().any(|i| i == v) =>
+                    {
+                        format!(" (add 'import {v};')")
+                    }
+                    _ => String::new(),
+                };
+                return Err(CompileError::new(
+                    format!("Unknown object constructor '{ctor}'{hint}"),
+                    span,
+                ));
+            };
+            self.define(&name, "object")?;
+            self.objects.push(ObjInfo {
+                name: name.name,
+                class,
+            });
+        }
+        Ok(())
+    }
+
+    /// The methods each sub can run in, following calls from the methods.
+    fn reach(&self) -> CResult<Vec<u16>> {
+        let n = self.subs.len();
+        let mut mask = vec![0u16; n];
+        for (i, s) in self.subs.iter().enumerate() {
+            if let Some(m) = s.method {
+                mask[i] = m.bit();
+            }
+        }
+        // Recursion check: depth-first over the call graph.
+        fn visit(c: &Compiler, i: usize, stack: &mut Vec<usize>, done: &mut [bool]) -> CResult<()> {
+            if done[i] {
+                return Ok(());
+            }
+            stack.push(i);
+            for &(t, span) in &c.subs[i].calls {
+                if stack.contains(&t) {
+                    return Err(CompileError::new(
+                        format!(
+                            "Recursive call from sub '{}' to '{}'",
+                            c.subs[i].name, c.subs[t].name
+                        ),
+                        span,
+                    ));
+                }
+                visit(c, t, stack, done)?;
+            }
+            stack.pop();
+            done[i] = true;
+            Ok(())
+        }
+        let mut done = vec![false; n];
+        for i in 0..n {
+            visit(self, i, &mut Vec::new(), &mut done)?;
+        }
+        loop {
+            let mut changed = false;
+            for i in 0..n {
+                for &(t, _) in &self.subs[i].calls {
+                    let new = mask[t] | mask[i];
+                    if new != mask[t] {
+                        mask[t] = new;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                return Ok(mask);
+            }
+        }
+    }
+
+    fn check_uses(&self, reach: &[u16]) -> CResult<()> {
+        for (i, s) in self.subs.iter().enumerate() {
+            for u in &s.uses {
+                let bad = reach[i] & !u.allowed;
+                if bad == 0 {
+                    continue;
+                }
+                let method = Method::ALL
+                    .iter()
+                    .find(|m| bad & m.bit() != 0)
+                    .map_or("?", |m| m.name());
+                let msg = match &u.kind {
+                    UseKind::Read(name) => format!("'{name}': not readable in {method}"),
+                    UseKind::ReadHeader(name) => format!("'{name}': not readable in {method}"),
+                    UseKind::Write(name) => format!("'{name}': cannot be set or unset in {method}"),
+                    UseKind::Return(a) => format!("Invalid return \"{}\" in {method}", a.name()),
+                    UseKind::Func(name) => format!("'{name}': cannot be called in {method}"),
+                    UseKind::New => format!("'new' is only possible in vcl_init, not in {method}"),
+                };
+                let allowed = scope::names(u.allowed & scope::ALL);
+                let mut e = CompileError::new(msg, u.span);
+                if let UseKind::Return(_) = u.kind {
+                    if let Some(m) = Method::ALL.iter().find(|m| bad & m.bit() != 0) {
+                        let legal: Vec<&str> = m.returns().iter().map(|a| a.name()).collect();
+                        e = e.note(
+                            format!("{} may return: {}", m.name(), legal.join(", ")),
+                            None,
+                        );
+                    }
+                } else if !allowed.is_empty() {
+                    e = e.note(format!("(possible in: {allowed})"), None);
+                }
+                if s.method.is_none() {
+                    e = e.note(
+                        format!("...in subroutine '{}', called from {method}", s.name),
+                        None,
+                    );
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_unused(&self, reach: &[u16]) -> CResult<()> {
+        for (i, s) in self.subs.iter().enumerate() {
+            if s.method.is_none() && !s.builtin_only && reach[i] == 0 {
+                return Err(
+                    CompileError::new(format!("Unused sub {}, defined:", s.name), s.span).note(
+                        "(set -p vcc_feature=-err_unref to allow unused symbols)",
+                        None,
+                    ),
+                );
+            }
+        }
+        let unused = self
+            .backends
+            .iter()
+            .map(|b| ("backend", &b.def.name, b.used, b.span))
+            .chain(
+                self.probes
+                    .iter()
+                    .map(|p| ("probe", &p.def.name, p.used, p.span)),
+            )
+            .chain(
+                self.acls
+                    .iter()
+                    .map(|a| ("acl", &a.def.name, a.used, a.span)),
+            );
+        for (kind, name, used, span) in unused {
+            if !used && !name.is_empty() {
+                return Err(
+                    CompileError::new(format!("Unused {kind} {name}, defined:"), span).note(
+                        "(set -p vcc_feature=-err_unref to allow unused symbols)",
+                        None,
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A constant field value: literals only.
+    fn const_value(&self, e: &ast::Expr) -> Option<Value> {
+        match &e.kind {
+            ast::ExprKind::Str(s) => Some(Value::str(s)),
+            ast::ExprKind::Int(i) => Some(Value::Int(*i)),
+            ast::ExprKind::Real(f) => Some(Value::Real(*f)),
+            ast::ExprKind::Duration(d) => Some(Value::Duration(*d)),
+            ast::ExprKind::Bytes(b) => Some(Value::Bytes(*b)),
+            _ => None,
+        }
+    }
+
+    fn field_str(&self, f: &ast::Field) -> CResult<String> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Str(s)) => Ok(String::from_utf8_lossy(&s).into_owned()),
+                Some(Value::Int(i)) => Ok(i.to_string()),
+                _ => Err(CompileError::new(
+                    format!("Expected a string for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            FieldValue::Strings(parts) => Ok(parts
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>()
+                .join("")),
+            FieldValue::Probe(_, span) => Err(CompileError::new(
+                format!("Expected a string for .{}", f.name.name),
+                *span,
+            )),
+        }
+    }
+
+    fn field_duration(&self, f: &ast::Field) -> CResult<Duration> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Duration(d)) if d >= 0.0 => Ok(Duration::from_secs_f64(d)),
+                _ => Err(CompileError::new(
+                    format!("Expected a duration (like 5s) for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            _ => Err(CompileError::new(
+                format!("Expected a duration for .{}", f.name.name),
+                f.name.span,
+            )),
+        }
+    }
+
+    fn field_int(&self, f: &ast::Field) -> CResult<u64> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Int(i)) if i >= 0 => Ok(i as u64),
+                _ => Err(CompileError::new(
+                    format!("Expected a number for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            _ => Err(CompileError::new(
+                format!("Expected a number for .{}", f.name.name),
+                f.name.span,
+            )),
+        }
+    }
+
+    fn probe(&mut self, name: &str, fields: &[ast::Field]) -> CResult<ProbeDef> {
+        let mut p = ProbeDef {
+            name: name.to_string(),
+            ..Default::default()
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for f in fields {
+            let n = f.name.name.as_str();
+            if seen.contains(&n) {
+                return Err(CompileError::new(
+                    format!("Field '.{n}' redefined"),
+                    f.name.span,
+                ));
+            }
+            seen.push(n);
+            match n {
+                "url" => p.url = Some(self.field_str(f)?),
+                "request" => {
+                    let text = match &f.value {
+                        FieldValue::Strings(parts) => {
+                            parts.iter().map(|(s, _)| format!("{s}\r\n")).collect::<String>() + "\r\n"
+                        }
+                        _ => self.field_str(f)? + "\r\n\r\n",
+                    };
+                    p.request = Some(text);
+                }
+                "expected_response" => p.expected_response = self.field_int(f)?.min(999) as u16,
+                "timeout" => p.timeout = self.field_duration(f)?,
+                "interval" => p.interval = self.field_duration(f)?,
+                "window" => p.window = self.field_int(f)?.min(u32::MAX as u64) as u32,
+                "threshold" => p.threshold = self.field_int(f)?.min(u32::MAX as u64) as u32,
+                "initial" => p.initial = Some(self.field_int(f)?.min(u32::MAX as u64) as u32),
+                _ => {
+                    return Err(CompileError::new(
+                        format!("Unknown field: '.{n}' in probe (expected one of .url, .request, .expected_response, .timeout, .interval, .window, .threshold, .initial)"),
+                        f.name.span,
+                    ))
+                }
+            }
+        }
+        let at = fields.first().map_or(Span::default(), |f| f.name.span);
+        if p.url.is_some() && p.request.is_some() {
+            return Err(CompileError::new(
+                "Probe: only one of .url and .request may be given",
+                at,
+            ));
+        }
+        if p.window > 64 {
+            return Err(CompileError::new("Probe: .window must be 64 or less", at));
+        }
+        if p.threshold > p.window {
+            return Err(CompileError::new(
+                "Probe: .threshold must not be greater than .window",
+                at,
+            ));
+        }
+        if p.initial.is_some_and(|i| i > p.threshold) {
+            return Err(CompileError::new(
+                "Probe: .initial must not be greater than .threshold",
+                at,
+            ));
+        }
+        if p.url.is_none() && p.request.is_none() {
+            p.url = Some("/".to_string());
+        }
+        Ok(p)
+    }
+
+    fn backend(&mut self, name: &ast::Ident, fields: Option<&[ast::Field]>) -> CResult<BackendDef> {
+        let mut b = BackendDef {
+            name: name.name.clone(),
+            addr: None,
+            host: String::new(),
+            port: "80".to_string(),
+            host_header: None,
+            path: None,
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            max_connections: None,
+            probe: None,
+        };
+        let Some(fields) = fields else {
+            return Ok(b);
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for f in fields {
+            let n = f.name.name.as_str();
+            if seen.contains(&n) {
+                return Err(CompileError::new(
+                    format!("Field '.{n}' redefined"),
+                    f.name.span,
+                ));
+            }
+            seen.push(n);
+            match n {
+                "host" => b.host = self.field_str(f)?,
+                "port" => b.port = self.field_str(f)?,
+                "host_header" => b.host_header = Some(self.field_str(f)?),
+                "path" => b.path = Some(self.field_str(f)?),
+                "connect_timeout" => b.connect_timeout = Some(self.field_duration(f)?),
+                "first_byte_timeout" => b.first_byte_timeout = Some(self.field_duration(f)?),
+                "between_bytes_timeout" => b.between_bytes_timeout = Some(self.field_duration(f)?),
+                "max_connections" => b.max_connections = Some(self.field_int(f)?),
+                "proxy_header" => {
+                    let v = self.field_int(f)?;
+                    if v != 1 && v != 2 {
+                        return Err(CompileError::new(".proxy_header must be 1 or 2", f.name.span));
+                    }
+                    self.warnings.push(format!(
+                        "backend {}: .proxy_header is accepted but no PROXY header is sent yet",
+                        b.name
+                    ));
+                }
+                "probe" => {
+                    let index = match &f.value {
+                        FieldValue::Probe(inner, _) => {
+                            let def = self.probe(&format!("{}.probe", b.name), inner)?;
+                            self.probes.push(Symbol {
+                                def,
+                                span: f.name.span,
+                                used: true,
+                            });
+                            self.probes.len() - 1
+                        }
+                        FieldValue::Expr(ast::Expr {
+                            kind: ast::ExprKind::Ident(pn),
+                            span,
+                        }) => {
+                            let Some(i) = self.probes.iter().position(|p| &p.def.name == pn) else {
+                                return Err(CompileError::new(format!("Probe '{pn}' not found"), *span));
+                            };
+                            self.probes[i].used = true;
+                            i
+                        }
+                        _ => return Err(CompileError::new("Expected a probe name or { ... }", f.name.span)),
+                    };
+                    b.probe = Some(index);
+                }
+                _ => {
+                    return Err(CompileError::new(
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .probe, .proxy_header)"),
+                        f.name.span,
+                    ))
+                }
+            }
+        }
+        if b.path.is_some() {
+            return Err(CompileError::new(
+                format!(
+                    "backend {}: Unix domain socket backends (.path) are not supported yet",
+                    b.name
+                ),
+                name.span,
+            ));
+        }
+        if b.host.is_empty() {
+            return Err(CompileError::new(
+                format!("Mandatory field '.host' missing in backend {}", b.name),
+                name.span,
+            ));
+        }
+        let port: u16 = match b.port.as_str() {
+            "http" => 80,
+            "https" => 443,
+            p => p.parse().map_err(|_| {
+                CompileError::new(
+                    format!("backend {}: invalid port \"{p}\"", b.name),
+                    name.span,
+                )
+            })?,
+        };
+        let host = b.host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (host, port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next());
+        match addr {
+            Some(a) => b.addr = Some(a),
+            None => {
+                return Err(CompileError::new(
+                    format!(
+                        "Backend host \"{}\": could not be resolved to an IP address",
+                        b.host
+                    ),
+                    fields
+                        .iter()
+                        .find(|f| f.name.name == "host")
+                        .map_or(name.span, |f| f.name.span),
+                ))
+            }
+        }
+        Ok(b)
+    }
+
+    fn acl(&mut self, name: &str, entries: &[ast::AclEntry]) -> CResult<Acl> {
+        let mut acl = Acl {
+            name: name.to_string(),
+            rules: Vec::new(),
+        };
+        for e in entries {
+            match Acl::rules_for(&e.addr, e.mask, e.negated) {
+                Ok(rules) => acl.rules.extend(rules),
+                Err(_) if e.optional => {}
+                Err(msg) => return Err(CompileError::new(format!("ACL {name}: {msg}"), e.span)),
+            }
+        }
+        acl.sort();
+        Ok(acl)
+    }
+}

@@ -1,0 +1,835 @@
+//! The checker and compiler, inside subroutines: statements, symbol
+//! resolution, the type rules of VCL expressions, function and method
+//! argument binding, regular expressions.
+
+use crate::ast::{self, AssignOp, BinOp, ExprKind, UnOp};
+use crate::compile::{CResult, Compiler, Use, UseKind};
+use crate::program::{CmpKind, Expr, Place, Stmt};
+use crate::source::{CompileError, Span};
+use crate::types::{scope, ActionKind, BackendRef, HttpKind, Method, Type, Value};
+use crate::vars::{header_family, StorageField, Var, Versions, PROTECTED_HEADERS};
+use crate::vmod::{self, Dflt, Param};
+use std::sync::Arc;
+
+/// What an identifier names.
+enum Sym {
+    Var(Var),
+    Header(&'static crate::vars::HeaderFamily, String),
+    Value(Value, Type),
+    Param(usize, Type),
+    Storage(Arc<str>, StorageField, Type),
+    Acl(usize),
+    Object,
+}
+
+impl Compiler {
+    fn use_(&mut self, kind: UseKind, allowed: u16, span: Span) {
+        let cur = self.current;
+        self.subs[cur].uses.push(Use {
+            kind,
+            allowed,
+            span,
+        });
+    }
+
+    pub(crate) fn block(&mut self, stmts: &[ast::Stmt]) -> CResult<Vec<Stmt>> {
+        stmts.iter().map(|s| self.stmt(s)).collect()
+    }
+
+    fn stmt(&mut self, s: &ast::Stmt) -> CResult<Stmt> {
+        Ok(match s {
+            ast::Stmt::Set { target, op, value } => self.set(target, *op, value)?,
+            ast::Stmt::Unset { target } => {
+                let place = self.place(target, true)?;
+                if let Place::Var(v) = place {
+                    if v.spec().unset == 0 {
+                        return Err(CompileError::new(
+                            format!("Variable '{}' cannot be unset", v.name()),
+                            target.span,
+                        ));
+                    }
+                }
+                Stmt::Unset(place)
+            }
+            ast::Stmt::Call { name } => {
+                let Some(i) = self.subs.iter().position(|s| s.name == name.name) else {
+                    return Err(CompileError::new(
+                        format!("Subroutine '{}' not found", name.name),
+                        name.span,
+                    ));
+                };
+                if self.subs[i].method.is_some() {
+                    return Err(CompileError::new(
+                        format!("'{}' is a built-in method and cannot be called", name.name),
+                        name.span,
+                    ));
+                }
+                let cur = self.current;
+                self.subs[cur].calls.push((i, name.span));
+                Stmt::Call(i)
+            }
+            ast::Stmt::Return { action, args, span } => self.ret(action, args, *span)?,
+            ast::Stmt::If {
+                branches,
+                otherwise,
+            } => {
+                let mut out = Vec::new();
+                for (cond, body) in branches {
+                    out.push((self.cond(cond)?, self.block(body)?));
+                }
+                let other = match otherwise {
+                    Some(b) => self.block(b)?,
+                    None => Vec::new(),
+                };
+                Stmt::If(out, other)
+            }
+            ast::Stmt::New { name, ctor } => {
+                let index = self
+                    .objects
+                    .iter()
+                    .position(|o| o.name == name.name)
+                    .expect("objects collected before subs");
+                let class = self.objects[index].class;
+                let ExprKind::Call { args, .. } = &ctor.kind else {
+                    return Err(CompileError::new("Expected a constructor call", ctor.span));
+                };
+                self.use_(UseKind::New, scope::INIT, name.span);
+                let what = format!("{}.{}", class.vmod, class.name);
+                let args = self.bind(class.params, args, ctor.span, &what)?;
+                Stmt::New(index, class, args)
+            }
+            ast::Stmt::Expr(e) => self.call_stmt(e)?,
+            ast::Stmt::Block(b) => Stmt::Block(self.block(b)?),
+        })
+    }
+
+    fn call_stmt(&mut self, e: &ast::Expr) -> CResult<Stmt> {
+        if let ExprKind::Call { name, args } = &e.kind {
+            let one = |c: &mut Compiler, allowed: u16| -> CResult<Expr> {
+                if args.len() != 1 || args[0].name.is_some() {
+                    return Err(CompileError::new(
+                        format!("{}() takes one argument", name.name),
+                        e.span,
+                    ));
+                }
+                c.use_(UseKind::Func(name.name.clone()), allowed, name.span);
+                c.expect(&args[0].value, Type::String)
+            };
+            match name.name.as_str() {
+                "hash_data" => return Ok(Stmt::HashData(one(self, scope::HASH)?)),
+                "synthetic" => {
+                    return Ok(Stmt::Synthetic(one(self, scope::SYNTH | scope::BE_ERROR)?))
+                }
+                "ban" => return Ok(Stmt::Ban(one(self, scope::ALL)?)),
+                _ => {}
+            }
+        }
+        let (expr, _) = self.expr(e)?;
+        Ok(Stmt::Eval(expr))
+    }
+
+    fn ret(&mut self, action: &ast::Ident, args: &[ast::Expr], span: Span) -> CResult<Stmt> {
+        let Some(kind) = ActionKind::by_name(&action.name) else {
+            return Err(CompileError::new(
+                format!("Unknown return action '{}'", action.name),
+                action.span,
+            ));
+        };
+        if kind == ActionKind::Vcl {
+            return Err(CompileError::new(
+                "return (vcl(...)) needs VCL labels, which Lacquer does not support yet",
+                action.span,
+            ));
+        }
+        let mut allowed: u16 = Method::ALL
+            .iter()
+            .filter(|m| m.returns().contains(&kind))
+            .map(|m| m.bit())
+            .fold(0, |a, b| a | b);
+        let arg_types: &[Type] = match kind {
+            ActionKind::Synth | ActionKind::Error => &[Type::Int, Type::String],
+            ActionKind::Pass if !args.is_empty() => {
+                allowed &= scope::BE_RESPONSE;
+                &[Type::Duration]
+            }
+            ActionKind::Pass => {
+                allowed &= !scope::BE_RESPONSE;
+                &[]
+            }
+            _ => &[],
+        };
+        if args.len() > arg_types.len() || (kind == ActionKind::Synth && args.is_empty()) {
+            return Err(CompileError::new(
+                format!(
+                    "return ({}) takes {}",
+                    kind.name(),
+                    match kind {
+                        ActionKind::Synth => "(status[, \"reason\"])",
+                        ActionKind::Error => "at most (status[, \"reason\"])",
+                        ActionKind::Pass => "at most one duration",
+                        _ => "no arguments",
+                    }
+                ),
+                span,
+            ));
+        }
+        let mut compiled = Vec::new();
+        for (a, ty) in args.iter().zip(arg_types) {
+            compiled.push(self.expect(a, *ty)?);
+        }
+        self.use_(UseKind::Return(kind), allowed, action.span);
+        Ok(Stmt::Return(kind, compiled))
+    }
+
+    fn set(&mut self, target: &ast::Ident, op: AssignOp, value: &ast::Expr) -> CResult<Stmt> {
+        let place = self.place(target, false)?;
+        let ty = match &place {
+            Place::Var(v) => v.spec().ty,
+            Place::Header(..) => Type::String,
+        };
+        if ty == Type::Body {
+            let v = self.expect(value, Type::String)?;
+            return Ok(match op {
+                AssignOp::Set => Stmt::Set(place, v),
+                AssignOp::Add => Stmt::Synthetic(v),
+                _ => {
+                    return Err(CompileError::new(
+                        "Only '=' and '+=' apply to a body",
+                        target.span,
+                    ))
+                }
+            });
+        }
+        if op == AssignOp::Set {
+            let v = self.expect(value, ty)?;
+            return Ok(Stmt::Set(place, v));
+        }
+        let current = match &place {
+            Place::Var(v) => Expr::Var(*v),
+            Place::Header(k, n) => Expr::Header(*k, n.clone()),
+        };
+        let bin = match op {
+            AssignOp::Add => BinOp::Add,
+            AssignOp::Sub => BinOp::Sub,
+            AssignOp::Mul => BinOp::Mul,
+            AssignOp::Div => BinOp::Div,
+            AssignOp::Set => unreachable!("handled above"),
+        };
+        if ty == Type::String && bin == BinOp::Add {
+            let rhs = self.expect(value, Type::String)?;
+            return Ok(Stmt::Set(place, Expr::Concat(vec![current, rhs])));
+        }
+        let (rhs, rty) = self.expr(value)?;
+        let Some(result) = arith_type(bin, ty, rty) else {
+            return Err(CompileError::new(
+                format!("Operator {}= not possible on {ty} with {rty}", bin.symbol()),
+                value.span,
+            ));
+        };
+        if result != ty {
+            return Err(CompileError::new(
+                format!("Expected {ty} got {result}"),
+                value.span,
+            ));
+        }
+        Ok(Stmt::Set(
+            place,
+            Expr::Arith(bin, ty, Box::new(current), Box::new(rhs)),
+        ))
+    }
+
+    /// The target of `set`/`unset`.
+    fn place(&mut self, target: &ast::Ident, unset: bool) -> CResult<Place> {
+        match self.symbol(target)? {
+            Sym::Var(v) => {
+                let spec = v.spec();
+                let writable = spec.write != 0
+                    && !(spec.versions == Versions::WritableIn40 && self.version == (4, 1));
+                let mask = if unset { spec.unset } else { spec.write };
+                if (unset && spec.unset == 0) || (!unset && !writable) {
+                    return Err(CompileError::new(
+                        format!(
+                            "Variable '{}' is read only{}",
+                            spec.name,
+                            if unset { " (cannot be unset)" } else { "" }
+                        ),
+                        target.span,
+                    ));
+                }
+                self.use_(UseKind::Write(spec.name.to_string()), mask, target.span);
+                Ok(Place::Var(v))
+            }
+            Sym::Header(fam, name) => {
+                if fam.write == 0 {
+                    return Err(CompileError::new(
+                        format!("Variable '{}' is read only", target.name),
+                        target.span,
+                    ));
+                }
+                if PROTECTED_HEADERS
+                    .iter()
+                    .any(|p| p.eq_ignore_ascii_case(&name))
+                {
+                    return Err(CompileError::new(
+                        format!(
+                            "Variable '{}' is read only: it frames the message",
+                            target.name
+                        ),
+                        target.span,
+                    ));
+                }
+                self.use_(UseKind::Write(target.name.clone()), fam.write, target.span);
+                Ok(Place::Header(fam.kind, name.into()))
+            }
+            _ => Err(CompileError::new(
+                format!("'{}' is not a variable that can be set", target.name),
+                target.span,
+            )),
+        }
+    }
+
+    fn symbol(&mut self, id: &ast::Ident) -> CResult<Sym> {
+        let name = id.name.as_str();
+        match name {
+            "true" => return Ok(Sym::Value(Value::Bool(true), Type::Bool)),
+            "false" => return Ok(Sym::Value(Value::Bool(false), Type::Bool)),
+            _ => {}
+        }
+        if let Some(v) = Var::by_name(name) {
+            let spec = v.spec();
+            let absent = match spec.versions {
+                Versions::V40 => self.version != (4, 0),
+                Versions::V41 => self.version != (4, 1),
+                _ => false,
+            };
+            if absent {
+                return Err(CompileError::new(
+                    format!(
+                        "Variable '{}' does not exist in VCL {}.{}",
+                        spec.name, self.version.0, self.version.1
+                    ),
+                    id.span,
+                ));
+            }
+            return Ok(Sym::Var(v));
+        }
+        if let Some((fam, header)) = header_family(name) {
+            if header.is_empty() || header.contains('.') {
+                return Err(CompileError::new(
+                    format!("Invalid header name in '{name}'"),
+                    id.span,
+                ));
+            }
+            return Ok(Sym::Header(fam, header.to_string()));
+        }
+        if let Some(rest) = name.strip_prefix("storage.") {
+            if let Some((store, field)) = rest.rsplit_once('.') {
+                if let Some((f, ty)) = StorageField::by_name(field) {
+                    return Ok(Sym::Storage(store.into(), f, ty));
+                }
+            }
+        }
+        if let Some(p) = name.strip_prefix("param.") {
+            if let Some((index, spec)) = lacquer_core::params::Params::lookup(p) {
+                use lacquer_core::params::Kind;
+                let ty = match spec.kind {
+                    Kind::Seconds => Type::Duration,
+                    Kind::Bytes => Type::Bytes,
+                    Kind::Count => Type::Int,
+                    Kind::Bool => Type::Bool,
+                };
+                return Ok(Sym::Param(index, ty));
+            }
+        }
+        if let Some(i) = self.backends.iter().position(|b| b.def.name == name) {
+            self.backends[i].used = true;
+            return Ok(Sym::Value(
+                Value::Backend(BackendRef::Backend(i)),
+                Type::Backend,
+            ));
+        }
+        if let Some(i) = self.acls.iter().position(|a| a.def.name == name) {
+            self.acls[i].used = true;
+            return Ok(Sym::Acl(i));
+        }
+        if let Some(i) = self.probes.iter().position(|p| p.def.name == name) {
+            self.probes[i].used = true;
+            return Ok(Sym::Value(Value::Probe(i), Type::Probe));
+        }
+        if self.objects.iter().any(|o| o.name == name) {
+            return Ok(Sym::Object);
+        }
+        if let Some(i) = self.subs.iter().position(|s| s.name == name) {
+            return Ok(Sym::Value(Value::Sub(i), Type::Sub));
+        }
+        Err(CompileError::new(
+            format!("Symbol not found: '{name}'"),
+            id.span,
+        ))
+    }
+
+    /// An identifier used as a value.
+    fn ident_expr(&mut self, id: &ast::Ident) -> CResult<(Expr, Type)> {
+        match self.symbol(id)? {
+            Sym::Var(v) => {
+                let spec = v.spec();
+                if spec.read == 0 {
+                    return Err(CompileError::new(
+                        format!("Variable '{}' cannot be read", spec.name),
+                        id.span,
+                    ));
+                }
+                self.use_(UseKind::Read(spec.name), spec.read, id.span);
+                if spec.ty == Type::Http {
+                    let kind = match v {
+                        Var::Req => HttpKind::Req,
+                        Var::Bereq => HttpKind::Bereq,
+                        Var::Beresp => HttpKind::Beresp,
+                        _ => HttpKind::Resp,
+                    };
+                    return Ok((Expr::Const(Value::Http(kind)), Type::Http));
+                }
+                Ok((Expr::Var(v), spec.ty))
+            }
+            Sym::Header(fam, name) => {
+                self.use_(UseKind::ReadHeader(id.name.clone()), fam.read, id.span);
+                Ok((Expr::Header(fam.kind, name.into()), Type::String))
+            }
+            Sym::Value(v, t) => Ok((Expr::Const(v), t)),
+            Sym::Param(i, t) => Ok((Expr::Param(i), t)),
+            Sym::Storage(s, f, t) => {
+                self.use_(UseKind::Read("storage.*"), scope::CLIENT_BACKEND, id.span);
+                Ok((Expr::Storage(s, f), t))
+            }
+            Sym::Acl(_) => Err(CompileError::new(
+                format!("ACL '{}' can only be used after '~' or '!~'", id.name),
+                id.span,
+            )),
+            Sym::Object => Err(CompileError::new(
+                format!(
+                    "Object '{}' is not a value: call one of its methods, like {}.backend()",
+                    id.name, id.name
+                ),
+                id.span,
+            )),
+        }
+    }
+
+    /// A condition: any value with a truth (BOOL, a string that may be
+    /// unset, numbers, backends).
+    fn cond(&mut self, e: &ast::Expr) -> CResult<Expr> {
+        let (x, t) = self.expr(e)?;
+        match t {
+            Type::Bool
+            | Type::String
+            | Type::Int
+            | Type::Real
+            | Type::Duration
+            | Type::Bytes
+            | Type::Backend
+            | Type::Ip => Ok(x),
+            _ => Err(CompileError::new(format!("Expected BOOL got {t}"), e.span)),
+        }
+    }
+
+    /// An expression of a required type, with VCL's implicit conversions.
+    pub(crate) fn expect(&mut self, e: &ast::Expr, want: Type) -> CResult<Expr> {
+        if let ExprKind::Ident(name) = &e.kind {
+            let id = ast::Ident {
+                name: name.clone(),
+                span: e.span,
+            };
+            match want {
+                Type::Header => {
+                    return match self.symbol(&id)? {
+                        Sym::Header(fam, h) => {
+                            self.use_(UseKind::ReadHeader(name.clone()), fam.read, e.span);
+                            Ok(Expr::Const(Value::Header(fam.kind, h.into())))
+                        }
+                        _ => Err(CompileError::new(
+                            format!("Expected a header (like req.http.X) got '{name}'"),
+                            e.span,
+                        )),
+                    }
+                }
+                Type::Acl => {
+                    return match self.symbol(&id)? {
+                        Sym::Acl(i) => Ok(Expr::Const(Value::Int(i as i64))),
+                        _ => Err(CompileError::new(
+                            format!("Expected an ACL got '{name}'"),
+                            e.span,
+                        )),
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (x, got) = self.expr(e)?;
+        self.coerce(x, got, want, e.span)
+    }
+
+    fn coerce(&mut self, x: Expr, got: Type, want: Type, span: Span) -> CResult<Expr> {
+        if got == want {
+            return Ok(x);
+        }
+        match (got, want) {
+            (g, Type::String | Type::Body) if g.stringifies() && g != Type::Blob => {
+                Ok(Expr::ToStr(Box::new(x)))
+            }
+            (Type::Int, Type::Real) => Ok(Expr::ToReal(Box::new(x))),
+            (Type::Stevedore, Type::String) => Ok(Expr::ToStr(Box::new(x))),
+            _ => Err(CompileError::new(
+                format!("Expected {want} got {got}"),
+                span,
+            )),
+        }
+    }
+
+    pub(crate) fn expr(&mut self, e: &ast::Expr) -> CResult<(Expr, Type)> {
+        match &e.kind {
+            ExprKind::Str(s) => Ok((Expr::Const(Value::str(s)), Type::String)),
+            ExprKind::Int(i) => Ok((Expr::Const(Value::Int(*i)), Type::Int)),
+            ExprKind::Real(f) => Ok((Expr::Const(Value::Real(*f)), Type::Real)),
+            ExprKind::Duration(d) => Ok((Expr::Const(Value::Duration(*d)), Type::Duration)),
+            ExprKind::Bytes(b) => Ok((Expr::Const(Value::Bytes(*b)), Type::Bytes)),
+            ExprKind::Ident(name) => self.ident_expr(&ast::Ident {
+                name: name.clone(),
+                span: e.span,
+            }),
+            ExprKind::Unary(UnOp::Not, inner) => {
+                let x = self.cond(inner)?;
+                Ok((Expr::Not(Box::new(x)), Type::Bool))
+            }
+            ExprKind::Unary(UnOp::Neg, inner) => {
+                let (x, t) = self.expr(inner)?;
+                if !matches!(t, Type::Int | Type::Real | Type::Duration) {
+                    return Err(CompileError::new(format!("Cannot negate {t}"), e.span));
+                }
+                Ok((Expr::Neg(Box::new(x)), t))
+            }
+            ExprKind::Binary(op, l, r) => self.binary(*op, l, r, e.span),
+            ExprKind::Call { name, args } => self.call(name, args, e.span),
+        }
+    }
+
+    fn binary(
+        &mut self,
+        op: BinOp,
+        l: &ast::Expr,
+        r: &ast::Expr,
+        span: Span,
+    ) -> CResult<(Expr, Type)> {
+        match op {
+            BinOp::And | BinOp::Or => {
+                let a = Box::new(self.cond(l)?);
+                let b = Box::new(self.cond(r)?);
+                Ok((
+                    if op == BinOp::And {
+                        Expr::And(a, b)
+                    } else {
+                        Expr::Or(a, b)
+                    },
+                    Type::Bool,
+                ))
+            }
+            BinOp::Match | BinOp::NoMatch => {
+                let negate = op == BinOp::NoMatch;
+                let (lx, lt) = self.expr(l)?;
+                if let ExprKind::Ident(name) = &r.kind {
+                    if let Some(i) = self.acls.iter().position(|a| &a.def.name == name) {
+                        if lt != Type::Ip {
+                            return Err(CompileError::new(
+                                format!("An ACL matches an IP, not {lt}"),
+                                l.span,
+                            ));
+                        }
+                        self.acls[i].used = true;
+                        return Ok((Expr::Acl(Box::new(lx), i, negate), Type::Bool));
+                    }
+                }
+                let ExprKind::Str(pattern) = &r.kind else {
+                    return Err(CompileError::new(
+                        "Expected a regular expression in quotes (or an ACL name) after '~'",
+                        r.span,
+                    ));
+                };
+                let lx = self.coerce(lx, lt, Type::String, l.span)?;
+                let re = regex(pattern, r.span)?;
+                Ok((Expr::Regex(Box::new(lx), re, negate), Type::Bool))
+            }
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+                let (lx, lt) = self.expr(l)?;
+                let (rx, rt) = self.expr(r)?;
+                let ordered = !matches!(op, BinOp::Eq | BinOp::Ne);
+                let kind = match (lt, rt) {
+                    (a, b)
+                        if a.is_numeric()
+                            && b.is_numeric()
+                            && (a == b || (num_like(a) && num_like(b))) =>
+                    {
+                        CmpKind::Num
+                    }
+                    (Type::String, Type::String) if !ordered => CmpKind::Str,
+                    (Type::Bool, Type::Bool) if !ordered => CmpKind::Bool,
+                    (Type::Backend, Type::Backend) if !ordered => CmpKind::Backend,
+                    (Type::Ip, Type::Ip) if !ordered => CmpKind::Ip,
+                    (Type::Stevedore, Type::Stevedore) if !ordered => CmpKind::Str,
+                    _ => {
+                        return Err(CompileError::new(
+                            format!("Comparison {lt} {} {rt} is not possible", op.symbol()),
+                            span,
+                        ))
+                    }
+                };
+                Ok((Expr::Cmp(op, kind, Box::new(lx), Box::new(rx)), Type::Bool))
+            }
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
+                let (lx, lt) = self.expr(l)?;
+                let (rx, rt) = self.expr(r)?;
+                if let Some(t) = arith_type(op, lt, rt) {
+                    return Ok((Expr::Arith(op, t, Box::new(lx), Box::new(rx)), t));
+                }
+                if op == BinOp::Add
+                    && lt.stringifies()
+                    && rt.stringifies()
+                    && lt != Type::Blob
+                    && rt != Type::Blob
+                {
+                    let mut parts = Vec::new();
+                    for (x, t, s) in [(lx, lt, l.span), (rx, rt, r.span)] {
+                        match x {
+                            Expr::Concat(inner) => parts.extend(inner),
+                            x => parts.push(self.coerce(x, t, Type::String, s)?),
+                        }
+                    }
+                    return Ok((Expr::Concat(parts), Type::String));
+                }
+                Err(CompileError::new(
+                    format!("Operator {} not possible on {lt} and {rt}", op.symbol()),
+                    span,
+                ))
+            }
+        }
+    }
+
+    fn call(&mut self, name: &ast::Ident, args: &[ast::Arg], span: Span) -> CResult<(Expr, Type)> {
+        let n = name.name.as_str();
+        if n == "regsub" || n == "regsuball" {
+            if args.len() != 3 || args.iter().any(|a| a.name.is_some()) {
+                return Err(CompileError::new(
+                    format!("{n}() takes (string, \"regex\", replacement)"),
+                    span,
+                ));
+            }
+            let subject = self.expect(&args[0].value, Type::String)?;
+            let ExprKind::Str(pattern) = &args[1].value.kind else {
+                return Err(CompileError::new(
+                    "Expected a regular expression in quotes",
+                    args[1].value.span,
+                ));
+            };
+            let re = regex(pattern, args[1].value.span)?;
+            let replacement = self.expect(&args[2].value, Type::String)?;
+            return Ok((
+                Expr::Regsub {
+                    all: n == "regsuball",
+                    subject: Box::new(subject),
+                    re,
+                    replacement: Box::new(replacement),
+                },
+                Type::String,
+            ));
+        }
+        if matches!(n, "hash_data" | "synthetic" | "ban") {
+            return Err(CompileError::new(
+                format!("{n}() returns nothing: use it as a statement"),
+                span,
+            ));
+        }
+        let Some((prefix, func)) = n.rsplit_once('.') else {
+            return Err(CompileError::new(
+                format!("Function '{n}' not found"),
+                name.span,
+            ));
+        };
+        if let Some(v) = vmod::vmod(prefix) {
+            if !self.imports.iter().any(|i| i == prefix) {
+                return Err(CompileError::new(
+                    format!("Symbol not found: '{n}' (add 'import {prefix};')"),
+                    name.span,
+                ));
+            }
+            let Some(f) = v.functions.iter().find(|f| f.name == func) else {
+                return Err(CompileError::new(
+                    format!("Function '{n}' not found in vmod {prefix}"),
+                    name.span,
+                ));
+            };
+            self.use_(UseKind::Func(n.to_string()), f.scope, name.span);
+            let bound = self.bind(f.params, args, span, n)?;
+            return Ok((Expr::Func(f, bound), f.ret));
+        }
+        if let Some(o) = self.objects.iter().position(|o| o.name == prefix) {
+            let class = self.objects[o].class;
+            let Some(m) = class.methods.iter().find(|m| m.name == func) else {
+                return Err(CompileError::new(
+                    format!(
+                        "Object '{prefix}' ({}.{}) has no method '{func}'",
+                        class.vmod, class.name
+                    ),
+                    name.span,
+                ));
+            };
+            self.use_(UseKind::Func(n.to_string()), m.scope, name.span);
+            let bound = self.bind(m.params, args, span, n)?;
+            return Ok((Expr::Method(o, m, bound), m.ret));
+        }
+        Err(CompileError::new(
+            format!("Symbol not found: '{n}'"),
+            name.span,
+        ))
+    }
+
+    /// Binds call arguments (positional, then named) to parameters.
+    pub(crate) fn bind(
+        &mut self,
+        params: &[Param],
+        args: &[ast::Arg],
+        span: Span,
+        what: &str,
+    ) -> CResult<Vec<Expr>> {
+        let mut slots: Vec<Option<&ast::Expr>> = vec![None; params.len()];
+        let mut positional = 0;
+        for a in args {
+            let i = match &a.name {
+                None => {
+                    if positional >= params.len() {
+                        return Err(CompileError::new(
+                            format!("Too many arguments to {what}() (it takes {})", params.len()),
+                            a.value.span,
+                        ));
+                    }
+                    positional += 1;
+                    positional - 1
+                }
+                Some(n) => params
+                    .iter()
+                    .position(|p| p.name == n.name)
+                    .ok_or_else(|| {
+                        CompileError::new(
+                            format!("{what}() has no argument named '{}'", n.name),
+                            n.span,
+                        )
+                    })?,
+            };
+            if slots[i].is_some() {
+                return Err(CompileError::new(
+                    format!("Argument '{}' of {what}() given twice", params[i].name),
+                    a.value.span,
+                ));
+            }
+            slots[i] = Some(&a.value);
+        }
+        let mut out = Vec::with_capacity(params.len());
+        for (p, slot) in params.iter().zip(slots) {
+            out.push(match slot {
+                Some(e) if p.ty == Type::Enum => {
+                    let ExprKind::Ident(word) = &e.kind else {
+                        return Err(CompileError::new(
+                            format!("Expected one of {} for '{}'", p.enums.join(", "), p.name),
+                            e.span,
+                        ));
+                    };
+                    let Some(w) = p.enums.iter().find(|w| **w == word) else {
+                        return Err(CompileError::new(
+                            format!(
+                                "Expected one of {} for '{}' got '{word}'",
+                                p.enums.join(", "),
+                                p.name
+                            ),
+                            e.span,
+                        ));
+                    };
+                    Expr::Const(Value::Enum(w))
+                }
+                Some(e) => self.expect(e, p.ty)?,
+                None => Expr::Const(match p.default {
+                    Dflt::Required => {
+                        return Err(CompileError::new(
+                            format!("Argument '{}' missing in {what}()", p.name),
+                            span,
+                        ))
+                    }
+                    Dflt::Optional => Value::Unset,
+                    Dflt::Bool(b) => Value::Bool(b),
+                    Dflt::Int(i) => Value::Int(i),
+                    Dflt::Real(f) => Value::Real(f),
+                    Dflt::Duration(d) => Value::Duration(d),
+                    Dflt::Str(s) => Value::str(s),
+                    Dflt::Enum(w) => Value::Enum(w),
+                }),
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn num_like(t: Type) -> bool {
+    matches!(t, Type::Int | Type::Real)
+}
+
+/// The result type of arithmetic, if the operand types allow it.
+pub(crate) fn arith_type(op: BinOp, l: Type, r: Type) -> Option<Type> {
+    use Type::*;
+    match (op, l, r) {
+        (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod, Int, Int) => Some(Int),
+        (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, Int | Real, Int | Real) => Some(Real),
+        (BinOp::Add | BinOp::Sub, Duration, Duration) => Some(Duration),
+        (BinOp::Add | BinOp::Sub, Bytes, Bytes) => Some(Bytes),
+        (BinOp::Add | BinOp::Sub, Time, Duration) => Some(Time),
+        (BinOp::Sub, Time, Time) => Some(Duration),
+        (BinOp::Mul | BinOp::Div, Duration, Int | Real) => Some(Duration),
+        (BinOp::Mul, Int | Real, Duration) => Some(Duration),
+        (BinOp::Div, Duration, Duration) => Some(Real),
+        (BinOp::Mul | BinOp::Div, Bytes, Int | Real) => Some(Bytes),
+        _ => None,
+    }
+}
+
+/// Compiles a regular expression; constructs that cannot run in linear
+/// time are refused with a message that says so.
+pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<regex::bytes::Regex>> {
+    let linear_only = pattern.contains("(?=")
+        || pattern.contains("(?!")
+        || pattern.contains("(?<=")
+        || pattern.contains("(?<!")
+        || pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0');
+    if linear_only {
+        return Err(CompileError::new(
+            "Regular expression not supported: look-around and backreferences cannot run in linear time, which Lacquer guarantees for every VCL regex",
+            span,
+        ));
+    }
+    match regex::bytes::RegexBuilder::new(pattern)
+        .size_limit(1 << 22)
+        .build()
+    {
+        Ok(re) => Ok(Arc::new(re)),
+        Err(e) => {
+            let detail = e.to_string();
+            let last = detail
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or(detail.as_str())
+                .to_string();
+            Err(CompileError::new(
+                format!("Regular expression error: {last}"),
+                span,
+            ))
+        }
+    }
+}

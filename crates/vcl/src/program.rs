@@ -1,0 +1,257 @@
+//! The compiled program: subroutines as resolved statement trees,
+//! backends, probes, ACLs, vmod object slots; and the `Host` trait through
+//! which the running daemon lends its requests, responses and objects to
+//! the interpreter.
+
+use crate::acl::Acl;
+use crate::ast::BinOp;
+use crate::source::Source;
+use crate::types::{ActionKind, BackendRef, HttpKind, Method, Type, Value};
+use crate::vars::{StorageField, Var};
+use crate::vmod::{FuncSpec, MethodSpec, VmodObject};
+use bytes::Bytes;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// A loaded VCL program, immutable once compiled; vmod objects are set
+/// once by `vcl_init`.
+pub struct Program {
+    pub version: (u8, u8),
+    pub sources: Vec<Source>,
+    pub subs: Vec<Sub>,
+    /// The sub index of each method, by `Method::index()`.
+    pub methods: Vec<usize>,
+    pub backends: Vec<BackendDef>,
+    pub probes: Vec<ProbeDef>,
+    pub acls: Vec<Acl>,
+    pub objects: Vec<ObjectSlot>,
+    /// What `req.backend_hint` and `bereq.backend` start as.
+    pub default_backend: BackendRef,
+    /// Compile-time warnings (deprecated constructs and the like).
+    pub warnings: Vec<String>,
+}
+
+/// A vmod object declared with `new`, made when `vcl_init` runs.
+pub struct ObjectSlot {
+    pub name: String,
+    pub object: OnceLock<Box<dyn VmodObject>>,
+}
+
+pub struct Sub {
+    pub name: String,
+    pub body: Vec<Stmt>,
+}
+
+/// A backend declaration with its values resolved.
+#[derive(Debug, Clone)]
+pub struct BackendDef {
+    pub name: String,
+    /// None for `backend name none;`.
+    pub addr: Option<SocketAddr>,
+    /// `.host` as written, and `.port`.
+    pub host: String,
+    pub port: String,
+    pub host_header: Option<String>,
+    pub path: Option<String>,
+    pub connect_timeout: Option<Duration>,
+    pub first_byte_timeout: Option<Duration>,
+    pub between_bytes_timeout: Option<Duration>,
+    pub max_connections: Option<u64>,
+    pub probe: Option<usize>,
+}
+
+/// A health probe.
+#[derive(Debug, Clone)]
+pub struct ProbeDef {
+    pub name: String,
+    pub url: Option<String>,
+    pub request: Option<String>,
+    pub expected_response: u16,
+    pub timeout: Duration,
+    pub interval: Duration,
+    pub window: u32,
+    pub threshold: u32,
+    pub initial: Option<u32>,
+}
+
+impl Default for ProbeDef {
+    fn default() -> Self {
+        ProbeDef {
+            name: String::new(),
+            url: None,
+            request: None,
+            expected_response: 200,
+            timeout: Duration::from_secs(2),
+            interval: Duration::from_secs(5),
+            window: 8,
+            threshold: 3,
+            initial: None,
+        }
+    }
+}
+
+/// Where `set` and `unset` act.
+#[derive(Debug, Clone)]
+pub enum Place {
+    Var(Var),
+    Header(HttpKind, Arc<str>),
+}
+
+#[derive(Debug)]
+pub enum Stmt {
+    Set(Place, Expr),
+    Unset(Place),
+    Call(usize),
+    Return(ActionKind, Vec<Expr>),
+    If(Vec<(Expr, Vec<Stmt>)>, Vec<Stmt>),
+    Synthetic(Expr),
+    HashData(Expr),
+    Ban(Expr),
+    /// A function called for its effect.
+    Eval(Expr),
+    /// `new name = vmod.class(args)`.
+    New(usize, &'static crate::vmod::ClassSpec, Vec<Expr>),
+    Block(Vec<Stmt>),
+}
+
+/// How two values compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpKind {
+    Str,
+    Num,
+    Bool,
+    Ip,
+    Backend,
+}
+
+#[derive(Debug)]
+pub enum Expr {
+    Const(Value),
+    Var(Var),
+    Header(HttpKind, Arc<str>),
+    Param(usize),
+    Storage(Arc<str>, StorageField),
+    Not(Box<Expr>),
+    Neg(Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Cmp(BinOp, CmpKind, Box<Expr>, Box<Expr>),
+    Regex(Box<Expr>, Arc<regex::bytes::Regex>, bool),
+    Acl(Box<Expr>, usize, bool),
+    Arith(BinOp, Type, Box<Expr>, Box<Expr>),
+    Concat(Vec<Expr>),
+    ToStr(Box<Expr>),
+    ToReal(Box<Expr>),
+    Regsub {
+        all: bool,
+        subject: Box<Expr>,
+        re: Arc<regex::bytes::Regex>,
+        replacement: Box<Expr>,
+    },
+    Func(&'static FuncSpec, Vec<Expr>),
+    Method(usize, &'static MethodSpec, Vec<Expr>),
+}
+
+/// What the interpreter needs from the daemon while a method runs. The
+/// checker guarantees each call is legal in the running method.
+pub trait Host {
+    /// The method running now.
+    fn method(&self) -> Method;
+    fn get(&mut self, var: Var) -> Value;
+    fn set(&mut self, var: Var, value: Value) -> Result<(), String>;
+    /// `unset bereq.body` and the like.
+    fn unset(&mut self, var: Var);
+    fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes>;
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes);
+    fn unset_header(&mut self, kind: HttpKind, name: &str);
+    /// Every value of a header, for `std.collect`.
+    fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes>;
+    fn hash_data(&mut self, data: &[u8]);
+    /// Appends to the synthetic body.
+    fn synthetic(&mut self, data: &[u8]);
+    fn ban(&mut self, expr: &[u8]) -> Result<(), String>;
+    fn param(&self, index: usize) -> Value;
+    fn storage(&self, name: &str, field: StorageField) -> Value;
+    fn healthy(&self, backend: usize) -> bool;
+    /// `std.log`: a VCL_Log record.
+    fn log(&mut self, msg: &[u8]);
+    /// A VCL_Error record.
+    fn error(&mut self, msg: &str);
+    /// `std.timestamp`.
+    fn timestamp(&mut self, _label: &[u8]) {}
+    /// `std.rollback`.
+    fn rollback(&mut self, _kind: HttpKind) {}
+    /// `std.cache_req_body`: whether the body (up to `max`) was kept.
+    fn cache_req_body(&mut self, _max: u64) -> bool {
+        false
+    }
+    fn set_ip_tos(&mut self, _tos: i64) {}
+}
+
+impl Program {
+    pub fn method(&self, m: Method) -> &Sub {
+        &self.subs[self.methods[m.index()]]
+    }
+
+    /// The backend a reference resolves to now, through any directors.
+    pub fn resolve(&self, b: BackendRef, host: &mut dyn Host) -> Option<usize> {
+        self.resolve_depth(b, host, 0)
+    }
+
+    pub(crate) fn resolve_depth(
+        &self,
+        b: BackendRef,
+        host: &mut dyn Host,
+        depth: usize,
+    ) -> Option<usize> {
+        match b {
+            BackendRef::None => None,
+            BackendRef::Backend(i) => Some(i),
+            BackendRef::Director(o) if depth < 16 => {
+                let obj = self.objects.get(o)?.object.get()?;
+                let next = obj.resolve(self, host)?;
+                self.resolve_depth(next, host, depth + 1)
+            }
+            BackendRef::Director(_) => None,
+        }
+    }
+
+    /// Whether a reference has a healthy backend behind it.
+    pub fn healthy(&self, b: BackendRef, host: &mut dyn Host) -> bool {
+        match b {
+            BackendRef::None => false,
+            BackendRef::Backend(i) => host.healthy(i),
+            BackendRef::Director(o) => self
+                .objects
+                .get(o)
+                .and_then(|s| s.object.get())
+                .is_some_and(|obj| obj.healthy(self, host)),
+        }
+    }
+
+    /// The name of a backend or director, as `STRING` conversion shows it.
+    pub fn backend_name(&self, b: BackendRef) -> &str {
+        match b {
+            BackendRef::None => "",
+            BackendRef::Backend(i) => self.backends.get(i).map_or("", |d| &d.name),
+            BackendRef::Director(o) => self.objects.get(o).map_or("", |s| &s.name),
+        }
+    }
+
+    /// The source text of every file, for `vcl.show`.
+    pub fn source_text(&self) -> String {
+        let mut out = String::new();
+        for s in &self.sources {
+            if s.name == crate::BUILTIN_NAME {
+                continue;
+            }
+            out.push_str(&format!("// {}\n", s.name));
+            out.push_str(&s.text);
+            if !s.text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+}

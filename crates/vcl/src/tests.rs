@@ -1,0 +1,458 @@
+//! Checker and interpreter tests against a small in-memory host.
+
+use crate::program::Host;
+use crate::types::{Action, BackendRef, HttpKind, Method, Value};
+use crate::vars::{StorageField, Var};
+use crate::{compile_str, Options, Program};
+use bytes::Bytes;
+use std::collections::HashMap;
+
+/// A host holding plain maps: enough to run methods without a daemon.
+#[derive(Default)]
+struct TestHost {
+    method: Option<Method>,
+    vars: HashMap<Var, Value>,
+    headers: Vec<(HttpKind, String, Bytes)>,
+    hash: Vec<u8>,
+    body: Vec<u8>,
+    logs: Vec<String>,
+    sick: Vec<usize>,
+}
+
+impl TestHost {
+    fn req(method: &str, url: &str, headers: &[(&str, &str)]) -> TestHost {
+        let mut h = TestHost::default();
+        h.vars.insert(Var::ReqMethod, Value::str(method));
+        h.vars.insert(Var::ReqUrl, Value::str(url));
+        h.vars.insert(Var::ReqProto, Value::str("HTTP/1.1"));
+        h.vars.insert(Var::ReqEsiLevel, Value::Int(0));
+        h.vars.insert(Var::ReqXid, Value::str("1001"));
+        h.vars.insert(
+            Var::ClientIp,
+            Value::Ip(Some("10.1.2.3:5555".parse().unwrap())),
+        );
+        for (n, v) in headers {
+            h.headers.push((
+                HttpKind::Req,
+                n.to_string(),
+                Bytes::copy_from_slice(v.as_bytes()),
+            ));
+        }
+        h
+    }
+
+    fn run(&mut self, prog: &Program, m: Method) -> Action {
+        self.method = Some(m);
+        crate::run(prog, m, self)
+    }
+
+    fn hdr(&self, kind: HttpKind, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, n, _)| *k == kind && n.eq_ignore_ascii_case(name))
+            .map(|(_, _, v)| String::from_utf8_lossy(v).into_owned())
+    }
+}
+
+impl Host for TestHost {
+    fn method(&self) -> Method {
+        self.method.unwrap_or(Method::Recv)
+    }
+    fn get(&mut self, var: Var) -> Value {
+        self.vars.get(&var).cloned().unwrap_or(Value::Unset)
+    }
+    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+        self.vars.insert(var, value);
+        Ok(())
+    }
+    fn unset(&mut self, var: Var) {
+        self.vars.remove(&var);
+    }
+    fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
+        self.headers
+            .iter()
+            .find(|(k, n, _)| *k == kind && n.eq_ignore_ascii_case(name))
+            .map(|(_, _, v)| v.clone())
+    }
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+        self.unset_header(kind, name);
+        self.headers.push((kind, name.to_string(), value));
+    }
+    fn unset_header(&mut self, kind: HttpKind, name: &str) {
+        self.headers
+            .retain(|(k, n, _)| !(*k == kind && n.eq_ignore_ascii_case(name)));
+    }
+    fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes> {
+        self.headers
+            .iter()
+            .filter(|(k, n, _)| *k == kind && n.eq_ignore_ascii_case(name))
+            .map(|(_, _, v)| v.clone())
+            .collect()
+    }
+    fn hash_data(&mut self, data: &[u8]) {
+        self.hash.extend_from_slice(data);
+        self.hash.push(0);
+    }
+    fn synthetic(&mut self, data: &[u8]) {
+        self.body.extend_from_slice(data);
+    }
+    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+        self.logs
+            .push(format!("ban {}", String::from_utf8_lossy(expr)));
+        Ok(())
+    }
+    fn param(&self, _index: usize) -> Value {
+        Value::Duration(120.0)
+    }
+    fn storage(&self, _name: &str, _field: StorageField) -> Value {
+        Value::Bool(true)
+    }
+    fn healthy(&self, backend: usize) -> bool {
+        !self.sick.contains(&backend)
+    }
+    fn log(&mut self, msg: &[u8]) {
+        self.logs.push(String::from_utf8_lossy(msg).into_owned());
+    }
+    fn error(&mut self, msg: &str) {
+        self.logs.push(format!("error: {msg}"));
+    }
+}
+
+const BACKEND: &str = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"8080\"; }\n";
+
+fn prog(body: &str) -> Program {
+    let text = format!("{BACKEND}{body}");
+    match compile_str("test.vcl", &text, &Options::default()) {
+        Ok(p) => p,
+        Err(f) => panic!("{}", f.render()),
+    }
+}
+
+fn error(body: &str) -> String {
+    let text = format!("{BACKEND}{body}");
+    match compile_str("test.vcl", &text, &Options::default()) {
+        Ok(_) => panic!("compiled: {body}"),
+        Err(f) => f.render(),
+    }
+}
+
+#[test]
+fn builtin_alone_behaves_like_varnish() {
+    let p = prog("");
+    let mut h = TestHost::req("GET", "/a", &[("Host", "example.com")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Hash);
+    assert_eq!(h.run(&p, Method::Hash), Action::Lookup);
+    assert_eq!(h.hash, b"/a\0example.com\0");
+    let mut h = TestHost::req("GET", "/", &[("Host", "x"), ("Cookie", "a=b")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+    let mut h = TestHost::req("BREW", "/", &[("Host", "x")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pipe);
+    let mut h = TestHost::req("PRI", "*", &[]);
+    assert!(matches!(
+        h.run(&p, Method::Recv),
+        Action::Synth { status: 405, .. }
+    ));
+    let mut h = TestHost::req("GET", "/", &[]);
+    assert!(matches!(
+        h.run(&p, Method::Recv),
+        Action::Synth { status: 400, .. }
+    ));
+    h.vars.insert(Var::ReqProto, Value::str("HTTP/1.0"));
+    assert_eq!(h.run(&p, Method::Recv), Action::Hash);
+}
+
+#[test]
+fn builtin_backend_response_marks_hit_for_miss() {
+    let p = prog("");
+    let mut h = TestHost::default();
+    h.vars.insert(Var::BereqUncacheable, Value::Bool(false));
+    h.vars.insert(Var::BerespTtl, Value::Duration(60.0));
+    h.headers.push((
+        HttpKind::Beresp,
+        "Cache-Control".into(),
+        Bytes::from_static(b"max-age=60, Private"),
+    ));
+    assert_eq!(h.run(&p, Method::BackendResponse), Action::Deliver);
+    assert_eq!(
+        h.vars.get(&Var::BerespUncacheable),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(h.vars.get(&Var::BerespTtl), Some(&Value::Duration(120.0)));
+}
+
+#[test]
+fn synth_page_is_built_by_vcl() {
+    let p = prog("");
+    let mut h = TestHost::default();
+    h.vars.insert(Var::RespStatus, Value::Int(404));
+    h.vars.insert(Var::RespReason, Value::str("Not Found"));
+    h.vars.insert(Var::ReqXid, Value::str("42"));
+    assert_eq!(h.run(&p, Method::Synth), Action::Deliver);
+    let body = h.vars.get(&Var::RespBody).unwrap().as_bytes().to_vec();
+    let body = String::from_utf8(body).unwrap();
+    assert!(body.contains("<h1>Error 404 Not Found</h1>"), "{body}");
+    assert!(body.contains("XID 42"));
+    assert_eq!(h.hdr(HttpKind::Resp, "retry-after").as_deref(), Some("5"));
+}
+
+#[test]
+fn user_rules_run_before_the_builtin() {
+    let p = prog(
+        r#"
+        import std;
+        acl purgers { "127.0.0.1"; "10.0.0.0"/8; ! "10.9.9.9"; }
+        sub normalise {
+            set req.http.Cookie = regsuball(req.http.Cookie, "(^|;\s*)(_ga|__utm[a-z]+)=[^;]*", "");
+            set req.http.Cookie = regsub(req.http.Cookie, "^;\s*", "");
+            if (req.http.Cookie ~ "^\s*$") { unset req.http.Cookie; }
+        }
+        sub vcl_recv {
+            if (req.method == "PURGE") {
+                if (client.ip !~ purgers) { return (synth(405, "Not allowed")); }
+                return (purge);
+            }
+            if (req.http.Accept-Encoding ~ "gzip") {
+                set req.http.Accept-Encoding = "gzip";
+            } elsif (req.http.Accept-Encoding) {
+                unset req.http.Accept-Encoding;
+            }
+            call normalise;
+            if (req.url ~ "^/admin(/|$)") { return (pass); }
+            set req.http.X-Len = std.strstr(req.url, "?") + "|" + std.toupper("ab") + "|" + (1 + 2 * 3);
+            std.log("checked " + req.url);
+        }
+        "#,
+    );
+    let mut h = TestHost::req(
+        "GET",
+        "/p?q=1",
+        &[
+            ("Host", "x"),
+            ("Cookie", "_ga=1; __utmz=2"),
+            ("Accept-Encoding", "br, gzip"),
+        ],
+    );
+    assert_eq!(h.run(&p, Method::Recv), Action::Hash);
+    assert_eq!(h.hdr(HttpKind::Req, "cookie"), None);
+    assert_eq!(
+        h.hdr(HttpKind::Req, "accept-encoding").as_deref(),
+        Some("gzip")
+    );
+    assert_eq!(h.hdr(HttpKind::Req, "x-len").as_deref(), Some("?q=1|AB|7"));
+    assert_eq!(h.logs, vec!["checked /p?q=1".to_string()]);
+    let mut h = TestHost::req("GET", "/", &[("Host", "x"), ("Cookie", "_ga=1; sess=9")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+    assert_eq!(h.hdr(HttpKind::Req, "cookie").as_deref(), Some("sess=9"));
+    let mut h = TestHost::req("PURGE", "/", &[("Host", "x")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Purge);
+    h.vars.insert(
+        Var::ClientIp,
+        Value::Ip(Some("10.9.9.9:1".parse().unwrap())),
+    );
+    assert_eq!(
+        h.run(&p, Method::Recv),
+        Action::Synth {
+            status: 405,
+            reason: Some(Bytes::from_static(b"Not allowed"))
+        }
+    );
+    let mut h = TestHost::req("GET", "/admin/x", &[("Host", "x")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+}
+
+#[test]
+fn backend_response_rules_and_durations() {
+    let p = prog(
+        r#"
+        sub vcl_backend_response {
+            if (bereq.url ~ "\.(css|js)$") {
+                set beresp.ttl = 1h + 30m;
+                set beresp.grace = 2 * 1d;
+                unset beresp.http.Set-Cookie;
+                return (deliver);
+            }
+            if (beresp.status >= 500) { return (pass(10s)); }
+        }
+        "#,
+    );
+    let mut h = TestHost::default();
+    h.vars.insert(Var::BereqUrl, Value::str("/a.css"));
+    assert_eq!(h.run(&p, Method::BackendResponse), Action::Deliver);
+    assert_eq!(h.vars.get(&Var::BerespTtl), Some(&Value::Duration(5400.0)));
+    assert_eq!(
+        h.vars.get(&Var::BerespGrace),
+        Some(&Value::Duration(172800.0))
+    );
+    let mut h = TestHost::default();
+    h.vars.insert(Var::BereqUrl, Value::str("/x"));
+    h.vars.insert(Var::BerespStatus, Value::Int(503));
+    assert_eq!(h.run(&p, Method::BackendResponse), Action::Pass(Some(10.0)));
+}
+
+#[test]
+fn directors_skip_sick_backends() {
+    let text = r#"vcl 4.1;
+        import directors;
+        backend a { .host = "127.0.0.1"; .port = "1"; }
+        backend b { .host = "127.0.0.1"; .port = "2"; }
+        sub vcl_init {
+            new rr = directors.round_robin();
+            rr.add_backend(a);
+            rr.add_backend(b);
+            new fb = directors.fallback();
+            fb.add_backend(a);
+            fb.add_backend(b);
+            new sh = directors.shard();
+            sh.add_backend(a);
+            sh.add_backend(b);
+            sh.reconfigure();
+        }
+        sub vcl_recv {
+            if (req.url == "/fb") { set req.backend_hint = fb.backend(); }
+            elsif (req.url == "/sh") { set req.backend_hint = sh.backend(by=URL); }
+            else { set req.backend_hint = rr.backend(); }
+        }
+    "#;
+    let p = compile_str("d.vcl", text, &Options::default())
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let mut h = TestHost {
+        method: Some(Method::Init),
+        ..Default::default()
+    };
+    crate::init(&p, &mut h).unwrap();
+    let pick = |h: &mut TestHost, url: &str| {
+        h.vars.insert(Var::ReqUrl, Value::str(url));
+        h.vars.insert(Var::ReqMethod, Value::str("GET"));
+        h.vars.insert(Var::ReqProto, Value::str("HTTP/1.0"));
+        h.run(&p, Method::Recv);
+        let Some(Value::Backend(b)) = h.vars.get(&Var::ReqBackendHint).cloned() else {
+            panic!("no hint")
+        };
+        p.resolve(b, h)
+    };
+    let seen: Vec<_> = (0..4).map(|_| pick(&mut h, "/rr")).collect();
+    assert!(seen.contains(&Some(0)) && seen.contains(&Some(1)));
+    assert_eq!(pick(&mut h, "/fb"), Some(0));
+    let first = pick(&mut h, "/sh");
+    assert_eq!(pick(&mut h, "/sh"), first, "shard is stable for one key");
+    h.sick = vec![0];
+    assert!((0..4).all(|_| pick(&mut h, "/rr") == Some(1)));
+    assert_eq!(pick(&mut h, "/fb"), Some(1));
+    assert_eq!(pick(&mut h, "/sh"), Some(1));
+    h.sick = vec![0, 1];
+    assert_eq!(pick(&mut h, "/rr"), None);
+    assert!(!p.healthy(BackendRef::Director(0), &mut h));
+}
+
+#[test]
+fn runtime_failures_fail_the_method() {
+    let p = prog(
+        r#"
+        import std;
+        sub vcl_recv {
+            set req.http.n = std.integer(req.http.x, 7) + 1;
+            if (req.http.y) { set req.http.m = std.integer(req.http.y); }
+        }
+        "#,
+    );
+    let mut h = TestHost::req("GET", "/", &[("Host", "h"), ("x", "zz")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Hash);
+    assert_eq!(h.hdr(HttpKind::Req, "n").as_deref(), Some("8"));
+    let mut h = TestHost::req("GET", "/", &[("Host", "h"), ("y", "nope")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Fail);
+    assert!(h.logs[0].contains("std.integer"));
+}
+
+#[test]
+fn compile_errors_name_position_and_problem() {
+    let cases: &[(&str, &str)] = &[
+        ("sub vcl_recv { set req.foo = 1; }", "test.vcl:3:20: Symbol not found: 'req.foo'"),
+        ("sub vcl_recv { set req.xid = \"1\"; }", "Variable 'req.xid' is read only"),
+        ("sub vcl_recv { set req.ttl = \"x\"; }", "Expected DURATION got STRING"),
+        ("sub vcl_recv { set req.ttl = 10; }", "Expected DURATION got INT"),
+        ("sub vcl_recv { return (fetch); }", "Invalid return \"fetch\" in vcl_recv"),
+        ("sub vcl_recv { call nothere; }", "Subroutine 'nothere' not found"),
+        ("sub vcl_recv { set req.backend_hint = nothere; }", "Symbol not found: 'nothere'"),
+        ("backend unused { .host = \"127.0.0.1\"; }", "Unused backend unused"),
+        ("acl a { \"1.2.3.4\"; }", "Unused acl a"),
+        ("sub helper { }", "Unused sub helper"),
+        ("sub a { call b; } sub b { call a; } sub vcl_recv { call a; }", "Recursive call"),
+        ("sub f { set beresp.ttl = 1s; } sub vcl_recv { call f; }", "'beresp.ttl': cannot be set or unset in vcl_recv"),
+        ("sub vcl_deliver { set req.url = bereq.url; }", "'bereq.url': not readable in vcl_deliver"),
+        ("import nosuch;", "Could not find VMOD nosuch"),
+        ("sub vcl_recv { std.log(\"x\"); }", "add 'import std;'"),
+        ("sub vcl_recv { if (req.url ~ \"(a)\\1\") { } }", "linear time"),
+        ("sub vcl_recv { if (req.url ~ \"(?=a)\") { } }", "linear time"),
+        ("sub vcl_recv { if (req.url ~ \"[\") { } }", "Regular expression error"),
+        ("sub vcl_recv { set req.url = \"a\" }", "Expected ';' got '}'"),
+        ("sub vcl_recv { unset req.http.content-length; }", "frames the message"),
+        ("sub vcl_recv { synthetic(\"x\"); }", "'synthetic': cannot be called in vcl_recv"),
+        ("sub vcl_recv { return (synth(\"x\")); }", "Expected INT got STRING"),
+        ("sub vcl_recv { if (req.url == 1) { } }", "Comparison STRING == INT is not possible"),
+        ("sub vcl_recv { new x = directors.round_robin(); }", "Unknown object constructor"),
+        ("sub vcl_recv { set req.http.x = req.esi; }", "does not exist in VCL 4.1"),
+        ("backend b2 { .host = \"127.0.0.1\"; .nope = 1; } sub vcl_recv { set req.backend_hint = b2; }", "Unknown field: '.nope'"),
+        ("probe p { .window = 3; .threshold = 5; } sub vcl_recv {}", "threshold"),
+    ];
+    for (body, want) in cases {
+        let got = error(body);
+        assert!(got.contains(want), "for {body}\nwant: {want}\ngot: {got}");
+    }
+}
+
+#[test]
+fn error_output_marks_the_token() {
+    let got = error("sub vcl_recv {\n    set req.foo = 1;\n}\n");
+    assert_eq!(
+        got,
+        "test.vcl:4:9: Symbol not found: 'req.foo'\n    set req.foo = 1;\n--------#######-----\n"
+    );
+}
+
+#[test]
+fn version_is_required_and_4_0_variables_work() {
+    let Err(f) = compile_str(
+        "x.vcl",
+        "backend b { .host = \"127.0.0.1\"; }",
+        &Options::default(),
+    ) else {
+        panic!("compiled without a version")
+    };
+    assert!(f.render().contains("VCL version declaration missing"));
+    let p = compile_str(
+        "x.vcl",
+        "vcl 4.0;\nbackend b { .host = \"127.0.0.1\"; }\nsub vcl_recv { set req.esi = false; set req.proto = \"HTTP/1.0\"; }",
+        &Options::default(),
+    );
+    assert!(p.is_ok(), "{}", p.err().unwrap().render());
+}
+
+#[test]
+fn includes_are_spliced_in() {
+    let dir = std::env::temp_dir().join(format!("lacquer-vcl-inc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rules.vcl"),
+        "sub vcl_recv { if (req.url == \"/x\") { return (pass); } }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.vcl"),
+        format!("{BACKEND}include \"rules.vcl\";\n"),
+    )
+    .unwrap();
+    let p = crate::compile_file(&dir.join("main.vcl"), Vec::new(), &Options::default())
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    let mut h = TestHost::req("GET", "/x", &[("Host", "h")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+    std::fs::write(
+        dir.join("main.vcl"),
+        format!("{BACKEND}include \"missing.vcl\";\n"),
+    )
+    .unwrap();
+    let Err(f) = crate::compile_file(&dir.join("main.vcl"), Vec::new(), &Options::default()) else {
+        panic!("compiled with a missing include")
+    };
+    assert!(f.render().contains("Cannot read include \"missing.vcl\""));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,381 @@
+//! VCL types, run-time values, the built-in subroutines (methods) with
+//! their legal return actions, and the actions themselves.
+
+use bytes::Bytes;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// A VCL type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Void,
+    Bool,
+    Int,
+    Real,
+    Duration,
+    Bytes,
+    String,
+    Ip,
+    Time,
+    Backend,
+    Header,
+    Http,
+    Body,
+    Stevedore,
+    Blob,
+    Acl,
+    Sub,
+    Probe,
+    /// A bare word argument (`by=HASH`).
+    Enum,
+}
+
+impl Type {
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::Void => "VOID",
+            Type::Bool => "BOOL",
+            Type::Int => "INT",
+            Type::Real => "REAL",
+            Type::Duration => "DURATION",
+            Type::Bytes => "BYTES",
+            Type::String => "STRING",
+            Type::Ip => "IP",
+            Type::Time => "TIME",
+            Type::Backend => "BACKEND",
+            Type::Header => "HEADER",
+            Type::Http => "HTTP",
+            Type::Body => "BODY",
+            Type::Stevedore => "STEVEDORE",
+            Type::Blob => "BLOB",
+            Type::Acl => "ACL",
+            Type::Sub => "SUB",
+            Type::Probe => "PROBE",
+            Type::Enum => "ENUM",
+        }
+    }
+
+    /// Whether a value of this type can be turned into a string.
+    pub fn stringifies(self) -> bool {
+        !matches!(
+            self,
+            Type::Void | Type::Http | Type::Body | Type::Acl | Type::Sub | Type::Probe
+        )
+    }
+
+    pub fn is_numeric(self) -> bool {
+        matches!(
+            self,
+            Type::Int | Type::Real | Type::Duration | Type::Bytes | Type::Time
+        )
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which HTTP message a header or `HTTP` value refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpKind {
+    Req,
+    ReqTop,
+    Bereq,
+    Beresp,
+    Obj,
+    Resp,
+}
+
+impl HttpKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            HttpKind::Req => "req",
+            HttpKind::ReqTop => "req_top",
+            HttpKind::Bereq => "bereq",
+            HttpKind::Beresp => "beresp",
+            HttpKind::Obj => "obj",
+            HttpKind::Resp => "resp",
+        }
+    }
+}
+
+/// A backend reference: a declared backend, a director object, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendRef {
+    None,
+    Backend(usize),
+    Director(usize),
+}
+
+/// A value while VCL runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A string that is not set (an absent header) or an omitted argument.
+    Unset,
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    Duration(f64),
+    Bytes(f64),
+    Str(Bytes),
+    Ip(Option<SocketAddr>),
+    Time(f64),
+    Backend(BackendRef),
+    Header(HttpKind, std::sync::Arc<str>),
+    Http(HttpKind),
+    Stevedore(std::sync::Arc<str>),
+    Blob(Bytes),
+    Enum(&'static str),
+    Sub(usize),
+    Probe(usize),
+}
+
+impl Value {
+    pub fn str(s: &str) -> Value {
+        Value::Str(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    pub fn is_unset(&self) -> bool {
+        matches!(self, Value::Unset)
+    }
+
+    pub fn as_bool(&self) -> bool {
+        match self {
+            Value::Bool(b) => *b,
+            Value::Int(i) => *i != 0,
+            Value::Real(f) | Value::Duration(f) | Value::Bytes(f) => *f != 0.0,
+            Value::Str(_) | Value::Blob(_) => true,
+            Value::Backend(b) => *b != BackendRef::None,
+            Value::Ip(ip) => ip.is_some(),
+            Value::Unset => false,
+            _ => true,
+        }
+    }
+
+    pub fn as_f64(&self) -> f64 {
+        match self {
+            Value::Int(i) => *i as f64,
+            Value::Real(f) | Value::Duration(f) | Value::Bytes(f) | Value::Time(f) => *f,
+            Value::Bool(b) => f64::from(u8::from(*b)),
+            _ => 0.0,
+        }
+    }
+
+    pub fn as_i64(&self) -> i64 {
+        match self {
+            Value::Int(i) => *i,
+            Value::Real(f) | Value::Duration(f) | Value::Bytes(f) | Value::Time(f) => *f as i64,
+            Value::Bool(b) => i64::from(*b),
+            _ => 0,
+        }
+    }
+
+    /// The bytes of a string value; empty when unset.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Value::Str(b) | Value::Blob(b) => b,
+            _ => b"",
+        }
+    }
+}
+
+/// Formats a real the way VCL does: three decimals.
+pub fn format_real(out: &mut Vec<u8>, v: f64) {
+    use std::io::Write;
+    let _ = write!(out, "{v:.3}");
+}
+
+/// The text of an IP address without its port.
+pub fn format_ip(out: &mut Vec<u8>, ip: Option<SocketAddr>) {
+    use std::io::Write;
+    match ip.map(|a| a.ip()) {
+        Some(IpAddr::V4(a)) => {
+            let _ = write!(out, "{a}");
+        }
+        Some(IpAddr::V6(a)) => match a.to_ipv4_mapped() {
+            Some(v4) => {
+                let _ = write!(out, "{v4}");
+            }
+            None => {
+                let _ = write!(out, "{a}");
+            }
+        },
+        None => out.extend_from_slice(b"0.0.0.0"),
+    }
+}
+
+macro_rules! methods {
+    ($( $id:ident = $name:literal, $bit:literal, [$($ret:ident),*]; )*) => {
+        /// The built-in subroutines, in the order of vcl-step(7).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Method { $( $id, )* }
+
+        impl Method {
+            pub const ALL: &'static [Method] = &[ $( Method::$id, )* ];
+
+            pub fn name(self) -> &'static str {
+                match self { $( Method::$id => $name, )* }
+            }
+
+            pub fn bit(self) -> u16 {
+                match self { $( Method::$id => 1 << $bit, )* }
+            }
+
+            pub fn index(self) -> usize {
+                match self { $( Method::$id => $bit, )* }
+            }
+
+            /// The return actions this method may take.
+            pub fn returns(self) -> &'static [ActionKind] {
+                match self { $( Method::$id => &[$(ActionKind::$ret),*], )* }
+            }
+
+            pub fn by_name(name: &str) -> Option<Method> {
+                match name { $( $name => Some(Method::$id), )* _ => None }
+            }
+        }
+    };
+}
+
+methods! {
+    Recv = "vcl_recv", 0, [Fail, Synth, Restart, Pass, Pipe, Hash, Purge, Vcl];
+    Pipe = "vcl_pipe", 1, [Fail, Synth, Pipe];
+    Pass = "vcl_pass", 2, [Fail, Synth, Restart, Fetch];
+    Hash = "vcl_hash", 3, [Fail, Lookup];
+    Purge = "vcl_purge", 4, [Fail, Synth, Restart];
+    Miss = "vcl_miss", 5, [Fail, Synth, Restart, Pass, Fetch];
+    Hit = "vcl_hit", 6, [Fail, Synth, Restart, Pass, Deliver];
+    Deliver = "vcl_deliver", 7, [Fail, Synth, Restart, Deliver];
+    Synth = "vcl_synth", 8, [Fail, Restart, Deliver];
+    BackendFetch = "vcl_backend_fetch", 9, [Fail, Abandon, Fetch, Error];
+    BackendResponse = "vcl_backend_response", 10, [Fail, Abandon, Deliver, Retry, Error, Pass];
+    BackendError = "vcl_backend_error", 11, [Fail, Deliver, Retry];
+    Init = "vcl_init", 12, [Fail, Ok];
+    Fini = "vcl_fini", 13, [Ok];
+}
+
+/// Method sets, as vcl-var(7) names them.
+pub mod scope {
+    pub const RECV: u16 = 1 << 0;
+    pub const PIPE: u16 = 1 << 1;
+    pub const PASS: u16 = 1 << 2;
+    pub const HASH: u16 = 1 << 3;
+    pub const PURGE: u16 = 1 << 4;
+    pub const MISS: u16 = 1 << 5;
+    pub const HIT: u16 = 1 << 6;
+    pub const DELIVER: u16 = 1 << 7;
+    pub const SYNTH: u16 = 1 << 8;
+    pub const BE_FETCH: u16 = 1 << 9;
+    pub const BE_RESPONSE: u16 = 1 << 10;
+    pub const BE_ERROR: u16 = 1 << 11;
+    pub const INIT: u16 = 1 << 12;
+    pub const FINI: u16 = 1 << 13;
+    pub const NONE: u16 = 0;
+    pub const CLIENT: u16 = RECV | PIPE | PASS | HASH | PURGE | MISS | HIT | DELIVER | SYNTH;
+    pub const BACKEND: u16 = BE_FETCH | BE_RESPONSE | BE_ERROR;
+    pub const BERESP: u16 = BE_RESPONSE | BE_ERROR;
+    pub const PIPE_BACKEND: u16 = PIPE | BACKEND;
+    pub const CLIENT_BACKEND: u16 = CLIENT | BACKEND;
+    pub const HIT_DELIVER: u16 = HIT | DELIVER;
+    pub const DELIVER_SYNTH: u16 = DELIVER | SYNTH;
+    pub const REQ_HASH: u16 = HIT | MISS | PASS | PURGE | DELIVER;
+    pub const ALL: u16 = CLIENT | BACKEND | INIT | FINI;
+
+    /// The method names in a set, for error messages.
+    pub fn names(mask: u16) -> String {
+        super::Method::ALL
+            .iter()
+            .filter(|m| mask & m.bit() != 0)
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+macro_rules! actions {
+    ($( $id:ident = $name:literal; )*) => {
+        /// The kinds of return action.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ActionKind { $( $id, )* }
+
+        impl ActionKind {
+            pub fn name(self) -> &'static str {
+                match self { $( ActionKind::$id => $name, )* }
+            }
+
+            pub fn by_name(name: &str) -> Option<ActionKind> {
+                match name { $( $name => Some(ActionKind::$id), )* _ => None }
+            }
+        }
+    };
+}
+
+actions! {
+    Fail = "fail";
+    Synth = "synth";
+    Restart = "restart";
+    Pass = "pass";
+    Pipe = "pipe";
+    Hash = "hash";
+    Purge = "purge";
+    Lookup = "lookup";
+    Deliver = "deliver";
+    Fetch = "fetch";
+    Miss = "miss";
+    Abandon = "abandon";
+    Retry = "retry";
+    Error = "error";
+    Ok = "ok";
+    Vcl = "vcl";
+}
+
+/// What a method decided, with its evaluated arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Fail,
+    Synth {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    Restart,
+    /// `pass`, or in `vcl_backend_response` `pass(duration)`: hit-for-pass.
+    Pass(Option<f64>),
+    Pipe,
+    Hash,
+    Purge,
+    Lookup,
+    Deliver,
+    Fetch,
+    Miss,
+    Abandon,
+    Retry,
+    Error {
+        status: u16,
+        reason: Option<Bytes>,
+    },
+    Ok,
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Fail => "fail",
+            Action::Synth { .. } => "synth",
+            Action::Restart => "restart",
+            Action::Pass(_) => "pass",
+            Action::Pipe => "pipe",
+            Action::Hash => "hash",
+            Action::Purge => "purge",
+            Action::Lookup => "lookup",
+            Action::Deliver => "deliver",
+            Action::Fetch => "fetch",
+            Action::Miss => "miss",
+            Action::Abandon => "abandon",
+            Action::Retry => "retry",
+            Action::Error { .. } => "error",
+            Action::Ok => "ok",
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The vmod interface: function, object class and method signatures the
+//! checker binds arguments against, the objects `new` creates, and the
+//! registry of vmods Lacquer carries (`std`, `directors`).
+
+use crate::program::{Host, Program};
+use crate::types::{BackendRef, Method, Type, Value};
+use std::any::Any;
+use std::cell::Cell;
+
+/// A parameter's default when the caller leaves it out.
+#[derive(Debug, Clone, Copy)]
+pub enum Dflt {
+    Required,
+    /// Left out means `Value::Unset`: the function sees it was not given.
+    Optional,
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    Duration(f64),
+    Str(&'static str),
+    Enum(&'static str),
+}
+
+#[derive(Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub ty: Type,
+    pub default: Dflt,
+    /// For `Type::Enum`: the words allowed.
+    pub enums: &'static [&'static str],
+}
+
+pub const fn req(name: &'static str, ty: Type) -> Param {
+    Param {
+        name,
+        ty,
+        default: Dflt::Required,
+        enums: &[],
+    }
+}
+
+pub const fn opt(name: &'static str, ty: Type) -> Param {
+    Param {
+        name,
+        ty,
+        default: Dflt::Optional,
+        enums: &[],
+    }
+}
+
+pub const fn dflt(name: &'static str, ty: Type, default: Dflt) -> Param {
+    Param {
+        name,
+        ty,
+        default,
+        enums: &[],
+    }
+}
+
+pub const fn enm(name: &'static str, enums: &'static [&'static str], default: Dflt) -> Param {
+    Param {
+        name,
+        ty: Type::Enum,
+        default,
+        enums,
+    }
+}
+
+/// What a vmod function sees of the running request.
+pub struct Ctx<'a> {
+    pub prog: &'a Program,
+    pub host: &'a mut dyn Host,
+    pub method: Method,
+}
+
+pub type FuncCall = fn(&mut Ctx<'_>, &[Value]) -> Result<Value, String>;
+pub type MethodCall = fn(&dyn VmodObject, usize, &mut Ctx<'_>, &[Value]) -> Result<Value, String>;
+pub type Constructor = fn(&str, &[Value]) -> Result<Box<dyn VmodObject>, String>;
+
+pub struct FuncSpec {
+    pub vmod: &'static str,
+    pub name: &'static str,
+    pub ret: Type,
+    pub params: &'static [Param],
+    /// Methods it may be called from.
+    pub scope: u16,
+    pub call: FuncCall,
+}
+
+impl std::fmt::Debug for FuncSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.vmod, self.name)
+    }
+}
+
+pub struct MethodSpec {
+    pub name: &'static str,
+    pub ret: Type,
+    pub params: &'static [Param],
+    pub scope: u16,
+    pub call: MethodCall,
+}
+
+impl std::fmt::Debug for MethodSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, ".{}", self.name)
+    }
+}
+
+pub struct ClassSpec {
+    pub vmod: &'static str,
+    pub name: &'static str,
+    pub params: &'static [Param],
+    pub make: Constructor,
+    pub methods: &'static [MethodSpec],
+}
+
+impl std::fmt::Debug for ClassSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.vmod, self.name)
+    }
+}
+
+/// An object made by `new`. Directors resolve to backends.
+pub trait VmodObject: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn resolve(&self, _prog: &Program, _host: &mut dyn Host) -> Option<BackendRef> {
+        None
+    }
+    fn healthy(&self, _prog: &Program, _host: &mut dyn Host) -> bool {
+        false
+    }
+}
+
+/// A vmod Lacquer carries.
+pub struct Vmod {
+    pub name: &'static str,
+    pub functions: &'static [FuncSpec],
+    pub classes: &'static [ClassSpec],
+}
+
+pub static VMODS: &[Vmod] = &[crate::vmod_std::VMOD, crate::vmod_directors::VMOD];
+
+pub fn vmod(name: &str) -> Option<&'static Vmod> {
+    VMODS.iter().find(|v| v.name == name)
+}
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new({
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let local = 0u8;
+        (t ^ (&local as *const u8 as u64)) | 1
+    });
+}
+
+/// A fast pseudo-random number in [0, 1), per thread.
+pub fn random() -> f64 {
+    RNG.with(|r| {
+        let mut x = r.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+/// A stable 64-bit hash (FNV-1a) for directors.
+pub fn hash64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // Finalise so that nearby inputs spread over the whole range.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h
+}
