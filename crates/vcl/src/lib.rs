@@ -6,6 +6,8 @@
 pub mod acl;
 pub mod ast;
 mod compile;
+mod compile_call;
+mod compile_decl;
 mod compile_sub;
 pub mod eval;
 pub mod lexer;

@@ -1,0 +1,235 @@
+//! The checker and compiler, calls: `regsub`/`regsuball`, vmod functions
+//! and object methods with their arguments bound to parameters, the type
+//! rules of arithmetic, and regular expressions.
+
+use crate::ast::{self, BinOp, ExprKind};
+use crate::compile::{CResult, Compiler, UseKind};
+use crate::program::Expr;
+use crate::source::{CompileError, Span};
+use crate::types::{Type, Value};
+use crate::vmod::{self, Dflt, Param};
+use std::sync::Arc;
+
+impl Compiler {
+    pub(crate) fn call(
+        &mut self,
+        name: &ast::Ident,
+        args: &[ast::Arg],
+        span: Span,
+    ) -> CResult<(Expr, Type)> {
+        let n = name.name.as_str();
+        if n == "regsub" || n == "regsuball" {
+            if args.len() != 3 || args.iter().any(|a| a.name.is_some()) {
+                return Err(CompileError::new(
+                    format!("{n}() takes (string, \"regex\", replacement)"),
+                    span,
+                ));
+            }
+            let subject = self.expect(&args[0].value, Type::String)?;
+            let ExprKind::Str(pattern) = &args[1].value.kind else {
+                return Err(CompileError::new(
+                    "Expected a regular expression in quotes",
+                    args[1].value.span,
+                ));
+            };
+            let re = regex(pattern, args[1].value.span)?;
+            let replacement = self.expect(&args[2].value, Type::String)?;
+            return Ok((
+                Expr::Regsub {
+                    all: n == "regsuball",
+                    subject: Box::new(subject),
+                    re,
+                    replacement: Box::new(replacement),
+                },
+                Type::String,
+            ));
+        }
+        if matches!(n, "hash_data" | "synthetic" | "ban") {
+            return Err(CompileError::new(
+                format!("{n}() returns nothing: use it as a statement"),
+                span,
+            ));
+        }
+        let Some((prefix, func)) = n.rsplit_once('.') else {
+            return Err(CompileError::new(
+                format!("Function '{n}' not found"),
+                name.span,
+            ));
+        };
+        if let Some(v) = vmod::vmod(prefix) {
+            if !self.imports.iter().any(|i| i == prefix) {
+                return Err(CompileError::new(
+                    format!("Symbol not found: '{n}' (add 'import {prefix};')"),
+                    name.span,
+                ));
+            }
+            let Some(f) = v.functions.iter().find(|f| f.name == func) else {
+                return Err(CompileError::new(
+                    format!("Function '{n}' not found in vmod {prefix}"),
+                    name.span,
+                ));
+            };
+            self.use_(UseKind::Func(n.to_string()), f.scope, name.span);
+            let bound = self.bind(f.params, args, span, n)?;
+            return Ok((Expr::Func(f, bound), f.ret));
+        }
+        if let Some(o) = self.objects.iter().position(|o| o.name == prefix) {
+            let class = self.objects[o].class;
+            let Some(m) = class.methods.iter().find(|m| m.name == func) else {
+                return Err(CompileError::new(
+                    format!(
+                        "Object '{prefix}' ({}.{}) has no method '{func}'",
+                        class.vmod, class.name
+                    ),
+                    name.span,
+                ));
+            };
+            self.use_(UseKind::Func(n.to_string()), m.scope, name.span);
+            let bound = self.bind(m.params, args, span, n)?;
+            return Ok((Expr::Method(o, m, bound), m.ret));
+        }
+        Err(CompileError::new(
+            format!("Symbol not found: '{n}'"),
+            name.span,
+        ))
+    }
+
+    /// Binds call arguments (positional, then named) to parameters.
+    pub(crate) fn bind(
+        &mut self,
+        params: &[Param],
+        args: &[ast::Arg],
+        span: Span,
+        what: &str,
+    ) -> CResult<Vec<Expr>> {
+        let mut slots: Vec<Option<&ast::Expr>> = vec![None; params.len()];
+        let mut positional = 0;
+        for a in args {
+            let i = match &a.name {
+                None => {
+                    if positional >= params.len() {
+                        return Err(CompileError::new(
+                            format!("Too many arguments to {what}() (it takes {})", params.len()),
+                            a.value.span,
+                        ));
+                    }
+                    positional += 1;
+                    positional - 1
+                }
+                Some(n) => params
+                    .iter()
+                    .position(|p| p.name == n.name)
+                    .ok_or_else(|| {
+                        CompileError::new(
+                            format!("{what}() has no argument named '{}'", n.name),
+                            n.span,
+                        )
+                    })?,
+            };
+            if slots[i].is_some() {
+                return Err(CompileError::new(
+                    format!("Argument '{}' of {what}() given twice", params[i].name),
+                    a.value.span,
+                ));
+            }
+            slots[i] = Some(&a.value);
+        }
+        let mut out = Vec::with_capacity(params.len());
+        for (p, slot) in params.iter().zip(slots) {
+            out.push(match slot {
+                Some(e) if p.ty == Type::Enum => {
+                    let ExprKind::Ident(word) = &e.kind else {
+                        return Err(CompileError::new(
+                            format!("Expected one of {} for '{}'", p.enums.join(", "), p.name),
+                            e.span,
+                        ));
+                    };
+                    let Some(w) = p.enums.iter().find(|w| **w == word) else {
+                        return Err(CompileError::new(
+                            format!(
+                                "Expected one of {} for '{}' got '{word}'",
+                                p.enums.join(", "),
+                                p.name
+                            ),
+                            e.span,
+                        ));
+                    };
+                    Expr::Const(Value::Enum(w))
+                }
+                Some(e) => self.expect(e, p.ty)?,
+                None => Expr::Const(match p.default {
+                    Dflt::Required => {
+                        return Err(CompileError::new(
+                            format!("Argument '{}' missing in {what}()", p.name),
+                            span,
+                        ))
+                    }
+                    Dflt::Optional => Value::Unset,
+                    Dflt::Bool(b) => Value::Bool(b),
+                    Dflt::Int(i) => Value::Int(i),
+                    Dflt::Real(f) => Value::Real(f),
+                    Dflt::Duration(d) => Value::Duration(d),
+                    Dflt::Str(s) => Value::str(s),
+                    Dflt::Enum(w) => Value::Enum(w),
+                }),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The result type of arithmetic, if the operand types allow it.
+pub(crate) fn arith_type(op: BinOp, l: Type, r: Type) -> Option<Type> {
+    use Type::*;
+    match (op, l, r) {
+        (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod, Int, Int) => Some(Int),
+        (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, Int | Real, Int | Real) => Some(Real),
+        (BinOp::Add | BinOp::Sub, Duration, Duration) => Some(Duration),
+        (BinOp::Add | BinOp::Sub, Bytes, Bytes) => Some(Bytes),
+        (BinOp::Add | BinOp::Sub, Time, Duration) => Some(Time),
+        (BinOp::Sub, Time, Time) => Some(Duration),
+        (BinOp::Mul | BinOp::Div, Duration, Int | Real) => Some(Duration),
+        (BinOp::Mul, Int | Real, Duration) => Some(Duration),
+        (BinOp::Div, Duration, Duration) => Some(Real),
+        (BinOp::Mul | BinOp::Div, Bytes, Int | Real) => Some(Bytes),
+        _ => None,
+    }
+}
+
+/// Compiles a regular expression; constructs that cannot run in linear
+/// time are refused with a message that says so.
+pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<regex::bytes::Regex>> {
+    let linear_only = pattern.contains("(?=")
+        || pattern.contains("(?!")
+        || pattern.contains("(?<=")
+        || pattern.contains("(?<!")
+        || pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0');
+    if linear_only {
+        return Err(CompileError::new(
+            "Regular expression not supported: look-around and backreferences cannot run in linear time, which Lacquer guarantees for every VCL regex",
+            span,
+        ));
+    }
+    match regex::bytes::RegexBuilder::new(pattern)
+        .size_limit(1 << 22)
+        .build()
+    {
+        Ok(re) => Ok(Arc::new(re)),
+        Err(e) => {
+            let detail = e.to_string();
+            let last = detail
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or(detail.as_str())
+                .to_string();
+            Err(CompileError::new(
+                format!("Regular expression error: {last}"),
+                span,
+            ))
+        }
+    }
+}

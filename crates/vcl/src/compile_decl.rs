@@ -1,0 +1,294 @@
+//! The checker and compiler, declarations: backends with their fields
+//! resolved, probes with their bounds checked, ACL entries resolved.
+
+use crate::acl::Acl;
+use crate::ast::{self, FieldValue};
+use crate::compile::{CResult, Compiler, Symbol};
+use crate::program::{BackendDef, ProbeDef};
+use crate::source::{CompileError, Span};
+use crate::types::Value;
+use std::net::ToSocketAddrs;
+use std::time::Duration;
+
+impl Compiler {
+    /// A constant field value: literals only.
+    fn const_value(&self, e: &ast::Expr) -> Option<Value> {
+        match &e.kind {
+            ast::ExprKind::Str(s) => Some(Value::str(s)),
+            ast::ExprKind::Int(i) => Some(Value::Int(*i)),
+            ast::ExprKind::Real(f) => Some(Value::Real(*f)),
+            ast::ExprKind::Duration(d) => Some(Value::Duration(*d)),
+            ast::ExprKind::Bytes(b) => Some(Value::Bytes(*b)),
+            _ => None,
+        }
+    }
+
+    fn field_str(&self, f: &ast::Field) -> CResult<String> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Str(s)) => Ok(String::from_utf8_lossy(&s).into_owned()),
+                Some(Value::Int(i)) => Ok(i.to_string()),
+                _ => Err(CompileError::new(
+                    format!("Expected a string for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            FieldValue::Strings(parts) => Ok(parts
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>()
+                .join("")),
+            FieldValue::Probe(_, span) => Err(CompileError::new(
+                format!("Expected a string for .{}", f.name.name),
+                *span,
+            )),
+        }
+    }
+
+    fn field_duration(&self, f: &ast::Field) -> CResult<Duration> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Duration(d)) if d >= 0.0 => Ok(Duration::from_secs_f64(d)),
+                _ => Err(CompileError::new(
+                    format!("Expected a duration (like 5s) for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            _ => Err(CompileError::new(
+                format!("Expected a duration for .{}", f.name.name),
+                f.name.span,
+            )),
+        }
+    }
+
+    fn field_int(&self, f: &ast::Field) -> CResult<u64> {
+        match &f.value {
+            FieldValue::Expr(e) => match self.const_value(e) {
+                Some(Value::Int(i)) if i >= 0 => Ok(i as u64),
+                _ => Err(CompileError::new(
+                    format!("Expected a number for .{}", f.name.name),
+                    e.span,
+                )),
+            },
+            _ => Err(CompileError::new(
+                format!("Expected a number for .{}", f.name.name),
+                f.name.span,
+            )),
+        }
+    }
+
+    pub(crate) fn probe(&mut self, name: &str, fields: &[ast::Field]) -> CResult<ProbeDef> {
+        let mut p = ProbeDef {
+            name: name.to_string(),
+            ..Default::default()
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for f in fields {
+            let n = f.name.name.as_str();
+            if seen.contains(&n) {
+                return Err(CompileError::new(
+                    format!("Field '.{n}' redefined"),
+                    f.name.span,
+                ));
+            }
+            seen.push(n);
+            match n {
+                "url" => p.url = Some(self.field_str(f)?),
+                "request" => {
+                    let text = match &f.value {
+                        FieldValue::Strings(parts) => {
+                            parts.iter().map(|(s, _)| format!("{s}\r\n")).collect::<String>() + "\r\n"
+                        }
+                        _ => self.field_str(f)? + "\r\n\r\n",
+                    };
+                    p.request = Some(text);
+                }
+                "expected_response" => p.expected_response = self.field_int(f)?.min(999) as u16,
+                "timeout" => p.timeout = self.field_duration(f)?,
+                "interval" => p.interval = self.field_duration(f)?,
+                "window" => p.window = self.field_int(f)?.min(u32::MAX as u64) as u32,
+                "threshold" => p.threshold = self.field_int(f)?.min(u32::MAX as u64) as u32,
+                "initial" => p.initial = Some(self.field_int(f)?.min(u32::MAX as u64) as u32),
+                _ => {
+                    return Err(CompileError::new(
+                        format!("Unknown field: '.{n}' in probe (expected one of .url, .request, .expected_response, .timeout, .interval, .window, .threshold, .initial)"),
+                        f.name.span,
+                    ))
+                }
+            }
+        }
+        let at = fields.first().map_or(Span::default(), |f| f.name.span);
+        if p.url.is_some() && p.request.is_some() {
+            return Err(CompileError::new(
+                "Probe: only one of .url and .request may be given",
+                at,
+            ));
+        }
+        if p.window > 64 {
+            return Err(CompileError::new("Probe: .window must be 64 or less", at));
+        }
+        if p.threshold > p.window {
+            return Err(CompileError::new(
+                "Probe: .threshold must not be greater than .window",
+                at,
+            ));
+        }
+        if p.initial.is_some_and(|i| i > p.threshold) {
+            return Err(CompileError::new(
+                "Probe: .initial must not be greater than .threshold",
+                at,
+            ));
+        }
+        if p.url.is_none() && p.request.is_none() {
+            p.url = Some("/".to_string());
+        }
+        Ok(p)
+    }
+
+    pub(crate) fn backend(
+        &mut self,
+        name: &ast::Ident,
+        fields: Option<&[ast::Field]>,
+    ) -> CResult<BackendDef> {
+        let mut b = BackendDef {
+            name: name.name.clone(),
+            addr: None,
+            host: String::new(),
+            port: "80".to_string(),
+            host_header: None,
+            path: None,
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            max_connections: None,
+            probe: None,
+        };
+        let Some(fields) = fields else {
+            return Ok(b);
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for f in fields {
+            let n = f.name.name.as_str();
+            if seen.contains(&n) {
+                return Err(CompileError::new(
+                    format!("Field '.{n}' redefined"),
+                    f.name.span,
+                ));
+            }
+            seen.push(n);
+            match n {
+                "host" => b.host = self.field_str(f)?,
+                "port" => b.port = self.field_str(f)?,
+                "host_header" => b.host_header = Some(self.field_str(f)?),
+                "path" => b.path = Some(self.field_str(f)?),
+                "connect_timeout" => b.connect_timeout = Some(self.field_duration(f)?),
+                "first_byte_timeout" => b.first_byte_timeout = Some(self.field_duration(f)?),
+                "between_bytes_timeout" => b.between_bytes_timeout = Some(self.field_duration(f)?),
+                "max_connections" => b.max_connections = Some(self.field_int(f)?),
+                "proxy_header" => {
+                    let v = self.field_int(f)?;
+                    if v != 1 && v != 2 {
+                        return Err(CompileError::new(".proxy_header must be 1 or 2", f.name.span));
+                    }
+                    self.warnings.push(format!(
+                        "backend {}: .proxy_header is accepted but no PROXY header is sent yet",
+                        b.name
+                    ));
+                }
+                "probe" => {
+                    let index = match &f.value {
+                        FieldValue::Probe(inner, _) => {
+                            let def = self.probe(&format!("{}.probe", b.name), inner)?;
+                            self.probes.push(Symbol {
+                                def,
+                                span: f.name.span,
+                                used: true,
+                            });
+                            self.probes.len() - 1
+                        }
+                        FieldValue::Expr(ast::Expr {
+                            kind: ast::ExprKind::Ident(pn),
+                            span,
+                        }) => {
+                            let Some(i) = self.probes.iter().position(|p| &p.def.name == pn) else {
+                                return Err(CompileError::new(format!("Probe '{pn}' not found"), *span));
+                            };
+                            self.probes[i].used = true;
+                            i
+                        }
+                        _ => return Err(CompileError::new("Expected a probe name or { ... }", f.name.span)),
+                    };
+                    b.probe = Some(index);
+                }
+                _ => {
+                    return Err(CompileError::new(
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .probe, .proxy_header)"),
+                        f.name.span,
+                    ))
+                }
+            }
+        }
+        if b.path.is_some() {
+            return Err(CompileError::new(
+                format!(
+                    "backend {}: Unix domain socket backends (.path) are not supported yet",
+                    b.name
+                ),
+                name.span,
+            ));
+        }
+        if b.host.is_empty() {
+            return Err(CompileError::new(
+                format!("Mandatory field '.host' missing in backend {}", b.name),
+                name.span,
+            ));
+        }
+        let port: u16 = match b.port.as_str() {
+            "http" => 80,
+            "https" => 443,
+            p => p.parse().map_err(|_| {
+                CompileError::new(
+                    format!("backend {}: invalid port \"{p}\"", b.name),
+                    name.span,
+                )
+            })?,
+        };
+        let host = b.host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (host, port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next());
+        match addr {
+            Some(a) => b.addr = Some(a),
+            None => {
+                return Err(CompileError::new(
+                    format!(
+                        "Backend host \"{}\": could not be resolved to an IP address",
+                        b.host
+                    ),
+                    fields
+                        .iter()
+                        .find(|f| f.name.name == "host")
+                        .map_or(name.span, |f| f.name.span),
+                ))
+            }
+        }
+        Ok(b)
+    }
+
+    pub(crate) fn acl(&mut self, name: &str, entries: &[ast::AclEntry]) -> CResult<Acl> {
+        let mut acl = Acl {
+            name: name.to_string(),
+            rules: Vec::new(),
+        };
+        for e in entries {
+            match Acl::rules_for(&e.addr, e.mask, e.negated) {
+                Ok(rules) => acl.rules.extend(rules),
+                Err(_) if e.optional => {}
+                Err(msg) => return Err(CompileError::new(format!("ACL {name}: {msg}"), e.span)),
+            }
+        }
+        acl.sort();
+        Ok(acl)
+    }
+}
