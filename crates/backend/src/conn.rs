@@ -224,6 +224,17 @@ impl<'a> Conn<'a> {
     }
 }
 
+impl Conn<'_> {
+    /// Takes the socket out for a byte tunnel (pipe), with whatever was
+    /// read past the response head. The connection no longer counts as
+    /// the backend's.
+    pub fn detach(mut self) -> Option<(TcpStream, BytesMut)> {
+        let stream = self.stream.take()?;
+        self.backend.closed();
+        Some((stream, std::mem::take(&mut self.buf)))
+    }
+}
+
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if self.stream.take().is_some() {

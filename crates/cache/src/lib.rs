@@ -208,6 +208,13 @@ impl Cache {
         }
     }
 
+    /// A lookup that ignores what is stored (`req.hash_always_miss`): the
+    /// request fetches a fresh copy that replaces its variant, without
+    /// making others wait on it.
+    pub fn lookup_fresh_fetch(self: &Arc<Self>, key: &[u8]) -> Lookup {
+        Lookup::Miss(self.slot(Arc::from(key), None))
+    }
+
     fn slot(self: &Arc<Self>, key: Arc<[u8]>, busy: Option<Arc<Busy>>) -> FetchSlot {
         FetchSlot {
             cache: self.clone(),
@@ -302,6 +309,19 @@ impl Cache {
             }
         }
         self.forget(obj, why);
+    }
+
+    /// Removes every variant stored under a key (`return (purge)`);
+    /// returns how many objects went.
+    pub fn purge(&self, key: &[u8]) -> usize {
+        let objs: Vec<Arc<Object>> = {
+            let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+            map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
+        };
+        for obj in &objs {
+            self.remove(obj, Removal::Purged);
+        }
+        objs.len()
     }
 
     /// Bookkeeping for an object already unlinked from its head.

@@ -351,6 +351,16 @@ impl Object {
         t.t_origin + t.lifetime()
     }
 
+    /// The name of the store holding the object, once attached.
+    pub fn store_name(&self) -> Option<&str> {
+        self.store.get().map(|s| s.name())
+    }
+
+    /// Whether the object was never put in the index (pass, synthetic).
+    pub fn key_is_unset(&self) -> bool {
+        self.key.get().is_none()
+    }
+
     pub fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
     }

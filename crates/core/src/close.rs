@@ -45,4 +45,6 @@ close_table! {
     Overload => "OVERLOAD", true, sc_overload;
     RangeShort => "RANGE_SHORT", true, sc_range_short;
     SendTimeout => "TX_ERROR", true, sc_send_timeout;
+    TxPipe => "TX_PIPE", false, sc_tx_pipe;
+    VclFailure => "VCL_FAILURE", true, sc_vcl_failure;
 }

@@ -70,6 +70,17 @@ counter_table! {
     fetch_failed: Counter, "Fetches that failed.";
     fetch_no_thread: Counter, "Fetches that could not be started.";
     s_sess: Counter, "Client sessions.";
+    n_purges: Counter, "Purge operations executed.";
+    n_obj_purged: Counter, "Objects removed by purges.";
+    s_pipe_hdrbytes: Counter, "Request header bytes sent on piped connections.";
+    s_pipe_in: Counter, "Bytes piped from clients to backends.";
+    s_pipe_out: Counter, "Bytes piped from backends to clients.";
+    sc_tx_pipe: Counter, "Sessions closed after a pipe ended.";
+    sc_vcl_failure: Counter, "Sessions closed because VCL failed.";
+    vcl_fail: Counter, "VCL methods that failed.";
+    n_vcl: Gauge, "VCL programs loaded.";
+    n_vcl_avail: Gauge, "VCL programs available for use.";
+    n_backend: Gauge, "Backends defined by the loaded VCL programs.";
     s_pipe: Counter, "Requests piped to a backend.";
     s_pass: Counter, "Requests passed to a backend.";
     s_fetch: Counter, "Backend fetches.";

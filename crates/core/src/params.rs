@@ -165,6 +165,8 @@ param_table! {
         "Upper limit on how many times a backend fetch can retry.";
     nuke_limit: Count, "50", "allocations", min Some("0"), max None,
         "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
+    pipe_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "Idle timeout for piped connections: the pipe closes when no byte has moved either way for this long.";
     send_timeout: Seconds, "600", "seconds", min Some("0"), max None,
         "Total time allowed to deliver one response to a client; when exceeded the connection is closed and everything the delivery held is freed.";
     shortlived: Seconds, "10", "seconds", min Some("0"), max None,
@@ -181,6 +183,8 @@ param_table! {
         "How long to keep reading from a client after closing a connection on an error, so that the client receives the answer instead of a reset.";
     uncacheable_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
+    vcc_err_unref: Bool, "on", "bool", min None, max None,
+        "Unreferenced backends, probes, ACLs and subroutines in a VCL program are compile errors.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
         "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
 }
@@ -276,6 +280,15 @@ impl Params {
     pub fn show(&self, name: &str) -> Option<String> {
         let (index, spec) = Self::lookup(name)?;
         Some(spec.kind.format(self.values[index].load(Ordering::Relaxed)))
+    }
+
+    /// A parameter's value as VCL sees it: seconds, bytes, a count or a
+    /// flag, by the index `lookup` gave.
+    pub fn raw(&self, index: usize) -> (Kind, u64) {
+        (
+            PARAMS[index].kind,
+            self.values[index].load(Ordering::Relaxed),
+        )
     }
 
     /// A duration parameter as a `Duration` (negative values clamp to zero).

@@ -121,6 +121,27 @@ impl Headers {
         }
     }
 
+    /// Replaces every field of a name known only at run time with one.
+    pub fn set_named(&mut self, name: &str, value: Bytes) {
+        if let Some(pos) = self
+            .list
+            .iter()
+            .position(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
+        {
+            self.list[pos].value = value;
+            let mut i = pos + 1;
+            while i < self.list.len() {
+                if self.list[i].name.eq_ignore_ascii_case(name.as_bytes()) {
+                    self.list.remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        } else {
+            self.append(Bytes::copy_from_slice(name.as_bytes()), value);
+        }
+    }
+
     /// Whether any value of a comma-separated header holds `token`
     /// (case-insensitive).
     pub fn has_token(&self, name: &str, token: &str) -> bool {

@@ -5,8 +5,10 @@ use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: lacquer serve [-a address[:port]] -b host[:port] [-n workdir] [-s [name=]malloc[,size]]
-                     [-t default_ttl] [-p param=value] [-i identity] [-P pidfile] [-F]
+    "usage: lacquer serve [-a address[:port]] (-b host[:port] | -f file.vcl) [-n workdir]
+                     [-s [name=]malloc[,size]] [-t default_ttl] [-p param=value]
+                     [-i identity] [-P pidfile] [-F]
+       lacquer serve -C -f file.vcl
        lacquer serve -x parameter
        lacquer serve -V";
 
@@ -47,6 +49,19 @@ fn serve(args: &[String]) -> ExitCode {
             print!("{}", lacquer_core::params::describe_all());
             ExitCode::SUCCESS
         }
+        Ok(ServeAction::Compile(cfg)) => match cfg.vcl.compile(&cfg.params) {
+            Ok(program) => {
+                for w in &program.warnings {
+                    eprintln!("Warning: {w}");
+                }
+                println!("VCL compiled.");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
         Ok(ServeAction::Run(cfg)) => match lacquer_server::serve(*cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -1,5 +1,5 @@
 //! The `lacquer serve` command line, read the way varnishd reads its own:
-//! `-a -b -n -s -t -p -i -F -x -V -P`, with `-T -S -f` reserved. Every
+//! `-a -b -f -C -n -s -t -p -i -F -x -V -P`, with `-T -S` reserved. Every
 //! mistake is one clear line and exit status 2.
 
 use lacquer_core::params::Params;
@@ -33,7 +33,8 @@ pub struct StoreSpec {
 /// Everything `serve` was told.
 pub struct ServeConfig {
     pub listens: Vec<ListenSpec>,
-    pub backend: BackendSpec,
+    /// The VCL program: `-f file`, or the one `-b` stands for.
+    pub vcl: crate::VclSource,
     pub workdir: PathBuf,
     pub stores: Vec<StoreSpec>,
     pub transient_budget: Option<u64>,
@@ -45,6 +46,8 @@ pub struct ServeConfig {
 /// What the command line asks for.
 pub enum ServeAction {
     Run(Box<ServeConfig>),
+    /// `-C`: compile the VCL, report, exit.
+    Compile(Box<ServeConfig>),
     /// `-x parameter`: print the parameter table.
     DescribeParams,
     /// `-V`.
@@ -219,6 +222,8 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let params = Params::default();
     let mut listen_specs = Vec::new();
     let mut backend = None;
+    let mut vcl_file = None;
+    let mut compile_only = false;
     let mut workdir = None;
     let mut stores: Vec<StoreSpec> = Vec::new();
     let mut transient_budget = None;
@@ -250,6 +255,8 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         match flag {
             'a' => listen_specs.push(value),
             'b' => backend = Some(parse_backend(&value)?),
+            'f' => vcl_file = Some(PathBuf::from(value)),
+            'C' => compile_only = true,
             'n' => workdir = Some(PathBuf::from(value)),
             's' => {
                 let spec = parse_storage(&value, stores.len())?;
@@ -257,7 +264,10 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     transient_budget = Some(spec.budget);
                 } else {
                     if stores.iter().any(|s| s.name == spec.name) {
-                        return Err(format!("-s {value}: storage \"{}\" defined twice", spec.name));
+                        return Err(format!(
+                            "-s {value}: storage \"{}\" defined twice",
+                            spec.name
+                        ));
                     }
                     stores.push(spec);
                 }
@@ -265,7 +275,9 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             't' => params
                 .set("default_ttl", &value)
                 .map_err(|e| format!("-t {value}: {e}"))?,
-            'p' => params.set_pair(&value).map_err(|e| format!("-p {value}: {e}"))?,
+            'p' => params
+                .set_pair(&value)
+                .map_err(|e| format!("-p {value}: {e}"))?,
             'i' => identity = Some(value),
             'P' => pid_file = Some(PathBuf::from(value)),
             'F' => {}
@@ -276,15 +288,23 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     other => Err(format!("-x {other}: only -x parameter is supported")),
                 }
             }
-            'T' | 'S' | 'f' => {
-                return Err(format!(
-                    "-{flag} is not yet supported (the management interface and VCL files come in a later release)"
-                ))
-            }
+            'T' | 'S' => return Err(format!(
+                "-{flag} is not yet supported (the management interface comes in a later release)"
+            )),
             _ => return Err(format!("unknown option \"-{flag}\"")),
         }
     }
-    let backend = backend.ok_or("no backend given: use -b host[:port]")?;
+    let vcl = match (backend, vcl_file) {
+        (Some(_), Some(_)) => return Err("only one of -b and -f can be given".to_string()),
+        (Some(b), None) => crate::VclSource::Backend {
+            host: b.addr.ip().to_string(),
+            port: b.addr.port(),
+        },
+        (None, Some(f)) => crate::VclSource::File(f),
+        (None, None) => {
+            return Err("no backend given: use -b host[:port] or -f file.vcl".to_string())
+        }
+    };
     if listen_specs.is_empty() {
         listen_specs.push(":6081".to_string());
     }
@@ -305,16 +325,21 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             budget: DEFAULT_STORE_SIZE,
         });
     }
-    Ok(ServeAction::Run(Box::new(ServeConfig {
+    let cfg = Box::new(ServeConfig {
         listens,
-        backend,
+        vcl,
         workdir: workdir.unwrap_or_else(default_workdir),
         stores,
         transient_budget,
         params,
         identity: identity.unwrap_or_else(hostname),
         pid_file,
-    })))
+    });
+    Ok(if compile_only {
+        ServeAction::Compile(cfg)
+    } else {
+        ServeAction::Run(cfg)
+    })
 }
 
 #[cfg(test)]
@@ -338,7 +363,9 @@ mod tests {
             .unwrap();
         assert_eq!(c.listens[0].name, "a0");
         assert_eq!(c.listens[0].addrs, vec!["127.0.0.1:6081".parse().unwrap()]);
-        assert_eq!(c.backend.addr, "127.0.0.1:8080".parse().unwrap());
+        assert!(
+            matches!(&c.vcl, crate::VclSource::Backend { host, port: 8080 } if host == "127.0.0.1")
+        );
         assert_eq!(c.stores[0].budget, 256 << 20);
         assert_eq!(c.params.default_ttl(), 60.0);
         assert_eq!(c.params.default_grace(), 30.0);
@@ -406,5 +433,17 @@ mod tests {
             Ok(ServeAction::DescribeParams)
         ));
         assert!(matches!(parse_args(&args("-V")), Ok(ServeAction::Version)));
+    }
+
+    #[test]
+    fn vcl_file_and_compile_only() {
+        let c = run("-f /etc/lacquer/default.vcl").unwrap();
+        assert!(
+            matches!(&c.vcl, crate::VclSource::File(p) if p == &PathBuf::from("/etc/lacquer/default.vcl"))
+        );
+        assert!(matches!(
+            parse_args(&args("-C -f x.vcl")),
+            Ok(ServeAction::Compile(_))
+        ));
     }
 }

@@ -4,8 +4,8 @@
 //! housekeeping (expiry, idle backend connections, uptime).
 
 use crate::config::ServeConfig;
+use crate::vcl::Loaded;
 use crate::{session, Shared};
-use lacquer_backend::Backend;
 use lacquer_cache::store::Store;
 use lacquer_cache::Cache;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -86,17 +86,17 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map(|s| Store::malloc(&s.name, s.budget))
         .collect();
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
-    let backend = Arc::new(Backend::new(
-        "default",
-        &cfg.backend.endpoint,
-        cfg.backend.addr,
-        &cfg.backend.host,
-    ));
+    let program = cfg.vcl.compile(&cfg.params)?;
+    let loaded = Loaded::new(program, &cfg.params)?;
+    COUNTERS.set(Counter::n_vcl, 1);
+    COUNTERS.set(Counter::n_vcl_avail, 1);
+    COUNTERS.set(Counter::n_backend, loaded.backends.len() as u64);
     let shared = Arc::new(Shared {
         params: cfg.params,
         cache,
-        backend,
+        active: std::sync::RwLock::new(Arc::new(loaded)),
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
+        identity: cfg.identity,
     });
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
@@ -142,8 +142,10 @@ async fn housekeeping(sh: Arc<Shared>) {
         tick.tick().await;
         let now = lacquer_core::time::now();
         sh.cache.expire(now);
-        sh.backend
-            .reap(Params::duration(sh.params.backend_idle_timeout()));
+        let idle = Params::duration(sh.params.backend_idle_timeout());
+        for b in sh.vcl().backends.iter().flatten() {
+            b.reap(idle);
+        }
         COUNTERS.set(Counter::uptime, started.elapsed().as_secs());
     }
 }

@@ -3,6 +3,7 @@
 //! Accept-Ranges, framing, Connection), and the body — one gathered write
 //! when the object is complete, else streamed as the fetch fills it.
 
+use crate::client_host::Resp;
 use crate::io::{Client, SendClock, SendError};
 use crate::request::{Outcome, Req};
 use crate::Shared;
@@ -47,22 +48,26 @@ pub(crate) struct DeliveryHeaders {
     pub body: WireBody,
     pub keep: bool,
     pub http10: bool,
+    /// VCL set Age, X-Varnish and Via itself (or removed them).
+    pub own: bool,
 }
 
 /// Appends the per-delivery headers and the blank line.
 pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &DeliveryHeaders) {
-    let _ = write!(out, "Age: {}\r\n", d.age);
-    match d.obj_xid {
-        Some(o) => {
-            let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
+    if !d.own {
+        let _ = write!(out, "Age: {}\r\n", d.age);
+        match d.obj_xid {
+            Some(o) => {
+                let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
+            }
+            None => {
+                let _ = write!(out, "X-Varnish: {}\r\n", d.xid);
+            }
         }
-        None => {
-            let _ = write!(out, "X-Varnish: {}\r\n", d.xid);
-        }
+        out.extend_from_slice(b"Via: ");
+        out.extend_from_slice(sh.via.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"Via: ");
-    out.extend_from_slice(sh.via.as_bytes());
-    out.extend_from_slice(b"\r\n");
     if d.accept_ranges {
         out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
     }
@@ -215,13 +220,16 @@ pub(crate) async fn object(
     req: &Req,
     obj: &Arc<Object>,
     d: Delivery,
+    resp: Option<&Resp>,
 ) -> Outcome {
     let now = lacquer_core::time::now();
     let p = &sh.params;
     let is_head = req.is_head();
     let http10 = req.head.version == Version::Http10;
     let mut keep = d.keep;
-    let status = obj.status;
+    let status = resp.map_or(obj.status, |r| r.status % 1000);
+    let own = resp.is_some_and(|r| r.own_delivery_headers);
+    let amended = resp.and_then(|r| r.head_block(obj));
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, obj, now);
@@ -239,7 +247,7 @@ pub(crate) async fn object(
             }
         }
     }
-    let head = &obj.head;
+    let head: &[u8] = amended.as_deref().unwrap_or(&obj.head);
     let after_status_line = || &head[head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1)..];
     c.wbuf.clear();
     if cond {
@@ -277,12 +285,13 @@ pub(crate) async fn object(
         body: wire,
         keep,
         http10,
+        own,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
     let clock = SendClock::new(
-        Params::duration(p.send_timeout()),
-        Params::duration(p.idle_send_timeout()),
+        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
+        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
     );
     let send_body = !(bodyless || is_head);
     if !send_body {
@@ -405,6 +414,7 @@ async fn unsatisfiable(
         body: WireBody::Length(0),
         keep,
         http10: req.head.version == Version::Http10,
+        own: false,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     let clock = SendClock::new(

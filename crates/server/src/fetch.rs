@@ -1,11 +1,14 @@
-//! The backend side of a cache miss: build the backend request, run the
-//! exchange in its own task (so it completes even if the client leaves, as
-//! every waiting client depends on it), decide cacheability with the
-//! built-in rules, insert the object or a hit-for-miss marker, and stream
-//! the body into storage while clients read it.
+//! The backend side of a cache miss: `vcl_backend_fetch`, the exchange
+//! (in its own task, so it completes even if the client leaves, as every
+//! waiting client depends on it), `vcl_backend_response` deciding what is
+//! stored and for how long (or a hit-for-miss / hit-for-pass marker),
+//! retries, and `vcl_backend_error` building the answer when it fails.
+//! The body streams into storage while clients read it.
 
-use crate::builtin;
+use crate::backend_host::{self, Bereq, Beresp};
+use crate::client_host::ConnInfo;
 use crate::request::Req;
+use crate::vcl::Loaded;
 use crate::{synth, Shared};
 use bytes::Bytes;
 use lacquer_backend::FetchError;
@@ -14,7 +17,8 @@ use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_cache::{Body, FetchSlot, Removal, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
-use lacquer_http::{Framing, Header, Headers, ResponseHead};
+use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
+use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -30,95 +34,277 @@ const NOT_FOR_CACHE_FETCH: &[&str] = &[
     "range",
     "expect",
     "content-length",
+    "transfer-encoding",
 ];
 
 /// Response headers not stored: the delivery writes its own.
 const NOT_STORED: &[&str] = &["content-length", "age"];
 
+/// How the client side started this fetch.
+pub(crate) struct FetchKind {
+    pub bgfetch: bool,
+    pub hitmiss: bool,
+}
+
 /// Starts a fetch for a cache miss (or grace refresh). The receiver gets
 /// the object as soon as its headers are in, or the error response.
 pub(crate) fn spawn(
     sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
     req: &Req,
+    conn: ConnInfo,
+    key: &[u8],
     slot: FetchSlot,
+    kind: FetchKind,
 ) -> oneshot::Receiver<Arc<Object>> {
     let (tx, rx) = oneshot::channel();
-    let xid = next_vxid();
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     for name in NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
-    let head = bereq_head(sh, b"GET", &req.head.url, &mut headers, xid);
+    let bereq = Bereq {
+        xid: next_vxid(),
+        method: Bytes::from_static(b"GET"),
+        url: req.head.url.clone(),
+        version: Version::Http11,
+        headers,
+        backend: req.backend_hint,
+        retries: 0,
+        uncacheable: false,
+        is_bgfetch: kind.bgfetch,
+        is_hitmiss: kind.hitmiss,
+        is_hitpass: false,
+        t_start: lacquer_core::time::now(),
+        hash: Bytes::copy_from_slice(key),
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        body_unset: true,
+        conn,
+        client_identity: req.identity.clone(),
+    };
     let sh = sh.clone();
+    let vcl = vcl.clone();
     tokio::spawn(async move {
         COUNTERS.inc(Counter::s_fetch);
-        run(sh, xid, head, headers, slot, tx).await;
+        run(sh, vcl, bereq, slot, tx).await;
     });
     rx
 }
 
-/// Finishes the backend request headers (Host when missing, X-Varnish)
-/// and serialises the request head.
-pub(crate) fn bereq_head(
+/// The backend a fetch goes to, through directors.
+pub(crate) fn pick_backend(
     sh: &Shared,
-    method: &[u8],
-    url: &[u8],
-    headers: &mut Headers,
-    xid: u64,
-) -> Vec<u8> {
-    if !headers.contains("host") {
-        headers.set("Host", sh.backend.host_header.clone());
-    }
-    headers.set("X-Varnish", xid.to_string());
-    let mut head = Vec::with_capacity(256 + url.len());
-    head.extend_from_slice(method);
-    head.push(b' ');
-    head.extend_from_slice(url);
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    headers.write_to(&mut head);
-    head.extend_from_slice(b"\r\n");
-    head
+    vcl: &Loaded,
+    bereq: &mut Bereq,
+) -> Option<(usize, Arc<lacquer_backend::Backend>)> {
+    let mut host = backend_host::BackendHost {
+        method: Method::BackendFetch,
+        sh,
+        vcl,
+        bereq,
+        beresp: None,
+        req: None,
+    };
+    let target = host.bereq.backend;
+    let index = vcl.program.resolve(target, &mut host)?;
+    vcl.backend(index).cloned().map(|b| (index, b))
 }
 
-async fn run(
-    sh: Arc<Shared>,
-    xid: u64,
-    head: Vec<u8>,
-    bereq: Headers,
-    slot: FetchSlot,
-    tx: oneshot::Sender<Arc<Object>>,
-) {
-    let t = sh.timeouts();
-    let limits = sh.response_limits();
-    let backend = sh.backend.clone();
-    let (mut conn, resp) = match backend.exchange(&head, &[], &t, &limits, false).await {
-        Ok(x) => x,
-        Err(e) => return fail(xid, &e, slot, tx),
-    };
-    let now = lacquer_core::time::now();
+/// The response as `vcl_backend_response` first sees it.
+pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f64) -> Beresp {
     let p = &sh.params;
     let defaults = TtlDefaults {
         default_ttl: p.default_ttl(),
         default_grace: p.default_grace(),
         default_keep: p.default_keep(),
     };
-    let timers = rfc_ttl(resp.status, &resp.headers, now, &defaults);
-    let (vary, vary_star) = match VarySpec::build(resp.headers.get_all("vary"), &bereq) {
+    let mut headers = resp.headers.clone();
+    headers.remove_hop_by_hop();
+    Beresp {
+        status: resp.status,
+        reason: if resp.reason.is_empty() {
+            Bytes::from_static(lacquer_http::reason_phrase(resp.status).as_bytes())
+        } else {
+            resp.reason.clone()
+        },
+        version: resp.version,
+        headers,
+        timers: rfc_ttl(resp.status, &resp.headers, now, &defaults),
+        uncacheable: false,
+        do_stream: true,
+        do_esi: false,
+        do_gzip: false,
+        do_gunzip: false,
+        was_304: false,
+        backend: BackendRef::Backend(index),
+        storage: None,
+        body: Vec::new(),
+        t_resp: now,
+    }
+}
+
+async fn run(
+    sh: Arc<Shared>,
+    vcl: Arc<Loaded>,
+    mut bereq: Bereq,
+    slot: FetchSlot,
+    tx: oneshot::Sender<Arc<Object>>,
+) {
+    let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
+    'fetch: loop {
+        let failure: (u16, Option<Bytes>) = 'attempt: {
+            match backend_host::run(Method::BackendFetch, &sh, &vcl, &mut bereq, None) {
+                Action::Fetch => {}
+                // Waiters look up again; this client gets a 503.
+                Action::Abandon => return,
+                Action::Error { status, reason } => break 'attempt (status, reason),
+                _ => break 'attempt (503, None),
+            }
+            let Some((index, backend)) = pick_backend(&sh, &vcl, &mut bereq) else {
+                COUNTERS.inc(Counter::fetch_failed);
+                log_fetch_error(bereq.xid, &FetchError::ConnectFailed("no backend".into()));
+                break 'attempt (503, None);
+            };
+            let t = bereq.timeouts(&vcl, index, &sh.params);
+            let head = bereq.head(&backend.host_header);
+            let limits = sh.response_limits();
+            let (conn, resp) = match backend.exchange(&head, &[], &t, &limits, false).await {
+                Ok(x) => x,
+                Err(e) => {
+                    COUNTERS.inc(Counter::fetch_failed);
+                    log_fetch_error(bereq.xid, &e);
+                    break 'attempt (503, None);
+                }
+            };
+            let now = lacquer_core::time::now();
+            let mut beresp = beresp_from(&sh, &resp, index, now);
+            let action = backend_host::run(
+                Method::BackendResponse,
+                &sh,
+                &vcl,
+                &mut bereq,
+                Some(&mut beresp),
+            );
+            match action {
+                Action::Deliver | Action::Pass(_) => {}
+                Action::Retry if bereq.retries < max_retries => {
+                    bereq.retries += 1;
+                    COUNTERS.inc(Counter::backend_retry);
+                    continue 'fetch;
+                }
+                Action::Abandon => return,
+                Action::Error { status, reason } => break 'attempt (status, reason),
+                _ => break 'attempt (503, None),
+            }
+            let hit_for_pass = match action {
+                Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
+                _ => None,
+            };
+            let framing = resp.framing;
+            store(
+                &sh,
+                bereq,
+                beresp,
+                resp,
+                framing,
+                hit_for_pass,
+                slot,
+                tx,
+                conn,
+                &t,
+            )
+            .await;
+            return;
+        };
+        let now = lacquer_core::time::now();
+        let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
+        match backend_host::run(
+            Method::BackendError,
+            &sh,
+            &vcl,
+            &mut bereq,
+            Some(&mut beresp),
+        ) {
+            Action::Retry if bereq.retries < max_retries => {
+                bereq.retries += 1;
+                continue;
+            }
+            Action::Deliver | Action::Retry => {}
+            _ => {
+                beresp = Beresp::error(503, None, now, bereq.backend);
+                beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
+            }
+        }
+        let obj = error_object(&beresp, bereq.xid);
+        if obj.timers().ttl > 0.0 && !beresp.uncacheable {
+            sh.cache
+                .attach(&obj, sh.cache.transient().clone(), obj.head.len() as u64, 0);
+            slot.insert(&obj, &bereq.headers);
+        } else {
+            slot.abandon(Some(obj.clone()));
+        }
+        let _ = tx.send(obj);
+        return;
+    }
+}
+
+/// The object `vcl_backend_error` built.
+pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
+    synth::object_from(
+        beresp.status,
+        &beresp.reason,
+        beresp.headers.clone(),
+        Bytes::from(beresp.body.clone()),
+        xid,
+        beresp.timers,
+    )
+}
+
+/// Stores what `vcl_backend_response` let through, then streams the body.
+#[allow(clippy::too_many_arguments)]
+async fn store(
+    sh: &Shared,
+    bereq: Bereq,
+    beresp: Beresp,
+    resp: ResponseHead,
+    framing: Framing,
+    hit_for_pass: Option<f64>,
+    slot: FetchSlot,
+    tx: oneshot::Sender<Arc<Object>>,
+    mut conn: lacquer_backend::Conn<'_>,
+    t: &lacquer_backend::Timeouts,
+) {
+    let now = beresp.t_resp;
+    let p = &sh.params;
+    let xid = bereq.xid;
+    let (vary, vary_star) = match VarySpec::build(beresp.headers.get_all("vary"), &bereq.headers) {
         Ok(v) => (v, false),
         Err(_) => (None, true),
     };
-    let cacheable = builtin::cacheable(&resp.headers, &timers, now, vary_star);
-    let expected = match resp.framing {
+    let cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
+    let expected = match framing {
         Framing::Length(n) => Some(n),
         Framing::None => Some(0),
         _ => None,
     };
-    let (block, stored) = stored_head(&resp, now, NOT_STORED);
+    let timers = beresp.timers;
+    let status = beresp.status % 1000;
+    let head = ResponseHead {
+        version: beresp.version,
+        status,
+        reason: beresp.reason.clone(),
+        headers: beresp.headers,
+        framing,
+        keep_alive: resp.keep_alive,
+        wire_len: resp.wire_len,
+    };
+    let (block, stored) = stored_head(&head, now, NOT_STORED);
     let obj = Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,
-        status: resp.status,
+        status,
         head: block,
         headers: stored,
         body: Body::streaming(expected),
@@ -135,48 +321,61 @@ async fn run(
     let reserved = expected.unwrap_or(0);
     let first_charge = obj.head.len() as u64 + reserved;
     if !sh.cache.attach(&obj, store, first_charge, nuke_limit) {
-        return fail(xid, &FetchError::NoStorage, slot, tx);
+        COUNTERS.inc(Counter::fetch_failed);
+        log_fetch_error(xid, &FetchError::NoStorage);
+        let err = synth::fetch_failed(xid);
+        slot.abandon(Some(err.clone()));
+        let _ = tx.send(err);
+        return;
     }
     if cacheable {
-        slot.insert(&obj, &bereq);
+        slot.insert(&obj, &bereq.headers);
     } else {
-        let marker = Arc::new(Object::new(ObjectInit {
-            xid,
-            kind: ObjKind::HitMiss,
-            status: resp.status,
-            head: Bytes::new(),
-            headers: Headers::new(),
-            body: Body::complete(Vec::new()),
-            vary,
-            timers: Timers {
-                t_origin: now,
-                ttl: p.uncacheable_ttl(),
-                grace: 0.0,
-                keep: 0.0,
-            },
-        }));
-        sh.cache.attach(&marker, sh.cache.transient().clone(), 0, 0);
-        slot.insert(&marker, &bereq);
+        let (kind, ttl) = match hit_for_pass {
+            Some(ttl) => (ObjKind::HitPass, ttl),
+            None => (ObjKind::HitMiss, timers.t_origin + timers.ttl - now),
+        };
+        if ttl > 0.0 {
+            let marker = Arc::new(Object::new(ObjectInit {
+                xid,
+                kind,
+                status,
+                head: Bytes::new(),
+                headers: Headers::new(),
+                body: Body::complete(Vec::new()),
+                vary,
+                timers: Timers {
+                    t_origin: now,
+                    ttl,
+                    grace: 0.0,
+                    keep: 0.0,
+                },
+            }));
+            sh.cache.attach(&marker, sh.cache.transient().clone(), 0, 0);
+            slot.insert(&marker, &bereq.headers);
+        } else {
+            slot.abandon(None);
+        }
     }
     let _ = tx.send(obj.clone());
-    if resp.framing == Framing::None {
-        COUNTERS.inc(match resp.status {
+    if framing == Framing::None {
+        COUNTERS.inc(match status {
             204 => Counter::fetch_204,
             304 => Counter::fetch_304,
             100..=199 => Counter::fetch_1xx,
             _ => Counter::fetch_none,
         });
     }
-    let mut reader = conn.body(resp.framing);
+    let mut reader = conn.body(framing);
     let mut stored = 0u64;
     loop {
-        match conn.read_body(&mut reader, &t).await {
+        match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
                 let before = stored;
                 stored += chunk.len() as u64;
                 let extra = stored.saturating_sub(reserved.max(before));
                 if extra > 0 && !sh.cache.grow(&obj, extra, nuke_limit) {
-                    body_failed(&sh, xid, &obj, &FetchError::NoStorage);
+                    body_failed(sh, xid, &obj, &FetchError::NoStorage);
                     return;
                 }
                 // Copied, so the object holds exactly its bytes and not
@@ -189,7 +388,7 @@ async fn run(
                 return;
             }
             Err(e) => {
-                body_failed(&sh, xid, &obj, &e);
+                body_failed(sh, xid, &obj, &e);
                 return;
             }
         }
@@ -201,14 +400,6 @@ fn body_failed(sh: &Shared, xid: u64, obj: &Arc<Object>, e: &FetchError) {
     log_fetch_error(xid, e);
     obj.body.fail();
     sh.cache.remove(obj, Removal::Failed);
-}
-
-fn fail(xid: u64, e: &FetchError, slot: FetchSlot, tx: oneshot::Sender<Arc<Object>>) {
-    COUNTERS.inc(Counter::fetch_failed);
-    log_fetch_error(xid, e);
-    let obj = synth::fetch_failed(xid);
-    slot.abandon(Some(obj.clone()));
-    let _ = tx.send(obj);
 }
 
 static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
@@ -226,9 +417,9 @@ pub(crate) fn log_fetch_error(xid: u64, e: &FetchError) {
     }
 }
 
-/// Builds the stored head of a backend response: its status line and the
-/// headers worth keeping, in one exact-size buffer that the parsed header
-/// list points into. Adds `Date` when the backend sent none.
+/// Builds the stored head of a response: its status line and the headers
+/// worth keeping, in one exact-size buffer that the parsed header list
+/// points into. Adds `Date` when there is none.
 pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Bytes, Headers) {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();

@@ -53,6 +53,7 @@ pub(crate) struct Client {
     pub stream: TcpStream,
     pub rbuf: BytesMut,
     pub wbuf: Vec<u8>,
+    pub peer: SocketAddr,
     /// The client address as text, formatted once per connection.
     pub peer_ip: String,
     pub local: SocketAddr,
@@ -66,6 +67,7 @@ impl Client {
             stream,
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
+            peer,
             peer_ip: peer.ip().to_canonical().to_string(),
             local,
             key: Vec::with_capacity(128),

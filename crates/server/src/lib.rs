@@ -1,48 +1,55 @@
 //! The daemon: client sessions, the client-side request state machine
-//! (recv → hash → lookup → hit/miss/pass → deliver), the backend side that
-//! fills the cache, delivery to clients, and the start-up that ties them to
-//! listening sockets. Policy decisions are the built-in VCL's, in
-//! `builtin`, until a VCL program can be loaded.
+//! (recv → hash → lookup → hit/miss/pass/pipe → deliver) and the backend
+//! side that fills the cache, both driven by the loaded VCL program;
+//! delivery to clients; and the start-up that ties them to listening
+//! sockets.
 
-mod builtin;
+mod backend_host;
+mod client_host;
 pub mod config;
 mod daemon;
 mod deliver;
 mod fetch;
 mod io;
 mod pass;
+mod pipe;
 mod request;
 mod session;
 mod synth;
+mod vcl;
 
 pub use daemon::serve;
+pub use vcl::VclSource;
 
-use lacquer_backend::{Backend, Timeouts};
 use lacquer_cache::Cache;
 use lacquer_core::params::Params;
 use lacquer_http::{RequestLimits, ResponseLimits};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// State shared by every session and fetch.
 pub(crate) struct Shared {
     pub params: Params,
     pub cache: Arc<Cache>,
-    pub backend: Arc<Backend>,
+    /// The VCL program new requests start with.
+    pub active: RwLock<Arc<vcl::Loaded>>,
+    /// `-i`, or the host name.
+    pub identity: String,
     /// The value this node adds to `Via`: `1.1 <identity> (Lacquer/x.y)`.
     pub via: String,
 }
 
-impl Shared {
-    pub fn timeouts(&self) -> Timeouts {
-        let p = &self.params;
-        Timeouts {
-            connect: Params::duration(p.connect_timeout()),
-            first_byte: Params::duration(p.first_byte_timeout()),
-            between_bytes: Params::duration(p.between_bytes_timeout()),
-            idle: Params::duration(p.backend_idle_timeout()),
-        }
-    }
+/// The machine's host name, as `server.hostname` gives it.
+pub(crate) fn hostname() -> String {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "localhost".to_string())
+    })
+    .clone()
+}
 
+impl Shared {
     pub fn request_limits(&self) -> RequestLimits {
         let p = &self.params;
         RequestLimits {

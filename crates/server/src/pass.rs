@@ -1,23 +1,35 @@
 //! Pass: the request goes to the backend as the client sent it (less
-//! hop-by-hop headers), its body streamed through, and the response
-//! streams back to this one client without touching the cache.
+//! hop-by-hop headers) through `vcl_backend_fetch`, its body streamed
+//! through, and the response, after `vcl_backend_response`, streams back
+//! to this one client without touching the cache. Failures go through
+//! `vcl_backend_error`.
 
+use crate::backend_host::{self, Bereq, Beresp};
+use crate::client_host::ConnInfo;
 use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::io::{Client, SendClock};
 use crate::request::{Outcome, Req};
+use crate::vcl::Loaded;
 use crate::{fetch, synth, Shared};
+use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::{Framing, ResponseHead, Version};
+use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
 
 /// Passes one request to the backend and its response to the client.
-pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Outcome {
+pub(crate) async fn pass(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    req: &mut Req,
+    conn: ConnInfo,
+) -> Outcome {
     COUNTERS.inc(Counter::s_fetch);
-    let xid = next_vxid();
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     headers.remove("expect");
@@ -25,53 +37,161 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
     if chunked_body {
         headers.set("Transfer-Encoding", "chunked");
     }
-    let head = fetch::bereq_head(sh, &req.head.method, &req.head.url, &mut headers, xid);
-
-    let t = sh.timeouts();
-    let limits = sh.response_limits();
-    let backend = sh.backend.clone();
-    let is_head = req.is_head();
-    let result: Result<(Conn<'_>, ResponseHead), FetchError> = if req.body.is_done() {
-        backend.exchange(&head, &[], &t, &limits, is_head).await
-    } else {
-        if req.head.expect_continue {
-            let idle = Params::duration(sh.params.idle_send_timeout());
-            if c.write_small(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
-                .await
-                .is_err()
-            {
-                return Outcome::Close(CloseReason::TxError);
-            }
-        }
-        match send_with_body(c, sh, req, &backend, &head, chunked_body).await {
-            Ok(r) => r,
-            Err(outcome) => return outcome,
-        }
+    let mut bereq = Bereq {
+        xid: next_vxid(),
+        method: req.head.method.clone(),
+        url: req.head.url.clone(),
+        version: Version::Http11,
+        headers,
+        backend: req.backend_hint,
+        retries: 0,
+        uncacheable: true,
+        is_bgfetch: false,
+        is_hitmiss: false,
+        is_hitpass: req.is_hitpass,
+        t_start: lacquer_core::time::now(),
+        hash: Bytes::new(),
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        body_unset: false,
+        conn,
+        client_identity: req.identity.clone(),
     };
     let keep = req.head.keep_alive();
-    let (mut conn, resp) = match result {
-        Ok(x) => x,
-        Err(e) => {
-            COUNTERS.inc(Counter::fetch_failed);
-            fetch::log_fetch_error(xid, &e);
-            let obj = synth::fetch_failed(xid);
-            return deliver::object(c, sh, req, &obj, Delivery { hit: false, keep }).await;
+    let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
+    let is_head = req.is_head();
+    'fetch: loop {
+        let failure: (u16, Option<Bytes>) = 'attempt: {
+            match backend_host::run(Method::BackendFetch, sh, vcl, &mut bereq, None) {
+                Action::Fetch => {}
+                Action::Abandon => {
+                    let obj = synth::fetch_failed(req.xid);
+                    let d = Delivery { hit: false, keep };
+                    return deliver::object(c, sh, req, &obj, d, None).await;
+                }
+                Action::Error { status, reason } => break 'attempt (status, reason),
+                _ => break 'attempt (503, None),
+            }
+            let Some((index, backend)) = fetch::pick_backend(sh, vcl, &mut bereq) else {
+                COUNTERS.inc(Counter::fetch_failed);
+                break 'attempt (503, None);
+            };
+            if bereq.body_unset && !req.body.is_done() {
+                // VCL dropped the body: read it off the connection and
+                // send none.
+                if let Err(reason) = crate::request::consume_body(c, sh, req).await {
+                    return Outcome::Close(reason);
+                }
+                bereq.headers.remove("content-length");
+                bereq.headers.remove("transfer-encoding");
+            }
+            let t = bereq.timeouts(vcl, index, &sh.params);
+            let limits = sh.response_limits();
+            let head = bereq.head(&backend.host_header);
+            let result: Result<(Conn<'_>, ResponseHead), FetchError> = if req.body.is_done() {
+                backend.exchange(&head, &[], &t, &limits, is_head).await
+            } else {
+                if req.head.expect_continue {
+                    let idle = Params::duration(sh.params.idle_send_timeout());
+                    if c.write_small(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
+                        .await
+                        .is_err()
+                    {
+                        return Outcome::Close(CloseReason::TxError);
+                    }
+                }
+                match send_with_body(c, sh, req, &backend, &head, &t, chunked_body).await {
+                    Ok(r) => r,
+                    Err(outcome) => return outcome,
+                }
+            };
+            let (be, resp) = match result {
+                Ok(x) => x,
+                Err(e) => {
+                    COUNTERS.inc(Counter::fetch_failed);
+                    fetch::log_fetch_error(bereq.xid, &e);
+                    break 'attempt (503, None);
+                }
+            };
+            let now = lacquer_core::time::now();
+            let mut beresp = fetch::beresp_from(sh, &resp, index, now);
+            beresp.uncacheable = true;
+            let action = backend_host::run(
+                Method::BackendResponse,
+                sh,
+                vcl,
+                &mut bereq,
+                Some(&mut beresp),
+            );
+            match action {
+                Action::Deliver | Action::Pass(_) => {}
+                Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
+                    bereq.retries += 1;
+                    continue 'fetch;
+                }
+                Action::Error { status, reason } => break 'attempt (status, reason),
+                _ => break 'attempt (503, None),
+            }
+            return stream_response(c, sh, req, &bereq, beresp, &resp, be, &t, keep).await;
+        };
+        let now = lacquer_core::time::now();
+        let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
+        match backend_host::run(Method::BackendError, sh, vcl, &mut bereq, Some(&mut beresp)) {
+            Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
+                bereq.retries += 1;
+                continue;
+            }
+            Action::Deliver | Action::Retry => {}
+            _ => {
+                beresp = Beresp::error(503, None, now, bereq.backend);
+                beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
+            }
         }
-    };
-    let now = lacquer_core::time::now();
+        let obj = fetch::error_object(&beresp, bereq.xid);
+        let d = Delivery { hit: false, keep };
+        return deliver::object(c, sh, req, &obj, d, None).await;
+    }
+}
+
+/// Writes the (VCL-amended) response head and streams the body through.
+#[allow(clippy::too_many_arguments)]
+async fn stream_response(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &Req,
+    bereq: &Bereq,
+    beresp: Beresp,
+    resp: &ResponseHead,
+    mut be: Conn<'_>,
+    t: &lacquer_backend::Timeouts,
+    keep: bool,
+) -> Outcome {
+    let is_head = req.is_head();
+    let now = beresp.t_resp;
     let skip: &[&str] = if is_head {
         &["age"]
     } else {
         &["content-length", "age"]
     };
-    let (block, _) = fetch::stored_head(&resp, now, skip);
+    let status = beresp.status % 1000;
+    let amended = ResponseHead {
+        version: beresp.version,
+        status,
+        reason: beresp.reason,
+        headers: beresp.headers,
+        framing: resp.framing,
+        keep_alive: resp.keep_alive,
+        wire_len: resp.wire_len,
+    };
+    let (block, _) = fetch::stored_head(&amended, now, skip);
     let age = resp
         .headers
         .get("age")
         .map(|v| lacquer_cache::ttl::parse_delta_seconds(lacquer_http::headers::trim(v)) as u64)
         .unwrap_or(0);
     let http10 = req.head.version == Version::Http10;
-    let bodyless = resp.status == 204 || resp.status == 304 || resp.status < 200;
+    let bodyless = status == 204 || status == 304 || status < 200;
     let wire = match resp.framing {
         _ if bodyless => WireBody::Bodyless,
         Framing::Length(n) => WireBody::Length(n),
@@ -94,21 +214,29 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
             body: wire,
             keep,
             http10,
+            own: false,
         },
     );
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
     let clock = SendClock::new(
-        Params::duration(sh.params.send_timeout()),
-        Params::duration(sh.params.idle_send_timeout()),
+        Params::duration(req.send_timeout.unwrap_or(sh.params.send_timeout())),
+        Params::duration(
+            req.idle_send_timeout
+                .unwrap_or(sh.params.idle_send_timeout()),
+        ),
     );
     if c.write_head_and(&[], &clock).await.is_err() {
         return Outcome::Close(CloseReason::TxError);
     }
     let chunked = wire == WireBody::Chunked;
-    let mut reader = conn.body(resp.framing);
+    let mut reader = be.body(if bodyless {
+        Framing::None
+    } else {
+        resp.framing
+    });
     let mut size_line = Vec::with_capacity(16);
     loop {
-        match conn.read_body(&mut reader, &t).await {
+        match be.read_body(&mut reader, t).await {
             Ok(Some(piece)) => {
                 let r = if chunked {
                     size_line.clear();
@@ -125,12 +253,12 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
             Ok(None) => break,
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
-                fetch::log_fetch_error(xid, &e);
+                fetch::log_fetch_error(bereq.xid, &e);
                 return Outcome::Close(CloseReason::TxError);
             }
         }
     }
-    conn.finish(true);
+    be.finish(true);
     if chunked
         && c.write_parts(&[lacquer_http::chunked::LAST_CHUNK], &clock)
             .await
@@ -148,23 +276,24 @@ pub(crate) async fn pass(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Out
 
 /// Sends a request head and streams the client's body after it, then
 /// reads the response head. No retry: the body cannot be replayed.
+#[allow(clippy::too_many_arguments)]
 async fn send_with_body<'b>(
     c: &mut Client,
     sh: &Shared,
     req: &mut Req,
     backend: &'b lacquer_backend::Backend,
     head: &[u8],
+    t: &lacquer_backend::Timeouts,
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
-    let t = sh.timeouts();
-    let mut conn = match backend.connect(&t, true).await {
+    let mut conn = match backend.connect(t, true).await {
         Ok(conn) => conn,
         Err(e) => return Ok(Err(e)),
     };
     backend
         .req
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Err(e) = conn.write(head, &t).await {
+    if let Err(e) = conn.write(head, t).await {
         return Ok(Err(e));
     }
     let limit = Params::duration(sh.params.timeout_idle());
@@ -178,9 +307,9 @@ async fn send_with_body<'b>(
                     lacquer_http::chunked::chunk_header(piece.len(), &mut frame);
                     frame.extend_from_slice(&piece);
                     frame.extend_from_slice(b"\r\n");
-                    conn.write(&frame, &t).await
+                    conn.write(&frame, t).await
                 } else {
-                    conn.write(&piece, &t).await
+                    conn.write(&piece, t).await
                 };
                 if let Err(e) = r {
                     return Ok(Err(e));
@@ -191,12 +320,12 @@ async fn send_with_body<'b>(
         }
     }
     if chunked {
-        if let Err(e) = conn.write(lacquer_http::chunked::LAST_CHUNK, &t).await {
+        if let Err(e) = conn.write(lacquer_http::chunked::LAST_CHUNK, t).await {
             return Ok(Err(e));
         }
     }
     let limits = sh.response_limits();
-    match conn.read_head(&t, &limits, req.is_head()).await {
+    match conn.read_head(t, &limits, req.is_head()).await {
         Ok(resp) => Ok(Ok((conn, resp))),
         Err(e) => Ok(Err(e)),
     }

@@ -1,26 +1,45 @@
-//! The client-side state machine for one request: recv, hash, lookup, then
-//! hit, grace, miss (with coalescing on busy objects), hit-for-miss,
-//! hit-for-pass or pass, ending in delivery. Returns whether the
-//! connection can carry the next request.
+//! The client-side state machine for one request, driven by VCL as
+//! vcl-step(7) describes: recv, then hash and lookup (hit, grace, miss
+//! with coalescing on busy objects, hit-for-miss, hit-for-pass), pass,
+//! pipe, purge or synth, ending in deliver; restarts go round again.
+//! Returns whether the connection can carry the next request.
 
-use crate::builtin::{self, Recv};
+use crate::client_host::{ClientHost, ConnInfo, Resp};
 use crate::deliver::{self, Delivery};
+use crate::fetch::{self, FetchKind};
 use crate::io::{Client, ReqBody};
-use crate::{fetch, pass, synth, Shared};
-use lacquer_cache::{BusyState, Lookup};
+use crate::vcl::Loaded;
+use crate::{pass, pipe, synth, Shared};
+use bytes::Bytes;
+use lacquer_cache::object::{Object, Timers};
+use lacquer_cache::{BusyState, FetchSlot, Lookup};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
+use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// One client request in flight.
+/// One client request in flight, with what VCL set on it.
 pub(crate) struct Req {
     pub xid: u64,
     pub head: RequestHead,
     pub body: ReqBody,
+    pub t_req: f64,
+    pub restarts: u32,
+    pub backend_hint: BackendRef,
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+    pub hash_always_miss: bool,
+    pub hash_ignore_busy: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    pub identity: Option<Bytes>,
+    pub storage: Option<Arc<str>>,
+    pub send_timeout: Option<f64>,
+    pub idle_send_timeout: Option<f64>,
 }
 
 impl Req {
@@ -36,34 +55,103 @@ pub(crate) enum Outcome {
     Close(CloseReason),
 }
 
+/// Where a request goes after a step.
+enum Step {
+    Done(Outcome),
+    Restart,
+}
+
 /// How many times a request looks up again after waiting before it gives
-/// up on coalescing and fetches on its own.
+/// up on coalescing and passes.
 const MAX_RELOOKUPS: usize = 8;
+
+/// The state of one request as it moves between steps.
+struct Ctx<'a> {
+    sh: &'a Arc<Shared>,
+    vcl: &'a Arc<Loaded>,
+    conn: ConnInfo,
+}
+
+impl Ctx<'_> {
+    /// Runs a client method.
+    fn call(
+        &self,
+        method: Method,
+        req: &mut Req,
+        hash: Option<&mut Vec<u8>>,
+        obj: Option<&Object>,
+        resp: Option<&mut Resp>,
+    ) -> Action {
+        let mut host = ClientHost {
+            method,
+            sh: self.sh,
+            vcl: self.vcl,
+            req,
+            conn: self.conn,
+            hash,
+            obj,
+            resp,
+        };
+        let action = lacquer_vcl::run(&self.vcl.program, method, &mut host);
+        if action == Action::Fail {
+            COUNTERS.inc(Counter::vcl_fail);
+        }
+        action
+    }
+}
 
 /// Handles one parsed request.
 pub(crate) async fn handle(c: &mut Client, sh: &Arc<Shared>, head: RequestHead) -> Outcome {
     COUNTERS.inc(Counter::client_req);
     COUNTERS.add(Counter::s_req_hdrbytes, head.wire_len as u64);
+    let vcl = sh.vcl();
     let body = ReqBody::new(head.framing);
     let mut req = Req {
         xid: next_vxid(),
         head,
         body,
+        t_req: lacquer_core::time::now(),
+        restarts: 0,
+        backend_hint: vcl.program.default_backend,
+        ttl: None,
+        grace: None,
+        hash_always_miss: false,
+        hash_ignore_busy: false,
+        is_hitmiss: false,
+        is_hitpass: false,
+        identity: None,
+        storage: None,
+        send_timeout: None,
+        idle_send_timeout: None,
     };
     append_forwarded_for(&mut req, c);
-    match builtin::recv(&req) {
-        Recv::Synth(status) => {
-            let keep = match consume_body(c, sh, &mut req).await {
-                Ok(keep) => keep,
-                Err(reason) => return Outcome::Close(reason),
-            };
-            synth::respond(c, sh, &req, status, keep).await
+    let cx = Ctx {
+        sh,
+        vcl: &vcl,
+        conn: ConnInfo {
+            peer: c.peer,
+            local: c.local,
+        },
+    };
+    loop {
+        match recv(c, &cx, &mut req).await {
+            Step::Done(outcome) => return outcome,
+            Step::Restart => {
+                req.restarts += 1;
+                req.is_hitmiss = false;
+                req.is_hitpass = false;
+                if u64::from(req.restarts) > sh.params.max_restarts() {
+                    let keep = match consume_body(c, sh, &mut req).await {
+                        Ok(keep) => keep,
+                        Err(reason) => return Outcome::Close(reason),
+                    };
+                    return match synth_step(c, &cx, &mut req, 503, None, keep).await {
+                        Step::Done(o) => o,
+                        Step::Restart => Outcome::Close(CloseReason::VclFailure),
+                    };
+                }
+            }
         }
-        Recv::Pass => {
-            COUNTERS.inc(Counter::s_pass);
-            pass::pass(c, sh, &mut req).await
-        }
-        Recv::Hash => lookup(c, sh, &mut req).await,
     }
 }
 
@@ -109,36 +197,61 @@ pub(crate) async fn consume_body(
     }
 }
 
-async fn lookup(c: &mut Client, sh: &Arc<Shared>, req: &mut Req) -> Outcome {
-    let keep = match consume_body(c, sh, req).await {
+async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+    let action = cx.call(Method::Recv, req, None, None, None);
+    let purge = match action {
+        Action::Hash => false,
+        Action::Purge => true,
+        Action::Pass(_) => return pass_step(c, cx, req).await,
+        Action::Pipe => return pipe_step(c, cx, req).await,
+        Action::Restart => return Step::Restart,
+        Action::Synth { status, reason } => {
+            return synth_after_body(c, cx, req, status, reason).await
+        }
+        _ => return failed(c, cx, req).await,
+    };
+    let keep = match consume_body(c, cx.sh, req).await {
         Ok(keep) => keep,
-        Err(reason) => return Outcome::Close(reason),
+        Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
     let mut key = std::mem::take(&mut c.key);
-    builtin::hash(req, &c.local, &mut key);
-    let outcome = lookup_key(c, sh, req, &key, keep).await;
+    key.clear();
+    let action = cx.call(Method::Hash, req, Some(&mut key), None, None);
+    let step = if action != Action::Lookup {
+        failed(c, cx, req).await
+    } else if purge {
+        COUNTERS.inc(Counter::n_purges);
+        let n = cx.sh.cache.purge(&key);
+        COUNTERS.add(Counter::n_obj_purged, n as u64);
+        match cx.call(Method::Purge, req, None, None, None) {
+            Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
+            Action::Restart => Step::Restart,
+            _ => failed(c, cx, req).await,
+        }
+    } else {
+        lookup(c, cx, req, &key, keep).await
+    };
     c.key = key;
-    outcome
+    step
 }
 
-async fn lookup_key(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    req: &mut Req,
-    key: &[u8],
-    keep: bool,
-) -> Outcome {
+async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: bool) -> Step {
+    let sh = cx.sh;
     let lru_interval = sh.params.lru_interval();
     let mut relookups = 0;
     loop {
         let now = lacquer_core::time::now();
-        let lookup = sh.cache.lookup(key, &req.head.headers, now, lru_interval);
-        let is_hitmiss = matches!(lookup, Lookup::HitMiss { .. });
-        let (obj, hit) = match lookup {
+        let lookup = if req.hash_always_miss {
+            sh.cache.lookup_fresh_fetch(key)
+        } else {
+            sh.cache.lookup(key, &req.head.headers, now, lru_interval)
+        };
+        let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
+        match lookup {
             Lookup::Hit(obj) => {
                 COUNTERS.inc(Counter::cache_hit);
                 obj.hits.fetch_add(1, Ordering::Relaxed);
-                (obj, true)
+                return hit_step(c, cx, req, obj, keep).await;
             }
             Lookup::Grace { obj, refresh } => {
                 COUNTERS.inc(Counter::cache_hit);
@@ -146,25 +259,26 @@ async fn lookup_key(
                 obj.hits.fetch_add(1, Ordering::Relaxed);
                 if let Some(slot) = refresh {
                     COUNTERS.inc(Counter::s_bgfetch);
-                    fetch::spawn(sh, req, slot);
+                    let kind = FetchKind {
+                        bgfetch: true,
+                        hitmiss: false,
+                    };
+                    drop(fetch::spawn(sh, cx.vcl, req, cx.conn, key, slot, kind));
                 }
-                (obj, true)
+                return hit_step(c, cx, req, obj, keep).await;
             }
             Lookup::HitPass(_) => {
                 COUNTERS.inc(Counter::cache_hitpass);
-                COUNTERS.inc(Counter::s_pass);
-                return pass::pass(c, sh, req).await;
+                req.is_hitpass = true;
+                return pass_step(c, cx, req).await;
             }
             Lookup::HitMiss { slot, .. } | Lookup::Miss(slot) => {
-                if is_hitmiss {
+                if hitmiss {
                     COUNTERS.inc(Counter::cache_hitmiss);
+                    req.is_hitmiss = true;
                 }
                 COUNTERS.inc(Counter::cache_miss);
-                match fetch::spawn(sh, req, slot).await {
-                    Ok(obj) => (obj, false),
-                    // The fetch task ended without an answer (it panicked).
-                    Err(_) => (synth::fetch_failed(next_vxid()), false),
-                }
+                return miss_step(c, cx, req, key, slot, hitmiss, keep).await;
             }
             Lookup::Wait(mut rx) => {
                 COUNTERS.inc(Counter::busy_sleep);
@@ -174,18 +288,179 @@ async fn lookup_key(
                 };
                 COUNTERS.inc(Counter::busy_wakeup);
                 match state {
-                    BusyState::Deliver(obj) => (obj, false),
+                    BusyState::Deliver(obj) => {
+                        return deliver_step(c, cx, req, obj, false, keep).await
+                    }
                     _ => {
                         relookups += 1;
                         if relookups > MAX_RELOOKUPS {
-                            COUNTERS.inc(Counter::s_pass);
-                            return pass::pass(c, sh, req).await;
+                            return pass_step(c, cx, req).await;
                         }
-                        continue;
                     }
                 }
             }
-        };
-        return deliver::object(c, sh, req, &obj, Delivery { hit, keep }).await;
+        }
     }
+}
+
+async fn hit_step(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    obj: Arc<Object>,
+    keep: bool,
+) -> Step {
+    match cx.call(Method::Hit, req, None, Some(&obj), None) {
+        Action::Deliver => deliver_step(c, cx, req, obj, true, keep).await,
+        Action::Pass(_) => pass_step(c, cx, req).await,
+        Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
+        Action::Restart => Step::Restart,
+        _ => failed(c, cx, req).await,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn miss_step(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    key: &[u8],
+    slot: FetchSlot,
+    hitmiss: bool,
+    keep: bool,
+) -> Step {
+    match cx.call(Method::Miss, req, None, None, None) {
+        Action::Fetch => {
+            let kind = FetchKind {
+                bgfetch: false,
+                hitmiss,
+            };
+            let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn, key, slot, kind);
+            let obj = match rx.await {
+                Ok(obj) => obj,
+                // The fetch was abandoned or ended without an answer.
+                Err(_) => synth::fetch_failed(req.xid),
+            };
+            deliver_step(c, cx, req, obj, false, keep).await
+        }
+        Action::Pass(_) => {
+            drop(slot);
+            pass_step(c, cx, req).await
+        }
+        Action::Synth { status, reason } => {
+            drop(slot);
+            synth_step(c, cx, req, status, reason, keep).await
+        }
+        Action::Restart => Step::Restart,
+        _ => {
+            drop(slot);
+            failed(c, cx, req).await
+        }
+    }
+}
+
+async fn deliver_step(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    obj: Arc<Object>,
+    hit: bool,
+    keep: bool,
+) -> Step {
+    let mut resp = Resp::for_object(&obj, hit);
+    match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
+        Action::Deliver => {
+            let d = Delivery { hit, keep };
+            Step::Done(deliver::object(c, cx.sh, req, &obj, d, Some(&resp)).await)
+        }
+        Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
+        Action::Restart => Step::Restart,
+        _ => failed(c, cx, req).await,
+    }
+}
+
+async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+    match cx.call(Method::Pass, req, None, None, None) {
+        Action::Fetch => {
+            COUNTERS.inc(Counter::s_pass);
+            Step::Done(pass::pass(c, cx.sh, cx.vcl, req, cx.conn).await)
+        }
+        Action::Synth { status, reason } => synth_after_body(c, cx, req, status, reason).await,
+        Action::Restart => Step::Restart,
+        _ => failed(c, cx, req).await,
+    }
+}
+
+async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+    match pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn).await {
+        pipe::Piped::Done(outcome) => Step::Done(outcome),
+        pipe::Piped::Synth(status, reason) => synth_after_body(c, cx, req, status, reason).await,
+    }
+}
+
+async fn synth_after_body(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    status: u16,
+    reason: Option<Bytes>,
+) -> Step {
+    let keep = match consume_body(c, cx.sh, req).await {
+        Ok(keep) => keep,
+        Err(reason) => return Step::Done(Outcome::Close(reason)),
+    };
+    synth_step(c, cx, req, status, reason, keep).await
+}
+
+/// A VCL failure: a 503 and the connection closes.
+async fn failed(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+    let reason = Some(Bytes::from_static(b"VCL failed"));
+    match synth_step(c, cx, req, 503, reason, false).await {
+        Step::Done(Outcome::KeepAlive) | Step::Restart => {
+            Step::Done(Outcome::Close(CloseReason::VclFailure))
+        }
+        step => step,
+    }
+}
+
+/// `vcl_synth`, then delivery of what it built.
+async fn synth_step(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    status: u16,
+    reason: Option<Bytes>,
+    keep: bool,
+) -> Step {
+    COUNTERS.inc(Counter::s_synth);
+    let mut resp = Resp::synthetic(status, reason);
+    let mut keep = keep;
+    match cx.call(Method::Synth, req, None, None, Some(&mut resp)) {
+        Action::Deliver => {}
+        Action::Restart if u64::from(req.restarts) < cx.sh.params.max_restarts() => {
+            return Step::Restart
+        }
+        Action::Restart => {}
+        _ => {
+            resp = Resp::synthetic(500, None);
+            resp.body = synth::page(500, "Internal Server Error", req.xid).into_bytes();
+            keep = false;
+        }
+    }
+    let now = lacquer_core::time::now();
+    let obj = synth::object_from(
+        resp.status,
+        &resp.reason,
+        resp.headers.take().unwrap_or_default(),
+        Bytes::from(std::mem::take(&mut resp.body)),
+        req.xid,
+        Timers {
+            t_origin: now,
+            ttl: 0.0,
+            grace: 0.0,
+            keep: 0.0,
+        },
+    );
+    let d = Delivery { hit: false, keep };
+    Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
 }

@@ -510,10 +510,8 @@ impl Compiler {
         for (i, s) in self.subs.iter().enumerate() {
             if s.method.is_none() && !s.builtin_only && reach[i] == 0 {
                 return Err(
-                    CompileError::new(format!("Unused sub {}, defined:", s.name), s.span).note(
-                        "(set -p vcc_feature=-err_unref to allow unused symbols)",
-                        None,
-                    ),
+                    CompileError::new(format!("Unused sub {}, defined:", s.name), s.span)
+                        .note("(set -p vcc_err_unref=off to allow unused symbols)", None),
                 );
             }
         }
@@ -534,10 +532,8 @@ impl Compiler {
         for (kind, name, used, span) in unused {
             if !used && !name.is_empty() {
                 return Err(
-                    CompileError::new(format!("Unused {kind} {name}, defined:"), span).note(
-                        "(set -p vcc_feature=-err_unref to allow unused symbols)",
-                        None,
-                    ),
+                    CompileError::new(format!("Unused {kind} {name}, defined:"), span)
+                        .note("(set -p vcc_err_unref=off to allow unused symbols)", None),
                 );
             }
         }

@@ -72,7 +72,7 @@ fn bad_arguments_exit_2_with_one_line() {
         (&["serve", "-b", "127.0.0.1:1", "-Q"][..], "-Q"),
         (
             &["serve", "-b", "127.0.0.1:1", "-f", "default.vcl"][..],
-            "not yet supported",
+            "only one of -b and -f",
         ),
         (
             &["serve", "-b", "127.0.0.1:1", "-T", "127.0.0.1:6082"][..],

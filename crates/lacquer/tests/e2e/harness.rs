@@ -22,15 +22,35 @@ impl Lacquer {
     /// Starts `lacquer serve -a 127.0.0.1:0 -b BACKEND ARGS…` and waits
     /// until it reports its listening address.
     pub fn start(backend: SocketAddr, args: &[&str]) -> Lacquer {
+        let b = backend.to_string();
+        let mut all = vec!["-b", b.as_str()];
+        all.extend_from_slice(args);
+        Lacquer::spawn(&all, None)
+    }
+
+    /// Starts `lacquer serve -f` with a VCL file from `tests/vcl/`, its
+    /// `${name}` placeholders replaced.
+    pub fn with_vcl(file: &str, vars: &[(&str, String)], args: &[&str]) -> Lacquer {
+        Lacquer::spawn(args, Some(vcl_text(file, vars)))
+    }
+
+    fn spawn(args: &[&str], vcl: Option<String>) -> Lacquer {
         let workdir = std::env::temp_dir().join(format!(
             "lacquer-e2e-{}-{}",
             std::process::id(),
             INSTANCE.fetch_add(1, Ordering::SeqCst)
         ));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lacquer"))
-            .arg("serve")
-            .args(["-a", "127.0.0.1:0", "-b", &backend.to_string(), "-n"])
-            .arg(&workdir)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lacquer"));
+        cmd.arg("serve")
+            .args(["-a", "127.0.0.1:0", "-n"])
+            .arg(&workdir);
+        if let Some(text) = vcl {
+            std::fs::create_dir_all(&workdir).unwrap();
+            let path = workdir.join("test.vcl");
+            std::fs::write(&path, text).unwrap();
+            cmd.arg("-f").arg(path);
+        }
+        let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -83,6 +103,42 @@ impl Drop for Lacquer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.workdir);
     }
+}
+
+/// A VCL file of the suite with `${name}` placeholders replaced.
+pub fn vcl_text(file: &str, vars: &[(&str, String)]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/vcl")
+        .join(file);
+    let mut text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for (name, value) in vars {
+        text = text.replace(&format!("${{{name}}}"), value);
+    }
+    text
+}
+
+/// `lacquer serve -C -f` on a text: exit code, stdout, stderr.
+pub fn compile_vcl(text: &str) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "lacquer-e2e-vcc-{}-{}",
+        std::process::id(),
+        INSTANCE.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("input.vcl");
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args(["serve", "-C", "-f"])
+        .arg(&path)
+        .output()
+        .expect("lacquer runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// A parsed response.

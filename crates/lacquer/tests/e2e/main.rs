@@ -8,3 +8,4 @@ mod client_side;
 mod harness;
 mod origin;
 mod storage;
+mod vcl;

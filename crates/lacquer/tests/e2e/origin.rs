@@ -312,6 +312,7 @@ async fn serve_conn(
         } else {
             Vec::new()
         };
+        let client_closes = get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
         let req = Seen {
             method: method.clone(),
             url,
@@ -380,7 +381,8 @@ async fn serve_conn(
         if stream.write_all(&rest).await.is_err() {
             return;
         }
-        if reply.framing == Framing::Close {
+        // A client that asked to close gets its close, as any server does.
+        if reply.framing == Framing::Close || client_closes {
             return;
         }
     }

@@ -1,0 +1,497 @@
+//! The backend side as VCL sees it: `bereq.*` and `beresp.*` over a fetch
+//! (for the cache or for a pass), running `vcl_backend_fetch`,
+//! `vcl_backend_response` and `vcl_backend_error`, and the request head
+//! that goes to the backend.
+
+use crate::client_host::ConnInfo;
+use crate::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_backend::Timeouts;
+use lacquer_cache::object::Timers;
+use lacquer_core::params::Params;
+use lacquer_http::{Headers, Version};
+use lacquer_vcl::{Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var};
+use std::sync::Arc;
+
+/// The backend request being prepared.
+pub(crate) struct Bereq {
+    pub xid: u64,
+    pub method: Bytes,
+    pub url: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub backend: BackendRef,
+    pub retries: u32,
+    pub uncacheable: bool,
+    pub is_bgfetch: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    pub t_start: f64,
+    pub hash: Bytes,
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
+    /// `unset bereq.body` ran.
+    pub body_unset: bool,
+    pub conn: ConnInfo,
+    pub client_identity: Option<Bytes>,
+}
+
+/// The backend response as VCL may change it before it is stored.
+pub(crate) struct Beresp {
+    pub status: u16,
+    pub reason: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub timers: Timers,
+    pub uncacheable: bool,
+    pub do_stream: bool,
+    pub do_esi: bool,
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
+    pub was_304: bool,
+    pub backend: BackendRef,
+    pub storage: Option<Arc<str>>,
+    /// The body of `vcl_backend_error`.
+    pub body: Vec<u8>,
+    pub t_resp: f64,
+}
+
+impl Bereq {
+    /// The timeouts of this fetch: the backend's own, else the
+    /// parameters, unless VCL set them on `bereq`.
+    pub fn timeouts(&self, vcl: &Loaded, backend: usize, p: &Params) -> Timeouts {
+        let def = vcl.program.backends.get(backend);
+        let pick = |vcl_set: Option<f64>, declared: Option<std::time::Duration>, param: f64| {
+            vcl_set
+                .map(Params::duration)
+                .or(declared)
+                .unwrap_or_else(|| Params::duration(param))
+        };
+        Timeouts {
+            connect: pick(
+                self.connect_timeout,
+                def.and_then(|d| d.connect_timeout),
+                p.connect_timeout(),
+            ),
+            first_byte: pick(
+                self.first_byte_timeout,
+                def.and_then(|d| d.first_byte_timeout),
+                p.first_byte_timeout(),
+            ),
+            between_bytes: pick(
+                self.between_bytes_timeout,
+                def.and_then(|d| d.between_bytes_timeout),
+                p.between_bytes_timeout(),
+            ),
+            idle: Params::duration(p.backend_idle_timeout()),
+        }
+    }
+
+    /// Serialises the request head for a backend, adding `Host` when it is
+    /// missing and `X-Varnish`.
+    pub fn head(&mut self, host_header: &str) -> Vec<u8> {
+        if !self.headers.contains("host") {
+            self.headers
+                .set("Host", Bytes::copy_from_slice(host_header.as_bytes()));
+        }
+        self.headers.set("X-Varnish", self.xid.to_string());
+        let mut head = Vec::with_capacity(256 + self.url.len());
+        head.extend_from_slice(&self.method);
+        head.push(b' ');
+        head.extend_from_slice(&self.url);
+        head.extend_from_slice(match self.version {
+            Version::Http10 => b" HTTP/1.0\r\n",
+            Version::Http11 => b" HTTP/1.1\r\n",
+        });
+        self.headers.write_to(&mut head);
+        head.extend_from_slice(b"\r\n");
+        head
+    }
+}
+
+impl Beresp {
+    /// The response `vcl_backend_error` starts from.
+    pub fn error(status: u16, reason: Option<Bytes>, now: f64, backend: BackendRef) -> Beresp {
+        let mut headers = Headers::new();
+        lacquer_core::time::with_date(now, |d| {
+            headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
+        });
+        headers.append("Server", "Lacquer");
+        Beresp {
+            status,
+            reason: reason.unwrap_or_else(|| {
+                Bytes::from_static(match status {
+                    503 => "Backend fetch failed".as_bytes(),
+                    s => lacquer_http::reason_phrase(s % 1000).as_bytes(),
+                })
+            }),
+            version: Version::Http11,
+            headers,
+            timers: Timers {
+                t_origin: now,
+                ttl: 0.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+            uncacheable: false,
+            do_stream: true,
+            do_esi: false,
+            do_gzip: false,
+            do_gunzip: false,
+            was_304: false,
+            backend,
+            storage: None,
+            body: Vec::new(),
+            t_resp: now,
+        }
+    }
+}
+
+pub(crate) struct BackendHost<'a> {
+    pub method: Method,
+    pub sh: &'a Shared,
+    pub vcl: &'a Loaded,
+    pub bereq: &'a mut Bereq,
+    pub beresp: Option<&'a mut Beresp>,
+    /// The client request, in `vcl_pipe` (a client method that also sees
+    /// `bereq`).
+    pub req: Option<&'a crate::request::Req>,
+}
+
+/// Runs a backend method.
+pub(crate) fn run(
+    method: Method,
+    sh: &Shared,
+    vcl: &Loaded,
+    bereq: &mut Bereq,
+    beresp: Option<&mut Beresp>,
+) -> Action {
+    let mut host = BackendHost {
+        method,
+        sh,
+        vcl,
+        bereq,
+        beresp,
+        req: None,
+    };
+    let action = lacquer_vcl::run(&vcl.program, method, &mut host);
+    if action == Action::Fail {
+        lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
+    }
+    action
+}
+
+fn proto_text(v: Version) -> Value {
+    Value::str(match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    })
+}
+
+impl Host for BackendHost<'_> {
+    fn method(&self) -> Method {
+        self.method
+    }
+
+    fn get(&mut self, var: Var) -> Value {
+        if let Some(req) = self.req {
+            match var {
+                Var::ReqUrl | Var::ReqTopUrl => return Value::Str(req.head.url.clone()),
+                Var::ReqMethod | Var::ReqTopMethod => return Value::Str(req.head.method.clone()),
+                Var::ReqProto | Var::ReqTopProto => return proto_text(req.head.version),
+                Var::ReqXid => return Value::str(&req.xid.to_string()),
+                Var::ReqRestarts => return Value::Int(i64::from(req.restarts)),
+                Var::ReqBackendHint => return Value::Backend(req.backend_hint),
+                Var::ReqTime | Var::ReqTopTime => return Value::Time(req.t_req),
+                _ => {}
+            }
+        }
+        let b = &*self.bereq;
+        let r = self.beresp.as_deref();
+        let now = lacquer_core::time::now();
+        let p = &self.sh.params;
+        match var {
+            Var::ClientIdentity => match &b.client_identity {
+                Some(id) => Value::Str(id.clone()),
+                None => Value::str(&b.conn.peer.ip().to_canonical().to_string()),
+            },
+            Var::ClientIp | Var::RemoteIp => Value::Ip(Some(b.conn.peer)),
+            Var::ServerIp | Var::LocalIp => Value::Ip(Some(b.conn.local)),
+            Var::ServerHostname => Value::str(&crate::hostname()),
+            Var::ServerIdentity => Value::str(&self.sh.identity),
+            Var::LocalEndpoint => Value::str(&b.conn.local.to_string()),
+            Var::LocalSocket => Value::str("a0"),
+            Var::Now => Value::Time(now),
+            Var::SessXid | Var::BereqXid => Value::str(&b.xid.to_string()),
+            Var::Bereq => Value::Http(HttpKind::Bereq),
+            Var::BereqBackend => Value::Backend(b.backend),
+            Var::BereqBetweenBytesTimeout => {
+                Value::Duration(b.between_bytes_timeout.unwrap_or(p.between_bytes_timeout()))
+            }
+            Var::BereqConnectTimeout => {
+                Value::Duration(b.connect_timeout.unwrap_or(p.connect_timeout()))
+            }
+            Var::BereqFirstByteTimeout => {
+                Value::Duration(b.first_byte_timeout.unwrap_or(p.first_byte_timeout()))
+            }
+            Var::BereqHash => Value::Blob(b.hash.clone()),
+            Var::BereqIsBgfetch => Value::Bool(b.is_bgfetch),
+            Var::BereqIsHitmiss => Value::Bool(b.is_hitmiss),
+            Var::BereqIsHitpass => Value::Bool(b.is_hitpass),
+            Var::BereqMethod => Value::Str(b.method.clone()),
+            Var::BereqProto => proto_text(b.version),
+            Var::BereqRetries => Value::Int(i64::from(b.retries)),
+            Var::BereqTime => Value::Time(b.t_start),
+            Var::BereqUncacheable => Value::Bool(b.uncacheable),
+            Var::BereqUrl => Value::Str(b.url.clone()),
+            Var::Beresp => Value::Http(HttpKind::Beresp),
+            Var::BerespAge => {
+                Value::Duration(r.map_or(0.0, |r| (r.t_resp - r.timers.t_origin).max(0.0)))
+            }
+            Var::BerespBackend => Value::Backend(r.map_or(BackendRef::None, |r| r.backend)),
+            Var::BerespBackendIp => Value::Ip(r.and_then(|r| match r.backend {
+                BackendRef::Backend(i) => self.vcl.program.backends.get(i).and_then(|d| d.addr),
+                _ => None,
+            })),
+            Var::BerespBackendName => {
+                Value::str(r.map_or("", |r| self.vcl.program.backend_name(r.backend)))
+            }
+            Var::BerespDoEsi => Value::Bool(r.is_some_and(|r| r.do_esi)),
+            Var::BerespDoGunzip => Value::Bool(r.is_some_and(|r| r.do_gunzip)),
+            Var::BerespDoGzip => Value::Bool(r.is_some_and(|r| r.do_gzip)),
+            Var::BerespDoStream => Value::Bool(r.is_some_and(|r| r.do_stream)),
+            Var::BerespFilters => Value::str(""),
+            Var::BerespGrace => Value::Duration(r.map_or(0.0, |r| r.timers.grace)),
+            Var::BerespKeep => Value::Duration(r.map_or(0.0, |r| r.timers.keep)),
+            Var::BerespProto => r.map_or(Value::Unset, |r| proto_text(r.version)),
+            Var::BerespReason => r.map_or(Value::Unset, |r| Value::Str(r.reason.clone())),
+            Var::BerespStatus => Value::Int(r.map_or(0, |r| i64::from(r.status))),
+            Var::BerespStorage | Var::BerespStorageHint => r
+                .and_then(|r| r.storage.clone())
+                .map_or(Value::Unset, Value::Stevedore),
+            Var::BerespTime => Value::Time(r.map_or(now, |r| r.t_resp)),
+            Var::BerespTtl => {
+                Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
+            }
+            Var::BerespUncacheable => Value::Bool(r.is_some_and(|r| r.uncacheable)),
+            Var::BerespWas304 => Value::Bool(r.is_some_and(|r| r.was_304)),
+            // Client-side variables: the checker keeps them out of
+            // backend methods.
+            Var::Req
+            | Var::ReqBackendHint
+            | Var::ReqCanGzip
+            | Var::ReqEsi
+            | Var::ReqEsiLevel
+            | Var::ReqGrace
+            | Var::ReqHash
+            | Var::ReqHashAlwaysMiss
+            | Var::ReqHashIgnoreBusy
+            | Var::ReqHashIgnoreVary
+            | Var::ReqIsHitmiss
+            | Var::ReqIsHitpass
+            | Var::ReqMethod
+            | Var::ReqProto
+            | Var::ReqRestarts
+            | Var::ReqStorage
+            | Var::ReqTime
+            | Var::ReqTransport
+            | Var::ReqTtl
+            | Var::ReqUrl
+            | Var::ReqXid
+            | Var::ReqTopMethod
+            | Var::ReqTopProto
+            | Var::ReqTopTime
+            | Var::ReqTopUrl
+            | Var::BereqBody
+            | Var::BerespBody
+            | Var::ObjAge
+            | Var::ObjCanEsi
+            | Var::ObjGrace
+            | Var::ObjHits
+            | Var::ObjKeep
+            | Var::ObjProto
+            | Var::ObjReason
+            | Var::ObjStatus
+            | Var::ObjStorage
+            | Var::ObjTime
+            | Var::ObjTtl
+            | Var::ObjUncacheable
+            | Var::Resp
+            | Var::RespBody
+            | Var::RespDoEsi
+            | Var::RespFilters
+            | Var::RespIsStreaming
+            | Var::RespProto
+            | Var::RespReason
+            | Var::RespStatus
+            | Var::RespTime
+            | Var::SessIdleSendTimeout
+            | Var::SessSendTimeout
+            | Var::SessTimeoutIdle
+            | Var::SessTimeoutLinger => Value::Unset,
+        }
+    }
+
+    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+        let b = &mut *self.bereq;
+        match var {
+            Var::BereqBackend => {
+                if let Value::Backend(x) = value {
+                    b.backend = x;
+                }
+            }
+            Var::BereqBetweenBytesTimeout => b.between_bytes_timeout = Some(value.as_f64()),
+            Var::BereqConnectTimeout => b.connect_timeout = Some(value.as_f64()),
+            Var::BereqFirstByteTimeout => b.first_byte_timeout = Some(value.as_f64()),
+            Var::BereqMethod => b.method = Bytes::copy_from_slice(value.as_bytes()),
+            Var::BereqUrl => {
+                let u = value.as_bytes();
+                if u.is_empty()
+                    || u.iter()
+                        .any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
+                {
+                    return Err("bereq.url: not a valid URL".into());
+                }
+                b.url = Bytes::copy_from_slice(u);
+            }
+            Var::BereqProto => {
+                b.version = if value.as_bytes().eq_ignore_ascii_case(b"HTTP/1.0") {
+                    Version::Http10
+                } else {
+                    Version::Http11
+                }
+            }
+            _ => {
+                let Some(r) = self.beresp.as_deref_mut() else {
+                    return Ok(());
+                };
+                match var {
+                    Var::BerespTtl => {
+                        r.timers.ttl = value.as_f64() + (r.t_resp - r.timers.t_origin)
+                    }
+                    Var::BerespGrace => r.timers.grace = value.as_f64(),
+                    Var::BerespKeep => r.timers.keep = value.as_f64(),
+                    Var::BerespUncacheable => {
+                        // Once uncacheable, always: Varnish ignores "false".
+                        r.uncacheable |= value.as_bool();
+                    }
+                    Var::BerespDoStream => r.do_stream = value.as_bool(),
+                    Var::BerespDoEsi => r.do_esi = value.as_bool(),
+                    Var::BerespDoGzip => r.do_gzip = value.as_bool(),
+                    Var::BerespDoGunzip => r.do_gunzip = value.as_bool(),
+                    Var::BerespStatus => {
+                        let s = value.as_i64();
+                        if !(100..=65535).contains(&s) || s % 1000 < 100 {
+                            return Err(format!("beresp.status: {s} is out of range"));
+                        }
+                        r.status = s as u16;
+                        r.reason = Bytes::from_static(
+                            lacquer_http::reason_phrase(r.status % 1000).as_bytes(),
+                        );
+                    }
+                    Var::BerespReason => r.reason = Bytes::copy_from_slice(value.as_bytes()),
+                    Var::BerespProto => {}
+                    Var::BerespStorage => {
+                        if let Value::Stevedore(s) = value {
+                            r.storage = Some(s);
+                        }
+                    }
+                    Var::BerespStorageHint => {
+                        r.storage = Some(String::from_utf8_lossy(value.as_bytes()).into())
+                    }
+                    Var::BerespBody => r.body = value.as_bytes().to_vec(),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn unset(&mut self, var: Var) {
+        if var == Var::BereqBody {
+            self.bereq.body_unset = true;
+        }
+    }
+
+    fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
+        match kind {
+            HttpKind::Req | HttpKind::ReqTop => {
+                self.req.and_then(|r| r.head.headers.get(name).cloned())
+            }
+            HttpKind::Bereq => self.bereq.headers.get(name).cloned(),
+            HttpKind::Beresp => self
+                .beresp
+                .as_deref()
+                .and_then(|r| r.headers.get(name).cloned()),
+            _ => None,
+        }
+    }
+
+    fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes> {
+        match kind {
+            HttpKind::Bereq => self.bereq.headers.get_all(name).cloned().collect(),
+            HttpKind::Beresp => self
+                .beresp
+                .as_deref()
+                .map(|r| r.headers.get_all(name).cloned().collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+        match kind {
+            HttpKind::Bereq => self.bereq.headers.set_named(name, value),
+            HttpKind::Beresp => {
+                if let Some(r) = self.beresp.as_deref_mut() {
+                    r.headers.set_named(name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn unset_header(&mut self, kind: HttpKind, name: &str) {
+        match kind {
+            HttpKind::Bereq => self.bereq.headers.remove(name),
+            HttpKind::Beresp => {
+                if let Some(r) = self.beresp.as_deref_mut() {
+                    r.headers.remove(name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn hash_data(&mut self, _data: &[u8]) {}
+
+    fn synthetic(&mut self, data: &[u8]) {
+        if let Some(r) = self.beresp.as_deref_mut() {
+            r.body.extend_from_slice(data);
+        }
+    }
+
+    fn ban(&mut self, _expr: &[u8]) -> Result<(), String> {
+        Err("bans are not supported yet".to_string())
+    }
+
+    fn param(&self, index: usize) -> Value {
+        param_value(&self.sh.params, index)
+    }
+
+    fn storage(&self, name: &str, field: StorageField) -> Value {
+        storage_value(self.sh, name, field)
+    }
+
+    fn healthy(&self, backend: usize) -> bool {
+        self.vcl.healthy(backend)
+    }
+
+    fn log(&mut self, _msg: &[u8]) {}
+
+    fn error(&mut self, msg: &str) {
+        report_error(self.bereq.xid, msg);
+    }
+}

@@ -1,0 +1,489 @@
+//! The client side as VCL sees it: `req.*`, `req_top.*`, `resp.*`,
+//! `obj.*`, `client.*`/`server.*`/`local.*`/`remote.*` and `sess.*` over a
+//! request in flight, the object it found and the response being built.
+
+use crate::request::Req;
+use crate::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_cache::object::{ObjKind, Object};
+use lacquer_http::{Headers, Version};
+use lacquer_vcl::{Host, HttpKind, Method, StorageField, Value, Var};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+/// The response `vcl_deliver` and `vcl_synth` work on. Headers are copied
+/// from the object only when VCL changes them, so a plain hit copies
+/// nothing.
+pub(crate) struct Resp {
+    pub status: u16,
+    pub reason: Bytes,
+    /// `None` while the object's own headers are unchanged.
+    pub headers: Option<Headers>,
+    /// The synthetic body (`vcl_synth`).
+    pub body: Vec<u8>,
+    /// VCL touched Age, Via or X-Varnish: they are in `headers` and the
+    /// writer must not add its own.
+    pub own_delivery_headers: bool,
+    pub hit: bool,
+    pub changed: bool,
+}
+
+/// The reason phrase in an object's stored status line.
+pub(crate) fn obj_reason(obj: &Object) -> Bytes {
+    let line_end = obj.head.iter().position(|&b| b == b'\r').unwrap_or(0);
+    let start = "HTTP/1.1 200 ".len().min(line_end);
+    obj.head.slice(start..line_end)
+}
+
+impl Resp {
+    pub fn for_object(obj: &Object, hit: bool) -> Resp {
+        Resp {
+            status: obj.status,
+            reason: Bytes::new(),
+            headers: None,
+            body: Vec::new(),
+            own_delivery_headers: false,
+            hit,
+            changed: false,
+        }
+    }
+
+    pub fn synthetic(status: u16, reason: Option<Bytes>) -> Resp {
+        let reason = reason.unwrap_or_else(|| {
+            Bytes::from_static(lacquer_http::reason_phrase(status % 1000).as_bytes())
+        });
+        let mut headers = Headers::new();
+        lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
+            headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
+        });
+        headers.append("Server", "Lacquer");
+        Resp {
+            status,
+            reason,
+            headers: Some(headers),
+            body: Vec::new(),
+            own_delivery_headers: false,
+            hit: false,
+            changed: true,
+        }
+    }
+
+    fn headers_mut(&mut self, obj: Option<&Object>) -> &mut Headers {
+        self.changed = true;
+        self.headers
+            .get_or_insert_with(|| obj.map(|o| o.headers.clone()).unwrap_or_default())
+    }
+
+    /// The head to write in place of the object's, when VCL changed it.
+    pub fn head_block(&self, obj: &Object) -> Option<Vec<u8>> {
+        if !self.changed {
+            return None;
+        }
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice((self.status % 1000).to_string().as_bytes());
+        out.push(b' ');
+        if self.reason.is_empty() {
+            out.extend_from_slice(&obj_reason(obj));
+        } else {
+            out.extend_from_slice(&self.reason);
+        }
+        out.extend_from_slice(b"\r\n");
+        match &self.headers {
+            Some(h) => h.write_to(&mut out),
+            None => obj.headers.write_to(&mut out),
+        }
+        Some(out)
+    }
+}
+
+/// Per-connection facts VCL can read.
+#[derive(Clone, Copy)]
+pub(crate) struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+pub(crate) struct ClientHost<'a> {
+    pub method: Method,
+    pub sh: &'a Shared,
+    pub vcl: &'a Loaded,
+    pub req: &'a mut Req,
+    pub conn: ConnInfo,
+    pub hash: Option<&'a mut Vec<u8>>,
+    pub obj: Option<&'a Object>,
+    pub resp: Option<&'a mut Resp>,
+}
+
+fn dur(v: Option<f64>) -> Value {
+    Value::Duration(v.unwrap_or(-1.0))
+}
+
+fn proto_text(v: Version) -> Value {
+    Value::str(match v {
+        Version::Http10 => "HTTP/1.0",
+        Version::Http11 => "HTTP/1.1",
+    })
+}
+
+impl ClientHost<'_> {
+    fn delivery_header(&self, name: &str) -> Option<Bytes> {
+        let resp = self.resp.as_deref()?;
+        let now = lacquer_core::time::now();
+        if name.eq_ignore_ascii_case("age") {
+            return Some(Bytes::from(self.obj.map_or(0, |o| o.age(now)).to_string()));
+        }
+        if name.eq_ignore_ascii_case("x-varnish") {
+            return Some(Bytes::from(match (resp.hit, self.obj) {
+                (true, Some(o)) => format!("{} {}", self.req.xid, o.xid),
+                _ => self.req.xid.to_string(),
+            }));
+        }
+        if name.eq_ignore_ascii_case("via") {
+            return Some(Bytes::copy_from_slice(self.sh.via.as_bytes()));
+        }
+        None
+    }
+
+    /// Moves Age, X-Varnish and Via into the response headers so that VCL
+    /// can change or remove them.
+    fn own_delivery_headers(&mut self) {
+        let Some(resp) = self.resp.as_deref() else {
+            return;
+        };
+        if resp.own_delivery_headers {
+            return;
+        }
+        let values: Vec<(&'static str, Bytes)> = ["Age", "X-Varnish", "Via"]
+            .iter()
+            .filter_map(|n| self.delivery_header(n).map(|v| (*n, v)))
+            .collect();
+        let obj = self.obj;
+        let resp = self.resp.as_deref_mut().expect("checked above");
+        let h = resp.headers_mut(obj);
+        for (n, v) in values {
+            h.set(n, v);
+        }
+        resp.own_delivery_headers = true;
+    }
+
+    fn is_delivery_header(name: &str) -> bool {
+        ["age", "x-varnish", "via"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+    }
+}
+
+impl Host for ClientHost<'_> {
+    fn method(&self) -> Method {
+        self.method
+    }
+
+    fn get(&mut self, var: Var) -> Value {
+        let req = &*self.req;
+        let now = lacquer_core::time::now();
+        let obj = self.obj;
+        match var {
+            Var::ClientIdentity => match &req.identity {
+                Some(id) => Value::Str(id.clone()),
+                None => Value::str(&self.conn.peer.ip().to_canonical().to_string()),
+            },
+            Var::ClientIp | Var::RemoteIp => Value::Ip(Some(self.conn.peer)),
+            Var::ServerIp | Var::LocalIp => Value::Ip(Some(self.conn.local)),
+            Var::ServerHostname => Value::str(&crate::hostname()),
+            Var::ServerIdentity => Value::str(&self.sh.identity),
+            Var::LocalEndpoint => Value::str(&self.conn.local.to_string()),
+            Var::LocalSocket => Value::str("a0"),
+            Var::Req => Value::Http(HttpKind::Req),
+            Var::ReqBackendHint => Value::Backend(req.backend_hint),
+            Var::ReqCanGzip => Value::Bool(req.head.headers.has_token("accept-encoding", "gzip")),
+            Var::ReqEsi => Value::Bool(true),
+            Var::ReqEsiLevel => Value::Int(0),
+            Var::ReqGrace => dur(req.grace),
+            Var::ReqHash => self
+                .hash
+                .as_deref()
+                .map_or(Value::Unset, |h| Value::Blob(Bytes::copy_from_slice(h))),
+            Var::ReqHashAlwaysMiss => Value::Bool(req.hash_always_miss),
+            Var::ReqHashIgnoreBusy => Value::Bool(req.hash_ignore_busy),
+            Var::ReqHashIgnoreVary => Value::Bool(false),
+            Var::ReqIsHitmiss => Value::Bool(req.is_hitmiss),
+            Var::ReqIsHitpass => Value::Bool(req.is_hitpass),
+            Var::ReqMethod | Var::ReqTopMethod => Value::Str(req.head.method.clone()),
+            Var::ReqProto | Var::ReqTopProto => proto_text(req.head.version),
+            Var::ReqRestarts => Value::Int(i64::from(req.restarts)),
+            Var::ReqStorage => req.storage.clone().map_or(Value::Unset, Value::Stevedore),
+            Var::ReqTime | Var::ReqTopTime => Value::Time(req.t_req),
+            Var::ReqTransport => Value::str("HTTP/1"),
+            Var::ReqTtl => dur(req.ttl),
+            Var::ReqUrl | Var::ReqTopUrl => Value::Str(req.head.url.clone()),
+            Var::ReqXid => Value::str(&req.xid.to_string()),
+            Var::SessXid => Value::str(&req.xid.to_string()),
+            Var::Now => Value::Time(now),
+            Var::SessIdleSendTimeout => Value::Duration(
+                req.idle_send_timeout
+                    .unwrap_or(self.sh.params.idle_send_timeout()),
+            ),
+            Var::SessSendTimeout => {
+                Value::Duration(req.send_timeout.unwrap_or(self.sh.params.send_timeout()))
+            }
+            Var::SessTimeoutIdle => Value::Duration(self.sh.params.timeout_idle()),
+            Var::SessTimeoutLinger => Value::Duration(self.sh.params.timeout_linger()),
+            Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now - o.timers().t_origin)),
+            Var::ObjCanEsi => Value::Bool(false),
+            Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
+            Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits.load(Ordering::Relaxed) as i64)),
+            Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
+            Var::ObjProto => Value::str("HTTP/1.1"),
+            Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
+            Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status))),
+            Var::ObjStorage => Value::Stevedore(
+                obj.and_then(|o| o.store_name())
+                    .unwrap_or("Transient")
+                    .into(),
+            ),
+            Var::ObjTime => Value::Time(obj.map_or(now, |o| o.timers().t_origin)),
+            Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now))),
+            Var::ObjUncacheable => {
+                Value::Bool(obj.is_some_and(|o| o.kind != ObjKind::Normal || o.key_is_unset()))
+            }
+            Var::Resp => Value::Http(HttpKind::Resp),
+            Var::RespDoEsi => Value::Bool(false),
+            Var::RespFilters => Value::str(""),
+            Var::RespIsStreaming => Value::Bool(obj.is_some_and(|o| o.body.known_len().is_none())),
+            Var::RespProto => proto_text(Version::Http11),
+            Var::RespReason => match (self.resp.as_deref(), obj) {
+                (Some(r), _) if !r.reason.is_empty() => Value::Str(r.reason.clone()),
+                (_, Some(o)) => Value::Str(obj_reason(o)),
+                _ => Value::Unset,
+            },
+            Var::RespStatus => Value::Int(self.resp.as_deref().map_or(0, |r| i64::from(r.status))),
+            Var::RespTime => Value::Time(now),
+            // Backend-side and write-only variables: the checker keeps
+            // them out of client methods.
+            Var::Bereq
+            | Var::BereqBackend
+            | Var::BereqBetweenBytesTimeout
+            | Var::BereqBody
+            | Var::BereqConnectTimeout
+            | Var::BereqFirstByteTimeout
+            | Var::BereqHash
+            | Var::BereqIsBgfetch
+            | Var::BereqIsHitmiss
+            | Var::BereqIsHitpass
+            | Var::BereqMethod
+            | Var::BereqProto
+            | Var::BereqRetries
+            | Var::BereqTime
+            | Var::BereqUncacheable
+            | Var::BereqUrl
+            | Var::BereqXid
+            | Var::Beresp
+            | Var::BerespAge
+            | Var::BerespBackend
+            | Var::BerespBackendIp
+            | Var::BerespBackendName
+            | Var::BerespBody
+            | Var::BerespDoEsi
+            | Var::BerespDoGunzip
+            | Var::BerespDoGzip
+            | Var::BerespDoStream
+            | Var::BerespFilters
+            | Var::BerespGrace
+            | Var::BerespKeep
+            | Var::BerespProto
+            | Var::BerespReason
+            | Var::BerespStatus
+            | Var::BerespStorage
+            | Var::BerespStorageHint
+            | Var::BerespTime
+            | Var::BerespTtl
+            | Var::BerespUncacheable
+            | Var::BerespWas304
+            | Var::RespBody => Value::Unset,
+        }
+    }
+
+    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+        let req = &mut *self.req;
+        match var {
+            Var::ClientIdentity => req.identity = Some(Bytes::copy_from_slice(value.as_bytes())),
+            Var::ReqBackendHint => {
+                if let Value::Backend(b) = value {
+                    req.backend_hint = b;
+                }
+            }
+            Var::ReqEsi => {}
+            Var::ReqGrace => req.grace = Some(value.as_f64()),
+            Var::ReqTtl => req.ttl = Some(value.as_f64()),
+            Var::ReqHashAlwaysMiss => req.hash_always_miss = value.as_bool(),
+            Var::ReqHashIgnoreBusy => req.hash_ignore_busy = value.as_bool(),
+            Var::ReqHashIgnoreVary => {}
+            Var::ReqMethod => {
+                let m = value.as_bytes();
+                if m.is_empty() || !m.iter().all(|b| b.is_ascii_graphic()) {
+                    return Err("req.method: not a valid method".into());
+                }
+                req.head.method = Bytes::copy_from_slice(m);
+            }
+            Var::ReqUrl => {
+                let u = value.as_bytes();
+                if u.is_empty()
+                    || u.iter()
+                        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+                {
+                    return Err("req.url: not a valid URL".into());
+                }
+                req.head.url = Bytes::copy_from_slice(u);
+            }
+            Var::ReqProto => {
+                req.head.version = if value.as_bytes().eq_ignore_ascii_case(b"HTTP/1.0") {
+                    Version::Http10
+                } else {
+                    Version::Http11
+                }
+            }
+            Var::ReqStorage => {
+                if let Value::Stevedore(s) = value {
+                    req.storage = Some(s);
+                }
+            }
+            Var::SessIdleSendTimeout => req.idle_send_timeout = Some(value.as_f64()),
+            Var::SessSendTimeout => req.send_timeout = Some(value.as_f64()),
+            Var::SessTimeoutIdle | Var::SessTimeoutLinger => {}
+            Var::RespStatus => {
+                let s = value.as_i64();
+                if !(100..=65535).contains(&s) || s % 1000 < 100 {
+                    return Err(format!("resp.status: {s} is out of range"));
+                }
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.status = s as u16;
+                    r.changed = true;
+                    r.reason =
+                        Bytes::from_static(lacquer_http::reason_phrase(r.status % 1000).as_bytes());
+                }
+            }
+            Var::RespReason => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.reason = Bytes::copy_from_slice(value.as_bytes());
+                    r.changed = true;
+                }
+            }
+            Var::RespBody => {
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.body = value.as_bytes().to_vec();
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn unset(&mut self, _var: Var) {}
+
+    fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
+        match kind {
+            HttpKind::Req | HttpKind::ReqTop => self.req.head.headers.get(name).cloned(),
+            HttpKind::Obj => self.obj.and_then(|o| o.headers.get(name).cloned()),
+            HttpKind::Resp => {
+                let resp = self.resp.as_deref()?;
+                if !resp.own_delivery_headers && Self::is_delivery_header(name) {
+                    return self.delivery_header(name);
+                }
+                match &resp.headers {
+                    Some(h) => h.get(name).cloned(),
+                    None => self.obj.and_then(|o| o.headers.get(name).cloned()),
+                }
+            }
+            HttpKind::Bereq | HttpKind::Beresp => None,
+        }
+    }
+
+    fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes> {
+        match kind {
+            HttpKind::Req | HttpKind::ReqTop => {
+                self.req.head.headers.get_all(name).cloned().collect()
+            }
+            HttpKind::Resp => match self.resp.as_deref().and_then(|r| r.headers.as_ref()) {
+                Some(h) => h.get_all(name).cloned().collect(),
+                None => self
+                    .obj
+                    .map(|o| o.headers.get_all(name).cloned().collect())
+                    .unwrap_or_default(),
+            },
+            HttpKind::Obj => self
+                .obj
+                .map(|o| o.headers.get_all(name).cloned().collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+        match kind {
+            HttpKind::Req => self.req.head.headers.set_named(name, value),
+            HttpKind::Resp => {
+                if Self::is_delivery_header(name) {
+                    self.own_delivery_headers();
+                }
+                let obj = self.obj;
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.headers_mut(obj).set_named(name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn unset_header(&mut self, kind: HttpKind, name: &str) {
+        match kind {
+            HttpKind::Req => self.req.head.headers.remove(name),
+            HttpKind::Resp => {
+                if Self::is_delivery_header(name) {
+                    self.own_delivery_headers();
+                }
+                let obj = self.obj;
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.headers_mut(obj).remove(name);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn hash_data(&mut self, data: &[u8]) {
+        if let Some(h) = self.hash.as_deref_mut() {
+            h.extend_from_slice(data);
+            h.push(0);
+        }
+    }
+
+    fn synthetic(&mut self, data: &[u8]) {
+        if let Some(r) = self.resp.as_deref_mut() {
+            r.body.extend_from_slice(data);
+        }
+    }
+
+    fn ban(&mut self, _expr: &[u8]) -> Result<(), String> {
+        Err("bans are not supported yet".to_string())
+    }
+
+    fn param(&self, index: usize) -> Value {
+        param_value(&self.sh.params, index)
+    }
+
+    fn storage(&self, name: &str, field: StorageField) -> Value {
+        storage_value(self.sh, name, field)
+    }
+
+    fn healthy(&self, backend: usize) -> bool {
+        self.vcl.healthy(backend)
+    }
+
+    fn log(&mut self, _msg: &[u8]) {}
+
+    fn error(&mut self, msg: &str) {
+        report_error(self.req.xid, msg);
+    }
+}

@@ -1,0 +1,188 @@
+//! Pipe: after `vcl_pipe`, the client's connection is joined to a fresh
+//! backend connection and bytes flow both ways untouched until either
+//! side closes or nothing moves for `pipe_timeout`.
+
+use crate::backend_host::{self, Bereq};
+use crate::client_host::ConnInfo;
+use crate::io::Client;
+use crate::request::{Outcome, Req};
+use crate::vcl::Loaded;
+use crate::{fetch, Shared};
+use bytes::Bytes;
+use lacquer_core::close::CloseReason;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::ids::next_vxid;
+use lacquer_core::params::Params;
+use lacquer_vcl::{Action, Method};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+/// How a pipe ended.
+pub(crate) enum Piped {
+    Done(Outcome),
+    /// `vcl_pipe` chose a synthetic response instead.
+    Synth(u16, Option<Bytes>),
+}
+
+pub(crate) async fn pipe(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    req: &mut Req,
+    conn: ConnInfo,
+) -> Piped {
+    let mut headers = req.head.headers.clone();
+    headers.remove_hop_by_hop();
+    headers.set("Connection", "close");
+    let mut bereq = Bereq {
+        xid: next_vxid(),
+        method: req.head.method.clone(),
+        url: req.head.url.clone(),
+        version: req.head.version,
+        headers,
+        backend: req.backend_hint,
+        retries: 0,
+        uncacheable: true,
+        is_bgfetch: false,
+        is_hitmiss: false,
+        is_hitpass: false,
+        t_start: lacquer_core::time::now(),
+        hash: Bytes::new(),
+        connect_timeout: None,
+        first_byte_timeout: None,
+        between_bytes_timeout: None,
+        body_unset: false,
+        conn,
+        client_identity: req.identity.clone(),
+    };
+    let action = {
+        let mut host = backend_host::BackendHost {
+            method: Method::Pipe,
+            sh,
+            vcl,
+            bereq: &mut bereq,
+            beresp: None,
+            req: Some(req),
+        };
+        lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
+    };
+    match action {
+        Action::Pipe => {}
+        Action::Synth { status, reason } => return Piped::Synth(status, reason),
+        _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
+    }
+    COUNTERS.inc(Counter::s_pipe);
+    let Some((index, backend)) = fetch::pick_backend(sh, vcl, &mut bereq) else {
+        return Piped::Synth(503, None);
+    };
+    let t = bereq.timeouts(vcl, index, &sh.params);
+    let head = bereq.head(&backend.host_header);
+    let be = match backend.connect(&t, false).await {
+        Ok(be) => be,
+        Err(e) => {
+            fetch::log_fetch_error(bereq.xid, &e);
+            return Piped::Synth(503, None);
+        }
+    };
+    let Some((mut stream, _)) = be.detach() else {
+        return Piped::Synth(503, None);
+    };
+    COUNTERS.add(Counter::s_pipe_hdrbytes, head.len() as u64);
+    // What the client sent past the head (a body, more requests) goes
+    // first, in order.
+    let pending = c.rbuf.split();
+    let write = async {
+        stream.write_all(&head).await?;
+        stream.write_all(&pending).await
+    };
+    if tokio::time::timeout(t.between_bytes, write)
+        .await
+        .map_or(true, |r| r.is_err())
+    {
+        return Piped::Done(Outcome::Close(CloseReason::TxPipe));
+    }
+    COUNTERS.add(Counter::s_pipe_in, pending.len() as u64);
+    let idle = Params::duration(sh.params.pipe_timeout());
+    let started = Instant::now();
+    let last = AtomicU64::new(0);
+    let mut client = Watched {
+        inner: &mut c.stream,
+        last: &last,
+        started,
+    };
+    let mut backend_side = Watched {
+        inner: &mut stream,
+        last: &last,
+        started,
+    };
+    let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
+    let mut copy = std::pin::pin!(copy);
+    loop {
+        match tokio::time::timeout(idle, copy.as_mut()).await {
+            Ok(Ok((to_backend, to_client))) => {
+                COUNTERS.add(Counter::s_pipe_in, to_backend);
+                COUNTERS.add(Counter::s_pipe_out, to_client);
+                break;
+            }
+            Ok(Err(_)) => break,
+            Err(_) => {
+                let quiet_for = started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
+                if quiet_for >= idle.as_millis() as u64 {
+                    break;
+                }
+            }
+        }
+    }
+    Piped::Done(Outcome::Close(CloseReason::TxPipe))
+}
+
+/// A stream that notes when bytes last moved through it.
+struct Watched<'a, S> {
+    inner: &'a mut S,
+    last: &'a AtomicU64,
+    started: Instant,
+}
+
+impl<S> Watched<'_, S> {
+    fn touch(&self) {
+        self.last
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<'_, S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,191 @@
+//! Loaded VCL programs: compiling the `-f` file (or the program `-b`
+//! stands for), making each declared backend, running `vcl_init`, and the
+//! active program every new request starts with. A request keeps the
+//! program it started with to its end, so a switch drops nothing.
+
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_backend::Backend;
+use lacquer_core::params::{Kind, Params};
+use lacquer_vcl::{HttpKind, Method, Program, StorageField, Value, Var};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A compiled program with its backends.
+pub(crate) struct Loaded {
+    pub program: Arc<Program>,
+    /// By the program's backend index; `None` for `backend x none;`.
+    pub backends: Vec<Option<Arc<Backend>>>,
+}
+
+/// Where the program comes from.
+pub enum VclSource {
+    /// `-f file`.
+    File(std::path::PathBuf),
+    /// `-b host:port`: a program holding just that backend.
+    Backend { host: String, port: u16 },
+}
+
+impl VclSource {
+    /// Compiles the program, or returns the compiler's message.
+    pub fn compile(&self, params: &Params) -> Result<Program, String> {
+        let opts = lacquer_vcl::Options {
+            unused_is_error: params.vcc_err_unref(),
+        };
+        let result = match self {
+            VclSource::File(path) => lacquer_vcl::compile_file(path, Vec::new(), &opts),
+            VclSource::Backend { host, port } => {
+                let text = format!(
+                    "vcl 4.1;\nbackend default {{\n    .host = \"{host}\";\n    .port = \"{port}\";\n}}\n"
+                );
+                lacquer_vcl::compile_str("<-b argument>", &text, &opts)
+            }
+        };
+        result.map_err(|f| {
+            format!(
+                "Message from VCC-compiler:\n{}Running VCC-compiler failed\nVCL compilation failed",
+                f.render()
+            )
+        })
+    }
+}
+
+impl Loaded {
+    /// Makes the backends of a compiled program and runs its `vcl_init`.
+    pub fn new(program: Program, params: &Params) -> Result<Loaded, String> {
+        let backends = program
+            .backends
+            .iter()
+            .map(|d| {
+                d.addr.map(|addr| {
+                    let host = d.host_header.clone().unwrap_or_else(|| d.host.clone());
+                    let endpoint = format!("{}:{}", d.host, d.port);
+                    Arc::new(Backend::new(&d.name, &endpoint, addr, &host))
+                })
+            })
+            .collect();
+        let program = Arc::new(program);
+        let loaded = Loaded { program, backends };
+        let mut host = InitHost {
+            params,
+            loaded: &loaded,
+            method: Method::Init,
+        };
+        lacquer_vcl::init(&loaded.program, &mut host)?;
+        Ok(loaded)
+    }
+
+    pub fn backend(&self, index: usize) -> Option<&Arc<Backend>> {
+        self.backends.get(index).and_then(|b| b.as_ref())
+    }
+
+    pub fn healthy(&self, index: usize) -> bool {
+        self.backend(index).is_some()
+    }
+}
+
+impl Shared {
+    /// The program new requests run.
+    pub fn vcl(&self) -> Arc<Loaded> {
+        self.active
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// A parameter as VCL's `param.<name>` reads it.
+pub(crate) fn param_value(params: &Params, index: usize) -> Value {
+    let (kind, raw) = params.raw(index);
+    match kind {
+        Kind::Seconds => Value::Duration(f64::from_bits(raw)),
+        Kind::Bytes => Value::Bytes(raw as f64),
+        Kind::Count => Value::Int(raw.min(i64::MAX as u64) as i64),
+        Kind::Bool => Value::Bool(raw != 0),
+    }
+}
+
+/// `storage.<name>.*` over the cache's stores.
+pub(crate) fn storage_value(sh: &Shared, name: &str, field: StorageField) -> Value {
+    let store = if name == "Transient" {
+        Some(sh.cache.transient().clone())
+    } else {
+        sh.cache.stores().iter().find(|s| s.name() == name).cloned()
+    };
+    let Some(store) = store else {
+        return match field {
+            StorageField::Happy => Value::Bool(false),
+            _ => Value::Bytes(0.0),
+        };
+    };
+    let used = store.used() as f64;
+    match field {
+        StorageField::Happy => Value::Bool(true),
+        StorageField::UsedSpace => Value::Bytes(used),
+        StorageField::FreeSpace => Value::Bytes((store.budget() as f64 - used).max(0.0)),
+    }
+}
+
+static ERR_SECOND: AtomicU64 = AtomicU64::new(0);
+static ERR_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// Reports a VCL runtime error on standard error, at most ten a second.
+pub(crate) fn report_error(xid: u64, msg: &str) {
+    let second = lacquer_core::time::now() as u64;
+    if ERR_SECOND.swap(second, Ordering::Relaxed) != second {
+        ERR_COUNT.store(0, Ordering::Relaxed);
+    }
+    if ERR_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
+        eprintln!("VCL_Error {xid}: {msg}");
+    }
+}
+
+/// The host `vcl_init` runs against: no request, only the program.
+struct InitHost<'a> {
+    params: &'a Params,
+    loaded: &'a Loaded,
+    method: Method,
+}
+
+impl lacquer_vcl::Host for InitHost<'_> {
+    fn method(&self) -> Method {
+        self.method
+    }
+    fn get(&mut self, var: Var) -> Value {
+        match var {
+            Var::Now => Value::Time(lacquer_core::time::now()),
+            Var::ServerHostname | Var::ServerIdentity => Value::str(&crate::hostname()),
+            _ => Value::Unset,
+        }
+    }
+    fn set(&mut self, _var: Var, _value: Value) -> Result<(), String> {
+        Ok(())
+    }
+    fn unset(&mut self, _var: Var) {}
+    fn header(&mut self, _kind: HttpKind, _name: &str) -> Option<Bytes> {
+        None
+    }
+    fn set_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) {}
+    fn unset_header(&mut self, _kind: HttpKind, _name: &str) {}
+    fn header_all(&mut self, _kind: HttpKind, _name: &str) -> Vec<Bytes> {
+        Vec::new()
+    }
+    fn hash_data(&mut self, _data: &[u8]) {}
+    fn synthetic(&mut self, _data: &[u8]) {}
+    fn ban(&mut self, _expr: &[u8]) -> Result<(), String> {
+        Err("bans are not supported yet".to_string())
+    }
+    fn param(&self, index: usize) -> Value {
+        param_value(self.params, index)
+    }
+    fn storage(&self, _name: &str, _field: StorageField) -> Value {
+        Value::Unset
+    }
+    fn healthy(&self, backend: usize) -> bool {
+        self.loaded.healthy(backend)
+    }
+    fn log(&mut self, _msg: &[u8]) {}
+    fn error(&mut self, msg: &str) {
+        eprintln!("vcl_init: {msg}");
+    }
+}
