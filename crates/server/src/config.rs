@@ -54,6 +54,9 @@ pub enum ServeAction {
     Version,
 }
 
+/// Why `-T` and `-S` are refused for now.
+const LATER: &str = "the management interface comes in a later release";
+
 /// The default size of a malloc store.
 pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
 
@@ -288,9 +291,9 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     other => Err(format!("-x {other}: only -x parameter is supported")),
                 }
             }
-            'T' | 'S' => return Err(format!(
-                "-{flag} is not yet supported (the management interface comes in a later release)"
-            )),
+            'T' | 'S' => {
+                return Err(format!("-{flag} is not yet supported ({LATER})"));
+            }
             _ => return Err(format!("unknown option \"-{flag}\"")),
         }
     }
