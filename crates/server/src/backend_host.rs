@@ -184,10 +184,10 @@ pub(crate) fn run(
 }
 
 fn proto_text(v: Version) -> Value {
-    Value::str(match v {
-        Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
-    })
+    Value::Str(Bytes::from_static(match v {
+        Version::Http10 => b"HTTP/1.0",
+        Version::Http11 => b"HTTP/1.1",
+    }))
 }
 
 impl Host for BackendHost<'_> {
@@ -210,7 +210,7 @@ impl Host for BackendHost<'_> {
         }
         let b = &*self.bereq;
         let r = self.beresp.as_deref();
-        let now = lacquer_core::time::now();
+        let now = lacquer_core::time::now;
         let p = &self.sh.params;
         match var {
             Var::ClientIdentity => match &b.client_identity {
@@ -223,7 +223,7 @@ impl Host for BackendHost<'_> {
             Var::ServerIdentity => Value::str(&self.sh.identity),
             Var::LocalEndpoint => Value::str(&b.conn.local.to_string()),
             Var::LocalSocket => Value::str("a0"),
-            Var::Now => Value::Time(now),
+            Var::Now => Value::Time(now()),
             Var::SessXid | Var::BereqXid => Value::str(&b.xid.to_string()),
             Var::Bereq => Value::Http(HttpKind::Bereq),
             Var::BereqBackend => Value::Backend(b.backend),
@@ -271,7 +271,7 @@ impl Host for BackendHost<'_> {
             Var::BerespStorage | Var::BerespStorageHint => r
                 .and_then(|r| r.storage.clone())
                 .map_or(Value::Unset, Value::Stevedore),
-            Var::BerespTime => Value::Time(r.map_or(now, |r| r.t_resp)),
+            Var::BerespTime => Value::Time(r.map_or_else(now, |r| r.t_resp)),
             Var::BerespTtl => {
                 Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
             }

@@ -121,10 +121,10 @@ fn dur(v: Option<f64>) -> Value {
 }
 
 fn proto_text(v: Version) -> Value {
-    Value::str(match v {
-        Version::Http10 => "HTTP/1.0",
-        Version::Http11 => "HTTP/1.1",
-    })
+    Value::Str(Bytes::from_static(match v {
+        Version::Http10 => b"HTTP/1.0",
+        Version::Http11 => b"HTTP/1.1",
+    }))
 }
 
 impl ClientHost<'_> {
@@ -182,7 +182,8 @@ impl Host for ClientHost<'_> {
 
     fn get(&mut self, var: Var) -> Value {
         let req = &*self.req;
-        let now = lacquer_core::time::now();
+        // The clock is read only by the variables that need it.
+        let now = lacquer_core::time::now;
         let obj = self.obj;
         match var {
             Var::ClientIdentity => match &req.identity {
@@ -220,7 +221,7 @@ impl Host for ClientHost<'_> {
             Var::ReqUrl | Var::ReqTopUrl => Value::Str(req.head.url.clone()),
             Var::ReqXid => Value::str(&req.xid.to_string()),
             Var::SessXid => Value::str(&req.xid.to_string()),
-            Var::Now => Value::Time(now),
+            Var::Now => Value::Time(now()),
             Var::SessIdleSendTimeout => Value::Duration(
                 req.idle_send_timeout
                     .unwrap_or(self.sh.params.idle_send_timeout()),
@@ -230,7 +231,7 @@ impl Host for ClientHost<'_> {
             }
             Var::SessTimeoutIdle => Value::Duration(self.sh.params.timeout_idle()),
             Var::SessTimeoutLinger => Value::Duration(self.sh.params.timeout_linger()),
-            Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now - o.timers().t_origin)),
+            Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
             Var::ObjCanEsi => Value::Bool(false),
             Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
             Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits.load(Ordering::Relaxed) as i64)),
@@ -243,8 +244,8 @@ impl Host for ClientHost<'_> {
                     .unwrap_or("Transient")
                     .into(),
             ),
-            Var::ObjTime => Value::Time(obj.map_or(now, |o| o.timers().t_origin)),
-            Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now))),
+            Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
+            Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
             Var::ObjUncacheable => {
                 Value::Bool(obj.is_some_and(|o| o.kind != ObjKind::Normal || o.key_is_unset()))
             }
@@ -259,7 +260,7 @@ impl Host for ClientHost<'_> {
                 _ => Value::Unset,
             },
             Var::RespStatus => Value::Int(self.resp.as_deref().map_or(0, |r| i64::from(r.status))),
-            Var::RespTime => Value::Time(now),
+            Var::RespTime => Value::Time(now()),
             // Backend-side and write-only variables: the checker keeps
             // them out of client methods.
             Var::Bereq
