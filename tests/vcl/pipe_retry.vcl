@@ -1,4 +1,4 @@
-# Pipe for a path, retries of failed fetches, vcl_backend_error building
+# Pipe for a path, endless restarts, hit-for-pass, retries of failed fetches, vcl_backend_error building
 # the error page, and a failing VCL statement.
 vcl 4.1;
 
@@ -10,6 +10,9 @@ backend origin {
 }
 
 sub vcl_recv {
+    if (req.url ~ "^/loop") {
+        return (restart);
+    }
     if (req.url ~ "^/tunnel") {
         return (pipe);
     }
@@ -27,6 +30,9 @@ sub vcl_backend_response {
         return (retry);
     }
     set beresp.http.X-Retries = bereq.retries;
+    if (bereq.url ~ "^/hfp") {
+        return (pass(1m));
+    }
 }
 
 sub vcl_backend_error {

@@ -101,44 +101,36 @@ impl Headers {
 
     /// Replaces every field of that name with one.
     pub fn set(&mut self, name: &'static str, value: impl Into<Bytes>) {
-        let value = value.into();
-        if let Some(pos) = self
-            .list
-            .iter()
-            .position(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
-        {
-            self.list[pos].value = value;
-            let mut i = pos + 1;
-            while i < self.list.len() {
-                if self.list[i].name.eq_ignore_ascii_case(name.as_bytes()) {
-                    self.list.remove(i);
-                } else {
-                    i += 1;
-                }
-            }
-        } else {
-            self.append(Bytes::from_static(name.as_bytes()), value);
-        }
+        self.replace(name, value.into(), |n| Bytes::from_static(n.as_bytes()));
     }
 
     /// Replaces every field of a name known only at run time with one.
     pub fn set_named(&mut self, name: &str, value: Bytes) {
-        if let Some(pos) = self
-            .list
-            .iter()
-            .position(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
-        {
-            self.list[pos].value = value;
-            let mut i = pos + 1;
-            while i < self.list.len() {
-                if self.list[i].name.eq_ignore_ascii_case(name.as_bytes()) {
-                    self.list.remove(i);
-                } else {
-                    i += 1;
+        self.replace(name, value, |n| Bytes::copy_from_slice(n.as_bytes()));
+    }
+
+    /// Puts `value` in the first field of that name and drops the others;
+    /// appends a field (its name made by `make_name`) when there is none.
+    fn replace<'n>(
+        &mut self,
+        name: &'n str,
+        value: Bytes,
+        make_name: impl FnOnce(&'n str) -> Bytes,
+    ) {
+        let same = |h: &Header| h.name.eq_ignore_ascii_case(name.as_bytes());
+        match self.list.iter().position(same) {
+            Some(pos) => {
+                self.list[pos].value = value;
+                let mut i = pos + 1;
+                while i < self.list.len() {
+                    if same(&self.list[i]) {
+                        self.list.remove(i);
+                    } else {
+                        i += 1;
+                    }
                 }
             }
-        } else {
-            self.append(Bytes::copy_from_slice(name.as_bytes()), value);
+            None => self.append(make_name(name), value),
         }
     }
 

@@ -59,6 +59,32 @@ pub(crate) struct Beresp {
 }
 
 impl Bereq {
+    /// A backend request copied from a client request, with the given
+    /// headers; the flags are the caller's to set.
+    pub fn from_req(req: &crate::request::Req, headers: Headers, conn: ConnInfo) -> Bereq {
+        Bereq {
+            xid: lacquer_core::ids::next_vxid(),
+            method: req.head.method.clone(),
+            url: req.head.url.clone(),
+            version: req.head.version,
+            headers,
+            backend: req.backend_hint,
+            retries: 0,
+            uncacheable: false,
+            is_bgfetch: false,
+            is_hitmiss: false,
+            is_hitpass: false,
+            t_start: lacquer_core::time::now(),
+            hash: Bytes::new(),
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            body_unset: false,
+            conn,
+            client_identity: req.identity.clone(),
+        }
+    }
+
     /// The timeouts of this fetch: the backend's own, else the
     /// parameters, unless VCL set them on `bereq`.
     pub fn timeouts(&self, vcl: &Loaded, backend: usize, p: &Params) -> Timeouts {

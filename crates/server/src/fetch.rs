@@ -16,7 +16,6 @@ use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_cache::{Body, FetchSlot, Removal, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_core::ids::next_vxid;
 use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,27 +62,13 @@ pub(crate) fn spawn(
     for name in NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
-    let bereq = Bereq {
-        xid: next_vxid(),
-        method: Bytes::from_static(b"GET"),
-        url: req.head.url.clone(),
-        version: Version::Http11,
-        headers,
-        backend: req.backend_hint,
-        retries: 0,
-        uncacheable: false,
-        is_bgfetch: kind.bgfetch,
-        is_hitmiss: kind.hitmiss,
-        is_hitpass: false,
-        t_start: lacquer_core::time::now(),
-        hash: Bytes::copy_from_slice(key),
-        connect_timeout: None,
-        first_byte_timeout: None,
-        between_bytes_timeout: None,
-        body_unset: true,
-        conn,
-        client_identity: req.identity.clone(),
-    };
+    let mut bereq = Bereq::from_req(req, headers, conn);
+    bereq.method = Bytes::from_static(b"GET");
+    bereq.version = Version::Http11;
+    bereq.is_bgfetch = kind.bgfetch;
+    bereq.is_hitmiss = kind.hitmiss;
+    bereq.hash = Bytes::copy_from_slice(key);
+    bereq.body_unset = true;
     let sh = sh.clone();
     let vcl = vcl.clone();
     tokio::spawn(async move {

@@ -15,7 +15,6 @@ use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_vcl::{Action, Method};
@@ -37,27 +36,10 @@ pub(crate) async fn pass(
     if chunked_body {
         headers.set("Transfer-Encoding", "chunked");
     }
-    let mut bereq = Bereq {
-        xid: next_vxid(),
-        method: req.head.method.clone(),
-        url: req.head.url.clone(),
-        version: Version::Http11,
-        headers,
-        backend: req.backend_hint,
-        retries: 0,
-        uncacheable: true,
-        is_bgfetch: false,
-        is_hitmiss: false,
-        is_hitpass: req.is_hitpass,
-        t_start: lacquer_core::time::now(),
-        hash: Bytes::new(),
-        connect_timeout: None,
-        first_byte_timeout: None,
-        between_bytes_timeout: None,
-        body_unset: false,
-        conn,
-        client_identity: req.identity.clone(),
-    };
+    let mut bereq = Bereq::from_req(req, headers, conn);
+    bereq.version = Version::Http11;
+    bereq.uncacheable = true;
+    bereq.is_hitpass = req.is_hitpass;
     let keep = req.head.keep_alive();
     let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
     let is_head = req.is_head();

@@ -11,7 +11,6 @@ use crate::{fetch, Shared};
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_vcl::{Action, Method};
 use std::pin::Pin;
@@ -38,27 +37,8 @@ pub(crate) async fn pipe(
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     headers.set("Connection", "close");
-    let mut bereq = Bereq {
-        xid: next_vxid(),
-        method: req.head.method.clone(),
-        url: req.head.url.clone(),
-        version: req.head.version,
-        headers,
-        backend: req.backend_hint,
-        retries: 0,
-        uncacheable: true,
-        is_bgfetch: false,
-        is_hitmiss: false,
-        is_hitpass: false,
-        t_start: lacquer_core::time::now(),
-        hash: Bytes::new(),
-        connect_timeout: None,
-        first_byte_timeout: None,
-        between_bytes_timeout: None,
-        body_unset: false,
-        conn,
-        client_identity: req.identity.clone(),
-    };
+    let mut bereq = Bereq::from_req(req, headers, conn);
+    bereq.uncacheable = true;
     let action = {
         let mut host = backend_host::BackendHost {
             method: Method::Pipe,
