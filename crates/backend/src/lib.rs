@@ -11,7 +11,7 @@ pub use conn::{BodyReader, Conn};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -76,6 +76,38 @@ pub struct Backend {
     pub req: AtomicU64,
     /// Connections now open to it (`VBE.*.conn`).
     pub conn: AtomicU64,
+    /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
+    admin: AtomicU8,
+    /// When the health last changed, as the bits of an `f64` epoch time.
+    changed: AtomicU64,
+}
+
+/// How a backend's health is decided (`backend.set_health`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminHealth {
+    /// By its probe; healthy when it has none.
+    Auto = 0,
+    Healthy = 1,
+    Sick = 2,
+}
+
+impl AdminHealth {
+    pub fn parse(word: &str) -> Option<AdminHealth> {
+        match word {
+            "auto" => Some(AdminHealth::Auto),
+            "healthy" => Some(AdminHealth::Healthy),
+            "sick" => Some(AdminHealth::Sick),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminHealth::Auto => "probe",
+            AdminHealth::Healthy => "healthy",
+            AdminHealth::Sick => "sick",
+        }
+    }
 }
 
 impl Backend {
@@ -88,7 +120,39 @@ impl Backend {
             idle: Mutex::new(Vec::new()),
             req: AtomicU64::new(0),
             conn: AtomicU64::new(0),
+            admin: AtomicU8::new(AdminHealth::Auto as u8),
+            changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
         }
+    }
+
+    /// The health override in force.
+    pub fn admin_health(&self) -> AdminHealth {
+        match self.admin.load(Ordering::Relaxed) {
+            1 => AdminHealth::Healthy,
+            2 => AdminHealth::Sick,
+            _ => AdminHealth::Auto,
+        }
+    }
+
+    /// Overrides the health, or hands it back to the probe with `Auto`.
+    pub fn set_admin_health(&self, health: AdminHealth) {
+        let before = self.healthy();
+        self.admin.store(health as u8, Ordering::Relaxed);
+        if before != self.healthy() {
+            self.changed
+                .store(lacquer_core::time::now().to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether requests may be sent to it. Without a probe, a backend is
+    /// healthy unless it has been set sick.
+    pub fn healthy(&self) -> bool {
+        self.admin_health() != AdminHealth::Sick
+    }
+
+    /// When the health last changed (epoch seconds).
+    pub fn last_change(&self) -> f64 {
+        f64::from_bits(self.changed.load(Ordering::Relaxed))
     }
 
     /// A connection: an idle pooled one if a live one is there, else new.

@@ -131,6 +131,8 @@ param_table! {
         "Timeout before unused backend connections are closed.";
     between_bytes_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait between two reads of a backend response body before the fetch fails.";
+    cli_limit: Bytes, "48k", "bytes", min Some("128b"), max Some("99999999b"),
+        "Maximum size of a management interface response. A longer one is cut at this size and its status is 201 (truncated).";
     connect_timeout: Seconds, "3.5", "seconds", min Some("0"), max None,
         "How long to wait for a backend connection to be established.";
     default_grace: Seconds, "10", "seconds", min Some("0"), max None,
@@ -276,6 +278,25 @@ impl Params {
         }
     }
 
+    /// Puts a parameter back to its default.
+    pub fn reset(&self, name: &str) -> Result<(), ParamError> {
+        let (_, spec) = Self::lookup(name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        self.set(name, spec.default)
+    }
+
+    /// Whether a parameter has its default value, by table index.
+    pub fn is_default(&self, index: usize) -> bool {
+        let spec = &PARAMS[index];
+        spec.kind.parse(spec.default).ok() == Some(self.values[index].load(Ordering::Relaxed))
+    }
+
+    /// A parameter's value as text, by table index.
+    pub fn show_index(&self, index: usize) -> String {
+        PARAMS[index]
+            .kind
+            .format(self.values[index].load(Ordering::Relaxed))
+    }
+
     /// The current value of a parameter, as text.
     pub fn show(&self, name: &str) -> Option<String> {
         let (index, spec) = Self::lookup(name)?;
@@ -297,6 +318,19 @@ impl Params {
             return Duration::ZERO;
         }
         Duration::from_secs_f64(seconds.clamp(0.0, 1e9))
+    }
+}
+
+impl ParamSpec {
+    /// The default as `param.show` prints values.
+    pub fn default_shown(&self) -> String {
+        self.kind
+            .format(self.kind.parse(self.default).unwrap_or_default())
+    }
+
+    /// A bound as `param.show` prints values.
+    pub fn bound_shown(&self, bound: &str) -> String {
+        self.kind.format(self.kind.parse(bound).unwrap_or_default())
     }
 }
 
@@ -363,6 +397,12 @@ mod tests {
         assert!(p.set("http_range_support", "perhaps").is_err());
         assert!(p.set_pair("default_ttl").is_err());
         assert_eq!(p.show("http_range_support").unwrap(), "on");
+        let (ttl, _) = Params::lookup("default_ttl").unwrap();
+        assert!(!p.is_default(ttl));
+        p.reset("default_ttl").unwrap();
+        assert!(p.is_default(ttl));
+        assert_eq!(p.show_index(ttl), "120.000");
+        assert!(p.reset("nosuch").is_err());
     }
 
     #[test]

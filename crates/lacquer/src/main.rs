@@ -1,5 +1,8 @@
 //! `lacquer`: the one binary. `lacquer serve …` runs the accelerator with
-//! varnishd's flags; later subcommands (log, stat, adm, test) join it here.
+//! varnishd's flags; `lacquer adm …` manages it as varnishadm does; later
+//! subcommands (log, stat, test) join them here.
+
+mod adm;
 
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
@@ -8,14 +11,17 @@ const USAGE: &str =
     "usage: lacquer serve [-a address[:port]] (-b host[:port] | -f file.vcl) [-n workdir]
                      [-s [name=]malloc[,size]] [-t default_ttl] [-p param=value]
                      [-i identity] [-P pidfile] [-F]
+                     [-T address[:port] | -T none] [-S secretfile | -S none]
        lacquer serve -C -f file.vcl
        lacquer serve -x parameter
-       lacquer serve -V";
+       lacquer serve -V
+       lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
+        Some("adm") => adm::main(&args[1..]),
         Some("-V") | Some("--version") => {
             println!("lacquer {}", lacquer_core::VERSION);
             ExitCode::SUCCESS

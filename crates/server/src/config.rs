@@ -1,6 +1,6 @@
 //! The `lacquer serve` command line, read the way varnishd reads its own:
-//! `-a -b -f -C -n -s -t -p -i -F -x -V -P`, with `-T -S` reserved. Every
-//! mistake is one clear line and exit status 2.
+//! `-a -b -f -C -n -s -t -p -i -F -x -V -P -T -S`. Every mistake is one
+//! clear line and exit status 2.
 
 use lacquer_core::params::Params;
 use lacquer_core::units::parse_bytes;
@@ -41,6 +41,21 @@ pub struct ServeConfig {
     pub params: Params,
     pub identity: String,
     pub pid_file: Option<PathBuf>,
+    /// `-T`: where the management interface listens; `None` for `-T none`.
+    pub mgmt_listen: Option<Vec<SocketAddr>>,
+    pub secret: SecretSpec,
+}
+
+/// `-S`: how management clients prove who they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSpec {
+    /// No `-S`: a random secret is written to `_.secret` in the work
+    /// directory, as varnishd does.
+    Generate,
+    /// `-S none`: no authentication.
+    Disabled,
+    /// `-S file`.
+    File(PathBuf),
 }
 
 /// What the command line asks for.
@@ -54,8 +69,29 @@ pub enum ServeAction {
     Version,
 }
 
-/// Why `-T` and `-S` are refused for now.
-const LATER: &str = "the management interface comes in a later release";
+/// The management address when `-T` is not given, as varnishd's.
+pub const DEFAULT_MGMT: &str = "localhost:0";
+
+/// Parses `-T address[:port]`; a missing port is 0 (any free port).
+pub fn parse_mgmt(spec: &str) -> Result<Option<Vec<SocketAddr>>, String> {
+    if spec == "none" {
+        return Ok(None);
+    }
+    let (host, port) = split_host_port(spec).map_err(|e| format!("-T {spec}: {e}"))?;
+    let port = match port {
+        Some(p) => parse_port(&p, spec).map_err(|e| format!("-T {e}"))?,
+        None => 0,
+    };
+    let host = if host.is_empty() { "localhost" } else { &host };
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|_| format!("-T {spec}: cannot resolve \"{host}\""))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("-T {spec}: \"{host}\" has no address"));
+    }
+    Ok(Some(addrs))
+}
 
 /// The default size of a malloc store.
 pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
@@ -232,6 +268,8 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut transient_budget = None;
     let mut identity = None;
     let mut pid_file = None;
+    let mut mgmt = DEFAULT_MGMT.to_string();
+    let mut secret = SecretSpec::Generate;
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -291,8 +329,12 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     other => Err(format!("-x {other}: only -x parameter is supported")),
                 }
             }
-            'T' | 'S' => {
-                return Err(format!("-{flag} is not yet supported ({LATER})"));
+            'T' => mgmt = value,
+            'S' => {
+                secret = match value.as_str() {
+                    "none" => SecretSpec::Disabled,
+                    path => SecretSpec::File(PathBuf::from(path)),
+                }
             }
             _ => return Err(format!("unknown option \"-{flag}\"")),
         }
@@ -337,6 +379,8 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         params,
         identity: identity.unwrap_or_else(hostname),
         pid_file,
+        mgmt_listen: parse_mgmt(&mgmt)?,
+        secret,
     });
     Ok(if compile_only {
         ServeAction::Compile(cfg)
@@ -401,7 +445,7 @@ mod tests {
             "-b 127.0.0.1:8080 -Z",
             "-b 127.0.0.1:8080 -s file,/tmp/x,1g",
             "-b 127.0.0.1:8080 -f x.vcl",
-            "-b 127.0.0.1:8080 -T :6082",
+            "-b 127.0.0.1:8080 -T :99999",
             "-a :6081",
             "-b",
         ] {
@@ -436,6 +480,22 @@ mod tests {
             Ok(ServeAction::DescribeParams)
         ));
         assert!(matches!(parse_args(&args("-V")), Ok(ServeAction::Version)));
+    }
+
+    #[test]
+    fn management_flags() {
+        let c = run("-b 127.0.0.1:1").unwrap();
+        assert!(c.mgmt_listen.unwrap().iter().all(|a| a.port() == 0));
+        assert_eq!(c.secret, SecretSpec::Generate);
+        let c = run("-b 127.0.0.1:1 -T 127.0.0.1:6082 -S /etc/lacquer/secret").unwrap();
+        assert_eq!(
+            c.mgmt_listen.unwrap(),
+            vec!["127.0.0.1:6082".parse().unwrap()]
+        );
+        assert_eq!(c.secret, SecretSpec::File("/etc/lacquer/secret".into()));
+        let c = run("-b 127.0.0.1:1 -T none -S none").unwrap();
+        assert!(c.mgmt_listen.is_none());
+        assert_eq!(c.secret, SecretSpec::Disabled);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Start-up and the run loop: the work directory, the listening sockets
-//! (reported as they are bound, so port 0 can be used), the runtime with
-//! one worker per core, the accept loops and the once-a-second
-//! housekeeping (expiry, idle backend connections, uptime).
+//! (reported as they are bound, so port 0 can be used), the management
+//! interface, the runtime with one worker per core, the accept loops and
+//! the once-a-second housekeeping (expiry, idle backend connections,
+//! uptime).
 
 use crate::config::ServeConfig;
-use crate::vcl::Loaded;
+use crate::mgmt::{self, Mgmt};
+use crate::vcl::{Loaded, Registry};
 use crate::{session, Shared};
 use lacquer_cache::store::Store;
 use lacquer_cache::Cache;
@@ -57,8 +59,30 @@ fn bind_all(cfg: &ServeConfig) -> Result<Vec<(String, std::net::TcpListener)>, S
     Ok(out)
 }
 
+/// Binds the `-T` addresses. A name like `localhost` may stand for
+/// addresses of families the machine lacks; those are skipped if another
+/// one binds.
+fn bind_mgmt(cfg: &ServeConfig) -> Result<Vec<std::net::TcpListener>, String> {
+    let Some(addrs) = &cfg.mgmt_listen else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut last_error = None;
+    for addr in addrs {
+        match bind(*addr, 16) {
+            Ok(l) => out.push(l),
+            Err(e) => last_error = Some(format!("Could not bind to {addr} (-T): {e}")),
+        }
+    }
+    match (out.is_empty(), last_error) {
+        (true, Some(e)) => Err(e),
+        _ => Ok(out),
+    }
+}
+
 /// Runs the daemon until the process is stopped.
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
+    crate::panics::install_hook();
     std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
         format!(
             "Cannot create work directory {}: {e}",
@@ -70,6 +94,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
     }
     let listeners = bind_all(&cfg)?;
+    let mgmt_listeners = bind_mgmt(&cfg)?;
+    let (secret, secret_path) = mgmt::load_secret(&cfg.secret, &cfg.workdir)?;
+    let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     let workers = match cfg.params.workers() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n as usize,
@@ -87,38 +114,51 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .collect();
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
     let program = cfg.vcl.compile(&cfg.params)?;
-    let loaded = Loaded::new(program, &cfg.params)?;
-    COUNTERS.set(Counter::n_vcl, 1);
-    COUNTERS.set(Counter::n_vcl_avail, 1);
-    COUNTERS.set(Counter::n_backend, loaded.backends.len() as u64);
+    let loaded = Arc::new(Loaded::new("boot", program, &cfg.params)?);
+    let registry = Registry::new(loaded.clone());
+    registry.count();
     let shared = Arc::new(Shared {
         params: cfg.params,
         cache,
-        active: std::sync::RwLock::new(Arc::new(loaded)),
+        active: std::sync::RwLock::new(loaded),
+        vcls: std::sync::Mutex::new(registry),
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
         identity: cfg.identity,
     });
+    let workdir = cfg.workdir.clone();
+    let handle = runtime.handle().clone();
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
-        let mut tokio_listeners = Vec::new();
+        let mut client_listeners = Vec::new();
         for (name, l) in listeners {
             let local = l.local_addr().map_err(|e| e.to_string())?;
-            let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Listen {name} {} {}", local.ip(), local.port());
-            tokio_listeners.push((l, local));
+            client_listeners.push((l, local));
+        }
+        let mut mgmt_addrs = Vec::new();
+        let mut mgmt_tokio = Vec::new();
+        for l in mgmt_listeners {
+            let local = l.local_addr().map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "Management {} {}", local.ip(), local.port());
+            mgmt_addrs.push(local);
+            mgmt_tokio.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
+        }
+        mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
+        let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
+        mgmt.start()?;
+        for l in mgmt_tokio {
+            tokio::spawn(mgmt.clone().serve(l));
         }
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
         drop(out);
-        for (listener, local) in tokio_listeners {
-            tokio::spawn(accept_loop(shared.clone(), listener, local));
-        }
         housekeeping(shared).await;
         Ok(())
     })
 }
 
-async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, local: SocketAddr) {
+/// Accepts client connections until the task is aborted (`stop`).
+pub(crate) async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, local: SocketAddr) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -143,8 +183,14 @@ async fn housekeeping(sh: Arc<Shared>) {
         let now = lacquer_core::time::now();
         sh.cache.expire(now);
         let idle = Params::duration(sh.params.backend_idle_timeout());
-        for b in sh.vcl().backends.iter().flatten() {
-            b.reap(idle);
+        let loaded: Vec<Arc<Loaded>> = {
+            let reg = sh.vcls.lock().unwrap_or_else(|p| p.into_inner());
+            reg.entries.iter().map(|e| e.loaded.clone()).collect()
+        };
+        for l in loaded {
+            for b in l.backends.iter().flatten() {
+                b.reap(idle);
+            }
         }
         COUNTERS.set(Counter::uptime, started.elapsed().as_secs());
     }

@@ -94,7 +94,10 @@ pub(crate) fn pick_backend(
     };
     let target = host.bereq.backend;
     let index = vcl.program.resolve(target, &mut host)?;
-    vcl.backend(index).cloned().map(|b| (index, b))
+    vcl.backend(index)
+        .filter(|b| b.healthy())
+        .cloned()
+        .map(|b| (index, b))
 }
 
 /// The response as `vcl_backend_response` first sees it.

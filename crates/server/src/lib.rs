@@ -11,6 +11,8 @@ mod daemon;
 mod deliver;
 mod fetch;
 mod io;
+mod mgmt;
+mod panics;
 mod pass;
 mod pipe;
 mod request;
@@ -24,7 +26,7 @@ pub use vcl::VclSource;
 use lacquer_cache::Cache;
 use lacquer_core::params::Params;
 use lacquer_http::{RequestLimits, ResponseLimits};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// State shared by every session and fetch.
 pub(crate) struct Shared {
@@ -32,6 +34,8 @@ pub(crate) struct Shared {
     pub cache: Arc<Cache>,
     /// The VCL program new requests start with.
     pub active: RwLock<Arc<vcl::Loaded>>,
+    /// Every loaded program; `vcl.use` changes `active` under this lock.
+    pub vcls: Mutex<vcl::Registry>,
     /// `-i`, or the host name.
     pub identity: String,
     /// The value this node adds to `Via`: `1.1 <identity> (Lacquer/x.y)`.

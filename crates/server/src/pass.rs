@@ -1,24 +1,38 @@
 //! Pass: the request goes to the backend as the client sent it (less
 //! hop-by-hop headers) through `vcl_backend_fetch`, its body streamed
 //! through, and the response, after `vcl_backend_response`, streams back
-//! to this one client without touching the cache. Failures go through
-//! `vcl_backend_error`.
+//! to this one client without touching the cache, after `vcl_deliver` has
+//! seen its head. Failures go through `vcl_backend_error`, and the error
+//! object goes back to the client state machine for `vcl_deliver`.
 
 use crate::backend_host::{self, Bereq, Beresp};
-use crate::client_host::ConnInfo;
-use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
+use crate::client_host::{ClientHost, ConnInfo, Resp};
+use crate::deliver::{self, DeliveryHeaders, WireBody};
 use crate::io::{Client, SendClock};
 use crate::request::{Outcome, Req};
 use crate::vcl::Loaded;
 use crate::{fetch, synth, Shared};
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
+use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
+
+/// How a pass ended, and what the client state machine does next.
+pub(crate) enum Passed {
+    /// The response was streamed to the client.
+    Done(Outcome),
+    /// No response came through: deliver this error object.
+    Object(Arc<Object>),
+    /// `vcl_deliver` asked for these instead.
+    Synth(u16, Option<Bytes>),
+    Restart,
+    Fail,
+}
 
 /// Passes one request to the backend and its response to the client.
 pub(crate) async fn pass(
@@ -27,7 +41,7 @@ pub(crate) async fn pass(
     vcl: &Arc<Loaded>,
     req: &mut Req,
     conn: ConnInfo,
-) -> Outcome {
+) -> Passed {
     COUNTERS.inc(Counter::s_fetch);
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
@@ -47,11 +61,7 @@ pub(crate) async fn pass(
         let failure: (u16, Option<Bytes>) = 'attempt: {
             match backend_host::run(Method::BackendFetch, sh, vcl, &mut bereq, None) {
                 Action::Fetch => {}
-                Action::Abandon => {
-                    let obj = synth::fetch_failed(req.xid);
-                    let d = Delivery { hit: false, keep };
-                    return deliver::object(c, sh, req, &obj, d, None).await;
-                }
+                Action::Abandon => return Passed::Object(synth::fetch_failed(req.xid)),
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
@@ -63,7 +73,7 @@ pub(crate) async fn pass(
                 // VCL dropped the body: read it off the connection and
                 // send none.
                 if let Err(reason) = crate::request::consume_body(c, sh, req).await {
-                    return Outcome::Close(reason);
+                    return Passed::Done(Outcome::Close(reason));
                 }
                 bereq.headers.remove("content-length");
                 bereq.headers.remove("transfer-encoding");
@@ -80,12 +90,12 @@ pub(crate) async fn pass(
                         .await
                         .is_err()
                     {
-                        return Outcome::Close(CloseReason::TxError);
+                        return Passed::Done(Outcome::Close(CloseReason::TxError));
                     }
                 }
                 match send_with_body(c, sh, req, &backend, &head, &t, chunked_body).await {
                     Ok(r) => r,
-                    Err(outcome) => return outcome,
+                    Err(outcome) => return Passed::Done(outcome),
                 }
             };
             let (be, resp) = match result {
@@ -115,7 +125,13 @@ pub(crate) async fn pass(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
-            return stream_response(c, sh, req, &bereq, beresp, &resp, be, &t, keep).await;
+            let backend = Backend {
+                bereq: &bereq,
+                resp: &resp,
+                conn: be,
+                timeouts: &t,
+            };
+            return stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await;
         };
         let now = lacquer_core::time::now();
         let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
@@ -130,38 +146,79 @@ pub(crate) async fn pass(
                 beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
             }
         }
-        let obj = fetch::error_object(&beresp, bereq.xid);
-        let d = Delivery { hit: false, keep };
-        return deliver::object(c, sh, req, &obj, d, None).await;
+        return Passed::Object(fetch::error_object(&beresp, bereq.xid));
     }
 }
 
-/// Writes the (VCL-amended) response head and streams the body through.
+/// The backend side of a response being passed.
+struct Backend<'a, 'b> {
+    bereq: &'a Bereq,
+    resp: &'a ResponseHead,
+    conn: Conn<'b>,
+    timeouts: &'a lacquer_backend::Timeouts,
+}
+
+/// Runs `vcl_deliver` on the response head, writes it and streams the
+/// body through.
 #[allow(clippy::too_many_arguments)]
 async fn stream_response(
     c: &mut Client,
     sh: &Arc<Shared>,
-    req: &Req,
-    bereq: &Bereq,
+    vcl: &Loaded,
+    req: &mut Req,
+    conn: ConnInfo,
     beresp: Beresp,
-    resp: &ResponseHead,
-    mut be: Conn<'_>,
-    t: &lacquer_backend::Timeouts,
+    backend: Backend<'_, '_>,
     keep: bool,
-) -> Outcome {
+) -> Passed {
+    let Backend {
+        bereq,
+        resp,
+        conn: mut be,
+        timeouts: t,
+    } = backend;
+    let mut vresp = Resp {
+        status: beresp.status,
+        reason: beresp.reason,
+        headers: Some(beresp.headers),
+        body: Vec::new(),
+        own_delivery_headers: false,
+        hit: false,
+        changed: true,
+    };
+    let mut host = ClientHost {
+        method: Method::Deliver,
+        sh,
+        vcl,
+        req,
+        conn,
+        hash: None,
+        obj: None,
+        resp: Some(&mut vresp),
+    };
+    match lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host) {
+        Action::Deliver => {}
+        Action::Synth { status, reason } => return Passed::Synth(status, reason),
+        Action::Restart => return Passed::Restart,
+        _ => {
+            COUNTERS.inc(Counter::vcl_fail);
+            return Passed::Fail;
+        }
+    }
     let is_head = req.is_head();
     let now = beresp.t_resp;
-    let skip: &[&str] = if is_head {
-        &["age"]
-    } else {
-        &["content-length", "age"]
+    let skip: &[&str] = match (is_head, vresp.own_delivery_headers) {
+        (true, false) => &["age"],
+        (true, true) => &[],
+        (false, false) => &["content-length", "age"],
+        (false, true) => &["content-length"],
     };
-    let status = beresp.status % 1000;
+    let status = vresp.status % 1000;
     let amended = ResponseHead {
         version: beresp.version,
         status,
-        reason: beresp.reason,
-        headers: beresp.headers,
+        reason: vresp.reason,
+        headers: vresp.headers.unwrap_or_default(),
         framing: resp.framing,
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
@@ -196,7 +253,7 @@ async fn stream_response(
             body: wire,
             keep,
             http10,
-            own: false,
+            own: vresp.own_delivery_headers,
         },
     );
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
@@ -208,7 +265,7 @@ async fn stream_response(
         ),
     );
     if c.write_head_and(&[], &clock).await.is_err() {
-        return Outcome::Close(CloseReason::TxError);
+        return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
     let chunked = wire == WireBody::Chunked;
     let mut reader = be.body(if bodyless {
@@ -228,7 +285,7 @@ async fn stream_response(
                     c.write_parts(&[&piece], &clock).await
                 };
                 if r.is_err() {
-                    return Outcome::Close(CloseReason::TxError);
+                    return Passed::Done(Outcome::Close(CloseReason::TxError));
                 }
                 COUNTERS.add(Counter::s_resp_bodybytes, piece.len() as u64);
             }
@@ -236,7 +293,7 @@ async fn stream_response(
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
                 fetch::log_fetch_error(bereq.xid, &e);
-                return Outcome::Close(CloseReason::TxError);
+                return Passed::Done(Outcome::Close(CloseReason::TxError));
             }
         }
     }
@@ -246,14 +303,14 @@ async fn stream_response(
             .await
             .is_err()
     {
-        return Outcome::Close(CloseReason::TxError);
+        return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
-    match (keep, wire) {
+    Passed::Done(match (keep, wire) {
         (true, _) => Outcome::KeepAlive,
         (false, WireBody::Close) => Outcome::Close(CloseReason::TxEof),
         (false, _) if http10 => Outcome::Close(CloseReason::ReqHttp10),
         _ => Outcome::Close(CloseReason::ReqClose),
-    }
+    })
 }
 
 /// Sends a request head and streams the client's body after it, then

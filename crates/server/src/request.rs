@@ -383,7 +383,21 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     match cx.call(Method::Pass, req, None, None, None) {
         Action::Fetch => {
             COUNTERS.inc(Counter::s_pass);
-            Step::Done(pass::pass(c, cx.sh, cx.vcl, req, cx.conn).await)
+            match pass::pass(c, cx.sh, cx.vcl, req, cx.conn).await {
+                pass::Passed::Done(outcome) => Step::Done(outcome),
+                pass::Passed::Object(obj) => {
+                    let keep = match consume_body(c, cx.sh, req).await {
+                        Ok(keep) => keep,
+                        Err(reason) => return Step::Done(Outcome::Close(reason)),
+                    };
+                    deliver_step(c, cx, req, obj, false, keep).await
+                }
+                pass::Passed::Synth(status, reason) => {
+                    synth_after_body(c, cx, req, status, reason).await
+                }
+                pass::Passed::Restart => Step::Restart,
+                pass::Passed::Fail => failed(c, cx, req).await,
+            }
         }
         Action::Synth { status, reason } => synth_after_body(c, cx, req, status, reason).await,
         Action::Restart => Step::Restart,

@@ -1,7 +1,9 @@
 //! Loaded VCL programs: compiling the `-f` file (or the program `-b`
-//! stands for), making each declared backend, running `vcl_init`, and the
-//! active program every new request starts with. A request keeps the
-//! program it started with to its end, so a switch drops nothing.
+//! stands for, or a `vcl.load`/`vcl.inline` from the management
+//! interface), making each declared backend, running `vcl_init`, the
+//! registry of loaded programs by name, and the active program every new
+//! request starts with. A request keeps the program it started with to its
+//! end, so a switch drops nothing.
 
 use crate::Shared;
 use bytes::Bytes;
@@ -13,6 +15,8 @@ use std::sync::Arc;
 
 /// A compiled program with its backends.
 pub(crate) struct Loaded {
+    /// The name it was loaded under (`boot` for the start-up program).
+    pub name: String,
     pub program: Arc<Program>,
     /// By the program's backend index; `None` for `backend x none;`.
     pub backends: Vec<Option<Arc<Backend>>>,
@@ -24,6 +28,8 @@ pub enum VclSource {
     File(std::path::PathBuf),
     /// `-b host:port`: a program holding just that backend.
     Backend { host: String, port: u16 },
+    /// `vcl.inline`: the program text itself.
+    Inline(String),
 }
 
 impl VclSource {
@@ -40,6 +46,7 @@ impl VclSource {
                 );
                 lacquer_vcl::compile_str("<-b argument>", &text, &opts)
             }
+            VclSource::Inline(text) => lacquer_vcl::compile_str("<vcl.inline>", text, &opts),
         };
         result.map_err(|f| {
             format!(
@@ -52,7 +59,7 @@ impl VclSource {
 
 impl Loaded {
     /// Makes the backends of a compiled program and runs its `vcl_init`.
-    pub fn new(program: Program, params: &Params) -> Result<Loaded, String> {
+    pub fn new(name: &str, program: Program, params: &Params) -> Result<Loaded, String> {
         let backends = program
             .backends
             .iter()
@@ -65,7 +72,11 @@ impl Loaded {
             })
             .collect();
         let program = Arc::new(program);
-        let loaded = Loaded { program, backends };
+        let loaded = Loaded {
+            name: name.to_string(),
+            program,
+            backends,
+        };
         let mut host = InitHost {
             params,
             loaded: &loaded,
@@ -80,7 +91,81 @@ impl Loaded {
     }
 
     pub fn healthy(&self, index: usize) -> bool {
-        self.backend(index).is_some()
+        self.backend(index).is_some_and(|b| b.healthy())
+    }
+}
+
+/// What `vcl.state` asked for: `auto` lets the daemon decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VclState {
+    Auto,
+    Cold,
+    Warm,
+}
+
+impl VclState {
+    pub fn parse(word: &str) -> Option<VclState> {
+        match word {
+            "auto" => Some(VclState::Auto),
+            "cold" => Some(VclState::Cold),
+            "warm" => Some(VclState::Warm),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VclState::Auto => "auto",
+            VclState::Cold => "cold",
+            VclState::Warm => "warm",
+        }
+    }
+}
+
+/// One loaded program, by name.
+pub(crate) struct VclEntry {
+    pub loaded: Arc<Loaded>,
+    pub state: VclState,
+}
+
+/// Every loaded program, in load order, and which one is active.
+pub(crate) struct Registry {
+    pub entries: Vec<VclEntry>,
+    pub active: String,
+}
+
+impl Registry {
+    pub fn new(first: Arc<Loaded>) -> Registry {
+        let active = first.name.clone();
+        Registry {
+            entries: vec![VclEntry {
+                loaded: first,
+                state: VclState::Auto,
+            }],
+            active,
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<&VclEntry> {
+        self.entries.iter().find(|e| e.loaded.name == name)
+    }
+
+    /// Sets the VCL counters from the registry.
+    pub fn count(&self) {
+        use lacquer_core::counters::{Counter, COUNTERS};
+        COUNTERS.set(Counter::n_vcl, self.entries.len() as u64);
+        let warm = self
+            .entries
+            .iter()
+            .filter(|e| e.state != VclState::Cold || e.loaded.name == self.active)
+            .count();
+        COUNTERS.set(Counter::n_vcl_avail, warm as u64);
+        let backends: usize = self
+            .entries
+            .iter()
+            .map(|e| e.loaded.backends.iter().flatten().count())
+            .sum();
+        COUNTERS.set(Counter::n_backend, backends as u64);
     }
 }
 

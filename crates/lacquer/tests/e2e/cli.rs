@@ -75,12 +75,8 @@ fn bad_arguments_exit_2_with_one_line() {
             "only one of -b and -f",
         ),
         (
-            &["serve", "-b", "127.0.0.1:1", "-T", "127.0.0.1:6082"][..],
-            "not yet supported",
-        ),
-        (
-            &["serve", "-b", "127.0.0.1:1", "-S", "/etc/secret"][..],
-            "not yet supported",
+            &["serve", "-b", "127.0.0.1:1", "-T", "127.0.0.1:99999"][..],
+            "99999",
         ),
         (&["serve"][..], "backend"),
     ] {
@@ -90,6 +86,30 @@ fn bad_arguments_exit_2_with_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_missing_secret_file_stops_start_up() {
+    let dir = std::env::temp_dir().join(format!("lacquer-e2e-nosecret-{}", std::process::id()));
+    let (code, out, err) = lacquer(&[
+        "serve",
+        "-a",
+        "127.0.0.1:0",
+        "-b",
+        "127.0.0.1:1",
+        "-n",
+        dir.to_str().unwrap(),
+        "-S",
+        "/nonexistent/secret",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 1);
+    assert!(!out.contains("Child launched OK"));
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("Cannot open -S file (/nonexistent/secret)"),
+        "{err}"
+    );
 }
 
 #[test]

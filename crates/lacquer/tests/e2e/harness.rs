@@ -15,7 +15,9 @@ static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 pub struct Lacquer {
     child: Child,
     pub addr: SocketAddr,
-    workdir: PathBuf,
+    /// The management interface (`-T`), if it is on.
+    pub mgmt: Option<SocketAddr>,
+    pub workdir: PathBuf,
 }
 
 impl Lacquer {
@@ -59,11 +61,16 @@ impl Lacquer {
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
+        let mut mgmt = None;
         for line in lines.by_ref() {
             let line = line.expect("stdout readable");
             if let Some(rest) = line.strip_prefix("Listen ") {
                 let parts: Vec<&str> = rest.split_whitespace().collect();
                 addr = Some(format!("{}:{}", parts[1], parts[2]).parse().unwrap());
+            }
+            if let Some(rest) = line.strip_prefix("Management ") {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                mgmt.get_or_insert(format!("{}:{}", parts[0], parts[1]).parse().unwrap());
             }
             if line == "Child launched OK" {
                 break;
@@ -74,8 +81,30 @@ impl Lacquer {
         Lacquer {
             child,
             addr: addr.expect("lacquer reported its address"),
+            mgmt,
             workdir,
         }
+    }
+
+    /// A logged-in management connection, with the secret the daemon
+    /// wrote to its work directory.
+    pub fn cli(&self) -> lacquer_cli::Client {
+        let secret = std::fs::read(self.workdir.join("_.secret")).expect("secret file");
+        let addr = self.mgmt.expect("management interface on").to_string();
+        lacquer_cli::Client::connect(&addr, Some(&secret), Duration::from_secs(20))
+            .expect("management login")
+    }
+
+    /// One management command on a fresh connection: status and body.
+    pub fn cli_run(&self, line: &str) -> (u16, String) {
+        self.cli().send_line(line).expect("management command")
+    }
+
+    /// Runs a management command that must succeed; its body.
+    pub fn cli_ok(&self, line: &str) -> String {
+        let (status, body) = self.cli_run(line);
+        assert_eq!(status, 200, "{line}: {body}");
+        body
     }
 
     pub fn connect(&self) -> Client {

@@ -6,6 +6,7 @@ mod cache;
 mod cli;
 mod client_side;
 mod harness;
+mod mgmt;
 mod origin;
 mod storage;
 mod vcl;

@@ -1,0 +1,404 @@
+//! The command table (names, syntax, help, argument counts) and the
+//! commands that are not about VCL: ping, status, banner, help, pid,
+//! start/stop, quit, param.*, panic.* and storage.list.
+
+use super::{json, Mgmt, Reply};
+use lacquer_cli::status;
+use lacquer_core::params::{Kind, Params, PARAMS};
+
+/// One command: how it is written, what it does, how many arguments.
+pub(crate) struct CmdSpec {
+    pub name: &'static str,
+    pub syntax: &'static str,
+    pub help: &'static str,
+    pub min: usize,
+    /// `None`: no upper bound.
+    pub max: Option<usize>,
+}
+
+macro_rules! commands {
+    ($( $name:literal, $syntax:literal, $min:literal, $max:expr, $help:literal; )*) => {
+        pub(crate) static COMMANDS: &[CmdSpec] = &[
+            $( CmdSpec { name: $name, syntax: $syntax, help: $help, min: $min, max: $max }, )*
+        ];
+    };
+}
+
+commands! {
+    "auth", "auth <response>", 1, Some(1), "Authenticate.";
+    "backend.list", "backend.list [-j] [-p] [<backend_pattern>]", 0, Some(3),
+        "List backends.\n-p also shows probe status.\n-j specifies JSON output.";
+    "backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", 2, Some(2),
+        "Set health status of backend(s) matching <backend_pattern>.";
+    "banner", "banner", 0, Some(0), "Print welcome banner.";
+    "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";
+    "panic.clear", "panic.clear [-z]", 0, Some(1), "Clear the last panic, if any.";
+    "panic.show", "panic.show [-j]", 0, Some(1), "Return the last panic, if any.";
+    "param.reset", "param.reset <param>", 1, Some(1), "Reset parameter to default value.";
+    "param.set", "param.set [-j] <param> <value>", 2, Some(3), "Set parameter value.";
+    "param.show", "param.show [-l|-j] [<param>|changed]", 0, Some(2),
+        "Show parameters and their values.\nThe long form with -l shows documentation, minimum, maximum and default values.";
+    "pid", "pid [-j]", 0, Some(1), "Show the pid of the process.";
+    "ping", "ping [-j] [<timestamp>]", 0, Some(2), "Keep connection alive.";
+    "quit", "quit", 0, Some(0), "Close connection.";
+    "start", "start", 0, Some(0), "Start accepting client connections.";
+    "status", "status [-j]", 0, Some(1), "Check status of the cache.";
+    "stop", "stop", 0, Some(0), "Stop accepting client connections.";
+    "storage.list", "storage.list [-j]", 0, Some(1), "List storage devices.";
+    "vcl.discard", "vcl.discard <name_pattern>...", 1, None,
+        "Unload the named configurations (when possible).";
+    "vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", 2, Some(3),
+        "Compile and load the VCL data under the name provided.";
+    "vcl.list", "vcl.list [-j]", 0, Some(1), "List all loaded configuration.";
+    "vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", 2, Some(3),
+        "Compile and load the VCL file under the name provided.";
+    "vcl.show", "vcl.show [-v] [<configname>]", 0, Some(2),
+        "Display the source code for the specified configuration.";
+    "vcl.state", "vcl.state <configname> [auto|cold|warm]", 2, Some(2),
+        "Force the state of the named configuration.";
+    "vcl.use", "vcl.use <configname>", 1, Some(1),
+        "Switch to the named configuration immediately.";
+}
+
+pub(crate) fn unknown() -> Reply {
+    Reply::with(
+        status::UNKNOWN,
+        "Unknown request.\nType 'help' for more info.\n",
+    )
+}
+
+pub(crate) fn banner() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "-----------------------------\nLacquer CLI 1.0\n-----------------------------\n\
+         {},{},{},-smalloc\nlacquer-{}\n\n\
+         Type 'help' for command list.\nType 'quit' to close CLI session.\n",
+        std::env::consts::OS,
+        release.trim(),
+        std::env::consts::ARCH,
+        lacquer_core::VERSION
+    )
+}
+
+impl Mgmt {
+    /// Runs one authenticated command.
+    pub(crate) fn execute(&self, args: &[String]) -> Reply {
+        let Some(spec) = COMMANDS.iter().find(|c| c.name == args[0]) else {
+            return unknown();
+        };
+        let n = args.len() - 1;
+        if n < spec.min {
+            return Reply::with(status::TOOFEW, "Too few parameters\n");
+        }
+        if spec.max.is_some_and(|max| n > max) {
+            return Reply::with(status::TOOMANY, "Too many parameters\n");
+        }
+        let json = args.get(1).is_some_and(|a| a == "-j");
+        match spec.name {
+            "auth" => Reply::ok(banner()),
+            "banner" => Reply::ok(banner()),
+            "help" => help(args),
+            "ping" => {
+                let pong = format!("PONG {} 1.0", lacquer_core::time::now() as u64);
+                if json {
+                    Reply::ok(format!(
+                        "{} {}\n]\n",
+                        json::head(2, args),
+                        json::string(&pong)
+                    ))
+                } else {
+                    Reply::ok(pong)
+                }
+            }
+            "pid" => {
+                let pid = std::process::id();
+                if json {
+                    Reply::ok(format!(
+                        "{} {{\"master\": {pid}, \"worker\": {pid}}}\n]\n",
+                        json::head(2, args)
+                    ))
+                } else {
+                    Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
+                }
+            }
+            "quit" => Reply {
+                status: status::CLOSE,
+                body: "Closing CLI connection".to_string(),
+                close: true,
+            },
+            "status" => {
+                let state = if self.running() { "running" } else { "stopped" };
+                if json {
+                    Reply::ok(format!(
+                        "{} {}\n]\n",
+                        json::head(2, args),
+                        json::string(state)
+                    ))
+                } else {
+                    Reply::ok(format!("Child in state {state}"))
+                }
+            }
+            "start" => match self.start() {
+                Ok(true) => Reply::ok(""),
+                Ok(false) => Reply::with(status::CANT, "Child in state running"),
+                Err(e) => Reply::with(status::CANT, e),
+            },
+            "stop" => {
+                if self.stop() {
+                    Reply::ok("")
+                } else {
+                    Reply::with(status::CANT, "Child in state stopped")
+                }
+            }
+            "param.show" => self.param_show(args),
+            "param.set" => {
+                let rest = if json { &args[2..] } else { &args[1..] };
+                if rest.len() != 2 {
+                    return Reply::with(status::TOOFEW, "Too few parameters\n");
+                }
+                self.param_set(&rest[0], &rest[1])
+            }
+            "param.reset" => {
+                let spec = Params::lookup(&args[1]).map(|(_, s)| s);
+                match spec {
+                    None => {
+                        Reply::with(status::PARAM, format!("Unknown parameter \"{}\".", args[1]))
+                    }
+                    Some(spec) => self.param_set(&args[1], spec.default),
+                }
+            }
+            "panic.show" => match crate::panics::last() {
+                None => Reply::with(
+                    status::CANT,
+                    "Child has not panicked or panic has been cleared",
+                ),
+                Some((when, text)) if json => Reply::ok(format!(
+                    "{} {}\n]\n",
+                    json::head(2, args),
+                    json::string(&format!("Panic at: {}\n{text}", http_date(when)))
+                )),
+                Some((when, text)) => Reply::ok(format!("Panic at: {}\n{text}", http_date(when))),
+            },
+            "panic.clear" => {
+                if args.len() == 2 && args[1] != "-z" {
+                    return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
+                }
+                if crate::panics::clear() {
+                    Reply::ok("")
+                } else {
+                    Reply::with(status::CANT, "No panic to clear")
+                }
+            }
+            "storage.list" => self.storage_list(json, args),
+            _ => self.execute_vcl(spec.name, args, json),
+        }
+    }
+
+    fn param_set(&self, name: &str, value: &str) -> Reply {
+        use lacquer_core::params::ParamError;
+        match self.sh.params.set(name, value) {
+            Ok(()) => Reply::ok(""),
+            Err(ParamError::Unknown(_)) => {
+                Reply::with(status::PARAM, format!("Unknown parameter \"{name}\"."))
+            }
+            Err(ParamError::Invalid { reason, .. }) => Reply::with(
+                status::PARAM,
+                format!("{reason}\n\n(attempting to set param '{name}' to '{value}')"),
+            ),
+        }
+    }
+
+    fn param_show(&self, args: &[String]) -> Reply {
+        let mut long = false;
+        let mut json_out = false;
+        let mut what = None;
+        for a in &args[1..] {
+            match a.as_str() {
+                "-l" => long = true,
+                "-j" => json_out = true,
+                _ if what.is_none() => what = Some(a.as_str()),
+                _ => return Reply::with(status::TOOMANY, "Too many parameters\n"),
+            }
+        }
+        if long && json_out {
+            return Reply::with(status::PARAM, "-l and -j cannot both be given\n");
+        }
+        let p = &self.sh.params;
+        let selected: Vec<usize> = match what {
+            None => (0..PARAMS.len()).collect(),
+            Some("changed") => (0..PARAMS.len()).filter(|&i| !p.is_default(i)).collect(),
+            Some(name) => match Params::lookup(name) {
+                Some((i, _)) => {
+                    long = true;
+                    vec![i]
+                }
+                None => {
+                    return Reply::with(status::PARAM, format!("Unknown parameter \"{name}\"."))
+                }
+            },
+        };
+        if json_out {
+            let items: Vec<String> = selected.iter().map(|&i| param_json(p, i)).collect();
+            let body = if items.is_empty() {
+                "\n]\n".to_string()
+            } else {
+                format!("\n{}\n]\n", items.join(",\n"))
+            };
+            return Reply::ok(format!("{}{body}", json::head(2, args)));
+        }
+        let mut out = String::new();
+        for i in selected {
+            if long {
+                param_long(&mut out, p, i);
+            } else {
+                out.push_str(&format!("{:<29} {}\n", PARAMS[i].name, value_shown(p, i)));
+            }
+        }
+        Reply::ok(out)
+    }
+
+    fn storage_list(&self, json_out: bool, args: &[String]) -> Reply {
+        let mut names: Vec<String> = self
+            .sh
+            .cache
+            .stores()
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect();
+        names.push("Transient".to_string());
+        if json_out {
+            let items: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    format!(
+                        "  {{\"name\": {}, \"storage\": \"malloc\"}}",
+                        json::string(&format!("storage.{n}"))
+                    )
+                })
+                .collect();
+            return Reply::ok(format!(
+                "{}\n{}\n]\n",
+                json::head(2, args),
+                items.join(",\n")
+            ));
+        }
+        let mut out = "Storage devices:\n".to_string();
+        for n in names {
+            out.push_str(&format!("\tstorage.{n} = malloc\n"));
+        }
+        Reply::ok(out)
+    }
+}
+
+fn help(args: &[String]) -> Reply {
+    let json_out = args.get(1).is_some_and(|a| a == "-j");
+    let topic = args[1..].iter().find(|a| *a != "-j");
+    let selected: Vec<&CmdSpec> = match topic {
+        Some(name) => match COMMANDS.iter().find(|c| c.name == name.as_str()) {
+            Some(c) => vec![c],
+            None => return unknown(),
+        },
+        None => COMMANDS.iter().collect(),
+    };
+    if json_out {
+        let items: Vec<String> = selected
+            .iter()
+            .map(|c| {
+                format!(
+                    "  {{\"request\": {}, \"syntax\": {}, \"help\": {}, \"minarg\": {}, \"maxarg\": {}}}",
+                    json::string(c.name),
+                    json::string(c.syntax),
+                    json::string(c.help),
+                    c.min,
+                    c.max.map_or(-1, |m| m as i64)
+                )
+            })
+            .collect();
+        return Reply::ok(format!(
+            "{}\n{}\n]\n",
+            json::head(2, args),
+            items.join(",\n")
+        ));
+    }
+    let mut out = String::new();
+    if let (Some(_), [c]) = (topic, selected.as_slice()) {
+        out.push_str(&format!("{}\n{}\n", c.syntax, c.help));
+    } else {
+        for c in selected {
+            out.push_str(c.syntax);
+            out.push('\n');
+        }
+    }
+    Reply::ok(out)
+}
+
+fn units_shown(i: usize) -> &'static str {
+    match PARAMS[i].kind {
+        Kind::Bool => "bool",
+        _ => PARAMS[i].units,
+    }
+}
+
+fn value_shown(p: &Params, i: usize) -> String {
+    let mut v = p.show_index(i);
+    let units = units_shown(i);
+    if !units.is_empty() {
+        v.push_str(&format!(" [{units}]"));
+    }
+    if p.is_default(i) {
+        v.push_str(" (default)");
+    }
+    v
+}
+
+fn param_long(out: &mut String, p: &Params, i: usize) {
+    let spec = &PARAMS[i];
+    out.push_str(spec.name);
+    out.push('\n');
+    out.push_str(&format!("        Value is: {}\n", value_shown(p, i)));
+    if !p.is_default(i) {
+        out.push_str(&format!("        Default is: {}\n", spec.default_shown()));
+    }
+    if let Some(min) = spec.min {
+        out.push_str(&format!("        Minimum is: {}\n", spec.bound_shown(min)));
+    }
+    if let Some(max) = spec.max {
+        out.push_str(&format!("        Maximum is: {}\n", spec.bound_shown(max)));
+    }
+    out.push('\n');
+    let mut line = String::new();
+    for word in spec.doc.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > 64 {
+            out.push_str(&format!("        {line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("        {line}\n"));
+    }
+    out.push('\n');
+}
+
+fn param_json(p: &Params, i: usize) -> String {
+    let spec = &PARAMS[i];
+    let bound =
+        |b: Option<&str>| b.map_or("null".to_string(), |b| json::string(&spec.bound_shown(b)));
+    format!(
+        "  {{\n    \"name\": {},\n    \"implemented\": true,\n    \"value\": {},\n    \"units\": {},\n    \"default\": {},\n    \"minimum\": {},\n    \"maximum\": {},\n    \"description\": {}\n  }}",
+        json::string(spec.name),
+        json::string(&p.show_index(i)),
+        json::string(units_shown(i)),
+        json::string(&spec.default_shown()),
+        bound(spec.min),
+        bound(spec.max),
+        json::string(spec.doc)
+    )
+}
+
+pub(crate) fn http_date(t: f64) -> String {
+    lacquer_core::time::http_date(t)
+}

@@ -1,0 +1,42 @@
+//! The `-j` output of management commands: an array opening with the
+//! format version, the command's arguments and the time, then the data.
+
+/// A JSON string literal.
+pub(crate) fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `[ version, [args…], time,` — the caller appends its data and `\n]\n`.
+pub(crate) fn head(version: u32, args: &[String]) -> String {
+    let args: Vec<String> = args.iter().map(|a| string(a)).collect();
+    format!(
+        "[ {version}, [{}], {:.3},",
+        args.join(", "),
+        lacquer_core::time::now()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped() {
+        assert_eq!(string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+        assert!(head(2, &["status".into(), "-j".into()]).starts_with("[ 2, [\"status\", \"-j\"], "));
+    }
+}

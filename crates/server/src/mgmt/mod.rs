@@ -1,0 +1,286 @@
+//! The management interface (`-T`, `-S`): a TCP listener speaking
+//! Varnish's CLI protocol, the challenge-response login, the work-directory
+//! file that tells `lacquer adm -n` where to connect, and the "child" —
+//! the client listeners — that `start` and `stop` switch on and off.
+//! The commands themselves are in `commands` and `vcl_cmds`.
+
+mod commands;
+mod json;
+mod vcl_cmds;
+
+use crate::Shared;
+use lacquer_cli::{frame, new_challenge, status, CommandReader, Input};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// The largest command (here documents included) a client may send.
+const MAX_COMMAND: usize = 16 << 20;
+
+/// A response about to be framed.
+pub(crate) struct Reply {
+    pub status: u16,
+    pub body: String,
+    /// Close the connection once it is sent.
+    pub close: bool,
+}
+
+impl Reply {
+    pub fn ok(body: impl Into<String>) -> Reply {
+        Reply::with(status::OK, body)
+    }
+
+    pub fn with(status: u16, body: impl Into<String>) -> Reply {
+        Reply {
+            status,
+            body: body.into(),
+            close: false,
+        }
+    }
+}
+
+/// The client listeners, accepting or not.
+struct Child {
+    listeners: Vec<(std::net::TcpListener, SocketAddr)>,
+    accepting: Vec<JoinHandle<()>>,
+}
+
+/// The management side of the daemon.
+pub(crate) struct Mgmt {
+    pub sh: Arc<Shared>,
+    /// The secret file's contents; `None` with `-S none`.
+    secret: Option<Vec<u8>>,
+    child: Mutex<Child>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Mgmt {
+    pub fn new(
+        sh: Arc<Shared>,
+        secret: Option<Vec<u8>>,
+        listeners: Vec<(std::net::TcpListener, SocketAddr)>,
+        runtime: tokio::runtime::Handle,
+    ) -> Arc<Mgmt> {
+        Arc::new(Mgmt {
+            sh,
+            secret,
+            child: Mutex::new(Child {
+                listeners,
+                accepting: Vec::new(),
+            }),
+            runtime,
+        })
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn running(&self) -> bool {
+        !self.child().accepting.is_empty()
+    }
+
+    /// Starts accepting clients; false if already accepting.
+    pub fn start(&self) -> Result<bool, String> {
+        let mut child = self.child();
+        if !child.accepting.is_empty() {
+            return Ok(false);
+        }
+        let _guard = self.runtime.enter();
+        let mut tasks = Vec::new();
+        for (l, local) in &child.listeners {
+            let dup = l.try_clone().map_err(|e| format!("Cannot start: {e}"))?;
+            let listener = TcpListener::from_std(dup).map_err(|e| format!("Cannot start: {e}"))?;
+            tasks.push(self.runtime.spawn(crate::daemon::accept_loop(
+                self.sh.clone(),
+                listener,
+                *local,
+            )));
+        }
+        child.accepting = tasks;
+        Ok(true)
+    }
+
+    /// Stops accepting clients (the sockets stay bound, so the addresses
+    /// are kept for `start`); false if not accepting. Connections already
+    /// accepted finish their work; the cache is kept.
+    pub fn stop(&self) -> bool {
+        let mut child = self.child();
+        if child.accepting.is_empty() {
+            return false;
+        }
+        for task in child.accepting.drain(..) {
+            task.abort();
+        }
+        true
+    }
+
+    /// Serves management connections on `listener` until the process ends.
+    pub async fn serve(self: Arc<Mgmt>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(self.clone().session(stream));
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    }
+
+    async fn session(self: Arc<Mgmt>, mut stream: TcpStream) {
+        let mut challenge = None;
+        let greeting = match &self.secret {
+            None => Reply::ok(commands::banner()),
+            Some(_) => match new_challenge() {
+                Ok(c) => {
+                    let r = Reply::with(status::AUTH, format!("{c}\n\nAuthentication required.\n"));
+                    challenge = Some(c);
+                    r
+                }
+                Err(e) => Reply::with(status::CLOSE, format!("No randomness: {e}\n")),
+            },
+        };
+        if self.send(&mut stream, &greeting).await.is_err() || greeting.status == status::CLOSE {
+            return;
+        }
+        let mut reader = CommandReader::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            while let Some(input) = reader.next_input() {
+                let reply = match input {
+                    Input::Syntax(e) => Reply::with(
+                        status::SYNTAX,
+                        format!(
+                            "Unknown request.\nType 'help' for more info.\nSyntax Error: {e}\n"
+                        ),
+                    ),
+                    Input::Command(args) if challenge.is_some() => {
+                        self.unauthenticated(&args, &mut challenge)
+                    }
+                    Input::Command(args) => {
+                        let me = self.clone();
+                        tokio::task::spawn_blocking(move || me.execute(&args))
+                            .await
+                            .unwrap_or_else(|e| {
+                                Reply::with(status::CANT, format!("Command failed: {e}\n"))
+                            })
+                    }
+                };
+                if self.send(&mut stream, &reply).await.is_err() || reply.close {
+                    return;
+                }
+            }
+            if reader.pending() > MAX_COMMAND {
+                let r = Reply::with(status::COMMS, "Command too long\n");
+                let _ = self.send(&mut stream, &r).await;
+                return;
+            }
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => reader.push(&buf[..n]),
+            }
+        }
+    }
+
+    /// Before the login only `auth`, `ping` and `quit` are known.
+    fn unauthenticated(&self, args: &[String], challenge: &mut Option<String>) -> Reply {
+        match args[0].as_str() {
+            "auth" if args.len() == 2 => {
+                let expected = lacquer_cli::auth_response(
+                    challenge.as_deref().unwrap_or(""),
+                    self.secret.as_deref().unwrap_or(b""),
+                );
+                if constant_time_eq(expected.as_bytes(), args[1].as_bytes()) {
+                    *challenge = None;
+                    Reply::ok(commands::banner())
+                } else {
+                    Reply {
+                        status: status::CLOSE,
+                        body: String::new(),
+                        close: true,
+                    }
+                }
+            }
+            "ping" | "quit" => self.execute(args),
+            _ => commands::unknown(),
+        }
+    }
+
+    async fn send(&self, stream: &mut TcpStream, reply: &Reply) -> std::io::Result<()> {
+        let limit = self.sh.params.cli_limit() as usize;
+        let bytes = if reply.body.len() > limit {
+            let mut end = limit;
+            while !reply.body.is_char_boundary(end) {
+                end -= 1;
+            }
+            frame(status::TRUNCATED, &reply.body[..end])
+        } else {
+            frame(reply.status, &reply.body)
+        };
+        stream.write_all(&bytes).await
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads the `-S` file, or makes `_.secret` in the work directory.
+pub(crate) fn load_secret(
+    spec: &crate::config::SecretSpec,
+    workdir: &Path,
+) -> Result<(Option<Vec<u8>>, Option<std::path::PathBuf>), String> {
+    use crate::config::SecretSpec;
+    match spec {
+        SecretSpec::Disabled => Ok((None, None)),
+        SecretSpec::File(path) => std::fs::read(path)
+            .map(|s| (Some(s), Some(path.clone())))
+            .map_err(|e| format!("Cannot open -S file ({}): {e}", path.display())),
+        SecretSpec::Generate => {
+            let path = workdir.join("_.secret");
+            let random = lacquer_cli::random_bytes(32)
+                .map_err(|e| format!("Cannot read random bytes for the secret: {e}"))?;
+            let mut text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            text.push('\n');
+            write_private(&path, text.as_bytes())
+                .map_err(|e| format!("Cannot write {}: {e}", path.display()))?;
+            Ok((Some(text.into_bytes()), Some(path)))
+        }
+    }
+}
+
+fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(data)
+}
+
+/// The file `lacquer adm -n` reads: one `T host port` line per management
+/// address and an `S path` line (`S none` without authentication).
+pub(crate) const ADDRESS_FILE: &str = "_.mgmt";
+
+pub(crate) fn write_address_file(
+    workdir: &Path,
+    addrs: &[SocketAddr],
+    secret: Option<&Path>,
+) -> Result<(), String> {
+    let mut text = String::new();
+    for a in addrs {
+        text.push_str(&format!("T {} {}\n", a.ip(), a.port()));
+    }
+    match secret {
+        Some(p) => text.push_str(&format!("S {}\n", p.display())),
+        None => text.push_str("S none\n"),
+    }
+    let path = workdir.join(ADDRESS_FILE);
+    std::fs::write(&path, text).map_err(|e| format!("Cannot write {}: {e}", path.display()))
+}

@@ -1,0 +1,369 @@
+//! The commands about loaded programs and their backends: vcl.load,
+//! vcl.inline, vcl.use, vcl.discard, vcl.list, vcl.show, vcl.state,
+//! backend.list and backend.set_health.
+
+use super::{json, Mgmt, Reply};
+use crate::vcl::{Loaded, VclEntry, VclSource, VclState};
+use lacquer_backend::{AdminHealth, Backend};
+use lacquer_cli::status;
+use std::sync::Arc;
+
+/// Shell-style matching with `*` and `?`, as backend and VCL patterns use.
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Why a name cannot name a VCL, if it cannot.
+fn bad_name(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() => {}
+        _ => return Some("VCL name must start with alpha".to_string()),
+    }
+    chars
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        .map(|c| format!("Illegal character in VCL name ('{c}')"))
+}
+
+fn no_such(name: &str) -> Reply {
+    Reply::with(status::PARAM, format!("No VCL named {name} known\n"))
+}
+
+impl Mgmt {
+    fn registry(&self) -> std::sync::MutexGuard<'_, crate::vcl::Registry> {
+        self.sh.vcls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn execute_vcl(&self, name: &str, args: &[String], json_out: bool) -> Reply {
+        match name {
+            "vcl.load" => self.vcl_load(
+                &args[1],
+                VclSource::File(args[2].clone().into()),
+                args.get(3),
+            ),
+            "vcl.inline" => {
+                self.vcl_load(&args[1], VclSource::Inline(args[2].clone()), args.get(3))
+            }
+            "vcl.use" => self.vcl_use(&args[1]),
+            "vcl.discard" => self.vcl_discard(&args[1..]),
+            "vcl.list" => self.vcl_list(json_out, args),
+            "vcl.show" => self.vcl_show(args),
+            "vcl.state" => self.vcl_state(&args[1], &args[2]),
+            "backend.list" => self.backend_list(args),
+            "backend.set_health" => self.backend_set_health(&args[1], &args[2]),
+            _ => super::commands::unknown(),
+        }
+    }
+
+    fn vcl_load(&self, name: &str, source: VclSource, state: Option<&String>) -> Reply {
+        if let Some(e) = bad_name(name) {
+            return Reply::with(status::PARAM, e);
+        }
+        let state = match state.map(|s| VclState::parse(s)) {
+            None => VclState::Auto,
+            Some(Some(s)) => s,
+            Some(None) => {
+                return Reply::with(status::PARAM, "State must be one of auto, cold or warm.")
+            }
+        };
+        if self.registry().find(name).is_some() {
+            return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
+        }
+        let program = match source.compile(&self.sh.params) {
+            Ok(p) => p,
+            Err(e) => return Reply::with(status::PARAM, e),
+        };
+        let warnings: String = program
+            .warnings
+            .iter()
+            .map(|w| format!("Warning: {w}\n"))
+            .collect();
+        let loaded = match Loaded::new(name, program, &self.sh.params) {
+            Ok(l) => Arc::new(l),
+            Err(e) => return Reply::with(status::PARAM, format!("vcl_init failed: {e}\n")),
+        };
+        let mut reg = self.registry();
+        if reg.find(name).is_some() {
+            return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
+        }
+        reg.entries.push(VclEntry { loaded, state });
+        reg.count();
+        Reply::ok(warnings)
+    }
+
+    fn vcl_use(&self, name: &str) -> Reply {
+        let mut reg = self.registry();
+        let Some(entry) = reg.entries.iter_mut().find(|e| e.loaded.name == name) else {
+            return no_such(name);
+        };
+        if entry.state == VclState::Cold {
+            entry.state = VclState::Auto;
+        }
+        let loaded = entry.loaded.clone();
+        *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded;
+        reg.active = name.to_string();
+        reg.count();
+        Reply::ok(format!("VCL '{name}' now active"))
+    }
+
+    fn vcl_discard(&self, patterns: &[String]) -> Reply {
+        let mut reg = self.registry();
+        let mut doomed = Vec::new();
+        for pat in patterns {
+            let matched: Vec<String> = reg
+                .entries
+                .iter()
+                .map(|e| e.loaded.name.clone())
+                .filter(|n| glob(pat, n))
+                .collect();
+            if matched.is_empty() {
+                return no_such(pat);
+            }
+            if let Some(active) = matched.iter().find(|n| **n == reg.active) {
+                return Reply::with(
+                    status::CANT,
+                    format!("Cannot discard active VCL program {active}\n"),
+                );
+            }
+            doomed.extend(matched);
+        }
+        // Requests still running the program keep it alive until they end.
+        reg.entries.retain(|e| !doomed.contains(&e.loaded.name));
+        reg.count();
+        Reply::ok("")
+    }
+
+    fn vcl_list(&self, json_out: bool, args: &[String]) -> Reply {
+        let reg = self.registry();
+        let rows: Vec<(&str, &str, &str, usize, &str)> = reg
+            .entries
+            .iter()
+            .map(|e| {
+                let active = e.loaded.name == reg.active;
+                // Held by the registry and, when active, by the switch;
+                // every other holder is a request or fetch still running it.
+                let busy = Arc::strong_count(&e.loaded) - 1 - usize::from(active);
+                let temp = if e.state == VclState::Cold && !active {
+                    "cold"
+                } else {
+                    "warm"
+                };
+                let status = if active { "active" } else { "available" };
+                (status, e.state.name(), temp, busy, e.loaded.name.as_str())
+            })
+            .collect();
+        if json_out {
+            let items: Vec<String> = rows
+                .iter()
+                .map(|(st, state, temp, busy, name)| {
+                    format!(
+                        "  {{\n    \"status\": \"{st}\",\n    \"state\": \"{state}\",\n    \"temperature\": \"{temp}\",\n    \"busy\": {busy},\n    \"name\": {}\n}}",
+                        json::string(name)
+                    )
+                })
+                .collect();
+            return Reply::ok(format!(
+                "{}\n{}\n]\n",
+                json::head(2, args),
+                items.join(",\n")
+            ));
+        }
+        let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0) + 3;
+        let mut out = String::new();
+        for (st, state, temp, busy, name) in rows {
+            out.push_str(&format!(
+                "{st:<w$}{state:<8}{temp:<4}{busy:>10}    {name}\n"
+            ));
+        }
+        Reply::ok(out)
+    }
+
+    fn vcl_show(&self, args: &[String]) -> Reply {
+        let verbose = args.get(1).is_some_and(|a| a == "-v");
+        let rest = &args[1 + usize::from(verbose)..];
+        if rest.len() > 1 {
+            return Reply::with(status::TOOMANY, "Too many parameters\n");
+        }
+        let reg = self.registry();
+        let name = rest.first().cloned().unwrap_or_else(|| reg.active.clone());
+        let Some(entry) = reg.find(&name) else {
+            return no_such(&name);
+        };
+        let sources = &entry.loaded.program.sources;
+        if !verbose {
+            return Reply::ok(sources.first().map_or(String::new(), |s| s.text.clone()));
+        }
+        let mut out = String::new();
+        for (i, s) in sources.iter().enumerate() {
+            out.push_str(&format!(
+                "// VCL.SHOW {i} {} {}\n{}\n",
+                s.text.len(),
+                s.name,
+                s.text
+            ));
+        }
+        Reply::ok(out)
+    }
+
+    fn vcl_state(&self, name: &str, state: &str) -> Reply {
+        let Some(state) = VclState::parse(state) else {
+            return Reply::with(status::PARAM, "State must be one of auto, cold or warm.");
+        };
+        let mut reg = self.registry();
+        let active = reg.active.clone();
+        let Some(entry) = reg.entries.iter_mut().find(|e| e.loaded.name == name) else {
+            return no_such(name);
+        };
+        if state == VclState::Cold && entry.loaded.name == active {
+            return Reply::with(status::CANT, "Cannot set the active VCL cold.\n");
+        }
+        entry.state = state;
+        reg.count();
+        Reply::ok("")
+    }
+
+    /// Backends matching `vcl.backend` or `backend` (in the active VCL).
+    fn matching_backends(&self, pattern: Option<&str>) -> Vec<(String, Arc<Backend>)> {
+        let reg = self.registry();
+        let (vcl_pat, be_pat) = match pattern {
+            None => (reg.active.clone(), "*".to_string()),
+            Some(p) => match p.split_once('.') {
+                Some((v, b)) => (v.to_string(), b.to_string()),
+                None => (reg.active.clone(), p.to_string()),
+            },
+        };
+        let mut out = Vec::new();
+        for e in &reg.entries {
+            if !glob(&vcl_pat, &e.loaded.name) {
+                continue;
+            }
+            for b in e.loaded.backends.iter().flatten() {
+                if glob(&be_pat, &b.name) {
+                    out.push((format!("{}.{}", e.loaded.name, b.name), b.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn backend_list(&self, args: &[String]) -> Reply {
+        let mut json_out = false;
+        let mut pattern = None;
+        for a in &args[1..] {
+            match a.as_str() {
+                "-j" => json_out = true,
+                "-p" => {}
+                p => pattern = Some(p),
+            }
+        }
+        let backends = self.matching_backends(pattern);
+        if pattern.is_some() && backends.is_empty() {
+            return Reply::with(status::PARAM, "No Backends matches\n");
+        }
+        let admin = |b: &Backend| match b.admin_health() {
+            AdminHealth::Auto => "healthy",
+            h => h.name(),
+        };
+        if json_out {
+            let items: Vec<String> = backends
+                .iter()
+                .map(|(name, b)| {
+                    format!(
+                        "    {}: {{\n      \"type\": \"backend\",\n      \"admin_health\": \"{}\",\n      \"probe_message\": [0, 0, \"healthy\"],\n      \"last_change\": {:.3}\n    }}",
+                        json::string(name),
+                        admin(b),
+                        b.last_change()
+                    )
+                })
+                .collect();
+            return Reply::ok(format!(
+                "{}\n  {{\n{}\n  }}\n]\n",
+                json::head(3, args),
+                items.join(",\n")
+            ));
+        }
+        let w = backends
+            .iter()
+            .map(|(n, _)| n.len())
+            .max()
+            .unwrap_or(0)
+            .max("Backend name".len())
+            + 3;
+        let mut out = format!(
+            "{:<w$}{:<11}{:<9}{:<11}{}\n",
+            "Backend name", "Admin", "Probe", "Health", "Last change"
+        );
+        // Health is what the probe says; no probe runs yet, so it is
+        // healthy, and Admin (which takes precedence) shows an override.
+        for (name, b) in &backends {
+            out.push_str(&format!(
+                "{name:<w$}{:<11}{:<9}{:<11}{}\n",
+                admin(b),
+                "0/0",
+                "healthy",
+                super::commands::http_date(b.last_change())
+            ));
+        }
+        Reply::ok(out)
+    }
+
+    fn backend_set_health(&self, pattern: &str, state: &str) -> Reply {
+        let Some(health) = AdminHealth::parse(state) else {
+            return Reply::with(status::PARAM, format!("Invalid state {state}\n"));
+        };
+        let backends = self.matching_backends(Some(pattern));
+        if backends.is_empty() {
+            return Reply::with(status::PARAM, "No Backends matches\n");
+        }
+        for (_, b) in backends {
+            b.set_admin_health(health);
+        }
+        Reply::ok("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("*", "anything"));
+        assert!(glob("def*", "default"));
+        assert!(glob("d?f*t", "default"));
+        assert!(glob("*a*b", "xxaxxb"));
+        assert!(!glob("def*", "xdefault"));
+        assert!(!glob("a", "ab"));
+        assert!(glob("", ""));
+    }
+
+    #[test]
+    fn vcl_names() {
+        assert!(bad_name("v2").is_none());
+        assert!(bad_name("boot_1-x").is_none());
+        assert_eq!(
+            bad_name("bad-name!").unwrap(),
+            "Illegal character in VCL name ('!')"
+        );
+        assert!(bad_name("2x").is_some());
+        assert!(bad_name("").is_some());
+    }
+}

@@ -1,0 +1,40 @@
+//! The last panic, kept for `panic.show`: a bug in one request's task is
+//! caught by the runtime and that request fails, but the operator must
+//! still see that it happened, where, and with what backtrace.
+
+use std::sync::Mutex;
+
+/// When the last panic happened (epoch seconds) and its report.
+static LAST: Mutex<Option<(f64, String)>> = Mutex::new(None);
+
+/// Installs the hook that records every panic before the default one
+/// prints it.
+pub(crate) fn install_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let mut text = format!(
+            "Panic in thread {}: {info}\nBacktrace:\n{}",
+            thread.name().unwrap_or("<unnamed>"),
+            std::backtrace::Backtrace::force_capture()
+        );
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((lacquer_core::time::now(), text));
+        default(info);
+    }));
+}
+
+/// The last panic, if one happened since the last `clear`.
+pub(crate) fn last() -> Option<(f64, String)> {
+    LAST.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Forgets the last panic; whether there was one.
+pub(crate) fn clear() -> bool {
+    LAST.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .is_some()
+}
