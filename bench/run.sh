@@ -5,8 +5,12 @@
 #
 # Cases: (a) 1 KiB cached object, 50 keep-alive connections; (b) the same,
 # one request per connection; (c) a 1 MiB cached object; (d) a pass to the
-# origin. Prints requests/s, p50, p99 and server CPU time per request, and
-# the ratios Lacquer/Varnish.
+# origin; (e) case (a) through bench/typical.vcl, about 50 lines of typical
+# rules, with cookies and Accept-Encoding to normalise. Prints requests/s,
+# p50, p99 and server CPU time per request, and the ratios Lacquer/Varnish
+# and (e)/(a). Then (f): case (e) again while a new program is loaded and
+# switched to every second through the management interface, counting
+# every answer that was not a 2xx and every socket error.
 #
 # Usage: bench/run.sh [seconds-per-run]   (default 10)
 set -euo pipefail
@@ -34,6 +38,7 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN_PORT=$(free_port); CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)
+LQV_PORT=$(free_port); VAV_PORT=$(free_port)
 
 # The origin: static files (1 KiB, 1 MiB) and a small dynamic answer for
 # pass, on CPU 1 beside the load generator.
@@ -82,8 +87,15 @@ taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/varnish" -s malloc,256m >"$WORK/varnish.out" 2>&1 & VA_PID=$!; PIDS+=($VA_PID)
 
+sed "s/ORIGIN_PORT/$ORIGIN_PORT/" bench/typical.vcl > "$WORK/typical.vcl"
+taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQV_PORT" -f "$WORK/typical.vcl" \
+    -n "$WORK/lacquer-vcl" -s malloc,256m -p workers=1 >"$WORK/lacquer-vcl.out" 2>&1 & LQV_PID=$!; PIDS+=($LQV_PID)
+taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VAV_PORT" -f "$WORK/typical.vcl" \
+    -n "$WORK/varnish-vcl" -s malloc,256m >"$WORK/varnish-vcl.out" 2>&1 & VAV_PID=$!; PIDS+=($VAV_PID)
+
 wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 wait_up "$ORIGIN_PORT"; wait_up "$LQ_PORT"; wait_up "$VA_PORT"; wait_up "$CEIL_PORT"
+wait_up "$LQV_PORT"; wait_up "$VAV_PORT"
 
 # CPU ticks (user+sys) of a process and its children threads/processes.
 ticks() {
@@ -134,10 +146,14 @@ for spec in "a|1 KiB hit, keep-alive|/1k|" "b|1 KiB hit, new connection|/1k|clos
         run nginx "$CEIL_PID" "$CEIL_PORT" / "${extra[@]}" | tee -a "$RESULTS"
     fi
 done
+TYPICAL=(-H "Cookie: _ga=GA1.2.3; __utmz=1.2.3; _gid=GA1.9" -H "Accept-Encoding: br, gzip, deflate")
+CASE="(e) 1 KiB hit, typical VCL"
+run lacquer "$LQV_PID" "$LQV_PORT" /1k "${TYPICAL[@]}" | tee -a "$RESULTS"
+run varnish "$VAV_PID" "$VAV_PORT" /1k "${TYPICAL[@]}" | tee -a "$RESULTS"
 
 echo
 echo "Ratios (Lacquer / Varnish; CPU also Lacquer / nginx for case a):"
-for id in a b c d; do
+for id in a b c d e; do
     lq=$(grep "^lacquer *($id)" "$RESULTS"); va=$(grep "^varnish *($id)" "$RESULTS")
     lq_rps=$(echo "$lq" | awk '{print $(NF-3)}'); va_rps=$(echo "$va" | awk '{print $(NF-3)}')
     lq_p99=$(to_ms "$(echo "$lq" | awk '{print $(NF-1)}')"); va_p99=$(to_ms "$(echo "$va" | awk '{print $(NF-1)}')")
@@ -149,4 +165,41 @@ for id in a b c d; do
         line="$line  | vs nginx: req/s $(awk -v a="$lq_rps" -v b="$ng_rps" 'BEGIN{printf "%.2f", a/b}')x cpu/req $(awk -v a="$lq_cpu" -v b="$ng_cpu" 'BEGIN{printf "%.2f", a/b}')x"
     fi
     echo "($id) $line"
+done
+
+for server in lacquer varnish; do
+    a=$(grep "^$server *(a)" "$RESULTS" | awk '{print $NF}'); e=$(grep "^$server *(e)" "$RESULTS" | awk '{print $NF}')
+    echo "(e)/(a) $server: cpu/req $(awk -v a="$a" -v e="$e" 'BEGIN{printf "%.2f", e/a}')x with the typical VCL"
+done
+
+# (f) Reload under load: while wrk runs case (e), load the program again
+# under a new name, switch to it and discard the one before, every second.
+reload_loop() {
+    local kind=$1 dir=$2 i=0
+    while [ ! -e "$WORK/stop-reload" ]; do
+        i=$((i + 1))
+        if [ "$kind" = lacquer ]; then
+            adm=("$LACQUER" adm -n "$dir")
+        else
+            adm=(varnishadm -n "$dir")
+        fi
+        "${adm[@]}" vcl.load "r$i" "$WORK/typical.vcl" >/dev/null
+        "${adm[@]}" vcl.use "r$i" >/dev/null && echo ok >>"$WORK/switches-$kind"
+        [ $i -gt 1 ] && "${adm[@]}" vcl.discard "r$((i - 1))" >/dev/null
+        sleep 1
+    done
+}
+echo
+echo "(f) reload under load: program switched every second during case (e)"
+for server in lacquer varnish; do
+    rm -f "$WORK/stop-reload"; : >"$WORK/switches-$server"
+    if [ "$server" = lacquer ]; then port=$LQV_PORT; dir="$WORK/lacquer-vcl"; else port=$VAV_PORT; dir="$WORK/varnish-vcl"; fi
+    taskset -c 1 bash -c "$(declare -f reload_loop); WORK='$WORK' LACQUER='$LACQUER' reload_loop $server '$dir'" & LOOP=$!
+    out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" "${TYPICAL[@]}" "http://127.0.0.1:$port/1k")
+    touch "$WORK/stop-reload"; wait "$LOOP" 2>/dev/null || true
+    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
+    non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}'); non2xx=${non2xx:-0}
+    sockerr=$(echo "$out" | awk '/Socket errors/ {sub(/.*Socket errors: /, ""); print}'); sockerr=${sockerr:-none}
+    printf '%-10s %s requests, %s switches, %s not 2xx, socket errors: %s\n' \
+        "$server" "$reqs" "$(wc -l <"$WORK/switches-$server")" "$non2xx" "$sockerr"
 done

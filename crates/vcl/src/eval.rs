@@ -386,45 +386,72 @@ pub fn to_bytes(prog: &Program, v: Value) -> Bytes {
 
 /// `regsub`/`regsuball`: `\0`–`\9` in the replacement are the groups.
 pub fn regsub(re: &regex::bytes::Regex, subject: &[u8], replacement: &[u8], all: bool) -> Bytes {
-    let mut out = Vec::with_capacity(subject.len() + replacement.len());
+    // Without `\N` references no capture groups are needed, and finding
+    // matches is much cheaper than capturing them.
+    let literal = !replacement.contains(&b'\\');
+    let mut out: Option<Vec<u8>> = None;
     let mut last = 0;
-    for caps in re.captures_iter(subject) {
-        let m = caps.get(0).expect("group 0 always matches");
-        out.extend_from_slice(&subject[last..m.start()]);
-        let mut i = 0;
-        while i < replacement.len() {
-            let c = replacement[i];
-            if c == b'\\' && i + 1 < replacement.len() {
-                let n = replacement[i + 1];
-                if n.is_ascii_digit() {
-                    if let Some(g) = caps.get(usize::from(n - b'0')) {
-                        out.extend_from_slice(g.as_bytes());
-                    }
-                    i += 2;
-                    continue;
-                }
-                if n == b'\\' {
-                    out.push(b'\\');
-                    i += 2;
-                    continue;
-                }
+    let mut emit = |out: &mut Option<Vec<u8>>,
+                    start: usize,
+                    end: usize,
+                    caps: Option<&regex::bytes::Captures>| {
+        let buf = out.get_or_insert_with(|| Vec::with_capacity(subject.len() + replacement.len()));
+        buf.extend_from_slice(&subject[last..start]);
+        match caps {
+            None => buf.extend_from_slice(replacement),
+            Some(caps) => expand(buf, caps, replacement),
+        }
+        last = end;
+    };
+    if literal {
+        for m in re.find_iter(subject) {
+            emit(&mut out, m.start(), m.end(), None);
+            if !all {
+                break;
             }
-            out.push(c);
-            i += 1;
         }
-        last = m.end();
-        if !all {
-            break;
-        }
-        if m.start() == m.end() && last >= subject.len() {
-            break;
+    } else {
+        for caps in re.captures_iter(subject) {
+            let m = caps.get(0).expect("group 0 always matches");
+            emit(&mut out, m.start(), m.end(), Some(&caps));
+            if !all {
+                break;
+            }
         }
     }
-    if last == 0 && out.is_empty() {
-        return Bytes::copy_from_slice(subject);
+    match out {
+        None => Bytes::copy_from_slice(subject),
+        Some(mut buf) => {
+            buf.extend_from_slice(&subject[last..]);
+            Bytes::from(buf)
+        }
     }
-    out.extend_from_slice(&subject[last..]);
-    Bytes::from(out)
+}
+
+/// Appends `replacement` with `\0`…`\9` replaced by the groups and `\\`
+/// by one backslash.
+fn expand(out: &mut Vec<u8>, caps: &regex::bytes::Captures, replacement: &[u8]) {
+    let mut i = 0;
+    while i < replacement.len() {
+        let c = replacement[i];
+        if c == b'\\' && i + 1 < replacement.len() {
+            let n = replacement[i + 1];
+            if n.is_ascii_digit() {
+                if let Some(g) = caps.get(usize::from(n - b'0')) {
+                    out.extend_from_slice(g.as_bytes());
+                }
+                i += 2;
+                continue;
+            }
+            if n == b'\\' {
+                out.push(b'\\');
+                i += 2;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
 }
 
 #[cfg(test)]
@@ -440,6 +467,10 @@ mod tests {
             b"x<ab>y<ab>"
         );
         assert_eq!(&regsub(&re, b"none", b"z", true)[..], b"none");
+        assert_eq!(&regsub(&re, b"xab", b"\\\\", true)[..], b"x\\");
+        let empty = regex::bytes::Regex::new("x*").unwrap();
+        assert_eq!(&regsub(&empty, b"ab", b"-", true)[..], b"-a-b-");
+        assert_eq!(&regsub(&empty, b"ab", b"-", false)[..], b"-ab");
         let cookie = regex::bytes::Regex::new("(^|;\\s*)(_ga|__utm[a-z]+)=[^;]*").unwrap();
         assert_eq!(
             &regsub(&cookie, b"_ga=1; sess=2; __utmz=3", b"", true)[..],
