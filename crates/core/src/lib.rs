@@ -4,6 +4,7 @@
 
 pub mod close;
 pub mod counters;
+pub mod host;
 pub mod ids;
 pub mod params;
 pub mod time;

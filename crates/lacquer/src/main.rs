@@ -2,7 +2,7 @@
 //! varnishd's flags; `lacquer adm …` manages it as varnishadm does; later
 //! subcommands (log, stat, test) join them here.
 
-mod adm;
+use lacquer_tools::adm;
 
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;

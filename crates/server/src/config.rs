@@ -96,21 +96,8 @@ pub fn parse_mgmt(spec: &str) -> Result<Option<Vec<SocketAddr>>, String> {
 /// The default size of a malloc store.
 pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
-/// The default work directory, per instance name as varnishd's `-n`.
-pub fn default_workdir() -> PathBuf {
-    let base = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    base.join("lacquer").join(hostname())
-}
+pub use lacquer_core::host::default_workdir;
+use lacquer_core::host::hostname;
 
 /// Splits `host:port`, `[v6]:port`, `:port` or `host`.
 fn split_host_port(s: &str) -> Result<(String, Option<String>), String> {

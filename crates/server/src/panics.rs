@@ -38,3 +38,26 @@ pub(crate) fn clear() -> bool {
         .take()
         .is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_kept_until_cleared() {
+        install_hook();
+        let _ = std::thread::Builder::new()
+            .name("doomed".into())
+            .spawn(|| panic!("bad state 42"))
+            .unwrap()
+            .join();
+        let (when, text) = last().expect("recorded");
+        assert!(when > 0.0);
+        assert!(text.contains("Panic in thread doomed"), "{text}");
+        assert!(text.contains("bad state 42"), "{text}");
+        assert!(text.contains("Backtrace:"));
+        assert!(clear());
+        assert!(last().is_none());
+        assert!(!clear());
+    }
+}

@@ -88,10 +88,10 @@ impl Lacquer {
 
     /// A logged-in management connection, with the secret the daemon
     /// wrote to its work directory.
-    pub fn cli(&self) -> lacquer_cli::Client {
+    pub fn cli(&self) -> lacquer_admin::Client {
         let secret = std::fs::read(self.workdir.join("_.secret")).expect("secret file");
         let addr = self.mgmt.expect("management interface on").to_string();
-        lacquer_cli::Client::connect(&addr, Some(&secret), Duration::from_secs(20))
+        lacquer_admin::Client::connect(&addr, Some(&secret), Duration::from_secs(20))
             .expect("management login")
     }
 

@@ -5,7 +5,7 @@
 
 use crate::harness::{eventually, vcl_text, Lacquer};
 use crate::origin::{Origin, Reply};
-use lacquer_cli::{auth_response, parse_status_line, STATUS_LINE_LEN};
+use lacquer_admin::{auth_response, parse_status_line, STATUS_LINE_LEN};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -397,22 +397,25 @@ fn management_can_be_turned_off_or_left_open() {
     let secret = secret_dir.join("secret");
     std::fs::write(&secret, "s3cret\n").unwrap();
     let lq = Lacquer::start(origin().addr, &["-S", secret.to_str().unwrap()]);
-    let c = lacquer_cli::Client::connect(
+    let c = lacquer_admin::Client::connect(
         &lq.mgmt.unwrap().to_string(),
         Some(b"s3cret\n"),
         Duration::from_secs(20),
     );
     assert!(c.is_ok());
-    assert!(lacquer_cli::Client::connect(
+    assert!(lacquer_admin::Client::connect(
         &lq.mgmt.unwrap().to_string(),
         Some(b"wrong\n"),
         Duration::from_secs(20)
     )
     .is_err());
     let lq = Lacquer::start(origin().addr, &["-S", "none"]);
-    let mut c =
-        lacquer_cli::Client::connect(&lq.mgmt.unwrap().to_string(), None, Duration::from_secs(20))
-            .unwrap();
+    let mut c = lacquer_admin::Client::connect(
+        &lq.mgmt.unwrap().to_string(),
+        None,
+        Duration::from_secs(20),
+    )
+    .unwrap();
     assert_eq!(c.send_line("status").unwrap().0, 200);
     let _ = std::fs::remove_dir_all(&secret_dir);
 }

@@ -1,64 +1,11 @@
-//! The command table (names, syntax, help, argument counts) and the
-//! commands that are not about VCL: ping, status, banner, help, pid,
-//! start/stop, quit, param.*, panic.* and storage.list.
+//! Dispatch over the command table, and the commands that are not about
+//! VCL: ping, status, banner, help, pid, start/stop, quit, param.*,
+//! panic.* and storage.list.
 
 use super::{json, Mgmt, Reply};
-use lacquer_cli::status;
+use lacquer_admin::commands::{find, CmdSpec, COMMANDS};
+use lacquer_admin::status;
 use lacquer_core::params::{Kind, Params, PARAMS};
-
-/// One command: how it is written, what it does, how many arguments.
-pub(crate) struct CmdSpec {
-    pub name: &'static str,
-    pub syntax: &'static str,
-    pub help: &'static str,
-    pub min: usize,
-    /// `None`: no upper bound.
-    pub max: Option<usize>,
-}
-
-macro_rules! commands {
-    ($( $name:literal, $syntax:literal, $min:literal, $max:expr, $help:literal; )*) => {
-        pub(crate) static COMMANDS: &[CmdSpec] = &[
-            $( CmdSpec { name: $name, syntax: $syntax, help: $help, min: $min, max: $max }, )*
-        ];
-    };
-}
-
-commands! {
-    "auth", "auth <response>", 1, Some(1), "Authenticate.";
-    "backend.list", "backend.list [-j] [-p] [<backend_pattern>]", 0, Some(3),
-        "List backends.\n-p also shows probe status.\n-j specifies JSON output.";
-    "backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", 2, Some(2),
-        "Set health status of backend(s) matching <backend_pattern>.";
-    "banner", "banner", 0, Some(0), "Print welcome banner.";
-    "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";
-    "panic.clear", "panic.clear [-z]", 0, Some(1), "Clear the last panic, if any.";
-    "panic.show", "panic.show [-j]", 0, Some(1), "Return the last panic, if any.";
-    "param.reset", "param.reset <param>", 1, Some(1), "Reset parameter to default value.";
-    "param.set", "param.set [-j] <param> <value>", 2, Some(3), "Set parameter value.";
-    "param.show", "param.show [-l|-j] [<param>|changed]", 0, Some(2),
-        "Show parameters and their values.\nThe long form with -l shows documentation, minimum, maximum and default values.";
-    "pid", "pid [-j]", 0, Some(1), "Show the pid of the process.";
-    "ping", "ping [-j] [<timestamp>]", 0, Some(2), "Keep connection alive.";
-    "quit", "quit", 0, Some(0), "Close connection.";
-    "start", "start", 0, Some(0), "Start accepting client connections.";
-    "status", "status [-j]", 0, Some(1), "Check status of the cache.";
-    "stop", "stop", 0, Some(0), "Stop accepting client connections.";
-    "storage.list", "storage.list [-j]", 0, Some(1), "List storage devices.";
-    "vcl.discard", "vcl.discard <name_pattern>...", 1, None,
-        "Unload the named configurations (when possible).";
-    "vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", 2, Some(3),
-        "Compile and load the VCL data under the name provided.";
-    "vcl.list", "vcl.list [-j]", 0, Some(1), "List all loaded configuration.";
-    "vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", 2, Some(3),
-        "Compile and load the VCL file under the name provided.";
-    "vcl.show", "vcl.show [-v] [<configname>]", 0, Some(2),
-        "Display the source code for the specified configuration.";
-    "vcl.state", "vcl.state <configname> [auto|cold|warm]", 2, Some(2),
-        "Force the state of the named configuration.";
-    "vcl.use", "vcl.use <configname>", 1, Some(1),
-        "Switch to the named configuration immediately.";
-}
 
 pub(crate) fn unknown() -> Reply {
     Reply::with(
@@ -83,7 +30,7 @@ pub(crate) fn banner() -> String {
 impl Mgmt {
     /// Runs one authenticated command.
     pub(crate) fn execute(&self, args: &[String]) -> Reply {
-        let Some(spec) = COMMANDS.iter().find(|c| c.name == args[0]) else {
+        let Some(spec) = find(&args[0]) else {
             return unknown();
         };
         let n = args.len() - 1;
@@ -294,7 +241,7 @@ fn help(args: &[String]) -> Reply {
     let json_out = args.get(1).is_some_and(|a| a == "-j");
     let topic = args[1..].iter().find(|a| *a != "-j");
     let selected: Vec<&CmdSpec> = match topic {
-        Some(name) => match COMMANDS.iter().find(|c| c.name == name.as_str()) {
+        Some(name) => match find(name) {
             Some(c) => vec![c],
             None => return unknown(),
         },

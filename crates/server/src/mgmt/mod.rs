@@ -9,7 +9,7 @@ mod json;
 mod vcl_cmds;
 
 use crate::Shared;
-use lacquer_cli::{frame, new_challenge, status, CommandReader, Input};
+use lacquer_admin::{frame, new_challenge, status, CommandReader, Input};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -189,7 +189,7 @@ impl Mgmt {
     fn unauthenticated(&self, args: &[String], challenge: &mut Option<String>) -> Reply {
         match args[0].as_str() {
             "auth" if args.len() == 2 => {
-                let expected = lacquer_cli::auth_response(
+                let expected = lacquer_admin::auth_response(
                     challenge.as_deref().unwrap_or(""),
                     self.secret.as_deref().unwrap_or(b""),
                 );
@@ -241,7 +241,7 @@ pub(crate) fn load_secret(
             .map_err(|e| format!("Cannot open -S file ({}): {e}", path.display())),
         SecretSpec::Generate => {
             let path = workdir.join("_.secret");
-            let random = lacquer_cli::random_bytes(32)
+            let random = lacquer_admin::random_bytes(32)
                 .map_err(|e| format!("Cannot read random bytes for the secret: {e}"))?;
             let mut text: String = random.iter().map(|b| format!("{b:02x}")).collect();
             text.push('\n');

@@ -4,8 +4,8 @@
 
 use super::{json, Mgmt, Reply};
 use crate::vcl::{Loaded, VclEntry, VclSource, VclState};
+use lacquer_admin::status;
 use lacquer_backend::{AdminHealth, Backend};
-use lacquer_cli::status;
 use std::sync::Arc;
 
 /// Shell-style matching with `*` and `?`, as backend and VCL patterns use.

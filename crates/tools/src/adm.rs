@@ -4,7 +4,7 @@
 //! `quit`. The address and secret come from `-T`/`-S`, or from the work
 //! directory's `_.mgmt` file (`-n`).
 
-use lacquer_cli::{status, Client, CommandReader};
+use lacquer_admin::{status, Client, CommandReader};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -100,7 +100,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             secret,
         },
         None => {
-            let dir = workdir.unwrap_or_else(lacquer_server::config::default_workdir);
+            let dir = workdir.unwrap_or_else(lacquer_core::host::default_workdir);
             let mut t = from_workdir(&dir)?;
             if secret.is_some() {
                 t.secret = secret;

@@ -1,12 +1,14 @@
 //! The management protocol Varnish's CLI speaks, shared by the daemon's
 //! `-T` interface and by its clients (`lacquer adm`, the test runner):
-//! command lines split into tokens the way varnishd splits them (quotes,
-//! backslash escapes, one here document), responses framed as a 13-byte
-//! status line and a counted body, the status codes, and the SHA-256
-//! challenge-response that proves knowledge of the `-S` secret.
+//! the command table, command lines split into tokens the way varnishd
+//! splits them (quotes, backslash escapes, one here document), responses
+//! framed as a 13-byte status line and a counted body, the status codes,
+//! and the SHA-256 challenge-response that proves knowledge of the `-S`
+//! secret.
 
 mod auth;
 mod client;
+pub mod commands;
 mod protocol;
 
 pub use auth::{auth_response, new_challenge, random_bytes};
