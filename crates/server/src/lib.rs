@@ -45,12 +45,7 @@ pub(crate) struct Shared {
 /// The machine's host name, as `server.hostname` gives it.
 pub(crate) fn hostname() -> String {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "localhost".to_string())
-    })
-    .clone()
+    NAME.get_or_init(lacquer_core::host::hostname).clone()
 }
 
 impl Shared {

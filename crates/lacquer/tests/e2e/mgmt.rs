@@ -25,6 +25,13 @@ fn reload_vars(origin: &Origin, colour: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Writes `reload.vcl` in colour `colour` into the work directory.
+fn write_program(lq: &Lacquer, origin: &Origin, colour: &str) -> std::path::PathBuf {
+    let path = lq.workdir.join(format!("{colour}.vcl"));
+    std::fs::write(&path, vcl_text("reload.vcl", &reload_vars(origin, colour))).unwrap();
+    path
+}
+
 /// One framed response read off a raw socket.
 fn read_frame(r: &mut BufReader<TcpStream>) -> Option<(u16, String)> {
     let mut line = Vec::new();
@@ -79,6 +86,15 @@ fn login_is_challenge_response_over_the_secret_file() {
     assert_ne!(&body[..32], challenge, "every login gets a new challenge");
     w.write_all(format!("auth {answer}\n").as_bytes()).unwrap();
     assert_eq!(read_frame(&mut r).unwrap().0, 500);
+    assert!(read_frame(&mut r).is_none());
+
+    // Before the login, a stranger cannot make the daemon buffer much.
+    let (mut w, mut r) = connect();
+    read_frame(&mut r).unwrap();
+    let mut flood = b"ping << END\n".to_vec();
+    flood.extend_from_slice(&[b'x'; 8192]);
+    let _ = w.write_all(&flood);
+    assert_eq!(read_frame(&mut r).map(|f| f.0), Some(400));
     assert!(read_frame(&mut r).is_none());
 }
 
@@ -143,12 +159,7 @@ fn programs_load_switch_and_discard_without_losing_objects() {
     assert_eq!(lq.get("/a").header("X-Program"), Some("blue"));
 
     // vcl.load from a file, vcl.inline from a here document.
-    let green = lq.workdir.join("green.vcl");
-    std::fs::write(
-        &green,
-        vcl_text("reload.vcl", &reload_vars(&origin, "green")),
-    )
-    .unwrap();
+    let green = write_program(&lq, &origin, "green");
     lq.cli_ok(&format!("vcl.load green {}", green.display()));
     let red = vcl_text("reload.vcl", &reload_vars(&origin, "red"));
     lq.cli_ok(&format!("vcl.inline red << END\n{red}\nEND"));
@@ -173,6 +184,12 @@ fn programs_load_switch_and_discard_without_losing_objects() {
     assert_eq!(origin.count("/a"), 1);
     lq.cli_ok("vcl.use red");
     assert_eq!(lq.get("/a").header("X-Program"), Some("red"));
+    // A pass that fails still goes through vcl_deliver with its 503.
+    lq.cli_ok("backend.set_health red.origin sick");
+    let r = lq.get("/nocache/down");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("X-Program"), Some("red"));
+    lq.cli_ok("backend.set_health red.origin auto");
 
     assert_eq!(lq.cli_run("vcl.discard red").0, 300, "the active one stays");
     lq.cli_ok("vcl.discard boot gr*");
@@ -192,12 +209,7 @@ fn switching_programs_under_load_loses_no_request() {
         &reload_vars(&origin, "blue"),
         &[],
     ));
-    let green = lq.workdir.join("green.vcl");
-    std::fs::write(
-        &green,
-        vcl_text("reload.vcl", &reload_vars(&origin, "green")),
-    )
-    .unwrap();
+    let green = write_program(&lq, &origin, "green");
     lq.cli_ok(&format!("vcl.load green {}", green.display()));
 
     let done = Arc::new(AtomicBool::new(false));

@@ -142,17 +142,7 @@ impl Mgmt {
     }
 
     fn param_set(&self, name: &str, value: &str) -> Reply {
-        use lacquer_core::params::ParamError;
-        match self.sh.params.set(name, value) {
-            Ok(()) => Reply::ok(""),
-            Err(ParamError::Unknown(_)) => {
-                Reply::with(status::PARAM, format!("Unknown parameter \"{name}\"."))
-            }
-            Err(ParamError::Invalid { reason, .. }) => Reply::with(
-                status::PARAM,
-                format!("{reason}\n\n(attempting to set param '{name}' to '{value}')"),
-            ),
-        }
+        param_reply(name, value, self.sh.params.set(name, value))
     }
 
     fn param_show(&self, args: &[String]) -> Reply {
@@ -234,6 +224,25 @@ impl Mgmt {
             out.push_str(&format!("\tstorage.{n} = malloc\n"));
         }
         Reply::ok(out)
+    }
+}
+
+/// The answer to setting `name` to `value`.
+fn param_reply(
+    name: &str,
+    value: &str,
+    result: Result<(), lacquer_core::params::ParamError>,
+) -> Reply {
+    use lacquer_core::params::ParamError;
+    match result {
+        Ok(()) => Reply::ok(""),
+        Err(ParamError::Unknown(_)) => {
+            Reply::with(status::PARAM, format!("Unknown parameter \"{name}\"."))
+        }
+        Err(ParamError::Invalid { reason, .. }) => Reply::with(
+            status::PARAM,
+            format!("{reason}\n\n(attempting to set param '{name}' to '{value}')"),
+        ),
     }
 }
 

@@ -20,6 +20,10 @@ use tokio::task::JoinHandle;
 /// The largest command (here documents included) a client may send.
 const MAX_COMMAND: usize = 16 << 20;
 
+/// The largest command before the login: `auth` and a 64-digit answer fit
+/// many times over; a stranger cannot make the daemon hold more.
+const MAX_COMMAND_UNAUTHENTICATED: usize = 4096;
+
 /// A response about to be framed.
 pub(crate) struct Reply {
     pub status: u16,
@@ -173,7 +177,12 @@ impl Mgmt {
                     return;
                 }
             }
-            if reader.pending() > MAX_COMMAND {
+            let limit = if challenge.is_some() {
+                MAX_COMMAND_UNAUTHENTICATED
+            } else {
+                MAX_COMMAND
+            };
+            if reader.pending() > limit {
                 let r = Reply::with(status::COMMS, "Command too long\n");
                 let _ = self.send(&mut stream, &r).await;
                 return;
