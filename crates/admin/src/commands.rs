@@ -27,6 +27,9 @@ commands! {
         "List backends.\n-p also shows probe status.\n-j specifies JSON output.";
     "backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", 2, Some(2),
         "Set health status of backend(s) matching <backend_pattern>.";
+    "ban", "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]", 3, None,
+        "Mark obsolete all objects where all the conditions match.";
+    "ban.list", "ban.list [-j]", 0, Some(1), "List the active bans.";
     "banner", "banner", 0, Some(0), "Print welcome banner.";
     "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";
     "panic.clear", "panic.clear [-z]", 0, Some(1), "Clear the last panic, if any.";

@@ -1,12 +1,14 @@
 //! The cache: a sharded index from hash keys to object heads, each holding
 //! the variants of one resource and at most one busy fetch with its waiting
-//! list; expiry; storage with LRU eviction. Locks here are short and never
-//! held across an await.
+//! list; expiry; storage with LRU eviction; bans. Locks here are short and
+//! never held across an await.
 
+pub mod ban;
 pub mod object;
 pub mod store;
 pub mod ttl;
 
+use ban::{BanRef, BanReq, Bans};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
 use object::{ObjKind, Object};
@@ -74,6 +76,8 @@ pub struct FetchSlot {
     cache: Arc<Cache>,
     key: Arc<[u8]>,
     busy: Option<Arc<Busy>>,
+    /// The newest ban when the fetch began: the object's place in the list.
+    ban: Option<BanRef>,
 }
 
 /// How objects leave the cache.
@@ -84,6 +88,7 @@ pub enum Removal {
     Replaced,
     Failed,
     Purged,
+    Banned,
 }
 
 /// One shard of the index.
@@ -98,6 +103,7 @@ pub struct Cache {
     next_store: AtomicUsize,
     expiry: Mutex<BTreeMap<(u64, u64), Weak<Object>>>,
     expiry_seq: AtomicU64,
+    bans: Bans,
 }
 
 impl Cache {
@@ -112,7 +118,13 @@ impl Cache {
             next_store: AtomicUsize::new(0),
             expiry: Mutex::new(BTreeMap::new()),
             expiry_seq: AtomicU64::new(0),
+            bans: Bans::new(lacquer_core::time::now()),
         })
+    }
+
+    /// The ban list.
+    pub fn bans(&self) -> &Bans {
+        &self.bans
     }
 
     pub fn stores(&self) -> &[Arc<Store>] {
@@ -128,13 +140,30 @@ impl Cache {
         &self.shards[h % SHARDS]
     }
 
-    /// Looks a key up for a request with these headers.
+    /// Looks a key up for a request. Objects found are first tested
+    /// against the bans added since they were last tested.
     pub fn lookup(
         self: &Arc<Self>,
         key: &[u8],
-        req: &Headers,
+        req: BanReq<'_>,
         now: f64,
         lru_interval: f64,
+    ) -> Lookup {
+        let mut banned = Vec::new();
+        let found = self.lookup_locked(key, req, now, lru_interval, &mut banned);
+        for obj in &banned {
+            self.forget(obj, Removal::Banned);
+        }
+        found
+    }
+
+    fn lookup_locked(
+        self: &Arc<Self>,
+        key: &[u8],
+        req: BanReq<'_>,
+        now: f64,
+        lru_interval: f64,
+        banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
         let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
         let Some(head) = map.get_mut(key) else {
@@ -151,6 +180,18 @@ impl Cache {
             COUNTERS.inc(Counter::n_objecthead);
             return Lookup::Miss(self.slot(key, Some(busy)));
         };
+        let head_seq = self.bans.head_seq();
+        if head.objs.iter().any(|o| o.ban_seq() < head_seq) {
+            head.objs.retain(|o| {
+                let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
+                if dead {
+                    o.removed.store(true, Ordering::Release);
+                    banned.push(o.clone());
+                }
+                !dead
+            });
+        }
+        let req = req.headers;
         let mut grace: Option<&Arc<Object>> = None;
         for obj in &head.objs {
             if obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
@@ -220,6 +261,7 @@ impl Cache {
             cache: self.clone(),
             key,
             busy,
+            ban: Some(self.bans.head()),
         }
     }
 
@@ -326,6 +368,7 @@ impl Cache {
 
     /// Bookkeeping for an object already unlinked from its head.
     fn forget(&self, obj: &Arc<Object>, why: Removal) {
+        obj.release_ban();
         if let Some(store) = obj.store.get() {
             store.lru_remove(obj);
         }
@@ -414,6 +457,9 @@ impl FetchSlot {
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {
         let cache = self.cache.clone();
         let _ = obj.key.set(self.key.clone());
+        if let Some(ban) = self.ban.take() {
+            obj.set_ban(ban);
+        }
         let mut replaced = Vec::new();
         {
             let mut map = cache
@@ -454,6 +500,9 @@ impl FetchSlot {
             store.lru_insert(obj, lacquer_core::time::now());
         }
         cache.schedule(obj);
+        if cache.bans.check_at_insert(obj) {
+            cache.remove(obj, Removal::Banned);
+        }
         if let Some(busy) = self.busy.take() {
             busy.tx.send_replace(BusyState::Relookup);
         }

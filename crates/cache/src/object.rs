@@ -3,6 +3,7 @@
 //! keep) that decide freshness. Many clients read one body while it is
 //! still arriving.
 
+use crate::ban::BanRef;
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
@@ -267,6 +268,10 @@ pub struct Object {
     pub(crate) lru_stamp: AtomicF64,
     exp_at: AtomicU64,
     exp_seq: AtomicU64,
+    /// The number of the newest ban the object is known to survive (0
+    /// before it has a place in the ban list), readable without a lock.
+    ban_seq: AtomicU64,
+    ban: Mutex<Option<BanRef>>,
 }
 
 /// Everything needed to make an object.
@@ -315,6 +320,8 @@ impl Object {
             lru_stamp: AtomicF64::new(0.0),
             exp_at: AtomicU64::new(0),
             exp_seq: AtomicU64::new(0),
+            ban_seq: AtomicU64::new(0),
+            ban: Mutex::new(None),
         }
     }
 
@@ -363,6 +370,26 @@ impl Object {
 
     pub fn is_removed(&self) -> bool {
         self.removed.load(Ordering::Acquire)
+    }
+
+    /// The number of the newest ban the object is known to survive.
+    #[inline]
+    pub fn ban_seq(&self) -> u64 {
+        self.ban_seq.load(Ordering::Acquire)
+    }
+
+    /// Moves the object's place in the ban list forward (never back).
+    pub(crate) fn set_ban(&self, ban: BanRef) {
+        let mut slot = self.ban.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_none_or(|b| b.seq() < ban.seq()) {
+            self.ban_seq.store(ban.seq(), Ordering::Release);
+            *slot = Some(ban);
+        }
+    }
+
+    /// Lets go of the object's ban once it has left the cache.
+    pub(crate) fn release_ban(&self) {
+        drop(self.ban.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     pub(crate) fn set_expiry(&self, at_ms: u64, seq: u64) {

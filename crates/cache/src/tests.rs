@@ -23,12 +23,17 @@ fn obj(kind: ObjKind, ttl: f64, grace: f64, vary: Option<VarySpec>, now: f64) ->
     }))
 }
 
-fn cache(budget: u64) -> Arc<Cache> {
+/// A lookup's view of a request for `/`.
+pub(crate) fn br(headers: &Headers) -> BanReq<'_> {
+    BanReq { url: b"/", headers }
+}
+
+pub(crate) fn cache(budget: u64) -> Arc<Cache> {
     Cache::new(vec![Store::malloc("s0", budget)], Store::transient(None))
 }
 
 fn miss(c: &Arc<Cache>, key: &[u8], req: &Headers, now: f64) -> FetchSlot {
-    match c.lookup(key, req, now, 2.0) {
+    match c.lookup(key, br(req), now, 2.0) {
         Lookup::Miss(slot) => slot,
         _ => panic!("expected a miss"),
     }
@@ -40,12 +45,21 @@ fn miss_insert_hit() {
     let now = 1000.0;
     let req = Headers::new();
     let slot = miss(&c, b"/a", &req, now);
-    assert!(matches!(c.lookup(b"/a", &req, now, 2.0), Lookup::Wait(_)));
+    assert!(matches!(
+        c.lookup(b"/a", br(&req), now, 2.0),
+        Lookup::Wait(_)
+    ));
     let o = obj(ObjKind::Normal, 60.0, 10.0, None, now);
     assert!(c.attach(&o, c.choose_store(false), 5, 50));
     slot.insert(&o, &req);
-    assert!(matches!(c.lookup(b"/a", &req, now, 2.0), Lookup::Hit(_)));
-    assert!(matches!(c.lookup(b"/b", &req, now, 2.0), Lookup::Miss(_)));
+    assert!(matches!(
+        c.lookup(b"/a", br(&req), now, 2.0),
+        Lookup::Hit(_)
+    ));
+    assert!(matches!(
+        c.lookup(b"/b", br(&req), now, 2.0),
+        Lookup::Miss(_)
+    ));
 }
 
 #[test]
@@ -53,7 +67,7 @@ fn waiters_are_woken() {
     let c = cache(1 << 20);
     let req = Headers::new();
     let slot = miss(&c, b"/a", &req, 0.0);
-    let Lookup::Wait(rx) = c.lookup(b"/a", &req, 0.0, 2.0) else {
+    let Lookup::Wait(rx) = c.lookup(b"/a", br(&req), 0.0, 2.0) else {
         panic!()
     };
     let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
@@ -61,12 +75,15 @@ fn waiters_are_woken() {
     assert!(matches!(*rx.borrow(), BusyState::Relookup));
     // A dropped slot wakes waiters too, and frees the head.
     let slot = miss(&c, b"/z", &req, 0.0);
-    let Lookup::Wait(rx) = c.lookup(b"/z", &req, 0.0, 2.0) else {
+    let Lookup::Wait(rx) = c.lookup(b"/z", br(&req), 0.0, 2.0) else {
         panic!()
     };
     drop(slot);
     assert!(matches!(*rx.borrow(), BusyState::Relookup));
-    assert!(matches!(c.lookup(b"/z", &req, 0.0, 2.0), Lookup::Miss(_)));
+    assert!(matches!(
+        c.lookup(b"/z", br(&req), 0.0, 2.0),
+        Lookup::Miss(_)
+    ));
 }
 
 #[test]
@@ -85,7 +102,7 @@ fn variants() {
         0.0,
     );
     slot.insert(&o, &gz);
-    assert!(matches!(c.lookup(b"/v", &gz, 0.0, 2.0), Lookup::Hit(_)));
+    assert!(matches!(c.lookup(b"/v", br(&gz), 0.0, 2.0), Lookup::Hit(_)));
     let slot = miss(&c, b"/v", &plain, 0.0);
     let o2 = obj(
         ObjKind::Normal,
@@ -95,11 +112,11 @@ fn variants() {
         0.0,
     );
     slot.insert(&o2, &plain);
-    match c.lookup(b"/v", &plain, 0.0, 2.0) {
+    match c.lookup(b"/v", br(&plain), 0.0, 2.0) {
         Lookup::Hit(h) => assert!(Arc::ptr_eq(&h, &o2)),
         _ => panic!(),
     }
-    match c.lookup(b"/v", &gz, 0.0, 2.0) {
+    match c.lookup(b"/v", br(&gz), 0.0, 2.0) {
         Lookup::Hit(h) => assert!(Arc::ptr_eq(&h, &o)),
         _ => panic!(),
     }
@@ -111,12 +128,15 @@ fn hit_for_miss_does_not_coalesce() {
     let req = Headers::new();
     let slot = miss(&c, b"/p", &req, 0.0);
     slot.insert(&obj(ObjKind::HitMiss, 120.0, 0.0, None, 0.0), &req);
-    let first = c.lookup(b"/p", &req, 1.0, 2.0);
-    let second = c.lookup(b"/p", &req, 1.0, 2.0);
+    let first = c.lookup(b"/p", br(&req), 1.0, 2.0);
+    let second = c.lookup(b"/p", br(&req), 1.0, 2.0);
     assert!(matches!(first, Lookup::HitMiss { .. }));
     assert!(matches!(second, Lookup::HitMiss { .. }));
     // Past its lifetime the marker no longer applies.
-    assert!(matches!(c.lookup(b"/p", &req, 200.0, 2.0), Lookup::Miss(_)));
+    assert!(matches!(
+        c.lookup(b"/p", br(&req), 200.0, 2.0),
+        Lookup::Miss(_)
+    ));
 }
 
 #[test]
@@ -125,7 +145,7 @@ fn grace_triggers_one_refresh() {
     let req = Headers::new();
     let slot = miss(&c, b"/g", &req, 0.0);
     slot.insert(&obj(ObjKind::Normal, 10.0, 30.0, None, 0.0), &req);
-    let first = c.lookup(b"/g", &req, 15.0, 2.0);
+    let first = c.lookup(b"/g", br(&req), 15.0, 2.0);
     let Lookup::Grace {
         refresh: Some(_slot),
         ..
@@ -134,11 +154,14 @@ fn grace_triggers_one_refresh() {
         panic!("first stale lookup refreshes")
     };
     assert!(matches!(
-        c.lookup(b"/g", &req, 15.0, 2.0),
+        c.lookup(b"/g", br(&req), 15.0, 2.0),
         Lookup::Grace { refresh: None, .. }
     ));
     // Beyond grace: wait on the refresh in progress.
-    assert!(matches!(c.lookup(b"/g", &req, 50.0, 2.0), Lookup::Wait(_)));
+    assert!(matches!(
+        c.lookup(b"/g", br(&req), 50.0, 2.0),
+        Lookup::Wait(_)
+    ));
 }
 
 #[test]
@@ -158,8 +181,14 @@ fn eviction_respects_budget_and_nuke_limit() {
     assert_eq!(store.lru_len(), 10);
     assert_eq!(c.heads(), 10);
     // The oldest were evicted, the newest remain.
-    assert!(matches!(c.lookup(b"/k49", &req, 0.0, 2.0), Lookup::Hit(_)));
-    assert!(matches!(c.lookup(b"/k0", &req, 0.0, 2.0), Lookup::Miss(_)));
+    assert!(matches!(
+        c.lookup(b"/k49", br(&req), 0.0, 2.0),
+        Lookup::Hit(_)
+    ));
+    assert!(matches!(
+        c.lookup(b"/k0", br(&req), 0.0, 2.0),
+        Lookup::Miss(_)
+    ));
     // Larger than the whole store: fails even after nuking everything.
     let big = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
     assert!(!c.attach(&big, c.choose_store(false), budget * 2, 50));

@@ -1,12 +1,14 @@
-//! Lacquer's foundation: time and duration parsing, request ids, the parameter
-//! table, the counter table and session close reasons. Every other crate
-//! depends on this one; it depends on nothing of ours.
+//! Lacquer's foundation: time and duration parsing, request ids, the
+//! parameter table, the counter table, session close reasons and regex
+//! compilation. Every other crate depends on this one; it depends on nothing
+//! of ours.
 
 pub mod close;
 pub mod counters;
 pub mod host;
 pub mod ids;
 pub mod params;
+pub mod regex;
 pub mod time;
 pub mod units;
 

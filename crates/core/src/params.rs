@@ -129,6 +129,18 @@ macro_rules! param_get {
 param_table! {
     backend_idle_timeout: Seconds, "60", "seconds", min Some("1"), max None,
         "Timeout before unused backend connections are closed.";
+    ban_cutoff: Count, "0", "bans", min Some("0"), max None,
+        "Keep the number of bans below this by expunging the objects that hold on to the oldest ones (counted in bans_lurker_obj_killed_cutoff). 0 disables.";
+    ban_dups: Bool, "on", "bool", min None, max None,
+        "Mark older identical bans completed when a new ban is added, so that objects are not tested against the same ban twice.";
+    ban_lurker_age: Seconds, "60", "seconds", min Some("0"), max None,
+        "The ban lurker ignores bans until they are this old; until then lookups alone test objects against them.";
+    ban_lurker_batch: Count, "1000", "objects", min Some("1"), max None,
+        "The ban lurker sleeps ban_lurker_sleep after examining this many objects.";
+    ban_lurker_holdoff: Seconds, "0.010", "seconds", min Some("0"), max None,
+        "How long the ban lurker waits before it takes an index shard that lookups are using.";
+    ban_lurker_sleep: Seconds, "0.010", "seconds", min Some("0"), max None,
+        "How long the ban lurker sleeps after examining ban_lurker_batch objects. 0 disables the ban lurker.";
     between_bytes_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait between two reads of a backend response body before the fetch fails.";
     cli_limit: Bytes, "48k", "bytes", min Some("128b"), max Some("99999999b"),

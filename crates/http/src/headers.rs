@@ -174,6 +174,12 @@ impl Headers {
     }
 }
 
+/// Whether a byte may appear in a token such as a field name (RFC 9110
+/// `tchar`).
+pub fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
 /// Trims optional white space (spaces and tabs) from both ends.
 pub fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {

@@ -466,8 +466,8 @@ impl Host for ClientHost<'_> {
         }
     }
 
-    fn ban(&mut self, _expr: &[u8]) -> Result<(), String> {
-        Err("bans are not supported yet".to_string())
+    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+        crate::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
     }
 
     fn param(&self, index: usize) -> Value {

@@ -1,13 +1,14 @@
 //! Start-up and the run loop: the work directory, the listening sockets
 //! (reported as they are bound, so port 0 can be used), the management
 //! interface, the runtime with one worker per core, the accept loops and
-//! the once-a-second housekeeping (expiry, idle backend connections,
-//! uptime).
+//! the ban lurker's thread and the once-a-second housekeeping (expiry, idle
+//! backend connections, uptime).
 
 use crate::config::ServeConfig;
 use crate::mgmt::{self, Mgmt};
 use crate::vcl::{Loaded, Registry};
 use crate::{session, Shared};
+use lacquer_cache::ban::LurkConfig;
 use lacquer_cache::store::Store;
 use lacquer_cache::Cache;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -114,7 +115,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .collect();
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
     let program = cfg.vcl.compile(&cfg.params)?;
-    let loaded = Arc::new(Loaded::new("boot", program, &cfg.params)?);
+    let loaded = Arc::new(Loaded::new("boot", program, &cfg.params, cache.bans())?);
     let registry = Registry::new(loaded.clone());
     registry.count();
     let shared = Arc::new(Shared {
@@ -125,6 +126,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
         identity: cfg.identity,
     });
+    let lurker_shared = shared.clone();
+    std::thread::Builder::new()
+        .name("ban-lurker".into())
+        .spawn(move || ban_lurker(lurker_shared))
+        .map_err(|e| format!("Cannot start the ban lurker: {e}"))?;
     let workdir = cfg.workdir.clone();
     let handle = runtime.handle().clone();
     runtime.block_on(async move {
@@ -171,6 +177,33 @@ pub(crate) async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, local: S
                 COUNTERS.inc(Counter::sess_fail);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+        }
+    }
+}
+
+/// The ban lurker's thread: passes over the cache whenever there are
+/// `obj.*` bans old enough, otherwise waits for a ban. With
+/// `ban_lurker_sleep` 0 it only deletes bans no object holds.
+fn ban_lurker(sh: Arc<Shared>) {
+    loop {
+        let p = &sh.params;
+        let cfg = LurkConfig {
+            age: p.ban_lurker_age(),
+            batch: p.ban_lurker_batch(),
+            sleep: p.ban_lurker_sleep(),
+            holdoff: p.ban_lurker_holdoff(),
+            cutoff: p.ban_cutoff(),
+        };
+        let examined = if cfg.sleep > 0.0 {
+            sh.cache.lurk_bans(&cfg, lacquer_core::time::now())
+        } else {
+            sh.cache.bans().clean_tail();
+            0
+        };
+        if examined == 0 {
+            sh.cache.bans().wait_for_ban(Duration::from_secs(1));
+        } else {
+            std::thread::sleep(Duration::from_secs_f64(cfg.sleep));
         }
     }
 }

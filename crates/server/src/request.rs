@@ -11,6 +11,7 @@ use crate::io::{Client, ReqBody};
 use crate::vcl::Loaded;
 use crate::{pass, pipe, synth, Shared};
 use bytes::Bytes;
+use lacquer_cache::ban::BanReq;
 use lacquer_cache::object::{Object, Timers};
 use lacquer_cache::{BusyState, FetchSlot, Lookup};
 use lacquer_core::close::CloseReason;
@@ -244,7 +245,11 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
         let lookup = if req.hash_always_miss {
             sh.cache.lookup_fresh_fetch(key)
         } else {
-            sh.cache.lookup(key, &req.head.headers, now, lru_interval)
+            let ban_req = BanReq {
+                url: &req.head.url,
+                headers: &req.head.headers,
+            };
+            sh.cache.lookup(key, ban_req, now, lru_interval)
         };
         let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
         match lookup {

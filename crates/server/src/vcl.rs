@@ -8,6 +8,7 @@
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::Backend;
+use lacquer_cache::ban::{BanSpec, Bans};
 use lacquer_core::params::{Kind, Params};
 use lacquer_vcl::{HttpKind, Method, Program, StorageField, Value, Var};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,7 +60,12 @@ impl VclSource {
 
 impl Loaded {
     /// Makes the backends of a compiled program and runs its `vcl_init`.
-    pub fn new(name: &str, program: Program, params: &Params) -> Result<Loaded, String> {
+    pub fn new(
+        name: &str,
+        program: Program,
+        params: &Params,
+        bans: &Bans,
+    ) -> Result<Loaded, String> {
         let backends = program
             .backends
             .iter()
@@ -79,6 +85,7 @@ impl Loaded {
         };
         let mut host = InitHost {
             params,
+            bans,
             loaded: &loaded,
             method: Method::Init,
         };
@@ -225,9 +232,18 @@ pub(crate) fn report_error(xid: u64, msg: &str) {
     }
 }
 
+/// Adds a ban given as one string (`ban()`, `std.ban()`).
+pub(crate) fn add_ban(bans: &Bans, params: &Params, expr: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(expr).map_err(|_| "ban expression is not UTF-8".to_string())?;
+    let spec = BanSpec::parse_str(text)?;
+    bans.add(spec, lacquer_core::time::now(), params.ban_dups());
+    Ok(())
+}
+
 /// The host `vcl_init` runs against: no request, only the program.
 struct InitHost<'a> {
     params: &'a Params,
+    bans: &'a Bans,
     loaded: &'a Loaded,
     method: Method,
 }
@@ -257,8 +273,8 @@ impl lacquer_vcl::Host for InitHost<'_> {
     }
     fn hash_data(&mut self, _data: &[u8]) {}
     fn synthetic(&mut self, _data: &[u8]) {}
-    fn ban(&mut self, _expr: &[u8]) -> Result<(), String> {
-        Err("bans are not supported yet".to_string())
+    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+        add_ban(self.bans, self.params, expr)
     }
     fn param(&self, index: usize) -> Value {
         param_value(self.params, index)

@@ -199,37 +199,16 @@ pub(crate) fn arith_type(op: BinOp, l: Type, r: Type) -> Option<Type> {
 /// Compiles a regular expression; constructs that cannot run in linear
 /// time are refused with a message that says so.
 pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<regex::bytes::Regex>> {
-    let linear_only = pattern.contains("(?=")
-        || pattern.contains("(?!")
-        || pattern.contains("(?<=")
-        || pattern.contains("(?<!")
-        || pattern
-            .as_bytes()
-            .windows(2)
-            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0');
-    if linear_only {
-        return Err(CompileError::new(
-            "Regular expression not supported: look-around and backreferences cannot run in linear time, which Lacquer guarantees for every VCL regex",
-            span,
-        ));
-    }
-    match regex::bytes::RegexBuilder::new(pattern)
-        .size_limit(1 << 22)
-        .build()
-    {
+    use lacquer_core::regex::RegexError;
+    match lacquer_core::regex::compile(pattern) {
         Ok(re) => Ok(Arc::new(re)),
-        Err(e) => {
-            let detail = e.to_string();
-            let last = detail
-                .lines()
-                .rev()
-                .find(|l| l.starts_with("error:"))
-                .unwrap_or(detail.as_str())
-                .to_string();
-            Err(CompileError::new(
-                format!("Regular expression error: {last}"),
-                span,
-            ))
-        }
+        Err(e @ RegexError::NotLinear) => Err(CompileError::new(
+            format!("Regular expression not supported: {e}"),
+            span,
+        )),
+        Err(e) => Err(CompileError::new(
+            format!("Regular expression error: {e}"),
+            span,
+        )),
     }
 }

@@ -2,6 +2,7 @@
 //! real origin server, driven by a raw client.
 
 mod backend_side;
+mod bans;
 mod cache;
 mod cli;
 mod client_side;

@@ -1,6 +1,6 @@
 //! Dispatch over the command table, and the commands that are not about
 //! VCL: ping, status, banner, help, pid, start/stop, quit, param.*,
-//! panic.* and storage.list.
+//! panic.*, ban, ban.list and storage.list.
 
 use super::{json, Mgmt, Reply};
 use lacquer_admin::commands::{find, CmdSpec, COMMANDS};
@@ -137,6 +137,21 @@ impl Mgmt {
                 }
             }
             "storage.list" => self.storage_list(json, args),
+            "ban" => {
+                let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+                match lacquer_cache::ban::BanSpec::parse(&words) {
+                    Ok(spec) => {
+                        let now = lacquer_core::time::now();
+                        self.sh
+                            .cache
+                            .bans()
+                            .add(spec, now, self.sh.params.ban_dups());
+                        Reply::ok("")
+                    }
+                    Err(e) => Reply::with(status::PARAM, e),
+                }
+            }
+            "ban.list" => self.ban_list(json, args),
             _ => self.execute_vcl(spec.name, args, json),
         }
     }
@@ -192,6 +207,34 @@ impl Mgmt {
             }
         }
         Reply::ok(out)
+    }
+
+    fn ban_list(&self, json_out: bool, args: &[String]) -> Reply {
+        if args.len() == 2 && !json_out {
+            return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
+        }
+        let bans = self.sh.cache.bans();
+        if !json_out {
+            return Reply::ok(bans.list_text());
+        }
+        let items: Vec<String> = bans
+            .list()
+            .iter()
+            .map(|b| {
+                format!(
+                    "  {{\n    \"time\": {:.6},\n    \"refs\": {},\n    \"completed\": {},\n    \"spec\": {}\n  }}",
+                    b.time,
+                    b.refs,
+                    b.completed,
+                    json::string(&b.spec)
+                )
+            })
+            .collect();
+        Reply::ok(format!(
+            "{}\n{}\n]\n",
+            json::head(2, args),
+            items.join(",\n")
+        ))
     }
 
     fn storage_list(&self, json_out: bool, args: &[String]) -> Reply {

@@ -96,7 +96,7 @@ impl Mgmt {
             .iter()
             .map(|w| format!("Warning: {w}\n"))
             .collect();
-        let loaded = match Loaded::new(name, program, &self.sh.params) {
+        let loaded = match Loaded::new(name, program, &self.sh.params, self.sh.cache.bans()) {
             Ok(l) => Arc::new(l),
             Err(e) => return Reply::with(status::PARAM, format!("vcl_init failed: {e}\n")),
         };
