@@ -1,102 +1,18 @@
 //! The client side as VCL sees it: `req.*`, `req_top.*`, `resp.*`,
 //! `obj.*`, `client.*`/`server.*`/`local.*`/`remote.*` and `sess.*` over a
-//! request in flight, the object it found and the response being built.
+//! request in flight, the object it found and the response being built
+//! (see [`crate::resp`]).
 
 use crate::request::Req;
+pub(crate) use crate::resp::{obj_reason, Resp};
 use crate::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object};
-use lacquer_http::{Headers, Version};
-use lacquer_vcl::{Host, HttpKind, Method, StorageField, Value, Var};
+use lacquer_http::Version;
+use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-
-/// The response `vcl_deliver` and `vcl_synth` work on. Headers are copied
-/// from the object only when VCL changes them, so a plain hit copies
-/// nothing.
-pub(crate) struct Resp {
-    pub status: u16,
-    pub reason: Bytes,
-    /// `None` while the object's own headers are unchanged.
-    pub headers: Option<Headers>,
-    /// The synthetic body (`vcl_synth`).
-    pub body: Vec<u8>,
-    /// VCL touched Age, Via or X-Varnish: they are in `headers` and the
-    /// writer must not add its own.
-    pub own_delivery_headers: bool,
-    pub hit: bool,
-    pub changed: bool,
-}
-
-/// The reason phrase in an object's stored status line.
-pub(crate) fn obj_reason(obj: &Object) -> Bytes {
-    let line_end = obj.head.iter().position(|&b| b == b'\r').unwrap_or(0);
-    let start = "HTTP/1.1 200 ".len().min(line_end);
-    obj.head.slice(start..line_end)
-}
-
-impl Resp {
-    pub fn for_object(obj: &Object, hit: bool) -> Resp {
-        Resp {
-            status: obj.status,
-            reason: Bytes::new(),
-            headers: None,
-            body: Vec::new(),
-            own_delivery_headers: false,
-            hit,
-            changed: false,
-        }
-    }
-
-    pub fn synthetic(status: u16, reason: Option<Bytes>) -> Resp {
-        let reason = reason.unwrap_or_else(|| {
-            Bytes::from_static(lacquer_http::reason_phrase(status % 1000).as_bytes())
-        });
-        let mut headers = Headers::new();
-        lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
-            headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
-        });
-        headers.append("Server", "Lacquer");
-        Resp {
-            status,
-            reason,
-            headers: Some(headers),
-            body: Vec::new(),
-            own_delivery_headers: false,
-            hit: false,
-            changed: true,
-        }
-    }
-
-    fn headers_mut(&mut self, obj: Option<&Object>) -> &mut Headers {
-        self.changed = true;
-        self.headers
-            .get_or_insert_with(|| obj.map(|o| o.headers.clone()).unwrap_or_default())
-    }
-
-    /// The head to write in place of the object's, when VCL changed it.
-    pub fn head_block(&self, obj: &Object) -> Option<Vec<u8>> {
-        if !self.changed {
-            return None;
-        }
-        let mut out = Vec::with_capacity(256);
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice((self.status % 1000).to_string().as_bytes());
-        out.push(b' ');
-        if self.reason.is_empty() {
-            out.extend_from_slice(&obj_reason(obj));
-        } else {
-            out.extend_from_slice(&self.reason);
-        }
-        out.extend_from_slice(b"\r\n");
-        match &self.headers {
-            Some(h) => h.write_to(&mut out),
-            None => obj.headers.write_to(&mut out),
-        }
-        Some(out)
-    }
-}
 
 /// Per-connection facts VCL can read.
 #[derive(Clone, Copy)]
@@ -159,11 +75,9 @@ impl ClientHost<'_> {
             .iter()
             .filter_map(|n| self.delivery_header(n).map(|v| (*n, v)))
             .collect();
-        let obj = self.obj;
         let resp = self.resp.as_deref_mut().expect("checked above");
-        let h = resp.headers_mut(obj);
         for (n, v) in values {
-            h.set(n, v);
+            resp.set(n, Some(v));
         }
         resp.own_delivery_headers = true;
     }
@@ -392,12 +306,34 @@ impl Host for ClientHost<'_> {
                 if !resp.own_delivery_headers && Self::is_delivery_header(name) {
                     return self.delivery_header(name);
                 }
-                match &resp.headers {
-                    Some(h) => h.get(name).cloned(),
-                    None => self.obj.and_then(|o| o.headers.get(name).cloned()),
-                }
+                resp.get(self.obj, name).cloned()
             }
             HttpKind::Bereq | HttpKind::Beresp => None,
+        }
+    }
+
+    fn header_ref(&self, kind: HttpKind, name: &str) -> Lent<'_> {
+        match kind {
+            HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
+            HttpKind::Obj => lend(self.obj.and_then(|o| o.headers.get(name))),
+            HttpKind::Resp => {
+                let Some(resp) = self.resp.as_deref() else {
+                    return Lent::Absent;
+                };
+                if !resp.own_delivery_headers && Self::is_delivery_header(name) {
+                    return Lent::Owned;
+                }
+                lend(resp.get(self.obj, name))
+            }
+            HttpKind::Bereq | HttpKind::Beresp => Lent::Absent,
+        }
+    }
+
+    fn str_ref(&self, var: Var) -> Option<&[u8]> {
+        match var {
+            Var::ReqUrl | Var::ReqTopUrl => Some(&self.req.head.url),
+            Var::ReqMethod | Var::ReqTopMethod => Some(&self.req.head.method),
+            _ => None,
         }
     }
 
@@ -406,13 +342,11 @@ impl Host for ClientHost<'_> {
             HttpKind::Req | HttpKind::ReqTop => {
                 self.req.head.headers.get_all(name).cloned().collect()
             }
-            HttpKind::Resp => match self.resp.as_deref().and_then(|r| r.headers.as_ref()) {
-                Some(h) => h.get_all(name).cloned().collect(),
-                None => self
-                    .obj
-                    .map(|o| o.headers.get_all(name).cloned().collect())
-                    .unwrap_or_default(),
-            },
+            HttpKind::Resp => self
+                .resp
+                .as_deref()
+                .map(|r| r.get_all(self.obj, name))
+                .unwrap_or_default(),
             HttpKind::Obj => self
                 .obj
                 .map(|o| o.headers.get_all(name).cloned().collect())
@@ -428,9 +362,8 @@ impl Host for ClientHost<'_> {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
                 }
-                let obj = self.obj;
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.headers_mut(obj).set_named(name, value);
+                    r.set(name, Some(value));
                 }
             }
             _ => {}
@@ -444,9 +377,8 @@ impl Host for ClientHost<'_> {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
                 }
-                let obj = self.obj;
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.headers_mut(obj).remove(name);
+                    r.set(name, None);
                 }
             }
             _ => {}
@@ -487,4 +419,9 @@ impl Host for ClientHost<'_> {
     fn error(&mut self, msg: &str) {
         report_error(self.req.xid, msg);
     }
+}
+
+/// A header value as lent to the interpreter.
+fn lend(v: Option<&Bytes>) -> Lent<'_> {
+    v.map_or(Lent::Absent, |v| Lent::Value(v))
 }

@@ -16,6 +16,7 @@ mod panics;
 mod pass;
 mod pipe;
 mod request;
+mod resp;
 mod session;
 mod synth;
 mod vcl;

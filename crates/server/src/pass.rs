@@ -177,15 +177,7 @@ async fn stream_response(
         conn: mut be,
         timeouts: t,
     } = backend;
-    let mut vresp = Resp {
-        status: beresp.status,
-        reason: beresp.reason,
-        headers: Some(beresp.headers),
-        body: Vec::new(),
-        own_delivery_headers: false,
-        hit: false,
-        changed: true,
-    };
+    let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
     let mut host = ClientHost {
         method: Method::Deliver,
         sh,

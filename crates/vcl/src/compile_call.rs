@@ -198,7 +198,7 @@ pub(crate) fn arith_type(op: BinOp, l: Type, r: Type) -> Option<Type> {
 
 /// Compiles a regular expression; constructs that cannot run in linear
 /// time are refused with a message that says so.
-pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<regex::bytes::Regex>> {
+pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<lacquer_core::regex::Regex>> {
     use lacquer_core::regex::RegexError;
     match lacquer_core::regex::compile(pattern) {
         Ok(re) => Ok(Arc::new(re)),

@@ -3,10 +3,11 @@
 //! status out of range) fail the method, as `return (fail)` would.
 
 use crate::ast::BinOp;
-use crate::program::{CmpKind, Expr, Host, Place, Program, Stmt};
+use crate::program::{CmpKind, Expr, Host, Lent, Place, Program, Stmt};
 use crate::types::{format_ip, format_real, Action, ActionKind, Method, Type, Value};
 use crate::vmod::Ctx;
 use bytes::Bytes;
+use lacquer_core::regex::Regex;
 
 /// Why a method failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,8 +56,8 @@ struct Eval<'a> {
 
 const MAX_CALL_DEPTH: usize = 64;
 
-impl Eval<'_> {
-    fn block(&mut self, stmts: &[Stmt], depth: usize) -> E<Flow> {
+impl<'a> Eval<'a> {
+    fn block(&mut self, stmts: &'a [Stmt], depth: usize) -> E<Flow> {
         for s in stmts {
             if let Flow::Return(a) = self.stmt(s, depth)? {
                 return Ok(Flow::Return(a));
@@ -65,17 +66,15 @@ impl Eval<'_> {
         Ok(Flow::Next)
     }
 
-    fn stmt(&mut self, s: &Stmt, depth: usize) -> E<Flow> {
+    fn stmt(&mut self, s: &'a Stmt, depth: usize) -> E<Flow> {
         match s {
-            Stmt::Set(place, e) => {
+            Stmt::Set(Place::Var(var), e) => {
                 let v = self.eval(e)?;
-                match place {
-                    Place::Var(var) => self.host.set(*var, v).map_err(VclFailure)?,
-                    Place::Header(kind, name) => {
-                        let b = to_bytes(self.prog, v);
-                        self.host.set_header(*kind, name, b);
-                    }
-                }
+                self.host.set(*var, v).map_err(VclFailure)?;
+            }
+            Stmt::Set(Place::Header(kind, name), e) => {
+                let b = self.eval_bytes(e)?;
+                self.host.set_header(*kind, name, b);
             }
             Stmt::Unset(place) => match place {
                 Place::Var(var) => self.host.unset(*var),
@@ -90,7 +89,7 @@ impl Eval<'_> {
             Stmt::Return(kind, args) => return Ok(Flow::Return(self.action(*kind, args)?)),
             Stmt::If(branches, otherwise) => {
                 for (cond, body) in branches {
-                    if self.eval(cond)?.as_bool() {
+                    if self.test(cond)? {
                         return self.block(body, depth);
                     }
                 }
@@ -178,6 +177,90 @@ impl Eval<'_> {
         args.iter().map(|a| self.eval(a)).collect()
     }
 
+    /// Evaluates a condition. Strings it tests are borrowed from the host
+    /// or the program where possible, never copied.
+    fn test(&mut self, e: &Expr) -> E<bool> {
+        Ok(match e {
+            Expr::Not(x) => !self.test(x)?,
+            Expr::And(a, b) => self.test(a)? && self.test(b)?,
+            Expr::Or(a, b) => self.test(a)? || self.test(b)?,
+            Expr::Regex(x, re, negate) => {
+                let hit = self.with_str(x, |s| s.is_some_and(|s| re.is_match(s)))?;
+                hit != *negate
+            }
+            Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
+                Lent::Absent => false,
+                Lent::Value(_) => true,
+                Lent::Owned => self.eval(e)?.as_bool(),
+            },
+            Expr::Cmp(op, CmpKind::Str, a, b) => self.compare_str(*op, a, b)?,
+            _ => self.eval(e)?.as_bool(),
+        })
+    }
+
+    /// Runs `f` on the string an expression yields (`None` when unset),
+    /// borrowing it where the host or the program holds it.
+    fn with_str<R>(&mut self, e: &Expr, f: impl FnOnce(Option<&[u8]>) -> R) -> E<R> {
+        match e {
+            Expr::Const(Value::Str(b)) => return Ok(f(Some(b))),
+            Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
+                Lent::Absent => return Ok(f(None)),
+                Lent::Value(v) => return Ok(f(Some(v))),
+                Lent::Owned => {}
+            },
+            Expr::Var(var) => {
+                if let Some(v) = self.host.str_ref(*var) {
+                    return Ok(f(Some(v)));
+                }
+            }
+            _ => {}
+        }
+        let v = self.eval(e)?;
+        Ok(f((!v.is_unset()).then(|| v.as_bytes())))
+    }
+
+    /// The string form of an expression, without the detour through a
+    /// `Value` for the forms that make bytes directly.
+    fn eval_bytes(&mut self, e: &Expr) -> E<Bytes> {
+        match e {
+            Expr::Const(Value::Str(b)) => Ok(b.clone()),
+            Expr::Regsub {
+                all,
+                subject,
+                re,
+                replacement,
+            } => {
+                let owned;
+                let r: &[u8] = match &**replacement {
+                    Expr::Const(Value::Str(b)) => b,
+                    other => {
+                        owned = self.eval(other)?;
+                        owned.as_bytes()
+                    }
+                };
+                self.with_str(subject, |s| regsub(re, s.unwrap_or(b""), r, *all))
+            }
+            _ => {
+                let v = self.eval(e)?;
+                Ok(to_bytes(self.prog, v))
+            }
+        }
+    }
+
+    /// A string comparison; a constant side is borrowed from the program.
+    fn compare_str(&mut self, op: BinOp, a: &Expr, b: &Expr) -> E<bool> {
+        match (a, b) {
+            (x, Expr::Const(c)) | (Expr::Const(c), x) => {
+                let c = (!c.is_unset()).then(|| c.as_bytes());
+                self.with_str(x, |s| compare_bytes(op, s, c))
+            }
+            _ => {
+                let (x, y) = (self.eval(a)?, self.eval(b)?);
+                Ok(compare(op, CmpKind::Str, &x, &y))
+            }
+        }
+    }
+
     fn eval(&mut self, e: &Expr) -> E<Value> {
         Ok(match e {
             Expr::Const(v) => v.clone(),
@@ -188,23 +271,19 @@ impl Eval<'_> {
                 .map_or(Value::Unset, Value::Str),
             Expr::Param(i) => self.host.param(*i),
             Expr::Storage(name, field) => self.host.storage(name, *field),
-            Expr::Not(x) => Value::Bool(!self.eval(x)?.as_bool()),
+            Expr::Not(_) | Expr::And(..) | Expr::Or(..) | Expr::Regex(..) => {
+                Value::Bool(self.test(e)?)
+            }
+            Expr::Cmp(op, CmpKind::Str, a, b) => Value::Bool(self.compare_str(*op, a, b)?),
             Expr::Neg(x) => match self.eval(x)? {
                 Value::Int(i) => Value::Int(i.wrapping_neg()),
                 Value::Real(f) => Value::Real(-f),
                 Value::Duration(f) => Value::Duration(-f),
                 v => v,
             },
-            Expr::And(a, b) => Value::Bool(self.eval(a)?.as_bool() && self.eval(b)?.as_bool()),
-            Expr::Or(a, b) => Value::Bool(self.eval(a)?.as_bool() || self.eval(b)?.as_bool()),
             Expr::Cmp(op, kind, a, b) => {
                 let (x, y) = (self.eval(a)?, self.eval(b)?);
                 Value::Bool(compare(*op, *kind, &x, &y))
-            }
-            Expr::Regex(x, re, negate) => {
-                let v = self.eval(x)?;
-                let hit = !v.is_unset() && re.is_match(v.as_bytes());
-                Value::Bool(hit != *negate)
             }
             Expr::Acl(x, i, negate) => {
                 let hit = match self.eval(x)? {
@@ -233,16 +312,7 @@ impl Eval<'_> {
                 }
             }
             Expr::ToReal(x) => Value::Real(self.eval(x)?.as_f64()),
-            Expr::Regsub {
-                all,
-                subject,
-                re,
-                replacement,
-            } => {
-                let s = self.eval(subject)?;
-                let r = self.eval(replacement)?;
-                Value::Str(regsub(re, s.as_bytes(), r.as_bytes(), *all))
-            }
+            Expr::Regsub { .. } => Value::Str(self.eval_bytes(e)?),
             Expr::Func(f, args) => {
                 let values = self.args(args)?;
                 let mut ctx = Ctx {
@@ -283,11 +353,9 @@ fn compare(op: BinOp, kind: CmpKind, x: &Value, y: &Value) -> bool {
     use std::cmp::Ordering;
     let ord = match kind {
         CmpKind::Num => x.as_f64().partial_cmp(&y.as_f64()),
-        CmpKind::Str => match (x, y) {
-            (Value::Unset, Value::Unset) => Some(Ordering::Equal),
-            (Value::Unset, _) | (_, Value::Unset) => None,
-            _ => Some(x.as_bytes().cmp(y.as_bytes())),
-        },
+        CmpKind::Str => {
+            return compare_bytes(op, str_side(x), str_side(y));
+        }
         CmpKind::Bool => Some(x.as_bool().cmp(&y.as_bool())),
         CmpKind::Ip => match (x, y) {
             (Value::Ip(a), Value::Ip(b)) => Some(if a.map(|a| a.ip()) == b.map(|b| b.ip()) {
@@ -302,6 +370,29 @@ fn compare(op: BinOp, kind: CmpKind, x: &Value, y: &Value) -> bool {
         } else {
             Ordering::Less
         }),
+    };
+    match op {
+        BinOp::Eq => ord == Some(Ordering::Equal),
+        BinOp::Ne => ord != Some(Ordering::Equal),
+        BinOp::Lt => ord == Some(Ordering::Less),
+        BinOp::Gt => ord == Some(Ordering::Greater),
+        BinOp::Le => matches!(ord, Some(Ordering::Less | Ordering::Equal)),
+        BinOp::Ge => matches!(ord, Some(Ordering::Greater | Ordering::Equal)),
+        _ => false,
+    }
+}
+
+fn str_side(v: &Value) -> Option<&[u8]> {
+    (!v.is_unset()).then(|| v.as_bytes())
+}
+
+/// Compares two strings (`None`: unset, equal only to unset).
+fn compare_bytes(op: BinOp, x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
+    use std::cmp::Ordering;
+    let ord = match (x, y) {
+        (None, None) => Some(Ordering::Equal),
+        (Some(a), Some(b)) => Some(a.cmp(b)),
+        _ => None,
     };
     match op {
         BinOp::Eq => ord == Some(Ordering::Equal),
@@ -385,45 +476,67 @@ pub fn to_bytes(prog: &Program, v: Value) -> Bytes {
 }
 
 /// `regsub`/`regsuball`: `\0`–`\9` in the replacement are the groups.
-pub fn regsub(re: &regex::bytes::Regex, subject: &[u8], replacement: &[u8], all: bool) -> Bytes {
+pub fn regsub(re: &Regex, subject: &[u8], replacement: &[u8], all: bool) -> Bytes {
     // Without `\N` references no capture groups are needed, and finding
-    // matches is much cheaper than capturing them.
+    // match spans is much cheaper than capturing them.
     let literal = !replacement.contains(&b'\\');
-    let mut out: Option<Vec<u8>> = None;
-    let mut last = 0;
-    let mut emit = |out: &mut Option<Vec<u8>>,
-                    start: usize,
-                    end: usize,
-                    caps: Option<&regex::bytes::Captures>| {
-        let buf = out.get_or_insert_with(|| Vec::with_capacity(subject.len() + replacement.len()));
-        buf.extend_from_slice(&subject[last..start]);
+    if literal {
+        let mut out = Spliced::new(subject, replacement);
+        if re.try_spans(subject, all, |start, end| out.put(start, end, None)) {
+            return out.finish();
+        }
+    }
+    let mut out = Spliced::new(subject, replacement);
+    for caps in re.meta().captures_iter(subject) {
+        let m = caps.get(0).expect("group 0 always matches");
+        out.put(m.start(), m.end(), (!literal).then_some(&caps));
+        if !all {
+            break;
+        }
+    }
+    out.finish()
+}
+
+/// A subject with replacements spliced in at match spans.
+struct Spliced<'a> {
+    subject: &'a [u8],
+    replacement: &'a [u8],
+    /// Made at the first match: no match, no copy until the end.
+    out: Option<Vec<u8>>,
+    /// Where the subject has been copied up to.
+    last: usize,
+}
+
+impl<'a> Spliced<'a> {
+    fn new(subject: &'a [u8], replacement: &'a [u8]) -> Self {
+        Spliced {
+            subject,
+            replacement,
+            out: None,
+            last: 0,
+        }
+    }
+
+    fn put(&mut self, start: usize, end: usize, caps: Option<&regex::bytes::Captures>) {
+        let (subject, replacement) = (self.subject, self.replacement);
+        let buf = self
+            .out
+            .get_or_insert_with(|| Vec::with_capacity(subject.len() + replacement.len()));
+        buf.extend_from_slice(&subject[self.last..start]);
         match caps {
             None => buf.extend_from_slice(replacement),
             Some(caps) => expand(buf, caps, replacement),
         }
-        last = end;
-    };
-    if literal {
-        for m in re.find_iter(subject) {
-            emit(&mut out, m.start(), m.end(), None);
-            if !all {
-                break;
-            }
-        }
-    } else {
-        for caps in re.captures_iter(subject) {
-            let m = caps.get(0).expect("group 0 always matches");
-            emit(&mut out, m.start(), m.end(), Some(&caps));
-            if !all {
-                break;
-            }
-        }
+        self.last = end;
     }
-    match out {
-        None => Bytes::copy_from_slice(subject),
-        Some(mut buf) => {
-            buf.extend_from_slice(&subject[last..]);
-            Bytes::from(buf)
+
+    fn finish(self) -> Bytes {
+        match self.out {
+            None => Bytes::copy_from_slice(self.subject),
+            Some(mut buf) => {
+                buf.extend_from_slice(&self.subject[self.last..]);
+                Bytes::from(buf)
+            }
         }
     }
 }
@@ -460,7 +573,7 @@ mod tests {
 
     #[test]
     fn regsub_replaces_first_or_all() {
-        let re = regex::bytes::Regex::new("(a)(b)?").unwrap();
+        let re = lacquer_core::regex::compile("(a)(b)?").unwrap();
         assert_eq!(&regsub(&re, b"xabyab", b"<\\1\\2>", false)[..], b"x<ab>yab");
         assert_eq!(
             &regsub(&re, b"xabyab", b"<\\1\\2>", true)[..],
@@ -468,10 +581,10 @@ mod tests {
         );
         assert_eq!(&regsub(&re, b"none", b"z", true)[..], b"none");
         assert_eq!(&regsub(&re, b"xab", b"\\\\", true)[..], b"x\\");
-        let empty = regex::bytes::Regex::new("x*").unwrap();
+        let empty = lacquer_core::regex::compile("x*").unwrap();
         assert_eq!(&regsub(&empty, b"ab", b"-", true)[..], b"-a-b-");
         assert_eq!(&regsub(&empty, b"ab", b"-", false)[..], b"-ab");
-        let cookie = regex::bytes::Regex::new("(^|;\\s*)(_ga|__utm[a-z]+)=[^;]*").unwrap();
+        let cookie = lacquer_core::regex::compile("(^|;\\s*)(_ga|__utm[a-z]+)=[^;]*").unwrap();
         assert_eq!(
             &regsub(&cookie, b"_ga=1; sess=2; __utmz=3", b"", true)[..],
             b"; sess=2"

@@ -22,7 +22,7 @@ pub mod vmod_std;
 
 pub use compile::{compile, Failure, Options};
 pub use eval::{init, run, VclFailure};
-pub use program::{BackendDef, Host, ProbeDef, Program};
+pub use program::{BackendDef, Host, Lent, ProbeDef, Program};
 pub use source::{CompileError, Source, Span};
 pub use types::{Action, BackendRef, HttpKind, Method, Type, Value};
 pub use vars::{StorageField, Var};

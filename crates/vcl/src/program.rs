@@ -137,7 +137,7 @@ pub enum Expr {
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
     Cmp(BinOp, CmpKind, Box<Expr>, Box<Expr>),
-    Regex(Box<Expr>, Arc<regex::bytes::Regex>, bool),
+    Regex(Box<Expr>, Arc<lacquer_core::regex::Regex>, bool),
     Acl(Box<Expr>, usize, bool),
     Arith(BinOp, Type, Box<Expr>, Box<Expr>),
     Concat(Vec<Expr>),
@@ -146,11 +146,20 @@ pub enum Expr {
     Regsub {
         all: bool,
         subject: Box<Expr>,
-        re: Arc<regex::bytes::Regex>,
+        re: Arc<lacquer_core::regex::Regex>,
         replacement: Box<Expr>,
     },
     Func(&'static FuncSpec, Vec<Expr>),
     Method(usize, &'static MethodSpec, Vec<Expr>),
+}
+
+/// A header as the host can lend it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lent<'a> {
+    Absent,
+    Value(&'a [u8]),
+    /// The host makes this value on demand: ask `Host::header`.
+    Owned,
 }
 
 /// What the interpreter needs from the daemon while a method runs. The
@@ -163,6 +172,14 @@ pub trait Host {
     /// `unset bereq.body` and the like.
     fn unset(&mut self, var: Var);
     fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes>;
+    /// A header without copying it, for tests and comparisons.
+    fn header_ref(&self, _kind: HttpKind, _name: &str) -> Lent<'_> {
+        Lent::Owned
+    }
+    /// A string variable without copying it, where the host holds it.
+    fn str_ref(&self, _var: Var) -> Option<&[u8]> {
+        None
+    }
     fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes);
     fn unset_header(&mut self, kind: HttpKind, name: &str);
     /// Every value of a header, for `std.collect`.

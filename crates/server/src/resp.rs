@@ -1,0 +1,244 @@
+//! The response `vcl_deliver` and `vcl_synth` work on. For a cached
+//! object, the headers VCL changes are kept as edits over the object's
+//! stored headers (one new value or a removal per name) and applied as the
+//! head is written, so a hit copies no header even when VCL decorates it.
+
+use bytes::Bytes;
+use lacquer_cache::object::Object;
+use lacquer_http::Headers;
+
+pub(crate) struct Resp {
+    pub status: u16,
+    pub reason: Bytes,
+    /// The whole header set, when the response is not an object's (a
+    /// synthetic or passed response). `None`: the object's, with `edits`.
+    pub headers: Option<Headers>,
+    /// Per header name, its one new value or `None` for a removal, over
+    /// the object's headers.
+    edits: Vec<(Bytes, Option<Bytes>)>,
+    /// The synthetic body (`vcl_synth`).
+    pub body: Vec<u8>,
+    /// VCL touched Age, Via or X-Varnish: they are in the headers and the
+    /// writer must not add its own.
+    pub own_delivery_headers: bool,
+    pub hit: bool,
+    pub changed: bool,
+}
+
+/// The reason phrase in an object's stored status line.
+pub(crate) fn obj_reason(obj: &Object) -> Bytes {
+    let line_end = obj.head.iter().position(|&b| b == b'\r').unwrap_or(0);
+    let start = "HTTP/1.1 200 ".len().min(line_end);
+    obj.head.slice(start..line_end)
+}
+
+impl Resp {
+    pub fn for_object(obj: &Object, hit: bool) -> Resp {
+        Resp {
+            status: obj.status,
+            reason: Bytes::new(),
+            headers: None,
+            edits: Vec::new(),
+            body: Vec::new(),
+            own_delivery_headers: false,
+            hit,
+            changed: false,
+        }
+    }
+
+    /// A response with its own headers (a passed response's).
+    pub fn with_headers(status: u16, reason: Bytes, headers: Headers) -> Resp {
+        Resp {
+            status,
+            reason,
+            headers: Some(headers),
+            edits: Vec::new(),
+            body: Vec::new(),
+            own_delivery_headers: false,
+            hit: false,
+            changed: true,
+        }
+    }
+
+    pub fn synthetic(status: u16, reason: Option<Bytes>) -> Resp {
+        let reason = reason.unwrap_or_else(|| {
+            Bytes::from_static(lacquer_http::reason_phrase(status % 1000).as_bytes())
+        });
+        let mut headers = Headers::new();
+        lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
+            headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
+        });
+        headers.append("Server", "Lacquer");
+        Resp::with_headers(status, reason, headers)
+    }
+
+    fn edit(&self, name: &str) -> Option<&Option<Bytes>> {
+        self.edits
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
+
+    /// A header's first value.
+    pub fn get<'a>(&'a self, obj: Option<&'a Object>, name: &str) -> Option<&'a Bytes> {
+        if let Some(h) = &self.headers {
+            return h.get(name);
+        }
+        match self.edit(name) {
+            Some(edited) => edited.as_ref(),
+            None => obj.and_then(|o| o.headers.get(name)),
+        }
+    }
+
+    /// Every value of a header.
+    pub fn get_all(&self, obj: Option<&Object>, name: &str) -> Vec<Bytes> {
+        if let Some(h) = &self.headers {
+            return h.get_all(name).cloned().collect();
+        }
+        match self.edit(name) {
+            Some(edited) => edited.iter().cloned().collect(),
+            None => obj
+                .map(|o| o.headers.get_all(name).cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Sets a header to one value (`None` removes it).
+    pub fn set(&mut self, name: &str, value: Option<Bytes>) {
+        self.changed = true;
+        if let Some(h) = &mut self.headers {
+            match value {
+                Some(v) => h.set_named(name, v),
+                None => h.remove(name),
+            }
+            return;
+        }
+        let found = self
+            .edits
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()));
+        match found {
+            Some((_, v)) => *v = value,
+            None => self
+                .edits
+                .push((Bytes::copy_from_slice(name.as_bytes()), value)),
+        }
+    }
+
+    /// The head to write in place of the object's, when VCL changed it.
+    pub fn head_block(&self, obj: &Object) -> Option<Vec<u8>> {
+        if !self.changed {
+            return None;
+        }
+        let mut out = Vec::with_capacity(obj.head.len() + 64);
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice((self.status % 1000).to_string().as_bytes());
+        out.push(b' ');
+        if self.reason.is_empty() {
+            out.extend_from_slice(&obj_reason(obj));
+        } else {
+            out.extend_from_slice(&self.reason);
+        }
+        out.extend_from_slice(b"\r\n");
+        match &self.headers {
+            Some(h) => h.write_to(&mut out),
+            None => self.write_edited(&obj.headers, &mut out),
+        }
+        Some(out)
+    }
+
+    /// Writes the object's headers with the edits applied: a new value
+    /// takes the place of the first field of its name, as `set` does on a
+    /// header set; new names come last.
+    fn write_edited(&self, base: &Headers, out: &mut Vec<u8>) {
+        let mut written = vec![false; self.edits.len()];
+        let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        };
+        for h in base.iter() {
+            let edit = self
+                .edits
+                .iter()
+                .position(|(n, _)| n.eq_ignore_ascii_case(&h.name));
+            match edit {
+                None => line(out, &h.name, &h.value),
+                Some(i) => {
+                    if let (Some(v), false) = (&self.edits[i].1, written[i]) {
+                        line(out, &h.name, v);
+                    }
+                    written[i] = true;
+                }
+            }
+        }
+        for (i, (name, value)) in self.edits.iter().enumerate() {
+            if let (Some(v), false) = (value, written[i]) {
+                line(out, name, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lacquer_cache::object::{Body, ObjKind, ObjectInit, Timers};
+
+    fn object() -> Object {
+        let mut headers = Headers::new();
+        headers.append("Server", "origin");
+        headers.append("X-Dup", "1");
+        headers.append("Content-Type", "text/html");
+        headers.append("X-Dup", "2");
+        Object::new(ObjectInit {
+            xid: 7,
+            kind: ObjKind::Normal,
+            status: 200,
+            head: Bytes::from_static(b"HTTP/1.1 200 Fine\r\n"),
+            headers,
+            body: Body::complete(Vec::new()),
+            vary: None,
+            timers: Timers {
+                t_origin: 0.0,
+                ttl: 1.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+        })
+    }
+
+    #[test]
+    fn edits_over_an_object_read_and_write_as_a_header_set_would() {
+        let obj = object();
+        let mut resp = Resp::for_object(&obj, true);
+        assert_eq!(resp.head_block(&obj), None, "untouched: the stored head");
+        resp.set("x-dup", Some(Bytes::from_static(b"new")));
+        resp.set("X-Cache", Some(Bytes::from_static(b"HIT")));
+        resp.set("server", None);
+        resp.set("X-Gone", Some(Bytes::from_static(b"soon")));
+        resp.set("x-gone", None);
+        assert_eq!(resp.get(Some(&obj), "X-DUP").unwrap(), "new");
+        assert_eq!(resp.get(Some(&obj), "server"), None);
+        assert_eq!(resp.get(Some(&obj), "content-type").unwrap(), "text/html");
+        assert_eq!(
+            resp.get_all(Some(&obj), "x-dup"),
+            vec![Bytes::from_static(b"new")]
+        );
+        let head = String::from_utf8(resp.head_block(&obj).unwrap()).unwrap();
+        assert_eq!(
+            head,
+            "HTTP/1.1 200 Fine\r\nX-Dup: new\r\nContent-Type: text/html\r\nX-Cache: HIT\r\n"
+        );
+        // The same changes on a copy of the headers give the same head.
+        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers.clone());
+        copy.set("x-dup", Some(Bytes::from_static(b"new")));
+        copy.set("X-Cache", Some(Bytes::from_static(b"HIT")));
+        copy.set("server", None);
+        assert_eq!(
+            String::from_utf8(copy.head_block(&obj).unwrap()).unwrap(),
+            head
+        );
+    }
+}
