@@ -229,7 +229,6 @@ pub(crate) async fn object(
     let mut keep = d.keep;
     let status = resp.map_or(obj.status, |r| r.status % 1000);
     let own = resp.is_some_and(|r| r.own_delivery_headers);
-    let amended = resp.and_then(|r| r.head_block(obj));
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, obj, now);
@@ -247,19 +246,28 @@ pub(crate) async fn object(
             }
         }
     }
-    let head: &[u8] = amended.as_deref().unwrap_or(&obj.head);
-    let after_status_line = || &head[head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1)..];
-    c.wbuf.clear();
-    if cond {
-        c.wbuf.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n");
-        c.wbuf.extend_from_slice(after_status_line());
-    } else if let Some((start, end, total)) = window {
-        c.wbuf
-            .extend_from_slice(b"HTTP/1.1 206 Partial Content\r\n");
-        c.wbuf.extend_from_slice(after_status_line());
-        let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
+    let status_line: Option<&[u8]> = if cond {
+        Some(b"HTTP/1.1 304 Not Modified\r\n")
+    } else if window.is_some() {
+        Some(b"HTTP/1.1 206 Partial Content\r\n")
     } else {
-        c.wbuf.extend_from_slice(head);
+        None
+    };
+    c.wbuf.clear();
+    match resp.filter(|r| r.changed) {
+        Some(r) => r.write_head(obj, status_line, &mut c.wbuf),
+        None => match status_line {
+            Some(line) => {
+                let head = &obj.head[..];
+                let rest = head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
+                c.wbuf.extend_from_slice(line);
+                c.wbuf.extend_from_slice(&head[rest..]);
+            }
+            None => c.wbuf.extend_from_slice(&obj.head),
+        },
+    }
+    if let Some((start, end, total)) = window {
+        let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
     }
     let wire = if bodyless {
         WireBody::Bodyless
@@ -281,7 +289,13 @@ pub(crate) async fn object(
         xid: req.xid,
         obj_xid: d.hit.then_some(obj.xid),
         age: obj.age(now),
-        accept_ranges: status == 200 && p.http_range_support(),
+        // Once, as Varnish forces it: not beside the backend's own.
+        accept_ranges: status == 200
+            && p.http_range_support()
+            && match resp {
+                Some(r) => r.get(Some(obj), "accept-ranges").is_none(),
+                None => !obj.headers.contains("accept-ranges"),
+            },
         body: wire,
         keep,
         http10,

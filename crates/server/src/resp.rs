@@ -125,26 +125,33 @@ impl Resp {
         }
     }
 
-    /// The head to write in place of the object's, when VCL changed it.
-    pub fn head_block(&self, obj: &Object) -> Option<Vec<u8>> {
-        if !self.changed {
-            return None;
+    /// Writes the head in place of the object's stored one (VCL changed
+    /// it): the status line (or `status_line` when delivery overrides it,
+    /// for 304 and 206) and the headers, without the blank line.
+    pub fn write_head(&self, obj: &Object, status_line: Option<&[u8]>, out: &mut Vec<u8>) {
+        match status_line {
+            Some(line) => out.extend_from_slice(line),
+            None => {
+                let status = self.status % 1000;
+                out.extend_from_slice(b"HTTP/1.1 ");
+                out.extend_from_slice(&[
+                    b'0' + (status / 100) as u8,
+                    b'0' + (status / 10 % 10) as u8,
+                    b'0' + (status % 10) as u8,
+                    b' ',
+                ]);
+                if self.reason.is_empty() {
+                    out.extend_from_slice(&obj_reason(obj));
+                } else {
+                    out.extend_from_slice(&self.reason);
+                }
+                out.extend_from_slice(b"\r\n");
+            }
         }
-        let mut out = Vec::with_capacity(obj.head.len() + 64);
-        out.extend_from_slice(b"HTTP/1.1 ");
-        out.extend_from_slice((self.status % 1000).to_string().as_bytes());
-        out.push(b' ');
-        if self.reason.is_empty() {
-            out.extend_from_slice(&obj_reason(obj));
-        } else {
-            out.extend_from_slice(&self.reason);
-        }
-        out.extend_from_slice(b"\r\n");
         match &self.headers {
-            Some(h) => h.write_to(&mut out),
-            None => self.write_edited(&obj.headers, &mut out),
+            Some(h) => h.write_to(out),
+            None => self.write_edited(&obj.headers, out),
         }
-        Some(out)
     }
 
     /// Writes the object's headers with the edits applied: a new value
@@ -213,7 +220,7 @@ mod tests {
     fn edits_over_an_object_read_and_write_as_a_header_set_would() {
         let obj = object();
         let mut resp = Resp::for_object(&obj, true);
-        assert_eq!(resp.head_block(&obj), None, "untouched: the stored head");
+        assert!(!resp.changed, "untouched: the stored head is written");
         resp.set("x-dup", Some(Bytes::from_static(b"new")));
         resp.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         resp.set("server", None);
@@ -226,9 +233,14 @@ mod tests {
             resp.get_all(Some(&obj), "x-dup"),
             vec![Bytes::from_static(b"new")]
         );
-        let head = String::from_utf8(resp.head_block(&obj).unwrap()).unwrap();
+        let head = |r: &Resp| {
+            let mut out = Vec::new();
+            r.write_head(&obj, None, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let edited = head(&resp);
         assert_eq!(
-            head,
+            edited,
             "HTTP/1.1 200 Fine\r\nX-Dup: new\r\nContent-Type: text/html\r\nX-Cache: HIT\r\n"
         );
         // The same changes on a copy of the headers give the same head.
@@ -236,9 +248,13 @@ mod tests {
         copy.set("x-dup", Some(Bytes::from_static(b"new")));
         copy.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         copy.set("server", None);
-        assert_eq!(
-            String::from_utf8(copy.head_block(&obj).unwrap()).unwrap(),
-            head
+        assert_eq!(head(&copy), edited);
+        let mut not_modified = Vec::new();
+        resp.write_head(
+            &obj,
+            Some(b"HTTP/1.1 304 Not Modified\r\n"),
+            &mut not_modified,
         );
+        assert!(not_modified.starts_with(b"HTTP/1.1 304 Not Modified\r\nX-Dup: new\r\n"));
     }
 }

@@ -13,7 +13,9 @@ fn tagged_origin() -> Origin {
         } else {
             "misc"
         };
-        Reply::ok(&format!("page {}", req.url)).header("X-Tag", tag)
+        Reply::ok(&format!("page {}", req.url))
+            .header("X-Tag", tag)
+            .header("Accept-Ranges", "bytes")
     })
 }
 
@@ -54,7 +56,10 @@ fn bans_from_vcl_and_the_cli_invalidate_what_they_match() {
     let mut c = lq.connect();
     for url in ["/news/1", "/news/2", "/about", "/contact"] {
         assert_eq!(c.get(url, &[]).header("X-Cache"), Some("MISS"));
-        assert_eq!(c.get(url, &[]).header("X-Cache"), Some("HIT"));
+        let hit = c.get(url, &[]);
+        assert_eq!(hit.header("X-Cache"), Some("HIT"));
+        assert_eq!(hit.header("X-Url"), None, "vcl_deliver removed it");
+        assert_eq!(hit.count("accept-ranges"), 1);
     }
 
     // ban() by host and URL, from the BAN method.

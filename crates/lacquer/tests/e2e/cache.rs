@@ -11,7 +11,11 @@ use tokio::sync::Semaphore;
 
 #[test]
 fn miss_then_hit_with_delivery_headers() {
-    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)).header("Age", "30"));
+    let origin = Origin::start(|req| {
+        Reply::ok(&format!("page {}", req.url))
+            .header("Age", "30")
+            .header("Accept-Ranges", "bytes")
+    });
     let lq = Lacquer::start(origin.addr, &["-i", "edge-7"]);
     let mut c = lq.connect();
     let miss = c.get("/page", &[]);
@@ -37,6 +41,7 @@ fn miss_then_hit_with_delivery_headers() {
     );
     assert_eq!(hit.header("via"), Some("1.1 edge-7 (Lacquer/0.1)"));
     assert_eq!(hit.header("accept-ranges"), Some("bytes"));
+    assert_eq!(hit.count("accept-ranges"), 1, "not beside the backend's");
     assert!(hit.header("date").is_some());
     assert_eq!(hit.count("age"), 1);
     assert_eq!(origin.count("/page"), 1);
