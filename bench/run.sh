@@ -26,17 +26,9 @@ fi
 cargo build --release --quiet -p lacquer
 LACQUER="$PWD/target/release/lacquer"
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/common.sh
 [ -n "${BENCH_DEBUG:-}" ] && trap 'cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null; cleanup' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN_PORT=$(free_port); CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)
 LQV_PORT=$(free_port); VAV_PORT=$(free_port)
 
@@ -93,7 +85,6 @@ taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQV_PORT" -f "$WORK/typical.vcl" \
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VAV_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/varnish-vcl" -s malloc,256m >"$WORK/varnish-vcl.out" 2>&1 & VAV_PID=$!; PIDS+=($VAV_PID)
 
-wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 wait_up "$ORIGIN_PORT"; wait_up "$LQ_PORT"; wait_up "$VA_PORT"; wait_up "$CEIL_PORT"
 wait_up "$LQV_PORT"; wait_up "$VAV_PORT"
 

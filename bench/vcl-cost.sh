@@ -20,16 +20,8 @@ fi
 cargo build --release --quiet -p lacquer
 LACQUER="$PWD/target/release/lacquer"
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/common.sh
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ORIGIN_PORT=$(free_port); A_PORT=$(free_port); E_PORT=$(free_port)
 mkdir -p "$WORK/www"
 head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
@@ -56,7 +48,6 @@ taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$A_PORT" -b "127.0.0.1:$ORIGIN_PORT"
     -n "$WORK/a" -s malloc,256m -p workers=1 >"$WORK/a.out" 2>&1 & A_PID=$!; PIDS+=($A_PID)
 taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$E_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/e" -s malloc,256m -p workers=1 >"$WORK/e.out" 2>&1 & E_PID=$!; PIDS+=($E_PID)
-wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 wait_up "$ORIGIN_PORT"; wait_up "$A_PORT"; wait_up "$E_PORT"
 
 TYPICAL=(-H "Cookie: _ga=GA1.2.3; __utmz=1.2.3; _gid=GA1.9" -H "Accept-Encoding: br, gzip, deflate")

@@ -254,6 +254,8 @@ pub struct Object {
     pub vary: Option<VarySpec>,
     pub etag: Option<Bytes>,
     pub last_modified: Option<f64>,
+    /// The stored headers include `Accept-Ranges`.
+    pub accept_ranges: bool,
     t_origin: AtomicF64,
     ttl: AtomicF64,
     grace: AtomicF64,
@@ -297,6 +299,7 @@ impl Object {
             .headers
             .get("last-modified")
             .and_then(|v| lacquer_core::time::parse_http_date(v));
+        let accept_ranges = init.headers.contains("accept-ranges");
         Object {
             xid: init.xid,
             kind: init.kind,
@@ -307,6 +310,7 @@ impl Object {
             vary: init.vary,
             etag,
             last_modified,
+            accept_ranges,
             t_origin: AtomicF64::new(init.timers.t_origin),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),

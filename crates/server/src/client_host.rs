@@ -298,17 +298,10 @@ impl Host for ClientHost<'_> {
     fn unset(&mut self, _var: Var) {}
 
     fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
-        match kind {
-            HttpKind::Req | HttpKind::ReqTop => self.req.head.headers.get(name).cloned(),
-            HttpKind::Obj => self.obj.and_then(|o| o.headers.get(name).cloned()),
-            HttpKind::Resp => {
-                let resp = self.resp.as_deref()?;
-                if !resp.own_delivery_headers && Self::is_delivery_header(name) {
-                    return self.delivery_header(name);
-                }
-                resp.get(self.obj, name).cloned()
-            }
-            HttpKind::Bereq | HttpKind::Beresp => None,
+        match self.header_ref(kind, name) {
+            Lent::Absent => None,
+            Lent::Value(v) => Some(v.clone()),
+            Lent::Owned => self.delivery_header(name),
         }
     }
 
@@ -423,5 +416,5 @@ impl Host for ClientHost<'_> {
 
 /// A header value as lent to the interpreter.
 fn lend(v: Option<&Bytes>) -> Lent<'_> {
-    v.map_or(Lent::Absent, |v| Lent::Value(v))
+    v.map_or(Lent::Absent, Lent::Value)
 }

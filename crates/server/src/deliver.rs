@@ -292,9 +292,9 @@ pub(crate) async fn object(
         // Once, as Varnish forces it: not beside the backend's own.
         accept_ranges: status == 200
             && p.http_range_support()
-            && match resp {
+            && match resp.filter(|r| r.changed) {
                 Some(r) => r.get(Some(obj), "accept-ranges").is_none(),
-                None => !obj.headers.contains("accept-ranges"),
+                None => !obj.accept_ranges,
             },
         body: wire,
         keep,

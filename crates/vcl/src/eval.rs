@@ -205,7 +205,7 @@ impl<'a> Eval<'a> {
             Expr::Const(Value::Str(b)) => return Ok(f(Some(b))),
             Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
                 Lent::Absent => return Ok(f(None)),
-                Lent::Value(v) => return Ok(f(Some(v))),
+                Lent::Value(v) => return Ok(f(Some(&v[..]))),
                 Lent::Owned => {}
             },
             Expr::Var(var) => {
@@ -371,6 +371,13 @@ fn compare(op: BinOp, kind: CmpKind, x: &Value, y: &Value) -> bool {
             Ordering::Less
         }),
     };
+    holds(op, ord)
+}
+
+/// Whether a comparison operator holds for an ordering (`None`: the two
+/// sides are not comparable, which only `!=` accepts).
+fn holds(op: BinOp, ord: Option<std::cmp::Ordering>) -> bool {
+    use std::cmp::Ordering;
     match op {
         BinOp::Eq => ord == Some(Ordering::Equal),
         BinOp::Ne => ord != Some(Ordering::Equal),
@@ -394,15 +401,7 @@ fn compare_bytes(op: BinOp, x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
         (Some(a), Some(b)) => Some(a.cmp(b)),
         _ => None,
     };
-    match op {
-        BinOp::Eq => ord == Some(Ordering::Equal),
-        BinOp::Ne => ord != Some(Ordering::Equal),
-        BinOp::Lt => ord == Some(Ordering::Less),
-        BinOp::Gt => ord == Some(Ordering::Greater),
-        BinOp::Le => matches!(ord, Some(Ordering::Less | Ordering::Equal)),
-        BinOp::Ge => matches!(ord, Some(Ordering::Greater | Ordering::Equal)),
-        _ => false,
-    }
+    holds(op, ord)
 }
 
 fn arith(op: BinOp, ty: Type, x: &Value, y: &Value) -> E<Value> {

@@ -157,7 +157,7 @@ pub enum Expr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lent<'a> {
     Absent,
-    Value(&'a [u8]),
+    Value(&'a Bytes),
     /// The host makes this value on demand: ask `Host::header`.
     Owned,
 }
