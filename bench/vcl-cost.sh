@@ -50,14 +50,20 @@ taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$E_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/e" -s malloc,256m -p workers=1 >"$WORK/e.out" 2>&1 & E_PID=$!; PIDS+=($E_PID)
 wait_up "$ORIGIN_PORT"; wait_up "$A_PORT"; wait_up "$E_PORT"
 
-TYPICAL=(-H "Cookie: _ga=GA1.2.3; __utmz=1.2.3; _gid=GA1.9" -H "Accept-Encoding: br, gzip, deflate")
+# Both instances get the same request bytes, so the ratio is the VCL's
+# cost and not the cost of parsing longer requests. The built-in VCL would
+# pass a request that carries a Cookie, so case (a) carries a header of the
+# same length under another name.
+COOKIE="_ga=GA1.2.3; __utmz=1.2.3; _gid=GA1.9"
+PLAIN=(-H "X-Cooky: $COOKIE" -H "Accept-Encoding: br, gzip, deflate")
+TYPICAL=(-H "Cookie: $COOKIE" -H "Accept-Encoding: br, gzip, deflate")
 per_request() { awk -F, -v n="$2" '/task-clock/ { printf "%.3f", $1 * 1000 / n }' "$1"; }
 printf '%-6s %14s %14s %8s\n' round "a cpu-us/req" "e cpu-us/req" "e/a"
 sum_a=0; sum_e=0
 for r in $(seq 1 "$ROUNDS"); do
     perf stat -x, -e task-clock -p "$A_PID" -o "$WORK/a.stat" -- sleep "$DURATION" >/dev/null 2>&1 & SA=$!
     perf stat -x, -e task-clock -p "$E_PID" -o "$WORK/e.stat" -- sleep "$DURATION" >/dev/null 2>&1 & SE=$!
-    taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "http://127.0.0.1:$A_PORT/1k" > "$WORK/a.wrk" & WA=$!
+    taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "${PLAIN[@]}" "http://127.0.0.1:$A_PORT/1k" > "$WORK/a.wrk" & WA=$!
     taskset -c 1 wrk -t1 -c50 -d"${DURATION}s" "${TYPICAL[@]}" "http://127.0.0.1:$E_PORT/1k" > "$WORK/e.wrk"
     wait "$WA" "$SA" "$SE"
     na=$(awk '/requests in/ {print $1}' "$WORK/a.wrk"); ne=$(awk '/requests in/ {print $1}' "$WORK/e.wrk")

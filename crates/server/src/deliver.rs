@@ -293,7 +293,7 @@ pub(crate) async fn object(
         accept_ranges: status == 200
             && p.http_range_support()
             && match resp.filter(|r| r.changed) {
-                Some(r) => r.get(Some(obj), "accept-ranges").is_none(),
+                Some(r) => !r.has_accept_ranges(obj),
                 None => !obj.accept_ranges,
             },
         body: wire,

@@ -90,6 +90,18 @@ impl Resp {
         }
     }
 
+    /// Whether the response carries Accept-Ranges: the object's recorded
+    /// flag unless VCL edited that header.
+    pub fn has_accept_ranges(&self, obj: &Object) -> bool {
+        if let Some(h) = &self.headers {
+            return h.contains("accept-ranges");
+        }
+        match self.edit("accept-ranges") {
+            Some(edited) => edited.is_some(),
+            None => obj.accept_ranges,
+        }
+    }
+
     /// Every value of a header.
     pub fn get_all(&self, obj: Option<&Object>, name: &str) -> Vec<Bytes> {
         if let Some(h) = &self.headers {
@@ -158,7 +170,26 @@ impl Resp {
     /// takes the place of the first field of its name, as `set` does on a
     /// header set; new names come last.
     fn write_edited(&self, base: &Headers, out: &mut Vec<u8>) {
-        let mut written = vec![false; self.edits.len()];
+        // Which edits have been written, as bits; VCL that edits more than
+        // 64 names of one response takes the allocating path.
+        let mut few = 0u64;
+        let mut many = vec![
+            false;
+            if self.edits.len() > 64 {
+                self.edits.len()
+            } else {
+                0
+            }
+        ];
+        let mut written = |i: usize| -> bool {
+            if i < 64 {
+                let seen = few & (1 << i) != 0;
+                few |= 1 << i;
+                seen
+            } else {
+                std::mem::replace(&mut many[i], true)
+            }
+        };
         let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
             out.extend_from_slice(name);
             out.extend_from_slice(b": ");
@@ -173,15 +204,14 @@ impl Resp {
             match edit {
                 None => line(out, &h.name, &h.value),
                 Some(i) => {
-                    if let (Some(v), false) = (&self.edits[i].1, written[i]) {
+                    if let (false, Some(v)) = (written(i), &self.edits[i].1) {
                         line(out, &h.name, v);
                     }
-                    written[i] = true;
                 }
             }
         }
         for (i, (name, value)) in self.edits.iter().enumerate() {
-            if let (Some(v), false) = (value, written[i]) {
+            if let (false, Some(v)) = (written(i), value) {
                 line(out, name, v);
             }
         }
@@ -256,5 +286,41 @@ mod tests {
             &mut not_modified,
         );
         assert!(not_modified.starts_with(b"HTTP/1.1 304 Not Modified\r\nX-Dup: new\r\n"));
+    }
+
+    #[test]
+    fn more_edits_than_fit_in_a_word_are_each_written_once() {
+        let obj = object();
+        let mut resp = Resp::for_object(&obj, true);
+        for i in 0..70 {
+            resp.set(&format!("X-{i}"), Some(Bytes::from(i.to_string())));
+        }
+        resp.set("X-Dup", Some(Bytes::from_static(b"one")));
+        let mut out = Vec::new();
+        resp.write_head(&obj, None, &mut out);
+        let head = String::from_utf8(out).unwrap();
+        for i in 0..70 {
+            assert_eq!(
+                head.matches(&format!("\r\nX-{i}: {i}\r\n")).count(),
+                1,
+                "{head}"
+            );
+        }
+        assert_eq!(head.matches("X-Dup").count(), 1);
+        assert!(head.contains("X-Dup: one\r\nContent-Type"));
+    }
+
+    #[test]
+    fn accept_ranges_follows_the_object_unless_vcl_edits_it() {
+        let mut obj = object();
+        obj.accept_ranges = true;
+        let mut resp = Resp::for_object(&obj, true);
+        resp.set("X-Cache", Some(Bytes::from_static(b"HIT")));
+        assert!(resp.has_accept_ranges(&obj));
+        resp.set("accept-ranges", None);
+        assert!(!resp.has_accept_ranges(&obj));
+        obj.accept_ranges = false;
+        resp.set("Accept-Ranges", Some(Bytes::from_static(b"bytes")));
+        assert!(resp.has_accept_ranges(&obj));
     }
 }
