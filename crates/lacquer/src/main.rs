@@ -1,6 +1,7 @@
 //! `lacquer`: the one binary. `lacquer serve …` runs the accelerator with
-//! varnishd's flags; `lacquer adm …` manages it as varnishadm does; later
-//! subcommands (log, stat, test) join them here.
+//! varnishd's flags; `lacquer adm …` manages it as varnishadm does;
+//! `lacquer test …` runs VTC files as varnishtest does; later subcommands
+//! (log, stat) join them here.
 
 use lacquer_tools::adm;
 
@@ -10,18 +11,20 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: lacquer serve [-a address[:port]] (-b host[:port] | -f file.vcl) [-n workdir]
                      [-s [name=]malloc[,size]] [-t default_ttl] [-p param=value]
-                     [-i identity] [-P pidfile] [-F]
+                     [-i identity] [-P pidfile] [-F] [-d]
                      [-T address[:port] | -T none] [-S secretfile | -S none]
        lacquer serve -C -f file.vcl
        lacquer serve -x parameter
        lacquer serve -V
-       lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]";
+       lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]
+       lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("adm") => adm::main(&args[1..]),
+        Some("test") => lacquer_vtc::main(&args[1..]),
         Some("-V") | Some("--version") => {
             println!("lacquer {}", lacquer_core::VERSION);
             ExitCode::SUCCESS
@@ -55,7 +58,12 @@ fn serve(args: &[String]) -> ExitCode {
             print!("{}", lacquer_core::params::describe_all());
             ExitCode::SUCCESS
         }
-        Ok(ServeAction::Compile(cfg)) => match cfg.vcl.compile(&cfg.params) {
+        Ok(ServeAction::Compile(cfg)) => match cfg
+            .vcl
+            .as_ref()
+            .expect("-C needs -b or -f")
+            .compile(&cfg.params)
+        {
             Ok(program) => {
                 for w in &program.warnings {
                     eprintln!("Warning: {w}");

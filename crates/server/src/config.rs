@@ -1,5 +1,5 @@
 //! The `lacquer serve` command line, read the way varnishd reads its own:
-//! `-a -b -f -C -n -s -t -p -i -F -x -V -P -T -S`. Every mistake is one
+//! `-a -b -f -C -d -n -s -t -p -i -F -x -V -P -T -S`. Every mistake is one
 //! clear line and exit status 2.
 
 use lacquer_core::params::Params;
@@ -33,8 +33,12 @@ pub struct StoreSpec {
 /// Everything `serve` was told.
 pub struct ServeConfig {
     pub listens: Vec<ListenSpec>,
-    /// The VCL program: `-f file`, or the one `-b` stands for.
-    pub vcl: crate::VclSource,
+    /// The VCL program: `-f file`, or the one `-b` stands for; `None`
+    /// only with `-d`, where the first program comes through the CLI.
+    pub vcl: Option<crate::VclSource>,
+    /// `-d`: start stopped, accepting clients only after the CLI's `start`
+    /// (how varnishtest drives varnishd). The management CLI is on `-T`.
+    pub start_stopped: bool,
     pub workdir: PathBuf,
     pub stores: Vec<StoreSpec>,
     pub transient_budget: Option<u64>,
@@ -250,6 +254,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut backend = None;
     let mut vcl_file = None;
     let mut compile_only = false;
+    let mut start_stopped = false;
     let mut workdir = None;
     let mut stores: Vec<StoreSpec> = Vec::new();
     let mut transient_budget = None;
@@ -285,6 +290,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             'b' => backend = Some(parse_backend(&value)?),
             'f' => vcl_file = Some(PathBuf::from(value)),
             'C' => compile_only = true,
+            'd' => start_stopped = true,
             'n' => workdir = Some(PathBuf::from(value)),
             's' => {
                 let spec = parse_storage(&value, stores.len())?;
@@ -328,11 +334,12 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     }
     let vcl = match (backend, vcl_file) {
         (Some(_), Some(_)) => return Err("only one of -b and -f can be given".to_string()),
-        (Some(b), None) => crate::VclSource::Backend {
+        (Some(b), None) => Some(crate::VclSource::Backend {
             host: b.addr.ip().to_string(),
             port: b.addr.port(),
-        },
-        (None, Some(f)) => crate::VclSource::File(f),
+        }),
+        (None, Some(f)) => Some(crate::VclSource::File(f)),
+        (None, None) if start_stopped && !compile_only => None,
         (None, None) => {
             return Err("no backend given: use -b host[:port] or -f file.vcl".to_string())
         }
@@ -360,6 +367,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let cfg = Box::new(ServeConfig {
         listens,
         vcl,
+        start_stopped,
         workdir: workdir.unwrap_or_else(default_workdir),
         stores,
         transient_budget,
@@ -398,7 +406,7 @@ mod tests {
         assert_eq!(c.listens[0].name, "a0");
         assert_eq!(c.listens[0].addrs, vec!["127.0.0.1:6081".parse().unwrap()]);
         assert!(
-            matches!(&c.vcl, crate::VclSource::Backend { host, port: 8080 } if host == "127.0.0.1")
+            matches!(&c.vcl, Some(crate::VclSource::Backend { host, port: 8080 }) if host == "127.0.0.1")
         );
         assert_eq!(c.stores[0].budget, 256 << 20);
         assert_eq!(c.params.default_ttl(), 60.0);
@@ -489,7 +497,7 @@ mod tests {
     fn vcl_file_and_compile_only() {
         let c = run("-f /etc/lacquer/default.vcl").unwrap();
         assert!(
-            matches!(&c.vcl, crate::VclSource::File(p) if p == &PathBuf::from("/etc/lacquer/default.vcl"))
+            matches!(&c.vcl, Some(crate::VclSource::File(p)) if p == &PathBuf::from("/etc/lacquer/default.vcl"))
         );
         assert!(matches!(
             parse_args(&args("-C -f x.vcl")),

@@ -114,9 +114,23 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map(|s| Store::malloc(&s.name, s.budget))
         .collect();
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
-    let program = cfg.vcl.compile(&cfg.params)?;
+    // With -d and no program, requests cannot come before `start`, and
+    // `start` needs a program loaded through the CLI: the built-in one
+    // only fills the slot until then and is never listed.
+    let (program, listed) = match &cfg.vcl {
+        Some(source) => (source.compile(&cfg.params)?, true),
+        None => (
+            crate::VclSource::Inline("vcl 4.1; backend default none;".into())
+                .compile(&cfg.params)?,
+            false,
+        ),
+    };
     let loaded = Arc::new(Loaded::new("boot", program, &cfg.params, cache.bans())?);
-    let registry = Registry::new(loaded.clone());
+    let registry = if listed {
+        Registry::new(loaded.clone())
+    } else {
+        Registry::empty()
+    };
     registry.count();
     let shared = Arc::new(Shared {
         params: cfg.params,
@@ -151,7 +165,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         }
         mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
         let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
-        mgmt.start()?;
+        if !cfg.start_stopped {
+            mgmt.start()?;
+        }
         for l in mgmt_tokio {
             tokio::spawn(mgmt.clone().serve(l));
         }

@@ -153,6 +153,15 @@ impl Registry {
         }
     }
 
+    /// No program yet (`-d` without `-b`/`-f`): the first one loaded
+    /// becomes active.
+    pub fn empty() -> Registry {
+        Registry {
+            entries: Vec::new(),
+            active: String::new(),
+        }
+    }
+
     pub fn find(&self, name: &str) -> Option<&VclEntry> {
         self.entries.iter().find(|e| e.loaded.name == name)
     }

@@ -11,3 +11,4 @@ mod mgmt;
 mod origin;
 mod storage;
 mod vcl;
+mod vtc;

@@ -85,6 +85,7 @@ impl Mgmt {
                     Reply::ok(format!("Child in state {state}"))
                 }
             }
+            "start" if self.registry_is_empty() => Reply::with(status::CANT, "No VCL available"),
             "start" => match self.start() {
                 Ok(true) => Reply::ok(""),
                 Ok(false) => Reply::with(status::CANT, "Child in state running"),

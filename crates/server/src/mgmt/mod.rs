@@ -83,6 +83,16 @@ impl Mgmt {
         self.child.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// No program loaded yet (`-d` without `-b`/`-f`).
+    pub(crate) fn registry_is_empty(&self) -> bool {
+        self.sh
+            .vcls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .active
+            .is_empty()
+    }
+
     pub fn running(&self) -> bool {
         !self.child().accepting.is_empty()
     }

@@ -104,6 +104,11 @@ impl Mgmt {
         if reg.find(name).is_some() {
             return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
         }
+        if reg.active.is_empty() {
+            // The first program of a daemon started without one.
+            *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
+            reg.active = name.to_string();
+        }
         reg.entries.push(VclEntry { loaded, state });
         reg.count();
         Reply::ok(warnings)

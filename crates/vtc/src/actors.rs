@@ -1,0 +1,297 @@
+//! Servers (`server sN`), which play the backends, and clients (`client
+//! cN`), which play the users: each runs its spec in a thread of its own
+//! on the connections it accepts or opens.
+
+use crate::fail;
+use crate::http::Conn;
+use crate::session::Session;
+use crate::trace::{fatal, log, Fail, Step};
+use crate::world::World;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// What a spec thread does when its spec fails.
+fn ended(world: &World, actor: &str, non_fatal: bool, result: Step, stopping: &AtomicBool) {
+    if let Err(Fail(msg)) = result {
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        if non_fatal {
+            log(1, actor, &format!("Failure ignored (non_fatal): {msg}"));
+        } else {
+            let _ = world;
+            fatal(actor, &msg);
+        }
+    }
+}
+
+/// Where a server listens and how it serves.
+pub struct Server {
+    pub name: String,
+    pub spec: String,
+    pub listen: String,
+    pub repeat: u64,
+    pub keepalive: bool,
+    pub dispatch: bool,
+    listener: Option<Arc<TcpListener>>,
+    thread: Option<JoinHandle<()>>,
+    stopping: Arc<AtomicBool>,
+    /// The connection being served, so that a stop can end it.
+    current: Arc<Mutex<Option<TcpStream>>>,
+}
+
+impl Server {
+    pub fn new(name: &str) -> Server {
+        Server {
+            name: name.to_string(),
+            spec: String::new(),
+            listen: "127.0.0.1:0".to_string(),
+            repeat: 1,
+            keepalive: false,
+            dispatch: false,
+            listener: None,
+            thread: None,
+            stopping: Arc::new(AtomicBool::new(false)),
+            current: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Binds (once) and defines `${sN_addr}`, `${sN_port}`, `${sN_sock}`.
+    pub fn bind(&mut self, world: &World) -> Step {
+        if self.listener.is_some() {
+            return Ok(());
+        }
+        let l = TcpListener::bind(&self.listen).map_err(|e| {
+            Fail(format!(
+                "Server listen address ({}) cannot be bound: {e}",
+                self.listen
+            ))
+        })?;
+        let a = l.local_addr().map_err(|e| Fail(e.to_string()))?;
+        world
+            .macros
+            .define(&format!("{}_addr", self.name), &a.ip().to_string());
+        world
+            .macros
+            .define(&format!("{}_port", self.name), &a.port().to_string());
+        world
+            .macros
+            .define(&format!("{}_sock", self.name), &a.to_string());
+        log(1, &self.name, &format!("Listen on {a}"));
+        self.listener = Some(Arc::new(l));
+        Ok(())
+    }
+
+    /// The address, for `-vcl+backend`.
+    pub fn addr(&self) -> Option<std::net::SocketAddr> {
+        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    pub fn start(&mut self, world: &Arc<World>) -> Step {
+        if self.thread.is_some() {
+            fail!("Server {} already running", self.name);
+        }
+        self.bind(world)?;
+        log(2, &self.name, "Starting server");
+        let listener = self.listener.clone().expect("bound above");
+        let (world, name, spec) = (world.clone(), self.name.clone(), self.spec.clone());
+        let (repeat, keepalive, dispatch) = (self.repeat, self.keepalive, self.dispatch);
+        let stopping = self.stopping.clone();
+        stopping.store(false, Ordering::SeqCst);
+        let current = self.current.clone();
+        log(
+            2,
+            &self.name,
+            &format!(
+                "Started on {} ({repeat} iterations)",
+                self.addr().map(|a| a.to_string()).unwrap_or_default()
+            ),
+        );
+        self.thread = Some(std::thread::spawn(move || {
+            let timeout = world.http_timeout;
+            let accept = |l: &TcpListener| -> Option<TcpStream> {
+                match l.accept() {
+                    Ok((s, peer)) => {
+                        log(3, &name, &format!("accepted fd {} {peer}", s.as_raw_fd()));
+                        *current.lock().unwrap_or_else(|p| p.into_inner()) = s.try_clone().ok();
+                        Some(s)
+                    }
+                    Err(e) => {
+                        if !stopping.load(Ordering::SeqCst) {
+                            fatal(&name, &format!("Accept failed: {e}"));
+                        }
+                        None
+                    }
+                }
+            };
+            if dispatch {
+                let mut n = 0;
+                while let Some(stream) = accept(&listener) {
+                    n += 1;
+                    let actor = format!("{name}{n}");
+                    let (world, spec, stopping) = (world.clone(), spec.clone(), stopping.clone());
+                    std::thread::spawn(move || {
+                        let mut s = Session {
+                            world: &world,
+                            actor: actor.clone(),
+                            listener: None,
+                            non_fatal: false,
+                        };
+                        let mut conn = Conn::new(&actor, stream, timeout);
+                        let r = s.run_text(&mut conn, &spec);
+                        ended(&world, &actor, s.non_fatal, r, &stopping);
+                    });
+                }
+                return;
+            }
+            let rounds = if keepalive { 1 } else { repeat };
+            for _ in 0..rounds {
+                let Some(stream) = accept(&listener) else {
+                    return;
+                };
+                let mut s = Session {
+                    world: &world,
+                    actor: name.clone(),
+                    listener: Some(&listener),
+                    non_fatal: false,
+                };
+                let mut conn = Conn::new(&name, stream, timeout);
+                let times = if keepalive { repeat } else { 1 };
+                let mut r = Ok(());
+                for _ in 0..times {
+                    r = s.run_text(&mut conn, &spec);
+                    if r.is_err() {
+                        break;
+                    }
+                }
+                log(3, &name, "shutting fd");
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+                ended(&world, &name, s.non_fatal, r, &stopping);
+            }
+            log(2, &name, "Ending");
+        }));
+        Ok(())
+    }
+
+    /// Waits for the server's spec to finish.
+    pub fn wait(&mut self) {
+        if let Some(t) = self.thread.take() {
+            log(2, &self.name, "Waiting for server");
+            let _ = t.join();
+        }
+    }
+
+    /// Stops the server wherever it is: waiting for a connection or
+    /// serving one.
+    pub fn stop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Some(l) = &self.listener {
+            // SAFETY: shutting down a descriptor this server owns wakes a
+            // thread blocked in accept on it.
+            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+        if let Some(s) = self
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        self.wait();
+        self.listener = None;
+    }
+}
+
+/// A client: where it connects and how often.
+pub struct Client {
+    pub name: String,
+    pub spec: String,
+    pub connect: String,
+    pub repeat: u64,
+    pub keepalive: bool,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Client {
+    pub fn new(name: &str) -> Client {
+        Client {
+            name: name.to_string(),
+            spec: String::new(),
+            connect: "${v1_sock}".to_string(),
+            repeat: 1,
+            keepalive: false,
+            thread: None,
+        }
+    }
+
+    pub fn start(&mut self, world: &Arc<World>) -> Step {
+        if self.thread.is_some() {
+            fail!("Client {} already running", self.name);
+        }
+        let addr = world.macros.expand(&self.connect)?;
+        log(2, &self.name, "Starting client");
+        let (world, name, spec) = (world.clone(), self.name.clone(), self.spec.clone());
+        let (repeat, keepalive) = (self.repeat, self.keepalive);
+        log(
+            2,
+            &name,
+            &format!("Started on {addr} ({repeat} iterations)"),
+        );
+        self.thread = Some(std::thread::spawn(move || {
+            let stopping = AtomicBool::new(false);
+            let connect = || -> Step<Conn> {
+                log(3, &name, &format!("Connect to {addr}"));
+                let s = TcpStream::connect(&addr)
+                    .map_err(|e| Fail(format!("Failed to open {addr}: {e}")))?;
+                if let (Ok(l), Ok(p)) = (s.local_addr(), s.peer_addr()) {
+                    log(
+                        3,
+                        &name,
+                        &format!(
+                            "connected fd {} from {} {} to {p}",
+                            s.as_raw_fd(),
+                            l.ip(),
+                            l.port()
+                        ),
+                    );
+                }
+                Ok(Conn::new(&name, s, world.http_timeout))
+            };
+            let mut s = Session {
+                world: &world,
+                actor: name.clone(),
+                listener: None,
+                non_fatal: false,
+            };
+            let rounds = if keepalive { 1 } else { repeat };
+            for _ in 0..rounds {
+                let r = connect().and_then(|mut conn| {
+                    let times = if keepalive { repeat } else { 1 };
+                    for _ in 0..times {
+                        s.run_text(&mut conn, &spec)?;
+                    }
+                    log(3, &name, "closing fd");
+                    Ok(())
+                });
+                let failed = r.is_err();
+                ended(&world, &name, s.non_fatal, r, &stopping);
+                if failed {
+                    break;
+                }
+            }
+            log(2, &name, "Ending");
+        }));
+        Ok(())
+    }
+
+    pub fn wait(&mut self) {
+        if let Some(t) = self.thread.take() {
+            log(2, &self.name, "Waiting for client");
+            let _ = t.join();
+        }
+    }
+}

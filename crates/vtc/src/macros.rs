@@ -1,0 +1,135 @@
+//! Macros: `${name}` replaced by its value in every word a test reads.
+//! Actors define theirs as they come up (`${s1_sock}`, `${v1_port}`);
+//! `${date}` and `${string,repeat,N,TEXT}` are computed. A name that is
+//! not defined fails the test.
+
+use crate::trace::{Fail, Step};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Macros {
+    table: Mutex<HashMap<String, String>>,
+    /// `feature ignore_unknown_macro`: an unknown macro stays as written.
+    lenient: AtomicBool,
+}
+
+impl Macros {
+    pub fn new() -> Macros {
+        Macros::default()
+    }
+
+    pub fn define(&self, name: &str, value: &str) {
+        self.lock().insert(name.to_string(), value.to_string());
+    }
+
+    pub fn ignore_unknown(&self) {
+        self.lenient.store(true, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.lock().get(name).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces every `${...}` in `text`.
+    pub fn expand(&self, text: &str) -> Step<String> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find("${") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 2..];
+            let Some(end) = after.find('}') else {
+                return Err(Fail(format!("Macro ${{ not closed in \"{text}\"")));
+            };
+            out.push_str(&self.value(&after[..end])?);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn value(&self, name: &str) -> Step<String> {
+        let mut parts = name.split(',');
+        match parts.next() {
+            Some("date") if !name.contains(',') => Ok(http_date(std::time::SystemTime::now())),
+            Some("string") => {
+                let (Some("repeat"), Some(n), Some(s)) = (parts.next(), parts.next(), parts.next())
+                else {
+                    return Err(Fail(format!(
+                        "Macro ${{{name}}}: use ${{string,repeat,N,TEXT}}"
+                    )));
+                };
+                let n: usize = n
+                    .trim()
+                    .parse()
+                    .map_err(|_| Fail(format!("Macro ${{{name}}}: bad count \"{n}\"")))?;
+                Ok(s.repeat(n))
+            }
+            _ => match self.get(name) {
+                Some(v) => Ok(v),
+                None if self.lenient.load(Ordering::Relaxed) => Ok(format!("${{{name}}}")),
+                None => Err(Fail(format!("Macro ${{{name}}} not found"))),
+            },
+        }
+    }
+}
+
+/// An IMF-fixdate (RFC 9110), as `Date` headers carry.
+pub fn http_date(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let names = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{weekday}, {day:02} {} {year} {h:02}:{m:02}:{s:02} GMT",
+        names[(month - 1) as usize]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_defined_and_computed_macros() {
+        let m = Macros::new();
+        m.define("s1_sock", "127.0.0.1:80");
+        assert_eq!(m.expand("a ${s1_sock} b").unwrap(), "a 127.0.0.1:80 b");
+        assert_eq!(m.expand("${string,repeat,3,ab}").unwrap(), "ababab");
+        assert!(m.expand("${date}").unwrap().ends_with(" GMT"));
+        assert_eq!(m.expand("no macro $x {y}").unwrap(), "no macro $x {y}");
+        let e = m.expand("${missing}").unwrap_err();
+        assert_eq!(e.0, "Macro ${missing} not found");
+    }
+
+    #[test]
+    fn dates_are_imf_fixdates() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(784_111_777);
+        assert_eq!(http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            http_date(std::time::UNIX_EPOCH),
+            "Thu, 01 Jan 1970 00:00:00 GMT"
+        );
+    }
+}
