@@ -171,6 +171,11 @@ impl Counters {
     pub fn get(&self, c: Counter) -> u64 {
         self.values[c as usize].load(Ordering::Relaxed)
     }
+
+    /// Reads the value at a position of [`MAIN`].
+    pub fn get_index(&self, i: usize) -> u64 {
+        self.values[i].load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]

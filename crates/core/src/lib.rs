@@ -5,6 +5,7 @@
 
 pub mod close;
 pub mod counters;
+pub mod glob;
 pub mod host;
 pub mod ids;
 pub mod params;

@@ -164,6 +164,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             mgmt_tokio.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
         }
         mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
+        lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
+            &workdir,
+        )?)?;
         let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
         if !cfg.start_stopped {
             mgmt.start()?;

@@ -48,6 +48,14 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
         files: Vec::new(),
         one: false,
     };
+    // Getopt style: "-j2" is "-j 2".
+    let args: Vec<String> = args
+        .iter()
+        .flat_map(|a| match (a.get(..2), a.len() > 2) {
+            (Some("-j" | "-t" | "-D"), true) => vec![a[..2].to_string(), a[2..].to_string()],
+            _ => vec![a.clone()],
+        })
+        .collect();
     let mut i = 0;
     while i < args.len() {
         let a = args[i].as_str();

@@ -331,6 +331,70 @@ impl Varnish {
         Ok(())
     }
 
+    /// `-expect COUNTER OP VALUE`: read from the counters segment, and
+    /// read again for up to 5 seconds until it holds (counters are
+    /// published a little after they change). `MAIN.` is implied; `*` and
+    /// `?` glob, and must name exactly one counter; VALUE may be another
+    /// counter.
+    pub fn expect_counter(&mut self, world: &World, name: &str, op: &str, value: &str) -> Step {
+        self.launch(world)?;
+        let full = |n: &str| {
+            if n.contains('.') {
+                n.to_string()
+            } else {
+                format!("MAIN.{n}")
+            }
+        };
+        let lookup = |all: &[lacquer_shm::counters::Reading], n: &str| -> Step<Option<u64>> {
+            let pattern = full(n);
+            let found: Vec<&lacquer_shm::counters::Reading> = all
+                .iter()
+                .filter(|r| lacquer_core::glob::matches(&pattern, &r.name))
+                .collect();
+            match found.as_slice() {
+                [] => Ok(None),
+                [one] => Ok(Some(one.value)),
+                _ => fail!("-expect {n}: more than one counter matches"),
+            }
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let all =
+                lacquer_shm::counters::read(&self.workdir).map_err(|e| Fail(e.to_string()))?;
+            let Some(have) = lookup(&all, name)? else {
+                fail!("No such counter: {}", full(name));
+            };
+            let want = match value.parse::<u64>() {
+                Ok(n) => n,
+                Err(_) => match lookup(&all, value)? {
+                    Some(n) => n,
+                    None => fail!("-expect {name}: \"{value}\" is neither a number nor a counter"),
+                },
+            };
+            let holds = match op {
+                "==" => have == want,
+                "!=" => have != want,
+                "<" => have < want,
+                ">" => have > want,
+                "<=" => have <= want,
+                ">=" => have >= want,
+                other => fail!("-expect: unknown operator \"{other}\""),
+            };
+            if holds {
+                log(
+                    4,
+                    &self.name,
+                    &format!("as expected: {name} ({have}) {op} {value} ({want})"),
+                );
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                fail!("Not true: {name} ({have}) {op} {value} ({want})");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Ends the daemon (`-wait` and the end of the test).
     pub fn end(&mut self) {
         self.cli = None;

@@ -333,7 +333,9 @@ impl Top {
                 }
                 "-expect" => {
                     let counter = next("a counter")?;
-                    fail!("-expect {counter}: reading counters needs the shared-memory counters, which Lacquer does not publish yet");
+                    let op = next("an operator")?;
+                    let value = next("a value")?;
+                    v.expect_counter(&world, &counter, &op, &value)?;
                 }
                 "-vsl_catchup" | "-cleanup" => {}
                 other => fail!("varnish: unknown option \"{other}\""),

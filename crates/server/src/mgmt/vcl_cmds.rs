@@ -8,28 +8,7 @@ use lacquer_admin::status;
 use lacquer_backend::{AdminHealth, Backend};
 use std::sync::Arc;
 
-/// Shell-style matching with `*` and `?`, as backend and VCL patterns use.
-pub(crate) fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
+use lacquer_core::glob::matches as glob;
 
 /// Why a name cannot name a VCL, if it cannot.
 fn bad_name(name: &str) -> Option<String> {
@@ -348,17 +327,6 @@ impl Mgmt {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn globs() {
-        assert!(glob("*", "anything"));
-        assert!(glob("def*", "default"));
-        assert!(glob("d?f*t", "default"));
-        assert!(glob("*a*b", "xxaxxb"));
-        assert!(!glob("def*", "xdefault"));
-        assert!(!glob("a", "ab"));
-        assert!(glob("", ""));
-    }
 
     #[test]
     fn vcl_names() {
