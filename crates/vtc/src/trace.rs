@@ -37,11 +37,12 @@ pub fn log(level: usize, actor: &str, msg: &str) {
         start: Instant::now(),
         last_ms: 0,
     });
-    let mut out = std::io::stdout().lock();
+    // Through print! so that unit tests capture it.
+    let mut out = String::new();
     let ms = clock.start.elapsed().as_millis();
     if ms > clock.last_ms {
         clock.last_ms = ms;
-        let _ = writeln!(out, "**** dT    {:.3}", ms as f64 / 1000.0);
+        out.push_str(&format!("**** dT    {:.3}\n", ms as f64 / 1000.0));
     }
     let stars = match level {
         0 => "----",
@@ -55,9 +56,10 @@ pub fn log(level: usize, actor: &str, msg: &str) {
         if line.is_empty() && lines.peek().is_none() && msg.len() > 1 {
             break;
         }
-        let _ = writeln!(out, "{stars:<4} {actor:<5} {line}");
+        out.push_str(&format!("{stars:<4} {actor:<5} {line}\n"));
     }
-    let _ = out.flush();
+    print!("{out}");
+    let _ = std::io::stdout().flush();
 }
 
 /// Logs bytes on the wire, one trace line per line of data, escaping
