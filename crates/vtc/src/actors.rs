@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// What a spec thread does when its spec fails.
-fn ended(world: &World, actor: &str, non_fatal: bool, result: Step, stopping: &AtomicBool) {
+fn ended(actor: &str, non_fatal: bool, result: Step, stopping: &AtomicBool) {
     if let Err(Fail(msg)) = result {
         if stopping.load(Ordering::SeqCst) {
             return;
@@ -22,7 +22,6 @@ fn ended(world: &World, actor: &str, non_fatal: bool, result: Step, stopping: &A
         if non_fatal {
             log(1, actor, &format!("Failure ignored (non_fatal): {msg}"));
         } else {
-            let _ = world;
             fatal(actor, &msg);
         }
     }
@@ -138,11 +137,12 @@ impl Server {
                             world: &world,
                             actor: actor.clone(),
                             listener: None,
+                            server: true,
                             non_fatal: false,
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
-                        ended(&world, &actor, s.non_fatal, r, &stopping);
+                        ended(&actor, s.non_fatal, r, &stopping);
                     });
                 }
                 return;
@@ -156,6 +156,7 @@ impl Server {
                     world: &world,
                     actor: name.clone(),
                     listener: Some(&listener),
+                    server: true,
                     non_fatal: false,
                 };
                 let mut conn = Conn::new(&name, stream, timeout);
@@ -169,7 +170,7 @@ impl Server {
                 }
                 log(3, &name, "shutting fd");
                 let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-                ended(&world, &name, s.non_fatal, r, &stopping);
+                ended(&name, s.non_fatal, r, &stopping);
             }
             log(2, &name, "Ending");
         }));
@@ -265,6 +266,7 @@ impl Client {
                 world: &world,
                 actor: name.clone(),
                 listener: None,
+                server: false,
                 non_fatal: false,
             };
             let rounds = if keepalive { 1 } else { repeat };
@@ -278,7 +280,7 @@ impl Client {
                     Ok(())
                 });
                 let failed = r.is_err();
-                ended(&world, &name, s.non_fatal, r, &stopping);
+                ended(&name, s.non_fatal, r, &stopping);
                 if failed {
                     break;
                 }

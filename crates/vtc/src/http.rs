@@ -139,7 +139,11 @@ impl Conn {
         }
         match self.fill() {
             Ok(false) => {
-                log(3, &self.actor, "fd=... Expected close: got EOF");
+                log(
+                    3,
+                    &self.actor,
+                    &format!("fd={} Expected close: got EOF", fd(&self.stream)),
+                );
                 Ok(())
             }
             Ok(true) => fail!("Expected close: got data ({} bytes)", self.buf.len()),

@@ -56,7 +56,9 @@ impl Macros {
     fn value(&self, name: &str) -> Step<String> {
         let mut parts = name.split(',');
         match parts.next() {
-            Some("date") if !name.contains(',') => Ok(http_date(std::time::SystemTime::now())),
+            Some("date") if !name.contains(',') => {
+                Ok(httpdate::fmt_http_date(std::time::SystemTime::now()))
+            }
             Some("string") => {
                 let (Some("repeat"), Some(n), Some(s)) = (parts.next(), parts.next(), parts.next())
                 else {
@@ -79,34 +81,6 @@ impl Macros {
     }
 }
 
-/// An IMF-fixdate (RFC 9110), as `Date` headers carry.
-pub fn http_date(t: std::time::SystemTime) -> String {
-    let secs = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let days = secs.div_euclid(86400);
-    let rem = secs.rem_euclid(86400);
-    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let names = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{weekday}, {day:02} {} {year} {h:02}:{m:02}:{s:02} GMT",
-        names[(month - 1) as usize]
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,15 +95,5 @@ mod tests {
         assert_eq!(m.expand("no macro $x {y}").unwrap(), "no macro $x {y}");
         let e = m.expand("${missing}").unwrap_err();
         assert_eq!(e.0, "Macro ${missing} not found");
-    }
-
-    #[test]
-    fn dates_are_imf_fixdates() {
-        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(784_111_777);
-        assert_eq!(http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
-        assert_eq!(
-            http_date(std::time::UNIX_EPOCH),
-            "Thu, 01 Jan 1970 00:00:00 GMT"
-        );
     }
 }

@@ -13,8 +13,11 @@ use std::time::Duration;
 pub struct Session<'w> {
     pub world: &'w World,
     pub actor: String,
-    /// The server's listening socket, for `accept`.
+    /// The server's listening socket, for `accept` (not for `-dispatch`
+    /// connections).
     pub listener: Option<&'w TcpListener>,
+    /// A server's spec: `rxhdrs` and `rxbody` read requests.
+    pub server: bool,
     /// Set by `non_fatal`: a failure ends this actor, not the test.
     pub non_fatal: bool,
 }
@@ -80,13 +83,13 @@ impl Session<'_> {
                 conn.rx_body(false, true)
             }
             "rxhdrs" => {
-                let request = self.listener.is_some();
+                let request = self.server;
                 conn.rx_head(request)
             }
             "rxreqhdrs" => conn.rx_head(true),
             "rxresphdrs" => conn.rx_head(false),
             "rxbody" => {
-                let request = self.listener.is_some();
+                let request = self.server;
                 conn.rx_body(request, !request)
             }
             "rxreqbody" => conn.rx_body(true, false),

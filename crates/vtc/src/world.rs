@@ -172,13 +172,7 @@ impl Top {
         let mut bind_at_end = true;
         while i < words.len() {
             let w = &words[i];
-            let next = |i: &mut usize| -> Step<String> {
-                *i += 1;
-                words
-                    .get(*i)
-                    .map(|w| w.text.clone())
-                    .ok_or_else(|| Fail(format!("server: {} needs a value", words[*i - 1].text)))
-            };
+            let next = |i: &mut usize| option_value("server", words, i);
             match w.text.as_str() {
                 _ if w.block => {
                     s.wait();
@@ -226,13 +220,7 @@ impl Top {
         let mut i = 0;
         while i < words.len() {
             let w = &words[i];
-            let next = |i: &mut usize| -> Step<String> {
-                *i += 1;
-                words
-                    .get(*i)
-                    .map(|w| w.text.clone())
-                    .ok_or_else(|| Fail(format!("client: {} needs a value", words[*i - 1].text)))
-            };
+            let next = |i: &mut usize| option_value("client", words, i);
             match w.text.as_str() {
                 _ if w.block => {
                     c.wait();
@@ -273,53 +261,47 @@ impl Top {
         let mut i = 0;
         while i < words.len() {
             let opt = words[i].text.as_str();
-            let mut next = |what: &str| -> Step<String> {
-                i += 1;
-                words
-                    .get(i)
-                    .map(|w| w.text.clone())
-                    .ok_or_else(|| Fail(format!("varnish: {opt} needs {what}")))
-            };
+            let mut next = || option_value("varnish", words, &mut i);
             match opt {
-                "-arg" => v.arg(&next("an argument")?)?,
-                "-syntax" => v.syntax(&next("a version")?),
+                "-arg" => v.arg(&next()?)?,
+                "-syntax" => v.syntax(&next()?),
                 "-vcl" => {
-                    let text = v.vcl_text(&world, &next("a program")?, &[])?;
+                    let text = v.vcl_text(&world, &next()?, &[])?;
                     v.load_vcl(&world, &text)?;
                 }
                 "-vcl+backend" => {
-                    let text = v.vcl_text(&world, &next("a program")?, &backends)?;
+                    let text = v.vcl_text(&world, &next()?, &backends)?;
                     v.load_vcl(&world, &text)?;
                 }
                 "-errvcl" => {
-                    let expected = next("the expected error")?;
-                    let text = v.vcl_text(&world, &next("a program")?, &[])?;
+                    let expected = next()?;
+                    let text = v.vcl_text(&world, &next()?, &[])?;
                     v.err_vcl(&world, &expected, &text)?;
                 }
                 "-start" => v.start(&world)?,
                 "-stop" => v.stop(&world)?,
                 "-wait" => v.end(),
                 "-cli" => {
-                    v.cli(&world, &next("a command")?)?;
+                    v.cli(&world, &next()?)?;
                 }
                 "-cliok" => {
-                    let c = next("a command")?;
+                    let c = next()?;
                     let (status, _) = v.cli(&world, &c)?;
                     if status != 200 {
                         fail!("FAIL CLI response {status} expected 200");
                     }
                 }
                 "-clierr" => {
-                    let want = next("a status")?;
-                    let c = next("a command")?;
+                    let want = next()?;
+                    let c = next()?;
                     let (status, _) = v.cli(&world, &c)?;
                     if status.to_string() != want {
                         fail!("FAIL CLI response {status} expected {want}");
                     }
                 }
                 "-cliexpect" => {
-                    let pattern = next("a regex")?;
-                    let c = next("a command")?;
+                    let pattern = next()?;
+                    let c = next()?;
                     let re = regex::Regex::new(&pattern)
                         .map_err(|e| Fail(format!("-cliexpect: bad regex: {e}")))?;
                     let (status, body) = v.cli(&world, &c)?;
@@ -332,9 +314,9 @@ impl Top {
                     log(3, &name, &format!("Expect match: \"{pattern}\""));
                 }
                 "-expect" => {
-                    let counter = next("a counter")?;
-                    let op = next("an operator")?;
-                    let value = next("a value")?;
+                    let counter = next()?;
+                    let op = next()?;
+                    let value = next()?;
                     v.expect_counter(&world, &counter, &op, &value)?;
                 }
                 "-vsl_catchup" | "-cleanup" => {}
@@ -481,6 +463,15 @@ impl Top {
         }
         Ok(None)
     }
+}
+
+/// The word after the option at `*i` (which moves to it).
+fn option_value(command: &str, words: &[crate::script::Word], i: &mut usize) -> Step<String> {
+    *i += 1;
+    words
+        .get(*i)
+        .map(|w| w.text.clone())
+        .ok_or_else(|| Fail(format!("{command}: {} needs a value", words[*i - 1].text)))
 }
 
 fn parse_count(s: &str) -> Step<u64> {

@@ -111,3 +111,11 @@ fn without_k_the_first_failure_stops_the_run() {
     assert!(!out.status.success(), "{t}");
     assert!(!t.contains("wire.vtc"), "{t}");
 }
+
+#[test]
+fn repeats_loops_raw_bytes_dispatch_socket_barriers_and_varnish_options_work() {
+    let out = run(&["-t", "20", &fixture("more.vtc")]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("more.vtc passed"), "{t}");
+}
