@@ -1,0 +1,379 @@
+//! Log records: their binary form in the ring and in dump files, the
+//! decoded form readers work with, and `Txn`, the buffer one transaction
+//! writes its records into before they go to the ring in one batch.
+//!
+//! A record is an 8-byte header — payload length (u16 LE), tag code,
+//! side (`c`, `b` or `-`), vxid (u32 LE) — followed by the payload.
+
+use crate::ring::Log;
+use crate::tags::Tag;
+use std::sync::Arc;
+
+/// Bytes before a record's payload.
+pub const HEADER: usize = 8;
+
+/// Which side of the daemon wrote a record, as varnishlog's raw mode
+/// shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Backend,
+    None,
+}
+
+impl Side {
+    pub fn marker(self) -> char {
+        match self {
+            Side::Client => 'c',
+            Side::Backend => 'b',
+            Side::None => '-',
+        }
+    }
+
+    fn from_marker(b: u8) -> Side {
+        match b {
+            b'c' => Side::Client,
+            b'b' => Side::Backend,
+            _ => Side::None,
+        }
+    }
+}
+
+/// One decoded record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub vxid: u64,
+    pub tag: Tag,
+    pub side: Side,
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    pub fn new(vxid: u64, tag: Tag, side: Side, payload: &[u8]) -> Record {
+        Record {
+            vxid,
+            tag,
+            side,
+            payload: payload.to_vec(),
+        }
+    }
+
+    /// The payload as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.payload)
+    }
+
+    /// Appends the binary form.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let len = self.payload.len().min(u16::MAX as usize);
+        push_header(out, len as u16, self.tag, self.side, self.vxid);
+        out.extend_from_slice(&self.payload[..len]);
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, len: u16, tag: Tag, side: Side, vxid: u64) {
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(tag as u8);
+    out.push(side.marker() as u8);
+    out.extend_from_slice(&(vxid as u32).to_le_bytes());
+}
+
+/// Why bytes could not be decoded as records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed;
+
+/// Decodes the record at the start of `bytes`: the record and its total
+/// length, `Ok(None)` if `bytes` holds only part of one.
+pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, Malformed> {
+    if bytes.len() < HEADER {
+        return Ok(None);
+    }
+    let len = u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
+    let tag = Tag::from_code(bytes[2]).ok_or(Malformed)?;
+    if !matches!(bytes[3], b'c' | b'b' | b'-') {
+        return Err(Malformed);
+    }
+    let side = Side::from_marker(bytes[3]);
+    let vxid = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as u64;
+    if bytes.len() < HEADER + len {
+        return Ok(None);
+    }
+    let payload = bytes[HEADER..HEADER + len].to_vec();
+    Ok(Some((
+        Record {
+            vxid,
+            tag,
+            side,
+            payload,
+        },
+        HEADER + len,
+    )))
+}
+
+/// Limits a transaction's buffer works within (`vsl_reclen`,
+/// `vsl_buffer`), and the tags masked out (`vsl_mask`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub reclen: usize,
+    pub buffer: usize,
+    pub mask: u128,
+}
+
+impl Limits {
+    pub fn masks(&self, tag: Tag) -> bool {
+        self.mask & (1u128 << (tag as u8)) != 0
+    }
+}
+
+/// The records of one transaction (a session, a client request or a
+/// backend fetch) on their way to the ring. Records are flushed when the
+/// buffer passes `vsl_buffer`, at `End`, and when the `Txn` is dropped.
+/// Without a log every method returns at once.
+pub struct Txn {
+    vxid: u64,
+    side: Side,
+    buf: Vec<u8>,
+    log: Option<Arc<Log>>,
+    limits: Limits,
+    t_start: f64,
+    t_last: f64,
+}
+
+impl Txn {
+    /// A transaction writing to `log`, or nowhere.
+    pub fn new(log: Option<&Arc<Log>>, vxid: u64, side: Side, limits: Limits) -> Txn {
+        Txn {
+            vxid,
+            side,
+            buf: Vec::new(),
+            log: log.cloned(),
+            limits,
+            t_start: 0.0,
+            t_last: 0.0,
+        }
+    }
+
+    /// A transaction that writes nothing.
+    pub fn none() -> Txn {
+        Txn::new(
+            None,
+            0,
+            Side::None,
+            Limits {
+                reclen: 0,
+                buffer: 0,
+                mask: 0,
+            },
+        )
+    }
+
+    pub fn vxid(&self) -> u64 {
+        self.vxid
+    }
+
+    /// Whether records are written at all.
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Whether a record with this tag would be written.
+    #[inline]
+    pub fn wants(&self, tag: Tag) -> bool {
+        self.log.is_some() && !self.limits.masks(tag)
+    }
+
+    /// Writes a record whose payload is built by `fill` straight into the
+    /// buffer; it is cut at `vsl_reclen`.
+    #[inline]
+    pub fn with(&mut self, tag: Tag, fill: impl FnOnce(&mut Vec<u8>)) {
+        if !self.wants(tag) {
+            return;
+        }
+        let start = self.buf.len();
+        push_header(&mut self.buf, 0, tag, self.side, self.vxid);
+        fill(&mut self.buf);
+        let max = self.limits.reclen.min(u16::MAX as usize);
+        let len = (self.buf.len() - start - HEADER).min(max);
+        self.buf.truncate(start + HEADER + len);
+        self.buf[start..start + 2].copy_from_slice(&(len as u16).to_le_bytes());
+        if self.buf.len() >= self.limits.buffer {
+            self.flush();
+        }
+    }
+
+    /// Writes a record with this payload.
+    #[inline]
+    pub fn bytes(&mut self, tag: Tag, payload: &[u8]) {
+        self.with(tag, |b| b.extend_from_slice(payload));
+    }
+
+    /// Writes a record with a formatted payload.
+    pub fn fmt(&mut self, tag: Tag, args: std::fmt::Arguments<'_>) {
+        self.with(tag, |b| {
+            use std::io::Write;
+            let _ = b.write_fmt(args);
+        });
+    }
+
+    /// Writes a header record: `Name: value`.
+    #[inline]
+    pub fn header(&mut self, tag: Tag, name: &[u8], value: &[u8]) {
+        self.with(tag, |b| {
+            b.extend_from_slice(name);
+            b.extend_from_slice(b": ");
+            b.extend_from_slice(value);
+        });
+    }
+
+    /// Writes a `Begin` record and starts the transaction's clock.
+    pub fn begin(&mut self, kind: &str, parent: u64, reason: &str, now: f64) {
+        self.t_start = now;
+        self.t_last = now;
+        self.with(Tag::Begin, |b| {
+            b.extend_from_slice(kind.as_bytes());
+            b.push(b' ');
+            push_u64(b, parent);
+            b.push(b' ');
+            b.extend_from_slice(reason.as_bytes());
+        });
+    }
+
+    /// Writes a `Timestamp` record: label, absolute time, since the start,
+    /// since the last timestamp.
+    pub fn timestamp(&mut self, label: &str, now: f64) {
+        if !self.wants(Tag::Timestamp) {
+            return;
+        }
+        let (start, last) = (self.t_start, self.t_last);
+        self.t_last = now;
+        self.with(Tag::Timestamp, |b| {
+            b.extend_from_slice(label.as_bytes());
+            b.extend_from_slice(b": ");
+            push_fixed6(b, now);
+            b.push(b' ');
+            push_fixed6(b, now - start);
+            b.push(b' ');
+            push_fixed6(b, now - last);
+        });
+    }
+
+    /// Writes a `Link` record naming a child transaction.
+    pub fn link(&mut self, kind: &str, child: u64, reason: &str) {
+        self.with(Tag::Link, |b| {
+            b.extend_from_slice(kind.as_bytes());
+            b.push(b' ');
+            push_u64(b, child);
+            b.push(b' ');
+            b.extend_from_slice(reason.as_bytes());
+        });
+    }
+
+    /// Writes `End` and flushes.
+    pub fn end(&mut self) {
+        self.bytes(Tag::End, b"");
+        self.flush();
+    }
+
+    /// Sends what is buffered to the ring.
+    pub fn flush(&mut self) {
+        if let Some(log) = &self.log {
+            if !self.buf.is_empty() {
+                log.write(&self.buf);
+                self.buf.clear();
+            }
+        }
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Appends a number in decimal.
+pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Appends seconds with six decimals (`%f`), without going through the
+/// float formatter.
+pub fn push_fixed6(out: &mut Vec<u8>, secs: f64) {
+    if !secs.is_finite() {
+        out.extend_from_slice(b"0.000000");
+        return;
+    }
+    if secs < 0.0 {
+        out.push(b'-');
+    }
+    let micros = (secs.abs() * 1e6).round() as u64;
+    push_u64(out, micros / 1_000_000);
+    out.push(b'.');
+    let frac = micros % 1_000_000;
+    let mut digits = [b'0'; 6];
+    let mut f = frac;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    out.extend_from_slice(&digits);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode() {
+        let r = Record::new(42, Tag::ReqURL, Side::Client, b"/index.html");
+        let mut out = Vec::new();
+        r.encode(&mut out);
+        assert_eq!(out.len(), HEADER + 11);
+        assert_eq!(decode(&out), Ok(Some((r, out.len()))));
+        assert_eq!(decode(&out[..5]), Ok(None));
+        assert_eq!(decode(&out[..10]), Ok(None));
+        out[2] = 0;
+        assert_eq!(decode(&out), Err(Malformed));
+    }
+
+    #[test]
+    fn fixed_point() {
+        let mut b = Vec::new();
+        push_fixed6(&mut b, 1795293094.097751);
+        assert_eq!(b, b"1795293094.097751");
+        b.clear();
+        push_fixed6(&mut b, 0.0000004);
+        assert_eq!(b, b"0.000000");
+        b.clear();
+        push_fixed6(&mut b, -0.25);
+        assert_eq!(b, b"-0.250000");
+        b.clear();
+        push_u64(&mut b, 0);
+        assert_eq!(b, b"0");
+    }
+
+    #[test]
+    fn records_are_cut_at_reclen_and_masked() {
+        let limits = Limits {
+            reclen: 4,
+            buffer: 1 << 20,
+            mask: 1u128 << (Tag::Debug as u8),
+        };
+        // Without a log, nothing is kept.
+        let mut t = Txn::new(None, 1, Side::Client, limits);
+        t.bytes(Tag::ReqURL, b"/abcdef");
+        assert!(t.buf.is_empty());
+        assert!(!t.wants(Tag::Debug));
+    }
+}
