@@ -40,6 +40,24 @@ impl<'a> Conn<'a> {
         self.reused
     }
 
+    /// The connection's descriptor and local address, as the log names a
+    /// backend connection.
+    pub fn socket(&self) -> Option<(i32, std::net::SocketAddr)> {
+        use std::os::fd::AsRawFd;
+        let s = self.stream.as_ref()?;
+        Some((s.as_raw_fd(), s.local_addr().ok()?))
+    }
+
+    /// The name of the backend the connection goes to.
+    pub fn backend_name(&self) -> &str {
+        &self.backend.name
+    }
+
+    /// Whether the connection goes back to the pool once its body is read.
+    pub fn reusable(&self) -> bool {
+        self.reusable
+    }
+
     pub(crate) fn saw_bytes(&self) -> bool {
         self.saw_bytes
     }

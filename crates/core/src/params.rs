@@ -199,6 +199,14 @@ param_table! {
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
     vcc_err_unref: Bool, "on", "bool", min None, max None,
         "Unreferenced backends, probes, ACLs and subroutines in a VCL program are compile errors.";
+    vsl_buffer: Bytes, "16k", "bytes", min Some("267b"), max None,
+        "Bytes each transaction buffers log records in before they go to the shared-memory log in one batch; a transaction also flushes when it ends.";
+    vsl_enabled: Bool, "on", "bool", min None, max None,
+        "Write the shared-memory log. Off spares its cost and leaves the log tools nothing to read. Lacquer-only.";
+    vsl_reclen: Bytes, "255b", "bytes", min Some("16b"), max Some("4084b"),
+        "Maximum number of bytes in one log record; longer payloads are cut.";
+    vsl_space: Bytes, "80M", "bytes", min Some("1M"), max Some("4G"),
+        "Size of the shared-memory log ring. Too small and the log tools cannot keep up. Takes effect at start.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
         "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
 }

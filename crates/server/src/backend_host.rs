@@ -11,6 +11,7 @@ use lacquer_backend::Timeouts;
 use lacquer_cache::object::Timers;
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, Version};
+use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var};
 use std::sync::Arc;
 
@@ -36,6 +37,10 @@ pub(crate) struct Bereq {
     pub body_unset: bool,
     pub conn: ConnInfo,
     pub client_identity: Option<Bytes>,
+    /// The fetch's log transaction.
+    pub log: Txn,
+    /// Bytes sent and received, for `BereqAcct`.
+    pub acct: crate::request::Acct,
 }
 
 /// The backend response as VCL may change it before it is stored.
@@ -60,10 +65,30 @@ pub(crate) struct Beresp {
 
 impl Bereq {
     /// A backend request copied from a client request, with the given
-    /// headers; the flags are the caller's to set.
-    pub fn from_req(req: &crate::request::Req, headers: Headers, conn: ConnInfo) -> Bereq {
+    /// headers; the flags are the caller's to set. It begins a backend
+    /// transaction in the log, linked from the request's for `reason`
+    /// (`fetch`, `bgfetch`, `pass`, `pipe`).
+    pub fn from_req(
+        sh: &Shared,
+        vcl: &Loaded,
+        req: &mut crate::request::Req,
+        headers: Headers,
+        conn: ConnInfo,
+        reason: &'static str,
+    ) -> Bereq {
+        let xid = lacquer_core::ids::next_vxid();
+        let now = lacquer_core::time::now();
+        let mut log = sh.txn(xid, Side::Backend);
+        if log.active() {
+            req.log.link("bereq", xid, reason);
+            log.begin("bereq", req.xid, reason, now);
+            log.timestamp("Start", now);
+            log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+        }
         Bereq {
-            xid: lacquer_core::ids::next_vxid(),
+            log,
+            acct: crate::request::Acct::default(),
+            xid,
             method: req.head.method.clone(),
             url: req.head.url.clone(),
             version: req.head.version,
@@ -74,7 +99,7 @@ impl Bereq {
             is_bgfetch: false,
             is_hitmiss: false,
             is_hitpass: false,
-            t_start: lacquer_core::time::now(),
+            t_start: now,
             hash: Bytes::new(),
             connect_timeout: None,
             first_byte_timeout: None,
@@ -206,6 +231,7 @@ pub(crate) fn run(
     if action == Action::Fail {
         lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
     }
+    crate::vsl::vcl_call(&mut host.bereq.log, method, &action);
     action
 }
 
@@ -515,9 +541,12 @@ impl Host for BackendHost<'_> {
         self.vcl.healthy(backend)
     }
 
-    fn log(&mut self, _msg: &[u8]) {}
+    fn log(&mut self, msg: &[u8]) {
+        self.bereq.log.bytes(Tag::VCL_Log, msg);
+    }
 
     fn error(&mut self, msg: &str) {
+        self.bereq.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.bereq.xid, msg);
     }
 }

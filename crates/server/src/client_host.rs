@@ -10,6 +10,7 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object};
 use lacquer_http::Version;
+use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -350,7 +351,13 @@ impl Host for ClientHost<'_> {
 
     fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
         match kind {
-            HttpKind::Req => self.req.head.headers.set_named(name, value),
+            HttpKind::Req => {
+                if self.req.log.active() {
+                    log_unset(&mut self.req.log, &self.req.head.headers, name);
+                    self.req.log.header(Tag::ReqHeader, name.as_bytes(), &value);
+                }
+                self.req.head.headers.set_named(name, value)
+            }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
@@ -365,7 +372,12 @@ impl Host for ClientHost<'_> {
 
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
         match kind {
-            HttpKind::Req => self.req.head.headers.remove(name),
+            HttpKind::Req => {
+                if self.req.log.active() {
+                    log_unset(&mut self.req.log, &self.req.head.headers, name);
+                }
+                self.req.head.headers.remove(name)
+            }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
@@ -407,10 +419,23 @@ impl Host for ClientHost<'_> {
         self.vcl.healthy(backend)
     }
 
-    fn log(&mut self, _msg: &[u8]) {}
+    fn log(&mut self, msg: &[u8]) {
+        self.req.log.bytes(Tag::VCL_Log, msg);
+    }
 
     fn error(&mut self, msg: &str) {
+        self.req.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.req.xid, msg);
+    }
+}
+
+/// `ReqUnset` for each value a header had before VCL replaced or removed
+/// it.
+fn log_unset(log: &mut lacquer_shm::Txn, headers: &lacquer_http::Headers, name: &str) {
+    for h in headers.iter() {
+        if h.name.eq_ignore_ascii_case(name.as_bytes()) {
+            log.header(Tag::ReqUnset, &h.name, &h.value);
+        }
     }
 }
 

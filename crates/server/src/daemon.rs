@@ -132,7 +132,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         Registry::empty()
     };
     registry.count();
+    let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
+        .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
     let shared = Arc::new(Shared {
+        log: Some(Arc::new(log)),
         params: cfg.params,
         cache,
         active: std::sync::RwLock::new(loaded),
@@ -153,7 +156,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         for (name, l) in listeners {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Listen {name} {} {}", local.ip(), local.port());
-            client_listeners.push((l, local));
+            client_listeners.push((l, local, Arc::<str>::from(name.as_str())));
         }
         let mut mgmt_addrs = Vec::new();
         let mut mgmt_tokio = Vec::new();
@@ -183,12 +186,17 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
 }
 
 /// Accepts client connections until the task is aborted (`stop`).
-pub(crate) async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, local: SocketAddr) {
+pub(crate) async fn accept_loop(
+    sh: Arc<Shared>,
+    listener: TcpListener,
+    local: SocketAddr,
+    name: Arc<str>,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let local = stream.local_addr().unwrap_or(local);
-                tokio::spawn(session::run(sh.clone(), stream, peer, local));
+                tokio::spawn(session::run(sh.clone(), stream, peer, local, name.clone()));
             }
             Err(_) => {
                 // Out of descriptors or a connection reset before accept:

@@ -6,7 +6,7 @@
 use crate::client_host::Resp;
 use crate::io::{Client, SendClock, SendError};
 use crate::request::{Outcome, Req};
-use crate::Shared;
+use crate::{vsl, Shared};
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
@@ -217,7 +217,7 @@ fn close_for(e: SendError) -> Outcome {
 pub(crate) async fn object(
     c: &mut Client,
     sh: &Arc<Shared>,
-    req: &Req,
+    req: &mut Req,
     obj: &Arc<Object>,
     d: Delivery,
     resp: Option<&Resp>,
@@ -303,34 +303,17 @@ pub(crate) async fn object(
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-    let clock = SendClock::new(
-        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
-        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
-    );
-    let send_body = !(bodyless || is_head);
-    if !send_body {
-        if let Err(e) = c.write_head_and(&[], &clock).await {
-            return close_for(e);
-        }
-    } else if let (Some(chunks), None) = (obj.body.chunks(), window) {
-        let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
-        if let Err(e) = c.write_head_and(chunks, &clock).await {
-            return close_for(e);
-        }
-        COUNTERS.add(Counter::s_resp_bodybytes, n);
-    } else {
-        if let Err(e) = c.write_head_and(&[], &clock).await {
-            return close_for(e);
-        }
-        let (skip, take) = match window {
-            Some((start, end, _)) => (start, end - start + 1),
-            None => (0, u64::MAX),
-        };
-        if let Err(outcome) = stream(c, obj, skip, take, wire == WireBody::Chunked, &clock).await {
-            return outcome;
-        }
-    }
-    if keep {
+    vsl::head_bytes(&mut req.log, &c.wbuf, &vsl::RESP);
+    req.acct.hdr_tx += c.wbuf.len() as u64;
+    let shape = Shape {
+        window,
+        wire,
+        bodyless,
+        is_head,
+    };
+    let outcome = send(c, p, req, obj, shape).await;
+    req.log.timestamp("Resp", lacquer_core::time::now());
+    outcome.unwrap_or(if keep {
         Outcome::KeepAlive
     } else {
         Outcome::Close(if wire == WireBody::Close {
@@ -340,7 +323,62 @@ pub(crate) async fn object(
         } else {
             CloseReason::ReqClose
         })
+    })
+}
+
+/// What goes on the wire after the head.
+struct Shape {
+    window: Option<(u64, u64, u64)>,
+    wire: WireBody,
+    bodyless: bool,
+    is_head: bool,
+}
+
+/// Writes the head in `c.wbuf` and the body; `Some` when the connection
+/// must close because sending failed.
+async fn send(
+    c: &mut Client,
+    p: &Params,
+    req: &mut Req,
+    obj: &Object,
+    shape: Shape,
+) -> Option<Outcome> {
+    let Shape {
+        window,
+        wire,
+        bodyless,
+        is_head,
+    } = shape;
+    let clock = SendClock::new(
+        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
+        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
+    );
+    let send_body = !(bodyless || is_head);
+    if !send_body {
+        if let Err(e) = c.write_head_and(&[], &clock).await {
+            return Some(close_for(e));
+        }
+    } else if let (Some(chunks), None) = (obj.body.chunks(), window) {
+        let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
+        if let Err(e) = c.write_head_and(chunks, &clock).await {
+            return Some(close_for(e));
+        }
+        COUNTERS.add(Counter::s_resp_bodybytes, n);
+        req.acct.body_tx += n;
+    } else {
+        if let Err(e) = c.write_head_and(&[], &clock).await {
+            return Some(close_for(e));
+        }
+        let (skip, take) = match window {
+            Some((start, end, _)) => (start, end - start + 1),
+            None => (0, u64::MAX),
+        };
+        let chunked = wire == WireBody::Chunked;
+        if let Err(outcome) = stream(c, obj, skip, take, chunked, &clock, &mut req.acct).await {
+            return Some(outcome);
+        }
     }
+    None
 }
 
 /// Streams a body as it arrives, skipping `skip` bytes and sending at most
@@ -352,6 +390,7 @@ async fn stream(
     mut take: u64,
     chunked: bool,
     clock: &SendClock,
+    acct: &mut crate::request::Acct,
 ) -> Result<(), Outcome> {
     let mut next = 0;
     let mut pieces: Vec<Bytes> = Vec::new();
@@ -397,6 +436,7 @@ async fn stream(
         if !parts.is_empty() {
             c.write_parts(&parts, clock).await.map_err(close_for)?;
             COUNTERS.add(Counter::s_resp_bodybytes, size);
+            acct.body_tx += size;
         }
         if done {
             return Ok(());
@@ -407,7 +447,7 @@ async fn stream(
 async fn unsatisfiable(
     c: &mut Client,
     sh: &Arc<Shared>,
-    req: &Req,
+    req: &mut Req,
     obj: &Object,
     total: u64,
     keep: bool,
@@ -431,6 +471,8 @@ async fn unsatisfiable(
         own: false,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
+    vsl::head_bytes(&mut req.log, &c.wbuf, &vsl::RESP);
+    req.acct.hdr_tx += c.wbuf.len() as u64;
     let clock = SendClock::new(
         Params::duration(sh.params.send_timeout()),
         Params::duration(sh.params.idle_send_timeout()),

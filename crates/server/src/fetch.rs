@@ -9,7 +9,7 @@ use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::ConnInfo;
 use crate::request::Req;
 use crate::vcl::Loaded;
-use crate::{synth, Shared};
+use crate::{synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_backend::FetchError;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
@@ -17,6 +17,7 @@ use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_cache::{Body, FetchSlot, Removal, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
+use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,7 +51,7 @@ pub(crate) struct FetchKind {
 pub(crate) fn spawn(
     sh: &Arc<Shared>,
     vcl: &Arc<Loaded>,
-    req: &Req,
+    req: &mut Req,
     conn: ConnInfo,
     key: &[u8],
     slot: FetchSlot,
@@ -62,7 +63,8 @@ pub(crate) fn spawn(
     for name in NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
-    let mut bereq = Bereq::from_req(req, headers, conn);
+    let reason = if kind.bgfetch { "bgfetch" } else { "fetch" };
+    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, reason);
     bereq.method = Bytes::from_static(b"GET");
     bereq.version = Version::Http11;
     bereq.is_bgfetch = kind.bgfetch;
@@ -150,9 +152,11 @@ async fn run(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
+            bereq.log.timestamp("Fetch", lacquer_core::time::now());
             let Some((index, backend)) = pick_backend(&sh, &vcl, &mut bereq) else {
                 COUNTERS.inc(Counter::fetch_failed);
-                log_fetch_error(bereq.xid, &FetchError::ConnectFailed("no backend".into()));
+                let e = FetchError::ConnectFailed("no backend".into());
+                log_fetch_error(&mut bereq.log, &e);
                 break 'attempt (503, None);
             };
             let t = bereq.timeouts(&vcl, index, &sh.params);
@@ -162,12 +166,23 @@ async fn run(
                 Ok(x) => x,
                 Err(e) => {
                     COUNTERS.inc(Counter::fetch_failed);
-                    log_fetch_error(bereq.xid, &e);
+                    log_fetch_error(&mut bereq.log, &e);
                     break 'attempt (503, None);
                 }
             };
             let now = lacquer_core::time::now();
+            log_exchange(&mut bereq, &backend, &conn, &head, &resp, now);
             let mut beresp = beresp_from(&sh, &resp, index, now);
+            vsl::ttl(
+                &mut bereq.log,
+                &vsl::TtlRecord {
+                    source: "RFC",
+                    timers: beresp.timers,
+                    rfc: Some((now, &resp.headers)),
+                    cacheable: true,
+                },
+            );
+            let rfc_timers = beresp.timers;
             let action = backend_host::run(
                 Method::BackendResponse,
                 &sh,
@@ -190,6 +205,30 @@ async fn run(
                 Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
                 _ => None,
             };
+            if beresp.timers != rfc_timers || beresp.uncacheable || hit_for_pass.is_some() {
+                let (source, timers) = match hit_for_pass {
+                    Some(ttl) => (
+                        "HFP",
+                        Timers {
+                            ttl,
+                            grace: 0.0,
+                            keep: 0.0,
+                            ..beresp.timers
+                        },
+                    ),
+                    None if beresp.uncacheable => ("HFM", beresp.timers),
+                    None => ("VCL", beresp.timers),
+                };
+                vsl::ttl(
+                    &mut bereq.log,
+                    &vsl::TtlRecord {
+                        source,
+                        timers,
+                        rfc: None,
+                        cacheable: source == "VCL",
+                    },
+                );
+            }
             let framing = resp.framing;
             store(
                 &sh,
@@ -308,9 +347,21 @@ async fn store(
     // full store is a clean 503 rather than a truncated delivery.
     let reserved = expected.unwrap_or(0);
     let first_charge = obj.head.len() as u64 + reserved;
+    let mut bereq = bereq;
+    if bereq.log.active() {
+        let name = store.name().to_string();
+        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
+        let mode: &[u8] = match framing {
+            Framing::None => b"0 none -",
+            Framing::Chunked => b"2 chunked stream",
+            Framing::Length(_) => b"3 length stream",
+            Framing::UntilClose => b"4 eof stream",
+        };
+        bereq.log.bytes(Tag::Fetch_Body, mode);
+    }
     if !sh.cache.attach(&obj, store, first_charge, nuke_limit) {
         COUNTERS.inc(Counter::fetch_failed);
-        log_fetch_error(xid, &FetchError::NoStorage);
+        log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
         let err = synth::fetch_failed(xid);
         slot.abandon(Some(err.clone()));
         let _ = tx.send(err);
@@ -363,7 +414,7 @@ async fn store(
                 stored += chunk.len() as u64;
                 let extra = stored.saturating_sub(reserved.max(before));
                 if extra > 0 && !sh.cache.grow(&obj, extra, nuke_limit) {
-                    body_failed(sh, xid, &obj, &FetchError::NoStorage);
+                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
                     return;
                 }
                 // Copied, so the object holds exactly its bytes and not
@@ -372,20 +423,22 @@ async fn store(
             }
             Ok(None) => {
                 obj.body.finish();
+                let now = lacquer_core::time::now();
+                log_body_end(&mut bereq, &conn, stored, resp.wire_len as u64, now);
                 conn.finish(true);
                 return;
             }
             Err(e) => {
-                body_failed(sh, xid, &obj, &e);
+                body_failed(sh, &mut bereq.log, &obj, &e);
                 return;
             }
         }
     }
 }
 
-fn body_failed(sh: &Shared, xid: u64, obj: &Arc<Object>, e: &FetchError) {
+fn body_failed(sh: &Shared, log: &mut Txn, obj: &Arc<Object>, e: &FetchError) {
     COUNTERS.inc(Counter::fetch_failed);
-    log_fetch_error(xid, e);
+    log_fetch_error(log, e);
     obj.body.fail();
     sh.cache.remove(obj, Removal::Failed);
 }
@@ -393,16 +446,90 @@ fn body_failed(sh: &Shared, xid: u64, obj: &Arc<Object>, e: &FetchError) {
 static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
 static LOG_COUNT: AtomicU64 = AtomicU64::new(0);
 
-/// Reports a fetch error on standard error, at most ten a second so that a
-/// dead backend under load cannot flood the output.
-pub(crate) fn log_fetch_error(xid: u64, e: &FetchError) {
+/// Logs a fetch error as a `FetchError` record, and on standard error at
+/// most ten a second so that a dead backend under load cannot flood it.
+pub(crate) fn log_fetch_error(log: &mut Txn, e: &FetchError) {
+    log.fmt(Tag::FetchError, format_args!("{e}"));
     let second = lacquer_core::time::now() as u64;
     if LOG_SECOND.swap(second, Ordering::Relaxed) != second {
         LOG_COUNT.store(0, Ordering::Relaxed);
     }
     if LOG_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
-        eprintln!("FetchError {xid}: {e}");
+        eprintln!("FetchError {}: {e}", log.vxid());
     }
+}
+
+/// Logs a backend exchange once the response head is in: the
+/// connection, the request as sent, the response as received.
+pub(crate) fn log_exchange(
+    bereq: &mut Bereq,
+    backend: &lacquer_backend::Backend,
+    conn: &lacquer_backend::Conn<'_>,
+    head: &[u8],
+    resp: &ResponseHead,
+    now: f64,
+) {
+    bereq.acct.hdr_tx += head.len() as u64;
+    bereq.acct.hdr_rx += resp.wire_len as u64;
+    let log = &mut bereq.log;
+    if !log.active() {
+        return;
+    }
+    if let Some((fd, local)) = conn.socket() {
+        log.fmt(
+            Tag::BackendOpen,
+            format_args!(
+                "{fd} {} {} {} {} {} {}",
+                backend.name,
+                backend.addr.ip(),
+                backend.addr.port(),
+                local.ip(),
+                local.port(),
+                if conn.reused() { "reuse" } else { "connect" }
+            ),
+        );
+    }
+    vsl::head_bytes(log, head, &vsl::BEREQ);
+    log.timestamp("Beresp", now);
+    vsl::beresp(log, resp);
+}
+
+/// Logs the end of a body read from a backend: the connection's fate,
+/// the time, the length and the byte counts.
+fn log_body_end(
+    bereq: &mut Bereq,
+    conn: &lacquer_backend::Conn<'_>,
+    body: u64,
+    _hdr: u64,
+    now: f64,
+) {
+    bereq.acct.body_rx += body;
+    let a = bereq.acct;
+    let log = &mut bereq.log;
+    if !log.active() {
+        return;
+    }
+    if let Some((fd, _)) = conn.socket() {
+        let fate = if conn.reusable() { "recycle" } else { "close" };
+        log.fmt(
+            Tag::BackendClose,
+            format_args!("{fd} {} {fate}", conn.backend_name()),
+        );
+    }
+    log.timestamp("BerespBody", now);
+    vsl::numbers(log, Tag::Length, &[body]);
+    vsl::numbers(
+        log,
+        Tag::BereqAcct,
+        &[
+            a.hdr_tx,
+            a.body_tx,
+            a.hdr_tx + a.body_tx,
+            a.hdr_rx,
+            a.body_rx,
+            a.hdr_rx + a.body_rx,
+        ],
+    );
 }
 
 /// Builds the stored head of a response: its status line and the headers

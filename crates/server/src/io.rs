@@ -57,12 +57,19 @@ pub(crate) struct Client {
     /// The client address as text, formatted once per connection.
     pub peer_ip: String,
     pub local: SocketAddr,
+    /// The name of the listener that accepted the connection (`a0`).
+    pub listener: std::sync::Arc<str>,
     /// Reused for each request's hash key.
     pub key: Vec<u8>,
 }
 
 impl Client {
-    pub fn new(stream: TcpStream, peer: SocketAddr, local: SocketAddr) -> Self {
+    pub fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        local: SocketAddr,
+        listener: std::sync::Arc<str>,
+    ) -> Self {
         Client {
             stream,
             rbuf: BytesMut::with_capacity(4096),
@@ -70,6 +77,7 @@ impl Client {
             peer,
             peer_ip: peer.ip().to_canonical().to_string(),
             local,
+            listener,
             key: Vec::with_capacity(128),
         }
     }

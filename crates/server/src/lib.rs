@@ -20,6 +20,7 @@ mod resp;
 mod session;
 mod synth;
 mod vcl;
+mod vsl;
 
 pub use daemon::serve;
 pub use vcl::VclSource;
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub identity: String,
     /// The value this node adds to `Via`: `1.1 <identity> (Lacquer/x.y)`.
     pub via: String,
+    /// The shared-memory log, unless `vsl_enabled` was off at start.
+    pub log: Option<Arc<lacquer_shm::Log>>,
 }
 
 /// The machine's host name, as `server.hostname` gives it.
@@ -50,6 +53,23 @@ pub(crate) fn hostname() -> String {
 }
 
 impl Shared {
+    /// A log transaction with this vxid, under the current `vsl_*`
+    /// parameters.
+    pub fn txn(&self, vxid: u64, side: lacquer_shm::Side) -> lacquer_shm::Txn {
+        let p = &self.params;
+        let log = self.log.as_ref().filter(|_| p.vsl_enabled());
+        lacquer_shm::Txn::new(
+            log,
+            vxid,
+            side,
+            lacquer_shm::Limits {
+                reclen: p.vsl_reclen() as usize,
+                buffer: p.vsl_buffer() as usize,
+                mask: vsl::mask(),
+            },
+        )
+    }
+
     pub fn request_limits(&self) -> RequestLimits {
         let p = &self.params;
         RequestLimits {

@@ -50,7 +50,7 @@ pub(crate) async fn pass(
     if chunked_body {
         headers.set("Transfer-Encoding", "chunked");
     }
-    let mut bereq = Bereq::from_req(req, headers, conn);
+    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pass");
     bereq.version = Version::Http11;
     bereq.uncacheable = true;
     bereq.is_hitpass = req.is_hitpass;
@@ -65,8 +65,11 @@ pub(crate) async fn pass(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
+            bereq.log.timestamp("Fetch", lacquer_core::time::now());
             let Some((index, backend)) = fetch::pick_backend(sh, vcl, &mut bereq) else {
                 COUNTERS.inc(Counter::fetch_failed);
+                let e = FetchError::ConnectFailed("no backend".into());
+                fetch::log_fetch_error(&mut bereq.log, &e);
                 break 'attempt (503, None);
             };
             if bereq.body_unset && !req.body.is_done() {
@@ -102,11 +105,12 @@ pub(crate) async fn pass(
                 Ok(x) => x,
                 Err(e) => {
                     COUNTERS.inc(Counter::fetch_failed);
-                    fetch::log_fetch_error(bereq.xid, &e);
+                    fetch::log_fetch_error(&mut bereq.log, &e);
                     break 'attempt (503, None);
                 }
             };
             let now = lacquer_core::time::now();
+            fetch::log_exchange(&mut bereq, &backend, &be, &head, &resp, now);
             let mut beresp = fetch::beresp_from(sh, &resp, index, now);
             beresp.uncacheable = true;
             let action = backend_host::run(
@@ -126,7 +130,7 @@ pub(crate) async fn pass(
                 _ => break 'attempt (503, None),
             }
             let backend = Backend {
-                bereq: &bereq,
+                bereq: &mut bereq,
                 resp: &resp,
                 conn: be,
                 timeouts: &t,
@@ -152,7 +156,7 @@ pub(crate) async fn pass(
 
 /// The backend side of a response being passed.
 struct Backend<'a, 'b> {
-    bereq: &'a Bereq,
+    bereq: &'a mut Bereq,
     resp: &'a ResponseHead,
     conn: Conn<'b>,
     timeouts: &'a lacquer_backend::Timeouts,
@@ -284,7 +288,7 @@ async fn stream_response(
             Ok(None) => break,
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
-                fetch::log_fetch_error(bereq.xid, &e);
+                fetch::log_fetch_error(&mut bereq.log, &e);
                 return Passed::Done(Outcome::Close(CloseReason::TxError));
             }
         }

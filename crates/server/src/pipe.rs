@@ -37,7 +37,7 @@ pub(crate) async fn pipe(
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     headers.set("Connection", "close");
-    let mut bereq = Bereq::from_req(req, headers, conn);
+    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pipe");
     bereq.uncacheable = true;
     let action = {
         let mut host = backend_host::BackendHost {
@@ -50,6 +50,7 @@ pub(crate) async fn pipe(
         };
         lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
     };
+    crate::vsl::vcl_call(&mut req.log, Method::Pipe, &action);
     match action {
         Action::Pipe => {}
         Action::Synth { status, reason } => return Piped::Synth(status, reason),
@@ -64,7 +65,7 @@ pub(crate) async fn pipe(
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {
-            fetch::log_fetch_error(bereq.xid, &e);
+            fetch::log_fetch_error(&mut bereq.log, &e);
             return Piped::Synth(503, None);
         }
     };

@@ -9,7 +9,7 @@ use crate::deliver::{self, Delivery};
 use crate::fetch::{self, FetchKind};
 use crate::io::{Client, ReqBody};
 use crate::vcl::Loaded;
-use crate::{pass, pipe, synth, Shared};
+use crate::{pass, pipe, synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_cache::ban::BanReq;
 use lacquer_cache::object::{Object, Timers};
@@ -19,6 +19,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
+use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -41,6 +42,19 @@ pub(crate) struct Req {
     pub storage: Option<Arc<str>>,
     pub send_timeout: Option<f64>,
     pub idle_send_timeout: Option<f64>,
+    /// The request's log transaction.
+    pub log: Txn,
+    /// Bytes in and out, for `ReqAcct`.
+    pub acct: Acct,
+}
+
+/// A request's byte counts.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Acct {
+    pub hdr_rx: u64,
+    pub body_rx: u64,
+    pub hdr_tx: u64,
+    pub body_tx: u64,
 }
 
 impl Req {
@@ -97,21 +111,48 @@ impl Ctx<'_> {
         if action == Action::Fail {
             COUNTERS.inc(Counter::vcl_fail);
         }
+        vsl::vcl_call(&mut req.log, method, &action);
         action
     }
 }
 
-/// Handles one parsed request.
-pub(crate) async fn handle(c: &mut Client, sh: &Arc<Shared>, head: RequestHead) -> Outcome {
+/// Handles one parsed request, logging it as a transaction of the
+/// session's.
+pub(crate) async fn handle(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    head: RequestHead,
+    sess: &mut Txn,
+) -> Outcome {
     COUNTERS.inc(Counter::client_req);
     COUNTERS.add(Counter::s_req_hdrbytes, head.wire_len as u64);
     let vcl = sh.vcl();
     let body = ReqBody::new(head.framing);
+    let xid = next_vxid();
+    let t_req = lacquer_core::time::now();
+    let mut log = sh.txn(xid, Side::Client);
+    if log.active() {
+        sess.link("req", xid, "rxreq");
+        log.begin("req", sess.vxid(), "rxreq", t_req);
+        log.timestamp("Start", t_req);
+        log.timestamp("Req", t_req);
+        log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+        log.fmt(
+            Tag::ReqStart,
+            format_args!("{} {} {}", c.peer_ip, c.peer.port(), c.listener),
+        );
+        vsl::req(&mut log, &head);
+    }
     let mut req = Req {
-        xid: next_vxid(),
+        acct: Acct {
+            hdr_rx: head.wire_len as u64,
+            ..Acct::default()
+        },
+        log,
+        xid,
         head,
         body,
-        t_req: lacquer_core::time::now(),
+        t_req,
         restarts: 0,
         backend_hint: vcl.program.default_backend,
         ttl: None,
@@ -134,19 +175,43 @@ pub(crate) async fn handle(c: &mut Client, sh: &Arc<Shared>, head: RequestHead) 
             local: c.local,
         },
     };
+    let outcome = steps(c, &cx, &mut req).await;
+    let a = req.acct;
+    vsl::numbers(
+        &mut req.log,
+        Tag::ReqAcct,
+        &[
+            a.hdr_rx,
+            a.body_rx,
+            a.hdr_rx + a.body_rx,
+            a.hdr_tx,
+            a.body_tx,
+            a.hdr_tx + a.body_tx,
+        ],
+    );
+    req.log.end();
+    outcome
+}
+
+/// Runs the request through VCL until it is answered, restarting as
+/// often as VCL asks and `max_restarts` allows.
+async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
+    let sh = cx.sh;
     loop {
-        match recv(c, &cx, &mut req).await {
+        match recv(c, cx, req).await {
             Step::Done(outcome) => return outcome,
             Step::Restart => {
+                req.log.timestamp("Restart", lacquer_core::time::now());
                 req.restarts += 1;
                 req.is_hitmiss = false;
                 req.is_hitpass = false;
                 if u64::from(req.restarts) > sh.params.max_restarts() {
-                    let keep = match consume_body(c, sh, &mut req).await {
+                    let keep = match consume_body(c, sh, req).await {
                         Ok(keep) => keep,
                         Err(reason) => return Outcome::Close(reason),
                     };
-                    return match synth_step(c, &cx, &mut req, 503, None, keep).await {
+                    req.log.bytes(Tag::VCL_Error, b"Too many restarts");
+                    return match synth_step(c, cx, req, 503, None, keep).await {
                         Step::Done(o) => o,
                         Step::Restart => Outcome::Close(CloseReason::VclFailure),
                     };
@@ -170,6 +235,12 @@ fn append_forwarded_for(req: &mut Req, c: &Client) {
         }
         None => ip.to_vec(),
     };
+    if req.log.active() {
+        if let Some(prev) = req.head.headers.get("x-forwarded-for") {
+            req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
+        }
+        req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
+    }
     req.head.headers.set("X-Forwarded-For", value);
 }
 
@@ -192,6 +263,7 @@ pub(crate) async fn consume_body(
     match req.body.discard(c, limit).await {
         Ok(n) => {
             COUNTERS.add(Counter::s_req_bodybytes, n);
+            req.acct.body_rx += n;
             Ok(req.head.keep_alive())
         }
         Err(_) => Err(CloseReason::RxBody),
@@ -252,15 +324,20 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
             sh.cache.lookup(key, ban_req, now, lru_interval)
         };
         let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
+        if let Lookup::HitMiss { marker, .. } = &lookup {
+            log_hit(req, Tag::HitMiss, marker, now);
+        }
         match lookup {
             Lookup::Hit(obj) => {
                 COUNTERS.inc(Counter::cache_hit);
+                log_hit(req, Tag::Hit, &obj, now);
                 obj.hits.fetch_add(1, Ordering::Relaxed);
                 return hit_step(c, cx, req, obj, keep).await;
             }
             Lookup::Grace { obj, refresh } => {
                 COUNTERS.inc(Counter::cache_hit);
                 COUNTERS.inc(Counter::cache_hit_grace);
+                log_hit(req, Tag::Hit, &obj, now);
                 obj.hits.fetch_add(1, Ordering::Relaxed);
                 if let Some(slot) = refresh {
                     COUNTERS.inc(Counter::s_bgfetch);
@@ -272,8 +349,9 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                 }
                 return hit_step(c, cx, req, obj, keep).await;
             }
-            Lookup::HitPass(_) => {
+            Lookup::HitPass(marker) => {
                 COUNTERS.inc(Counter::cache_hitpass);
+                log_hit(req, Tag::HitPass, &marker, now);
                 req.is_hitpass = true;
                 return pass_step(c, cx, req).await;
             }
@@ -346,6 +424,7 @@ async fn miss_step(
                 // The fetch was abandoned or ended without an answer.
                 Err(_) => synth::fetch_failed(req.xid),
             };
+            req.log.timestamp("Fetch", lacquer_core::time::now());
             deliver_step(c, cx, req, obj, false, keep).await
         }
         Action::Pass(_) => {
@@ -375,6 +454,7 @@ async fn deliver_step(
     let mut resp = Resp::for_object(&obj, hit);
     match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
         Action::Deliver => {
+            req.log.timestamp("Process", lacquer_core::time::now());
             let d = Delivery { hit, keep };
             Step::Done(deliver::object(c, cx.sh, req, &obj, d, Some(&resp)).await)
         }
@@ -480,6 +560,23 @@ async fn synth_step(
             keep: 0.0,
         },
     );
+    req.log.timestamp("Process", now);
     let d = Delivery { hit: false, keep };
     Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
+}
+
+/// `Hit`, `HitMiss` or `HitPass`: the object found and its remaining
+/// times.
+fn log_hit(req: &mut Req, tag: Tag, obj: &Object, now: f64) {
+    if !req.log.wants(tag) {
+        return;
+    }
+    let t = obj.timers();
+    let left = t.t_origin + t.ttl - now;
+    let secs: &[f64] = if tag == Tag::Hit {
+        &[left, t.grace, t.keep]
+    } else {
+        &[left]
+    };
+    vsl::vxid_and_secs(&mut req.log, tag, obj.xid, secs);
 }

@@ -8,8 +8,10 @@ use crate::request::{self, Outcome};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::{parse_request, RequestError};
+use lacquer_shm::{Side, Tag, Txn};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,13 +19,47 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Serves one client connection until it closes.
-pub(crate) async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, local: SocketAddr) {
+pub(crate) async fn run(
+    sh: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    listener: Arc<str>,
+) {
     COUNTERS.inc(Counter::sess_conn);
     COUNTERS.inc(Counter::s_sess);
     let _ = stream.set_nodelay(true);
-    let mut c = Client::new(stream, peer, local);
-    let reason = serve(&sh, &mut c).await;
+    let t_open = lacquer_core::time::now();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        stream.as_raw_fd()
+    };
+    let mut c = Client::new(stream, peer, local, listener);
+    let mut log = sh.txn(next_vxid(), Side::Client);
+    log.begin("sess", 0, "HTTP/1", t_open);
+    if log.active() {
+        log.fmt(
+            Tag::SessOpen,
+            format_args!(
+                "{} {} {} {} {} {:.6} {fd}",
+                c.peer_ip,
+                peer.port(),
+                c.listener,
+                local.ip().to_canonical(),
+                local.port(),
+                t_open
+            ),
+        );
+        // A session's records wait for its end; say it began now.
+        log.flush();
+    }
+    let reason = serve(&sh, &mut c, &mut log).await;
     reason.count();
+    if log.active() {
+        let t = lacquer_core::time::now() - t_open;
+        log.fmt(Tag::SessClose, format_args!("{} {t:.3}", reason.name()));
+    }
+    log.end();
     if matches!(reason, CloseReason::SendTimeout | CloseReason::TxError) {
         // The client is gone or stuck: reset rather than leave the kernel
         // holding (and retrying) what it could not take.
@@ -52,7 +88,7 @@ async fn linger(sh: &Shared, c: &mut Client) {
     }
 }
 
-async fn serve(sh: &Arc<Shared>, c: &mut Client) -> CloseReason {
+async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     loop {
         let limits = sh.request_limits();
         let deadline = Instant::now() + Params::duration(sh.params.timeout_idle());
@@ -60,7 +96,7 @@ async fn serve(sh: &Arc<Shared>, c: &mut Client) -> CloseReason {
             match parse_request(&mut c.rbuf, &limits) {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
-                Err(e) => return refuse(sh, c, &e).await,
+                Err(e) => return refuse(sh, c, &e, log).await,
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match c.read_more(left).await {
@@ -71,7 +107,7 @@ async fn serve(sh: &Arc<Shared>, c: &mut Client) -> CloseReason {
                 Err(ReadError::Io) => return CloseReason::RemClose,
             }
         };
-        match request::handle(c, sh, head).await {
+        match request::handle(c, sh, head, log).await {
             Outcome::KeepAlive => continue,
             Outcome::Close(reason) => return reason,
         }
@@ -79,8 +115,14 @@ async fn serve(sh: &Arc<Shared>, c: &mut Client) -> CloseReason {
 }
 
 /// Answers a request that could not be parsed, then closes.
-async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError) -> CloseReason {
+async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError, log: &mut Txn) -> CloseReason {
     let status = e.status();
+    if log.active() {
+        let line = c.rbuf[..].split(|&b| b == b'\n').next().unwrap_or_default();
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        log.bytes(Tag::HttpGarbage, &line[..line.len().min(64)]);
+        log.fmt(Tag::Error, format_args!("{status} {}", e.reason()));
+    }
     COUNTERS.inc(match status {
         414 => Counter::client_req_414,
         417 => Counter::client_req_417,

@@ -119,6 +119,23 @@ pub struct Limits {
     pub mask: u128,
 }
 
+/// The tags Varnish leaves out of the log by default (`vsl_mask`).
+pub const DEFAULT_MASK: &[Tag] = &[
+    Tag::Debug,
+    Tag::ObjProtocol,
+    Tag::ObjStatus,
+    Tag::ObjReason,
+    Tag::ObjHeader,
+    Tag::VCL_trace,
+    Tag::ExpKill,
+    Tag::Hash,
+];
+
+/// A mask with these tags set.
+pub fn mask_of(tags: &[Tag]) -> u128 {
+    tags.iter().fold(0, |m, &t| m | (1u128 << (t as u8)))
+}
+
 impl Limits {
     pub fn masks(&self, tag: Tag) -> bool {
         self.mask & (1u128 << (tag as u8)) != 0
@@ -137,6 +154,8 @@ pub struct Txn {
     limits: Limits,
     t_start: f64,
     t_last: f64,
+    /// `Begin` written and `End` not yet.
+    open: bool,
 }
 
 impl Txn {
@@ -150,6 +169,7 @@ impl Txn {
             limits,
             t_start: 0.0,
             t_last: 0.0,
+            open: false,
         }
     }
 
@@ -230,6 +250,7 @@ impl Txn {
     pub fn begin(&mut self, kind: &str, parent: u64, reason: &str, now: f64) {
         self.t_start = now;
         self.t_last = now;
+        self.open = true;
         self.with(Tag::Begin, |b| {
             b.extend_from_slice(kind.as_bytes());
             b.push(b' ');
@@ -269,8 +290,14 @@ impl Txn {
         });
     }
 
+    /// The time of the `Begin` record.
+    pub fn t_start(&self) -> f64 {
+        self.t_start
+    }
+
     /// Writes `End` and flushes.
     pub fn end(&mut self) {
+        self.open = false;
         self.bytes(Tag::End, b"");
         self.flush();
     }
@@ -287,7 +314,11 @@ impl Txn {
 }
 
 impl Drop for Txn {
+    /// Every transaction that began ends, whichever way its owner left.
     fn drop(&mut self) {
+        if self.open {
+            self.end();
+        }
         self.flush();
     }
 }

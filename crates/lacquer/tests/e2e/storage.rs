@@ -5,11 +5,13 @@
 use crate::harness::Lacquer;
 use crate::origin::{Origin, Reply};
 
+/// Anonymous resident memory: the heap, not the pages of the
+/// shared-memory log, which fill as the ring does.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with("RssAnon:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap()

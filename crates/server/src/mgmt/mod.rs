@@ -48,7 +48,7 @@ impl Reply {
 
 /// The client listeners, accepting or not.
 struct Child {
-    listeners: Vec<(std::net::TcpListener, SocketAddr)>,
+    listeners: Vec<(std::net::TcpListener, SocketAddr, Arc<str>)>,
     accepting: Vec<JoinHandle<()>>,
 }
 
@@ -65,7 +65,7 @@ impl Mgmt {
     pub fn new(
         sh: Arc<Shared>,
         secret: Option<Vec<u8>>,
-        listeners: Vec<(std::net::TcpListener, SocketAddr)>,
+        listeners: Vec<(std::net::TcpListener, SocketAddr, Arc<str>)>,
         runtime: tokio::runtime::Handle,
     ) -> Arc<Mgmt> {
         Arc::new(Mgmt {
@@ -105,13 +105,14 @@ impl Mgmt {
         }
         let _guard = self.runtime.enter();
         let mut tasks = Vec::new();
-        for (l, local) in &child.listeners {
+        for (l, local, name) in &child.listeners {
             let dup = l.try_clone().map_err(|e| format!("Cannot start: {e}"))?;
             let listener = TcpListener::from_std(dup).map_err(|e| format!("Cannot start: {e}"))?;
             tasks.push(self.runtime.spawn(crate::daemon::accept_loop(
                 self.sh.clone(),
                 listener,
                 *local,
+                name.clone(),
             )));
         }
         child.accepting = tasks;

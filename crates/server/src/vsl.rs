@@ -1,0 +1,201 @@
+//! What the daemon writes to the shared-memory log, in the forms vsl(7)
+//! gives: heads as sent and received, VCL calls and returns, backend
+//! connections, TTLs. The records themselves are buffered per
+//! transaction by `lacquer_shm::Txn`.
+
+use lacquer_http::{Headers, ResponseHead, Version};
+use lacquer_shm::record::{mask_of, push_fixed6, push_u64, DEFAULT_MASK};
+use lacquer_shm::{Tag, Txn};
+use lacquer_vcl::{Action, Method};
+use std::sync::OnceLock;
+
+/// The tags left out of the log.
+pub(crate) fn mask() -> u128 {
+    static MASK: OnceLock<u128> = OnceLock::new();
+    *MASK.get_or_init(|| mask_of(DEFAULT_MASK))
+}
+
+/// The tags a head is logged under: protocol, status (or method), reason
+/// (or URL), header.
+pub(crate) struct HeadTags {
+    pub first: Tag,
+    pub second: Tag,
+    pub third: Tag,
+    pub header: Tag,
+}
+
+pub(crate) const RESP: HeadTags = HeadTags {
+    first: Tag::RespProtocol,
+    second: Tag::RespStatus,
+    third: Tag::RespReason,
+    header: Tag::RespHeader,
+};
+
+pub(crate) const BEREQ: HeadTags = HeadTags {
+    first: Tag::BereqMethod,
+    second: Tag::BereqURL,
+    third: Tag::BereqProtocol,
+    header: Tag::BereqHeader,
+};
+
+/// Logs a serialised HTTP/1 head — a status or request line, then header
+/// lines — exactly as it went on the wire.
+pub(crate) fn head_bytes(log: &mut Txn, head: &[u8], tags: &HeadTags) {
+    if !log.active() {
+        return;
+    }
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    if let Some(first) = lines.next() {
+        let mut parts = first.splitn(3, |&b| b == b' ');
+        log.bytes(tags.first, parts.next().unwrap_or_default());
+        log.bytes(tags.second, parts.next().unwrap_or_default());
+        log.bytes(tags.third, parts.next().unwrap_or_default());
+    }
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        log.bytes(tags.header, line);
+    }
+}
+
+fn proto(v: Version) -> &'static [u8] {
+    match v {
+        Version::Http10 => b"HTTP/1.0",
+        Version::Http11 => b"HTTP/1.1",
+    }
+}
+
+/// Logs a backend response head as received.
+pub(crate) fn beresp(log: &mut Txn, resp: &ResponseHead) {
+    if !log.active() {
+        return;
+    }
+    log.bytes(Tag::BerespProtocol, proto(resp.version));
+    log.with(Tag::BerespStatus, |b| push_u64(b, u64::from(resp.status)));
+    log.bytes(Tag::BerespReason, &resp.reason);
+    headers(log, Tag::BerespHeader, &resp.headers);
+}
+
+/// Logs a client request as received.
+pub(crate) fn req(log: &mut Txn, head: &lacquer_http::RequestHead) {
+    if !log.active() {
+        return;
+    }
+    log.bytes(Tag::ReqMethod, &head.method);
+    log.bytes(Tag::ReqURL, &head.url);
+    log.bytes(Tag::ReqProtocol, proto(head.version));
+    headers(log, Tag::ReqHeader, &head.headers);
+}
+
+fn headers(log: &mut Txn, tag: Tag, h: &Headers) {
+    for h in h.iter() {
+        log.header(tag, &h.name, &h.value);
+    }
+}
+
+/// `VCL_call` and `VCL_return` for one method run.
+pub(crate) fn vcl_call(log: &mut Txn, method: Method, action: &Action) {
+    if !log.active() {
+        return;
+    }
+    log.with(Tag::VCL_call, |b| {
+        let name = method.name();
+        let name = name.strip_prefix("vcl_").unwrap_or(name);
+        b.extend(name.bytes().map(|c| c.to_ascii_uppercase()));
+    });
+    log.bytes(Tag::VCL_return, action.name().as_bytes());
+}
+
+/// A `TTL` record: source, ttl, grace, keep, reference time, and for the
+/// RFC source the age, Date, Expires and max-age it was computed from.
+pub(crate) struct TtlRecord<'a> {
+    pub source: &'static str,
+    pub timers: lacquer_cache::object::Timers,
+    pub rfc: Option<(f64, &'a Headers)>,
+    pub cacheable: bool,
+}
+
+pub(crate) fn ttl(log: &mut Txn, r: &TtlRecord<'_>) {
+    if !log.wants(Tag::TTL) {
+        return;
+    }
+    let int = |b: &mut Vec<u8>, v: f64| {
+        if v < 0.0 {
+            b.push(b'-');
+        }
+        push_u64(b, v.abs() as u64);
+    };
+    log.with(Tag::TTL, |b| {
+        b.extend_from_slice(r.source.as_bytes());
+        for v in [
+            r.timers.ttl,
+            r.timers.grace,
+            r.timers.keep,
+            r.timers.t_origin,
+        ] {
+            b.push(b' ');
+            int(b, v);
+        }
+        if let Some((now, h)) = r.rfc {
+            let date = h.get("date").and_then(http_date).unwrap_or(0.0);
+            let expires = h.get("expires").and_then(http_date).unwrap_or(0.0);
+            let max_age = lacquer_cache::ttl::cache_control_seconds(h, "s-maxage")
+                .or_else(|| lacquer_cache::ttl::cache_control_seconds(h, "max-age"))
+                .unwrap_or(0.0);
+            for v in [now - r.timers.t_origin, date, expires, max_age] {
+                b.push(b' ');
+                int(b, v);
+            }
+        }
+        b.extend_from_slice(if r.cacheable {
+            b" cacheable"
+        } else {
+            b" uncacheable"
+        });
+    });
+}
+
+fn http_date(v: &bytes::Bytes) -> Option<f64> {
+    let t = httpdate::parse_http_date(std::str::from_utf8(v).ok()?).ok()?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs_f64())
+}
+
+/// A record of numbers separated by spaces (`ReqAcct`, `BereqAcct`).
+pub(crate) fn numbers(log: &mut Txn, tag: Tag, values: &[u64]) {
+    log.with(tag, |b| {
+        for (i, &v) in values.iter().enumerate() {
+            if i > 0 {
+                b.push(b' ');
+            }
+            push_u64(b, v);
+        }
+    });
+}
+
+/// A record of an object's timing as `Hit` gives it: vxid, then
+/// seconds with six decimals.
+pub(crate) fn vxid_and_secs(log: &mut Txn, tag: Tag, vxid: u64, secs: &[f64]) {
+    log.with(tag, |b| {
+        push_u64(b, vxid);
+        for &s in secs {
+            b.push(b' ');
+            push_fixed6(b, s);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_names_are_varnish_s() {
+        assert_eq!(Method::Recv.name(), "vcl_recv");
+        assert_eq!(Method::BackendFetch.name(), "vcl_backend_fetch");
+    }
+}
