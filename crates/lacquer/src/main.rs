@@ -1,9 +1,10 @@
 //! `lacquer`: the one binary. `lacquer serve …` runs the accelerator with
 //! varnishd's flags; `lacquer adm …` manages it as varnishadm does;
-//! `lacquer test …` runs VTC files as varnishtest does; later subcommands
-//! (log, stat) join them here.
+//! `lacquer test …` runs VTC files as varnishtest does; `log`, `ncsa`,
+//! `top`, `hist` and `stat` read a daemon's shared memory as varnishlog,
+//! varnishncsa, varnishtop, varnishhist and varnishstat do.
 
-use lacquer_tools::adm;
+use lacquer_tools::{adm, hist, log, ncsa, stat, top};
 
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
@@ -17,6 +18,11 @@ const USAGE: &str =
        lacquer serve -x parameter
        lacquer serve -V
        lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]
+       lacquer stat [-n workdir] [-1 | -j | -l] [-f [^]glob]...
+       lacquer ncsa [-n workdir] [-d] [-b | -c] [-F format] [-q query]
+       lacquer top [-n workdir] [-1] [-f] [-p period] [-i tags] [-q query]
+       lacquer hist [-n workdir] [-1] [-P profile] [-q query]
+       lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
        lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...";
 
 fn main() -> ExitCode {
@@ -24,6 +30,11 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("adm") => adm::main(&args[1..]),
+        Some("log") => log::main(&args[1..]),
+        Some("stat") => stat::main(&args[1..]),
+        Some("ncsa") => ncsa::main(&args[1..]),
+        Some("top") => top::main(&args[1..]),
+        Some("hist") => hist::main(&args[1..]),
         Some("test") => lacquer_vtc::main(&args[1..]),
         Some("-V") | Some("--version") => {
             println!("lacquer {}", lacquer_core::VERSION);

@@ -178,7 +178,7 @@ async fn run(
                 &vsl::TtlRecord {
                     source: "RFC",
                     timers: beresp.timers,
-                    rfc: Some((now, &resp.headers)),
+                    rfc: Some(&resp.headers),
                     cacheable: true,
                 },
             );

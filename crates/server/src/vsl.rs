@@ -110,11 +110,11 @@ pub(crate) fn vcl_call(log: &mut Txn, method: Method, action: &Action) {
 }
 
 /// A `TTL` record: source, ttl, grace, keep, reference time, and for the
-/// RFC source the age, Date, Expires and max-age it was computed from.
+/// RFC source the time the age counts from, Date, Expires and max-age.
 pub(crate) struct TtlRecord<'a> {
     pub source: &'static str,
     pub timers: lacquer_cache::object::Timers,
-    pub rfc: Option<(f64, &'a Headers)>,
+    pub rfc: Option<&'a Headers>,
     pub cacheable: bool,
 }
 
@@ -139,13 +139,13 @@ pub(crate) fn ttl(log: &mut Txn, r: &TtlRecord<'_>) {
             b.push(b' ');
             int(b, v);
         }
-        if let Some((now, h)) = r.rfc {
+        if let Some(h) = r.rfc {
             let date = h.get("date").and_then(http_date).unwrap_or(0.0);
             let expires = h.get("expires").and_then(http_date).unwrap_or(0.0);
             let max_age = lacquer_cache::ttl::cache_control_seconds(h, "s-maxage")
                 .or_else(|| lacquer_cache::ttl::cache_control_seconds(h, "max-age"))
                 .unwrap_or(0.0);
-            for v in [now - r.timers.t_origin, date, expires, max_age] {
+            for v in [r.timers.t_origin, date, expires, max_age] {
                 b.push(b' ');
                 int(b, v);
             }

@@ -1,5 +1,12 @@
 //! The operator's tools, each a `lacquer` subcommand: `adm` talks to the
-//! daemon's management interface. They find the daemon through its work
-//! directory and never link the daemon itself.
+//! daemon's management interface; `log`, `ncsa`, `top`, `hist` read its
+//! shared-memory log and `stat` its counters. They find the daemon through
+//! its work directory (`-n`) and never link the daemon itself.
 
 pub mod adm;
+pub mod hist;
+pub mod log;
+pub mod ncsa;
+pub mod source;
+pub mod stat;
+pub mod top;
