@@ -8,6 +8,7 @@ mod cli;
 mod client_side;
 mod harness;
 mod mgmt;
+mod observability;
 mod origin;
 mod storage;
 mod vcl;
