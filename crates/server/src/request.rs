@@ -137,10 +137,13 @@ pub(crate) async fn handle(
         log.timestamp("Start", t_req);
         log.timestamp("Req", t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
-        log.fmt(
-            Tag::ReqStart,
-            format_args!("{} {} {}", c.peer_ip, c.peer.port(), c.listener),
-        );
+        log.with(Tag::ReqStart, |b| {
+            b.extend_from_slice(c.peer_ip.as_bytes());
+            b.push(b' ');
+            lacquer_shm::record::push_u64(b, u64::from(c.peer.port()));
+            b.push(b' ');
+            b.extend_from_slice(c.listener.as_bytes());
+        });
         vsl::req(&mut log, &head);
     }
     let mut req = Req {

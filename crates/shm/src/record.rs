@@ -71,11 +71,20 @@ impl Record {
     }
 }
 
+#[inline]
 fn push_header(out: &mut Vec<u8>, len: u16, tag: Tag, side: Side, vxid: u64) {
-    out.extend_from_slice(&len.to_le_bytes());
-    out.push(tag as u8);
-    out.push(side.marker() as u8);
-    out.extend_from_slice(&(vxid as u32).to_le_bytes());
+    let l = len.to_le_bytes();
+    let v = (vxid as u32).to_le_bytes();
+    out.extend_from_slice(&[
+        l[0],
+        l[1],
+        tag as u8,
+        side.marker() as u8,
+        v[0],
+        v[1],
+        v[2],
+        v[3],
+    ]);
 }
 
 /// Why bytes could not be decoded as records.
@@ -161,10 +170,16 @@ pub struct Txn {
 impl Txn {
     /// A transaction writing to `log`, or nowhere.
     pub fn new(log: Option<&Arc<Log>>, vxid: u64, side: Side, limits: Limits) -> Txn {
+        // Sized for a typical request's records, so that logging one does
+        // not grow the buffer record by record.
+        let buf = match log {
+            Some(_) => Vec::with_capacity(limits.buffer.min(2048)),
+            None => Vec::new(),
+        };
         Txn {
             vxid,
             side,
-            buf: Vec::new(),
+            buf,
             log: log.cloned(),
             limits,
             t_start: 0.0,
@@ -323,17 +338,29 @@ impl Drop for Txn {
     }
 }
 
-/// Appends a number in decimal.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends a number in decimal, two digits at a time.
 pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[i] = b'0' + v as u8;
     }
     out.extend_from_slice(&digits[i..]);
 }
@@ -348,15 +375,15 @@ pub fn push_fixed6(out: &mut Vec<u8>, secs: f64) {
     if secs < 0.0 {
         out.push(b'-');
     }
-    let micros = (secs.abs() * 1e6).round() as u64;
+    // Adding a half and truncating rounds without a libm call.
+    let micros = (secs.abs() * 1e6 + 0.5) as u64;
     push_u64(out, micros / 1_000_000);
     out.push(b'.');
-    let frac = micros % 1_000_000;
+    let frac = (micros % 1_000_000) as usize;
     let mut digits = [b'0'; 6];
-    let mut f = frac;
-    for d in digits.iter_mut().rev() {
-        *d = b'0' + (f % 10) as u8;
-        f /= 10;
+    for (k, div) in [10_000usize, 100, 1].into_iter().enumerate() {
+        let pair = (frac / div % 100) * 2;
+        digits[2 * k..2 * k + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     }
     out.extend_from_slice(&digits);
 }
@@ -389,9 +416,14 @@ mod tests {
         b.clear();
         push_fixed6(&mut b, -0.25);
         assert_eq!(b, b"-0.250000");
+        for v in [0u64, 7, 10, 99, 100, 12345, u64::MAX] {
+            b.clear();
+            push_u64(&mut b, v);
+            assert_eq!(b, v.to_string().as_bytes());
+        }
         b.clear();
-        push_u64(&mut b, 0);
-        assert_eq!(b, b"0");
+        push_fixed6(&mut b, 12.000305);
+        assert_eq!(b, b"12.000305");
     }
 
     #[test]
