@@ -31,6 +31,8 @@ commands! {
         "Mark obsolete all objects where all the conditions match.";
     "ban.list", "ban.list [-j]", 0, Some(1), "List the active bans.";
     "banner", "banner", 0, Some(0), "Print welcome banner.";
+    "debug.xid", "debug.xid [<xid>]", 0, Some(1),
+        "Examine or set the next transaction id (for predictable logs in tests).";
     "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";
     "panic.clear", "panic.clear [-z]", 0, Some(1), "Clear the last panic, if any.";
     "panic.show", "panic.show [-j]", 0, Some(1), "Return the last panic, if any.";

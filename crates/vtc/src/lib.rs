@@ -8,6 +8,7 @@
 pub mod actors;
 pub mod barrier;
 pub mod http;
+pub mod logexpect;
 pub mod macros;
 pub mod script;
 pub mod session;

@@ -287,9 +287,14 @@ impl Varnish {
         Ok(())
     }
 
-    /// `start`, then the listen address macros.
+    /// `start`, then the listen address macros. Transaction ids start at
+    /// 1000, as varnishtest arranges, so log expectations can name them.
     pub fn start(&mut self, world: &World) -> Step {
         log(2, &self.name, "Start");
+        let (status, body) = self.cli(world, "debug.xid 1000")?;
+        if status != 200 {
+            fail!("debug.xid failed ({status}): {body}");
+        }
         let (status, body) = self.cli(world, "start")?;
         if status != 200 {
             fail!("Start failed ({status}): {body}");

@@ -60,6 +60,7 @@ pub struct Top {
     servers: Vec<Server>,
     clients: HashMap<String, Client>,
     varnishes: HashMap<String, Varnish>,
+    logexpects: HashMap<String, crate::logexpect::LogExpect>,
 }
 
 impl Top {
@@ -69,6 +70,7 @@ impl Top {
             servers: Vec::new(),
             clients: HashMap::new(),
             varnishes: HashMap::new(),
+            logexpects: HashMap::new(),
         }
     }
 
@@ -100,6 +102,9 @@ impl Top {
         log(1, "top", "RESETTING after the test");
         for c in self.clients.values_mut() {
             c.wait();
+        }
+        for l in self.logexpects.values_mut() {
+            l.wait();
         }
         for s in &mut self.servers {
             s.stop();
@@ -147,7 +152,17 @@ impl Top {
                     f.write_all(t.as_bytes()).map_err(|e| Fail(e.to_string()))?;
                 }
             }
-            "logexpect" => fail!("logexpect: the shared-memory log is not available yet"),
+            "logexpect" => {
+                let name = w.get(1).copied().unwrap_or_default().to_string();
+                if !name.starts_with('l') {
+                    fail!("logexpect name must start with 'l' (is: {name})");
+                }
+                let world = self.world.clone();
+                self.logexpects
+                    .entry(name.clone())
+                    .or_insert_with(|| crate::logexpect::LogExpect::new(&name))
+                    .command(&world, cmd)?;
+            }
             other => fail!("Unknown command: \"{other}\""),
         }
         Ok(None)

@@ -45,6 +45,16 @@ impl Mgmt {
             "auth" => Reply::ok(banner()),
             "banner" => Reply::ok(banner()),
             "help" => help(args),
+            "debug.xid" => match args.get(1) {
+                None => Reply::ok(format!("XID is {}", lacquer_core::ids::peek())),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) => {
+                        lacquer_core::ids::set_next(n);
+                        Reply::ok(format!("XID is {n}"))
+                    }
+                    Err(_) => Reply::with(status::PARAM, format!("Bad xid \"{v}\"\n")),
+                },
+            },
             "ping" => {
                 let pong = format!("PONG {} 1.0", lacquer_core::time::now() as u64);
                 if json {
