@@ -9,6 +9,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# ensure CMD... -- PACKAGE...: installs the packages unless every command
+# is already on the PATH.
+ensure() {
+    local cmds=() missing=0
+    while [ "$1" != "--" ]; do cmds+=("$1"); shift; done; shift
+    for c in "${cmds[@]}"; do command -v "$c" >/dev/null 2>&1 || missing=1; done
+    if [ "$missing" = 1 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    fi
+}
+
+# Builds the release binary; LACQUER is its path.
+build_lacquer() {
+    cargo build --release --quiet -p lacquer
+    LACQUER="$PWD/target/release/lacquer"
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 

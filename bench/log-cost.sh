@@ -13,15 +13,9 @@ cd "$(dirname "$0")/.."
 DURATION="${1:-5}"
 ROUNDS="${2:-6}"
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need wrk || ! need nginx || ! need taskset || ! need perf; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx util-linux linux-perf >/dev/null
-fi
-cargo build --release --quiet -p lacquer
-LACQUER="$PWD/target/release/lacquer"
-
 . bench/common.sh
+ensure wrk nginx taskset perf -- wrk nginx util-linux linux-perf
+build_lacquer
 
 OFF_PORT=$(free_port); ON_PORT=$(free_port)
 start_origin

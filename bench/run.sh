@@ -18,15 +18,9 @@ cd "$(dirname "$0")/.."
 DURATION="${1:-10}"
 CONNS=50
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need varnishd || ! need wrk || ! need nginx || ! need taskset; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq varnish wrk nginx util-linux >/dev/null
-fi
-cargo build --release --quiet -p lacquer
-LACQUER="$PWD/target/release/lacquer"
-
 . bench/common.sh
+ensure varnishd wrk nginx taskset -- varnish wrk nginx util-linux
+build_lacquer
 [ -n "${BENCH_DEBUG:-}" ] && trap 'cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null; cleanup' EXIT
 
 ORIGIN_PORT=$(free_port); CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)

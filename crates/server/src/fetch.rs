@@ -424,7 +424,7 @@ async fn store(
             Ok(None) => {
                 obj.body.finish();
                 let now = lacquer_core::time::now();
-                log_body_end(&mut bereq, &conn, stored, resp.wire_len as u64, now);
+                log_body_end(&mut bereq, &conn, stored, now);
                 conn.finish(true);
                 return;
             }
@@ -496,13 +496,7 @@ pub(crate) fn log_exchange(
 
 /// Logs the end of a body read from a backend: the connection's fate,
 /// the time, the length and the byte counts.
-fn log_body_end(
-    bereq: &mut Bereq,
-    conn: &lacquer_backend::Conn<'_>,
-    body: u64,
-    _hdr: u64,
-    now: f64,
-) {
+fn log_body_end(bereq: &mut Bereq, conn: &lacquer_backend::Conn<'_>, body: u64, now: f64) {
     bereq.acct.body_rx += body;
     let a = bereq.acct;
     let log = &mut bereq.log;

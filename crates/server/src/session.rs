@@ -50,8 +50,9 @@ pub(crate) async fn run(
                 t_open
             ),
         );
-        // A session's records wait for its end; say it began now.
-        log.flush();
+        // A session's records wait for its end; say it began now, and
+        // hold no request-sized buffer while the connection idles.
+        log.release();
     }
     let reason = serve(&sh, &mut c, &mut log).await;
     reason.count();

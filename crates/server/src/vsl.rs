@@ -192,10 +192,46 @@ pub(crate) fn vxid_and_secs(log: &mut Txn, tag: Tag, vxid: u64, secs: &[f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lacquer_shm::{Limits, Log, Reader, Side};
+    use std::sync::Arc;
 
     #[test]
-    fn call_names_are_varnish_s() {
-        assert_eq!(Method::Recv.name(), "vcl_recv");
-        assert_eq!(Method::BackendFetch.name(), "vcl_backend_fetch");
+    fn heads_and_calls_are_logged_as_varnish_names_them() {
+        let dir = std::env::temp_dir().join(format!("lacquer-vsl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Arc::new(Log::create(&dir, 1 << 16).unwrap());
+        let mut reader = Reader::open(&dir, false).unwrap();
+        let limits = Limits {
+            reclen: 255,
+            buffer: 4096,
+            mask: mask(),
+        };
+        let mut t = Txn::new(Some(&log), 5, Side::Client, limits);
+        head_bytes(
+            &mut t,
+            b"HTTP/1.1 404 Not Found\r\nVia: 1.1 x\r\nContent-Length: 0\r\n\r\n",
+            &RESP,
+        );
+        vcl_call(&mut t, Method::BackendFetch, &Action::Fetch);
+        t.end();
+        let mut got = Vec::new();
+        reader.poll(&mut got).unwrap();
+        let lines: Vec<String> = got
+            .iter()
+            .map(|r| format!("{} {}", r.tag.name(), r.text()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "RespProtocol HTTP/1.1",
+                "RespStatus 404",
+                "RespReason Not Found",
+                "RespHeader Via: 1.1 x",
+                "RespHeader Content-Length: 0",
+                "VCL_call BACKEND_FETCH",
+                "VCL_return fetch",
+                "End ",
+            ]
+        );
     }
 }

@@ -188,20 +188,6 @@ impl Txn {
         }
     }
 
-    /// A transaction that writes nothing.
-    pub fn none() -> Txn {
-        Txn::new(
-            None,
-            0,
-            Side::None,
-            Limits {
-                reclen: 0,
-                buffer: 0,
-                mask: 0,
-            },
-        )
-    }
-
     pub fn vxid(&self) -> u64 {
         self.vxid
     }
@@ -305,11 +291,6 @@ impl Txn {
         });
     }
 
-    /// The time of the `Begin` record.
-    pub fn t_start(&self) -> f64 {
-        self.t_start
-    }
-
     /// Writes `End` and flushes.
     pub fn end(&mut self) {
         self.open = false;
@@ -325,6 +306,15 @@ impl Txn {
                 self.buf.clear();
             }
         }
+    }
+}
+
+impl Txn {
+    /// Flushes and gives the buffer back, for a long-lived transaction
+    /// (a session) that will write little until it ends.
+    pub fn release(&mut self) {
+        self.flush();
+        self.buf = Vec::new();
     }
 }
 

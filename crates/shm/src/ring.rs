@@ -110,11 +110,6 @@ impl Log {
         })
     }
 
-    /// The ring's size in bytes.
-    pub fn space(&self) -> u64 {
-        self.space
-    }
-
     /// Appends a batch of whole records.
     pub fn write(&self, batch: &[u8]) {
         let len = batch.len() as u64;

@@ -4,7 +4,7 @@
 //! hits drawn as `|` and everything else as `#`. `-P` picks a predefined
 //! or custom profile; `-1` reads what the log holds and draws once.
 
-use crate::source::{self, getopt, LogOptions, Sink, SHARED_WITH_VALUE};
+use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping, Kind, Transaction};
 use lacquer_shm::Tag;
 use std::io::Write;
@@ -110,30 +110,16 @@ pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Vxid);
     let mut once = false;
     let mut profile = Profile::parse("responsetime").expect("built-in profile");
-    let mut help = false;
-    let with_value = format!("{SHARED_WITH_VALUE}P");
-    let parsed = getopt(args, &with_value, &mut |flag, value| {
-        let mut v = || {
-            value
-                .clone()
-                .ok_or_else(|| format!("-{flag} needs a value"))
-        };
+    let parsed = source::parse_args("hist", USAGE, args, &mut opts, "P", &mut |flag, v| {
         match flag {
             '1' => once = true,
             'P' => profile = Profile::parse(&v()?)?,
-            'h' => help = true,
-            _ if opts.take(flag, &mut v)? => {}
-            _ => return Err(format!("unknown option -{flag}")),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     });
-    if let Err(e) = parsed {
-        eprintln!("lacquer hist: {e}\n{USAGE}");
-        return ExitCode::from(2);
-    }
-    if help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+    if let Err(code) = parsed {
+        return code;
     }
     if once {
         opts.from_oldest = true;
@@ -150,13 +136,7 @@ pub fn main(args: &[String]) -> ExitCode {
     if once {
         let _ = std::io::stdout().write_all(hist.render(20).as_bytes());
     }
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lacquer hist: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    source::exit("hist", result)
 }
 
 struct Histogram {

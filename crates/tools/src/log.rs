@@ -3,7 +3,7 @@
 //! grouped and filtered, in varnishlog's layout; `-w` writes the records
 //! to a file instead, for `-r` later.
 
-use crate::source::{self, getopt, LogOptions, Sink, DUMP_MAGIC, SHARED_WITH_VALUE};
+use crate::source::{self, LogOptions, Sink, DUMP_MAGIC};
 use lacquer_shm::group::{Group, Grouping};
 use lacquer_shm::Record;
 use std::io::Write;
@@ -18,33 +18,16 @@ pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Vxid);
     let mut write_file = None;
     let mut text_to_file = false;
-    let mut help = false;
-    let with_value = format!("{SHARED_WITH_VALUE}w");
-    let parsed = getopt(args, &with_value, &mut |flag, value| {
-        let mut v = || {
-            value
-                .clone()
-                .ok_or_else(|| format!("-{flag} needs a value"))
-        };
-        if opts.take(flag, &mut v)? {
-            return Ok(());
-        }
+    let parsed = source::parse_args("log", USAGE, args, &mut opts, "w", &mut |flag, v| {
         match flag {
             'w' => write_file = Some(v()?),
             'A' => text_to_file = true,
-            'h' => help = true,
-            _ => return Err(format!("unknown option -{flag}")),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     });
-    match parsed {
-        Ok(ops) if ops.is_empty() => {}
-        Ok(ops) => return usage_error(&format!("unexpected argument \"{}\"", ops[0])),
-        Err(e) => return usage_error(&e),
-    }
-    if help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+    if let Err(code) = parsed {
+        return code;
     }
     let out: Box<dyn Write> = match &write_file {
         Some(path) => match std::fs::File::create(path) {
@@ -69,18 +52,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let result = source::run(&opts, &mut printer);
     let _ = printer.out.flush();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lacquer log: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("lacquer log: {msg}\n{USAGE}");
-    ExitCode::from(2)
+    source::exit("log", result)
 }
 
 struct Printer<'a> {

@@ -2,7 +2,7 @@
 //! request (or per backend request with `-b`), built from the request's
 //! log records, with varnishncsa's format characters for `-F`.
 
-use crate::source::{self, getopt, LogOptions, Sink, SHARED_WITH_VALUE};
+use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping, Kind, Transaction};
 use lacquer_shm::Tag;
 use std::io::Write;
@@ -17,30 +17,16 @@ pub const DEFAULT_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{U
 pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Request);
     let mut format = DEFAULT_FORMAT.to_string();
-    let mut help = false;
-    let with_value = format!("{SHARED_WITH_VALUE}F");
-    let parsed = getopt(args, &with_value, &mut |flag, value| {
-        let mut v = || {
-            value
-                .clone()
-                .ok_or_else(|| format!("-{flag} needs a value"))
-        };
+    let parsed = source::parse_args("ncsa", USAGE, args, &mut opts, "F", &mut |flag, v| {
         match flag {
             'F' => format = v()?,
-            'h' => help = true,
             'g' | 'i' | 'x' | 'I' | 'X' => return Err(format!("-{flag} is not a ncsa option")),
-            _ if opts.take(flag, &mut v)? => {}
-            _ => return Err(format!("unknown option -{flag}")),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     });
-    if let Err(e) = parsed {
-        eprintln!("lacquer ncsa: {e}\n{USAGE}");
-        return ExitCode::from(2);
-    }
-    if help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+    if let Err(code) = parsed {
+        return code;
     }
     let items = match parse_format(&format) {
         Ok(items) => items,
@@ -58,13 +44,7 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     let result = source::run(&opts, &mut sink);
     let _ = sink.out.flush();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lacquer ncsa: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    source::exit("ncsa", result)
 }
 
 /// One piece of a format.

@@ -10,6 +10,7 @@ use lacquer_shm::{Lost, Reader, Record, Side, Tag};
 use regex::bytes::Regex;
 use std::io::Read;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How often an idle reader looks at the ring again.
@@ -342,6 +343,65 @@ pub fn getopt(
 
 /// The flags of the shared options that take a value.
 pub const SHARED_WITH_VALUE: &str = "nrgqixIXkTL";
+
+/// A tool's own options: handles `flag` (with `value` yielding its
+/// argument) and says whether it was one of them.
+pub type OwnOptions<'a> =
+    dyn FnMut(char, &mut dyn FnMut() -> Result<String, String>) -> Result<bool, String> + 'a;
+
+/// Parses a log tool's command line: `-h`, the tool's own options (those
+/// in `own_with_value` take a value), then the shared ones into `opts`.
+/// `Err` carries the exit status when the tool should stop at once: help
+/// printed (0) or a usage error reported (2).
+pub fn parse_args(
+    tool: &str,
+    usage: &str,
+    args: &[String],
+    opts: &mut LogOptions,
+    own_with_value: &str,
+    own: &mut OwnOptions<'_>,
+) -> Result<(), ExitCode> {
+    let mut help = false;
+    let with_value = format!("{SHARED_WITH_VALUE}{own_with_value}");
+    let parsed = getopt(args, &with_value, &mut |flag, value| {
+        let mut v = || {
+            value
+                .clone()
+                .ok_or_else(|| format!("-{flag} needs a value"))
+        };
+        if flag == 'h' {
+            help = true;
+        } else if !own(flag, &mut v)? && !opts.take(flag, &mut v)? {
+            return Err(format!("unknown option -{flag}"));
+        }
+        Ok(())
+    });
+    let error = match parsed {
+        Ok(ops) if ops.is_empty() => None,
+        Ok(ops) => Some(format!("unexpected argument \"{}\"", ops[0])),
+        Err(e) => Some(e),
+    };
+    if let Some(e) = error {
+        eprintln!("lacquer {tool}: {e}\n{usage}");
+        return Err(ExitCode::from(2));
+    }
+    if help {
+        println!("{usage}");
+        return Err(ExitCode::SUCCESS);
+    }
+    Ok(())
+}
+
+/// The exit status of a tool whose reading ended with `result`.
+pub fn exit(tool: &str, result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lacquer {tool}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 //! `-p` seconds in the live view; `-1` reads what the log holds and prints
 //! the ranking once.
 
-use crate::source::{self, getopt, LogOptions, Sink, SHARED_WITH_VALUE};
+use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping};
 use lacquer_shm::Tag;
 use std::collections::HashMap;
@@ -20,31 +20,17 @@ pub fn main(args: &[String]) -> ExitCode {
     let mut once = false;
     let mut first_field = false;
     let mut period = 60.0f64;
-    let mut help = false;
-    let with_value = format!("{SHARED_WITH_VALUE}p");
-    let parsed = getopt(args, &with_value, &mut |flag, value| {
-        let mut v = || {
-            value
-                .clone()
-                .ok_or_else(|| format!("-{flag} needs a value"))
-        };
+    let parsed = source::parse_args("top", USAGE, args, &mut opts, "p", &mut |flag, v| {
         match flag {
             '1' => once = true,
             'f' => first_field = true,
             'p' => period = v()?.parse().map_err(|_| "-p: not a number".to_string())?,
-            'h' => help = true,
-            _ if opts.take(flag, &mut v)? => {}
-            _ => return Err(format!("unknown option -{flag}")),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     });
-    if let Err(e) = parsed {
-        eprintln!("lacquer top: {e}\n{USAGE}");
-        return ExitCode::from(2);
-    }
-    if help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
+    if let Err(code) = parsed {
+        return code;
     }
     if once {
         opts.from_oldest = true;
@@ -62,13 +48,7 @@ pub fn main(args: &[String]) -> ExitCode {
         let text = ranking.render(usize::MAX);
         let _ = std::io::stdout().write_all(text.as_bytes());
     }
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lacquer top: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    source::exit("top", result)
 }
 
 struct Ranking<'a> {

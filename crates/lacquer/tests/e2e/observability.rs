@@ -114,6 +114,49 @@ fn request_grouping_shows_a_request_with_its_fetch() {
 }
 
 #[test]
+fn session_grouping_and_binary_files() {
+    let o = origin();
+    let lq = Lacquer::start(o.addr, &[]);
+    let mut c = lq.connect();
+    assert_eq!(c.get("/one", &[]).status, 200);
+    assert_eq!(c.get("/two", &[]).status, 200);
+    drop(c);
+    // The session ends when the client closes: then it is one group with
+    // both requests and their fetches, one level down each.
+    let mut text = String::new();
+    assert!(eventually(Duration::from_secs(5), || {
+        text = log(&lq, &["-g", "session", "-q", "ReqURL eq \"/two\""]);
+        text.contains("<< Session")
+    }));
+    assert!(text.starts_with("*   << Session  >> "), "{text}");
+    assert_eq!(text.matches("**  << Request  >>").count(), 2, "{text}");
+    assert_eq!(text.matches("*** << BeReq    >>").count(), 2, "{text}");
+    assert!(text.contains("--  ReqURL         /one"));
+    assert!(text.contains("SessClose      REM_CLOSE"), "{text}");
+    // Written to a file and read back: the same records, filtered then.
+    let file = lq.workdir.join("dump.bin");
+    let f = file.to_str().unwrap();
+    log(&lq, &["-w", f]);
+    // -r reads the file; the -n the helper adds is not consulted.
+    let back = stdout(&tool(
+        &lq,
+        &["log", "-r", f, "-g", "request", "-i", "ReqURL,BereqURL"],
+    ));
+    assert_eq!(back.matches("<< Request  >>").count(), 2, "{back}");
+    assert!(back.contains("-   ReqURL         /two"));
+    assert!(back.contains("--  BereqURL       /two"));
+    let o = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args([
+            "log",
+            "-r",
+            lq.workdir.join("test-absent").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+}
+
+#[test]
 fn timestamp_fields_find_only_the_slow_request() {
     let o = origin();
     let lq = Lacquer::start(o.addr, &[]);
