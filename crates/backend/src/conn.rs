@@ -4,7 +4,7 @@
 
 use crate::{try_parse, Backend, FetchError, Timeouts};
 use bytes::{Bytes, BytesMut};
-use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -26,6 +26,7 @@ pub struct Conn<'a> {
 
 impl<'a> Conn<'a> {
     pub(crate) fn new(backend: &'a Backend, stream: TcpStream, reused: bool) -> Self {
+        backend.stats.inc(BackendCounter::conn);
         Conn {
             backend,
             stream: Some(stream),
@@ -68,8 +69,28 @@ impl<'a> Conn<'a> {
             .ok_or_else(|| FetchError::ReadFailed("connection closed".into()))
     }
 
-    /// Writes bytes under the between-bytes timeout.
+    /// Writes a request head, counting the request.
+    pub async fn write_head(&mut self, head: &[u8], t: &Timeouts) -> Result<(), FetchError> {
+        self.count_request(head.len(), 0);
+        self.send(head, t).await
+    }
+
+    /// Writes a piece of a request body.
     pub async fn write(&mut self, data: &[u8], t: &Timeouts) -> Result<(), FetchError> {
+        let stats = &self.backend.stats;
+        stats.add(BackendCounter::bereq_bodybytes, data.len() as u64);
+        self.send(data, t).await
+    }
+
+    fn count_request(&self, head: usize, body: usize) {
+        let stats = &self.backend.stats;
+        stats.inc(BackendCounter::req);
+        stats.add(BackendCounter::bereq_hdrbytes, head as u64);
+        stats.add(BackendCounter::bereq_bodybytes, body as u64);
+    }
+
+    /// Writes bytes under the between-bytes timeout.
+    async fn send(&mut self, data: &[u8], t: &Timeouts) -> Result<(), FetchError> {
         let limit = t.between_bytes;
         let stream = self.stream()?;
         match tokio::time::timeout(limit, stream.write_all(data)).await {
@@ -86,17 +107,18 @@ impl<'a> Conn<'a> {
         body: &[u8],
         t: &Timeouts,
     ) -> Result<(), FetchError> {
+        self.count_request(head.len(), body.len());
         if body.is_empty() {
-            return self.write(head, t).await;
+            return self.send(head, t).await;
         }
         if head.len() + body.len() <= 16 * 1024 {
             let mut all = Vec::with_capacity(head.len() + body.len());
             all.extend_from_slice(head);
             all.extend_from_slice(body);
-            return self.write(&all, t).await;
+            return self.send(&all, t).await;
         }
-        self.write(head, t).await?;
-        self.write(body, t).await
+        self.send(head, t).await?;
+        self.send(body, t).await
     }
 
     async fn fill(&mut self, limit: std::time::Duration, first: bool) -> Result<usize, FetchError> {
@@ -134,6 +156,8 @@ impl<'a> Conn<'a> {
                     continue;
                 }
                 self.reusable = head.keep_alive;
+                let stats = &self.backend.stats;
+                stats.add(BackendCounter::beresp_hdrbytes, head.wire_len as u64);
                 return Ok(head);
             }
             let limit = if first { t.first_byte } else { t.between_bytes };
@@ -172,6 +196,19 @@ impl<'a> Conn<'a> {
 
     /// Reads the next piece of the body; `None` at its end.
     pub async fn read_body(
+        &mut self,
+        r: &mut BodyReader,
+        t: &Timeouts,
+    ) -> Result<Option<Bytes>, FetchError> {
+        let piece = self.next_piece(r, t).await;
+        if let Ok(Some(data)) = &piece {
+            let stats = &self.backend.stats;
+            stats.add(BackendCounter::beresp_bodybytes, data.len() as u64);
+        }
+        piece
+    }
+
+    async fn next_piece(
         &mut self,
         r: &mut BodyReader,
         t: &Timeouts,
@@ -233,10 +270,9 @@ impl<'a> Conn<'a> {
     /// if the body was read to its end and both sides keep it alive.
     pub fn finish(mut self, body_done: bool) {
         if let Some(stream) = self.stream.take() {
+            self.backend.stats.dec(BackendCounter::conn);
             if body_done && self.reusable && self.buf.is_empty() {
                 self.backend.recycle(stream);
-            } else {
-                self.backend.closed();
             }
         }
     }
@@ -248,7 +284,7 @@ impl Conn<'_> {
     /// the backend's.
     pub fn detach(mut self) -> Option<(TcpStream, BytesMut)> {
         let stream = self.stream.take()?;
-        self.backend.closed();
+        self.backend.stats.dec(BackendCounter::conn);
         Some((stream, std::mem::take(&mut self.buf)))
     }
 }
@@ -256,7 +292,7 @@ impl Conn<'_> {
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if self.stream.take().is_some() {
-            self.backend.closed();
+            self.backend.stats.dec(BackendCounter::conn);
         }
     }
 }

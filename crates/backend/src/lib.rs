@@ -8,7 +8,7 @@ mod conn;
 
 pub use conn::{BodyReader, Conn};
 
-use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -72,10 +72,8 @@ pub struct Backend {
     /// Sent as `Host` when the request has none.
     pub host_header: String,
     idle: Mutex<Vec<(TcpStream, Instant)>>,
-    /// Requests sent (`VBE.*.req`).
-    pub req: AtomicU64,
-    /// Connections now open to it (`VBE.*.conn`).
-    pub conn: AtomicU64,
+    /// Its `VBE.<vcl>.<name>.*` counters.
+    pub stats: BackendCounters,
     /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
     admin: AtomicU8,
     /// When the health last changed, as the bits of an `f64` epoch time.
@@ -118,8 +116,7 @@ impl Backend {
             addr,
             host_header: host_header.to_string(),
             idle: Mutex::new(Vec::new()),
-            req: AtomicU64::new(0),
-            conn: AtomicU64::new(0),
+            stats: BackendCounters::new(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
         }
@@ -166,25 +163,44 @@ impl Backend {
         let stream = match tokio::time::timeout(t.connect, TcpStream::connect(self.addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                COUNTERS.inc(Counter::backend_fail);
+                self.connect_failed(e.raw_os_error());
                 return Err(FetchError::ConnectFailed(e.to_string()));
             }
             Err(_) => {
-                COUNTERS.inc(Counter::backend_fail);
+                self.connect_failed(Some(libc::ETIMEDOUT));
                 return Err(FetchError::ConnectTimeout);
             }
         };
         let _ = stream.set_nodelay(true);
         COUNTERS.inc(Counter::backend_conn);
-        self.conn.fetch_add(1, Ordering::Relaxed);
         Ok(Conn::new(self, stream, false))
+    }
+
+    /// Counts a connection that could not be opened, by its cause.
+    fn connect_failed(&self, errno: Option<i32>) {
+        COUNTERS.inc(Counter::backend_fail);
+        self.stats.inc(BackendCounter::fail);
+        let cause = match errno {
+            Some(libc::EACCES | libc::EPERM) => BackendCounter::fail_eacces,
+            Some(libc::EADDRNOTAVAIL) => BackendCounter::fail_eaddrnotavail,
+            Some(libc::ECONNREFUSED) => BackendCounter::fail_econnrefused,
+            Some(libc::ENETUNREACH) => BackendCounter::fail_enetunreach,
+            Some(libc::ETIMEDOUT) => BackendCounter::fail_etimedout,
+            _ => BackendCounter::fail_other,
+        };
+        self.stats.inc(cause);
+    }
+
+    /// Counts a fetch not attempted because the backend is sick.
+    pub fn count_unhealthy(&self) {
+        COUNTERS.inc(Counter::backend_unhealthy);
+        self.stats.inc(BackendCounter::unhealthy);
     }
 
     fn take_idle(&self, max_idle: Duration) -> Option<TcpStream> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((stream, since)) = idle.pop() {
             if since.elapsed() >= max_idle {
-                self.conn.fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
             // A pooled connection that is readable has been closed by the
@@ -192,10 +208,7 @@ impl Backend {
             let mut probe = [0u8; 1];
             match stream.try_read(&mut probe) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(stream),
-                _ => {
-                    self.conn.fetch_sub(1, Ordering::Relaxed);
-                    continue;
-                }
+                _ => continue,
             }
         }
         None
@@ -207,17 +220,10 @@ impl Backend {
         idle.push((stream, Instant::now()));
     }
 
-    pub(crate) fn closed(&self) {
-        self.conn.fetch_sub(1, Ordering::Relaxed);
-    }
-
     /// Closes pooled connections idle longer than `max_idle`.
     pub fn reap(&self, max_idle: Duration) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let before = idle.len();
         idle.retain(|(_, since)| since.elapsed() < max_idle);
-        let closed = before - idle.len();
-        self.conn.fetch_sub(closed as u64, Ordering::Relaxed);
     }
 
     /// Sends a request whose body (if any) is in memory and reads the
@@ -234,7 +240,6 @@ impl Backend {
         let mut allow_reuse = true;
         loop {
             let mut conn = self.connect(t, allow_reuse).await?;
-            self.req.fetch_add(1, Ordering::Relaxed);
             let sent = conn.write_request(head, body, t).await;
             let result = match sent {
                 Ok(()) => conn.read_head(t, limits, is_head).await,

@@ -9,7 +9,7 @@ pub mod store;
 pub mod ttl;
 
 use ban::{BanRef, BanReq, Bans};
-use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::counters::{Counter, StoreCounter, COUNTERS};
 use lacquer_http::Headers;
 use object::{ObjKind, Object};
 use std::collections::hash_map::RandomState;
@@ -292,8 +292,8 @@ impl Cache {
         bytes: u64,
         nuke_limit: u64,
     ) -> bool {
-        store.c_req.fetch_add(1, Ordering::Relaxed);
-        store.g_alloc.fetch_add(1, Ordering::Relaxed);
+        store.stats.inc(StoreCounter::c_req);
+        store.stats.inc(StoreCounter::g_alloc);
         let store = obj.store.get_or_init(|| store).clone();
         self.allocate(obj, &store, object::OBJECT_OVERHEAD + bytes, nuke_limit)
     }
@@ -318,7 +318,7 @@ impl Cache {
             }
             if nuked >= nuke_limit {
                 COUNTERS.inc(Counter::n_lru_limited);
-                store.c_fail.fetch_add(1, Ordering::Relaxed);
+                store.stats.inc(StoreCounter::c_fail);
                 return false;
             }
             match store.lru_pop() {
@@ -328,7 +328,7 @@ impl Cache {
                 }
                 Some(_) => continue,
                 None => {
-                    store.c_fail.fetch_add(1, Ordering::Relaxed);
+                    store.stats.inc(StoreCounter::c_fail);
                     return false;
                 }
             }

@@ -4,6 +4,7 @@
 //! last reference to the object goes away.
 
 use crate::object::Object;
+use lacquer_core::counters::{StoreCounter, StoreCounters};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -85,14 +86,9 @@ pub struct Store {
     name: String,
     budget: u64,
     used: AtomicU64,
-    /// Objects ever allocated (`c_req`), failed allocations (`c_fail`),
-    /// bytes allocated (`c_bytes`) and freed (`c_freed`).
-    pub c_req: AtomicU64,
-    pub c_fail: AtomicU64,
-    pub c_bytes: AtomicU64,
-    pub c_freed: AtomicU64,
-    /// Objects currently charged here (`g_alloc`).
-    pub g_alloc: AtomicU64,
+    /// Its `SMA.<name>.*` counters; `g_bytes` and `g_space` are filled
+    /// in by [`Store::counters`].
+    pub stats: StoreCounters,
     lru: Option<Mutex<Lru>>,
 }
 
@@ -112,11 +108,7 @@ impl Store {
             name: name.to_string(),
             budget,
             used: AtomicU64::new(0),
-            c_req: AtomicU64::new(0),
-            c_fail: AtomicU64::new(0),
-            c_bytes: AtomicU64::new(0),
-            c_freed: AtomicU64::new(0),
-            g_alloc: AtomicU64::new(0),
+            stats: StoreCounters::new(),
             lru: lru.then(|| Mutex::new(Lru::default())),
         }
     }
@@ -140,6 +132,18 @@ impl Store {
         self.budget.saturating_sub(self.used())
     }
 
+    /// Pushes its counters in the order of the `SMA` table.
+    pub fn counters(&self, out: &mut Vec<u64>) {
+        self.stats.set(StoreCounter::g_bytes, self.used());
+        let space = if self.budget == u64::MAX {
+            0
+        } else {
+            self.space()
+        };
+        self.stats.set(StoreCounter::g_space, space);
+        self.stats.snapshot(out);
+    }
+
     /// Charges `n` bytes if they fit the budget.
     pub fn try_reserve(&self, n: u64) -> bool {
         let mut cur = self.used.load(Ordering::Relaxed);
@@ -153,7 +157,7 @@ impl Store {
                 .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
-                    self.c_bytes.fetch_add(n, Ordering::Relaxed);
+                    self.stats.add(StoreCounter::c_bytes, n);
                     return true;
                 }
                 Err(actual) => cur = actual,
@@ -165,9 +169,9 @@ impl Store {
     pub(crate) fn release(&self, n: u64) {
         if n > 0 {
             self.used.fetch_sub(n, Ordering::Relaxed);
-            self.c_freed.fetch_add(n, Ordering::Relaxed);
+            self.stats.add(StoreCounter::c_freed, n);
         }
-        self.g_alloc.fetch_sub(1, Ordering::Relaxed);
+        self.stats.dec(StoreCounter::g_alloc);
     }
 
     /// Puts an object on the front of the LRU list.

@@ -1,14 +1,50 @@
-//! The counter table: every `MAIN.*` counter declared once with Varnish's
-//! name, kind and description. Counters are process-wide atomics; the
-//! shared-memory segment that tools read is built from this table.
+//! The counter tables: every counter declared once with Varnish's name,
+//! kind, unit and description. `MAIN.*` counters are process-wide
+//! atomics; the per-store (`SMA.<store>.*`) and per-backend
+//! (`VBE.<vcl>.<backend>.*`) ones are blocks of atomics their owners
+//! hold. The shared-memory segment that tools read is built from these
+//! tables.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Whether a value only grows or goes up and down.
+/// Whether a value only grows, goes up and down, or is a set of bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterKind {
     Counter,
     Gauge,
+    Bitmap,
+}
+
+impl CounterKind {
+    /// As the segment and `lacquer stat -j` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterKind::Counter => "counter",
+            CounterKind::Gauge => "gauge",
+            CounterKind::Bitmap => "bitmap",
+        }
+    }
+}
+
+/// What one unit of a counter is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    Bytes,
+    Seconds,
+    Bits,
+}
+
+impl Unit {
+    /// As the segment and `lacquer stat -j` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Count => "count",
+            Unit::Bytes => "bytes",
+            Unit::Seconds => "seconds",
+            Unit::Bits => "bits",
+        }
+    }
 }
 
 /// The static description of one counter.
@@ -16,28 +52,109 @@ pub enum CounterKind {
 pub struct CounterSpec {
     pub name: &'static str,
     pub kind: CounterKind,
+    pub unit: Unit,
     pub doc: &'static str,
 }
 
+macro_rules! unit_of {
+    () => {
+        Unit::Count
+    };
+    ($unit:ident) => {
+        Unit::$unit
+    };
+}
+
+/// Declares a table of counters: an enum naming each, the static
+/// descriptions in that order, and a block of atomics holding the values.
 macro_rules! counter_table {
-    ($( $name:ident : $kind:ident, $doc:literal; )*) => {
-        /// One identifier per counter, in table order.
+    (
+        $(#[$meta:meta])* enum $id:ident; table $table:ident; block $block:ident;
+        $( $name:ident : $kind:ident $(($unit:ident))?, $doc:literal; )*
+    ) => {
+        $(#[$meta])*
         #[allow(non_camel_case_types)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr(usize)]
-        pub enum Counter { $( $name, )* }
+        pub enum $id { $( $name, )* }
 
-        /// Every `MAIN` counter, in table order.
-        pub static MAIN: &[CounterSpec] = &[
-            $( CounterSpec { name: stringify!($name), kind: CounterKind::$kind, doc: $doc }, )*
+        /// The descriptions, in the enum's order.
+        pub static $table: &[CounterSpec] = &[
+            $( CounterSpec {
+                name: stringify!($name),
+                kind: CounterKind::$kind,
+                unit: unit_of!($($unit)?),
+                doc: $doc,
+            }, )*
         ];
 
-        const COUNT: usize = [$( stringify!($name) ),*].len();
+        /// The values, one atomic per counter of the table.
+        #[derive(Debug)]
+        pub struct $block {
+            values: [AtomicU64; [$( stringify!($name) ),*].len()],
+        }
+
+        impl $block {
+            pub const fn new() -> Self {
+                $block { values: [const { AtomicU64::new(0) }; [$( stringify!($name) ),*].len()] }
+            }
+
+            /// Adds one.
+            #[inline]
+            pub fn inc(&self, c: $id) {
+                self.values[c as usize].fetch_add(1, Ordering::Relaxed);
+            }
+
+            /// Adds `n`.
+            #[inline]
+            pub fn add(&self, c: $id, n: u64) {
+                if n != 0 {
+                    self.values[c as usize].fetch_add(n, Ordering::Relaxed);
+                }
+            }
+
+            /// Subtracts one from a gauge.
+            #[inline]
+            pub fn dec(&self, c: $id) {
+                self.values[c as usize].fetch_sub(1, Ordering::Relaxed);
+            }
+
+            /// Subtracts `n` from a gauge.
+            #[inline]
+            pub fn sub(&self, c: $id, n: u64) {
+                if n != 0 {
+                    self.values[c as usize].fetch_sub(n, Ordering::Relaxed);
+                }
+            }
+
+            /// Sets a value outright (a gauge, `uptime`, a bitmap).
+            pub fn set(&self, c: $id, v: u64) {
+                self.values[c as usize].store(v, Ordering::Relaxed);
+            }
+
+            /// Reads a value.
+            pub fn get(&self, c: $id) -> u64 {
+                self.values[c as usize].load(Ordering::Relaxed)
+            }
+
+            /// Copies every value, in table order, onto `out`.
+            pub fn snapshot(&self, out: &mut Vec<u64>) {
+                out.extend(self.values.iter().map(|v| v.load(Ordering::Relaxed)));
+            }
+        }
+
+        impl Default for $block {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
     };
 }
 
 counter_table! {
-    uptime: Counter, "Seconds the daemon has been running.";
+    /// One identifier per `MAIN` counter.
+    enum Counter; table MAIN; block Counters;
+    uptime: Counter(Seconds), "Seconds the daemon has been running.";
     sess_conn: Counter, "Client connections accepted.";
     sess_fail: Counter, "Client connections that could not be accepted.";
     sess_closed: Counter, "Client connections closed.";
@@ -72,9 +189,9 @@ counter_table! {
     s_sess: Counter, "Client sessions.";
     n_purges: Counter, "Purge operations executed.";
     n_obj_purged: Counter, "Objects removed by purges.";
-    s_pipe_hdrbytes: Counter, "Request header bytes sent on piped connections.";
-    s_pipe_in: Counter, "Bytes piped from clients to backends.";
-    s_pipe_out: Counter, "Bytes piped from backends to clients.";
+    s_pipe_hdrbytes: Counter(Bytes), "Request header bytes sent on piped connections.";
+    s_pipe_in: Counter(Bytes), "Bytes piped from clients to backends.";
+    s_pipe_out: Counter(Bytes), "Bytes piped from backends to clients.";
     sc_tx_pipe: Counter, "Sessions closed after a pipe ended.";
     sc_vcl_failure: Counter, "Sessions closed because VCL failed.";
     vcl_fail: Counter, "VCL methods that failed.";
@@ -86,10 +203,10 @@ counter_table! {
     s_fetch: Counter, "Backend fetches.";
     s_bgfetch: Counter, "Background fetches started to refresh an object in grace.";
     s_synth: Counter, "Synthetic responses made.";
-    s_req_hdrbytes: Counter, "Request header bytes received.";
-    s_req_bodybytes: Counter, "Request body bytes received.";
-    s_resp_hdrbytes: Counter, "Response header bytes sent.";
-    s_resp_bodybytes: Counter, "Response body bytes sent.";
+    s_req_hdrbytes: Counter(Bytes), "Request header bytes received.";
+    s_req_bodybytes: Counter(Bytes), "Request body bytes received.";
+    s_resp_hdrbytes: Counter(Bytes), "Response header bytes sent.";
+    s_resp_bodybytes: Counter(Bytes), "Response body bytes sent.";
     n_object: Gauge, "Objects in the cache.";
     n_objectcore: Gauge, "Object cores (objects and markers) in the cache.";
     n_objecthead: Gauge, "Object heads (distinct hash keys) in the cache.";
@@ -131,51 +248,43 @@ counter_table! {
     sc_send_timeout: Counter, "Sessions closed because delivery exceeded send_timeout.";
 }
 
-/// The counter values.
-pub struct Counters {
-    values: [AtomicU64; COUNT],
+/// The process-wide `MAIN` counters.
+pub static COUNTERS: Counters = Counters::new();
+
+counter_table! {
+    /// One identifier per `SMA.<store>` counter.
+    enum StoreCounter; table SMA; block StoreCounters;
+    c_req: Counter, "Allocations asked of the store.";
+    c_fail: Counter, "Allocations the store could not satisfy.";
+    c_bytes: Counter(Bytes), "Bytes allocated from the store.";
+    c_freed: Counter(Bytes), "Bytes given back to the store.";
+    g_alloc: Gauge, "Allocations held now.";
+    g_bytes: Gauge(Bytes), "Bytes held now.";
+    g_space: Gauge(Bytes), "Bytes still available (0 for an unbounded store).";
 }
 
-/// The process-wide counters.
-pub static COUNTERS: Counters = Counters {
-    values: [const { AtomicU64::new(0) }; COUNT],
-};
-
-impl Counters {
-    /// Adds one.
-    #[inline]
-    pub fn inc(&self, c: Counter) {
-        self.values[c as usize].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Adds `n`.
-    #[inline]
-    pub fn add(&self, c: Counter, n: u64) {
-        if n != 0 {
-            self.values[c as usize].fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    /// Subtracts one from a gauge.
-    #[inline]
-    pub fn dec(&self, c: Counter) {
-        self.values[c as usize].fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// Sets a value outright (for `uptime`).
-    pub fn set(&self, c: Counter, v: u64) {
-        self.values[c as usize].store(v, Ordering::Relaxed);
-    }
-
-    /// Reads a value.
-    pub fn get(&self, c: Counter) -> u64 {
-        self.values[c as usize].load(Ordering::Relaxed)
-    }
-
-    /// Reads the value at a position of [`MAIN`].
-    pub fn get_index(&self, i: usize) -> u64 {
-        self.values[i].load(Ordering::Relaxed)
-    }
+counter_table! {
+    /// One identifier per `VBE.<vcl>.<backend>` counter.
+    enum BackendCounter; table VBE; block BackendCounters;
+    happy: Bitmap(Bits), "Recent health probes, newest in the lowest bit, set for a good one.";
+    bereq_hdrbytes: Counter(Bytes), "Request header bytes sent to the backend.";
+    bereq_bodybytes: Counter(Bytes), "Request body bytes sent to the backend.";
+    beresp_hdrbytes: Counter(Bytes), "Response header bytes received from the backend.";
+    beresp_bodybytes: Counter(Bytes), "Response body bytes received from the backend.";
+    pipe_hdrbytes: Counter(Bytes), "Request header bytes sent on piped connections.";
+    pipe_out: Counter(Bytes), "Bytes piped to the backend.";
+    pipe_in: Counter(Bytes), "Bytes piped from the backend.";
+    conn: Gauge, "Connections in use by fetches now.";
+    req: Counter, "Requests sent to the backend.";
+    unhealthy: Counter, "Fetches not attempted because the backend was sick.";
+    busy: Counter, "Fetches not attempted because the backend was at max_connections.";
+    fail: Counter, "Connections that could not be opened.";
+    fail_eacces: Counter, "Connections refused locally by EACCES or EPERM.";
+    fail_eaddrnotavail: Counter, "Connections that failed with EADDRNOTAVAIL (no local port free).";
+    fail_econnrefused: Counter, "Connections the backend refused (ECONNREFUSED).";
+    fail_enetunreach: Counter, "Connections that failed with ENETUNREACH.";
+    fail_etimedout: Counter, "Connections that timed out (connect_timeout or ETIMEDOUT).";
+    fail_other: Counter, "Connections that failed for another reason.";
 }
 
 #[cfg(test)]
@@ -184,7 +293,10 @@ mod tests {
 
     #[test]
     fn table_and_values_line_up() {
-        assert_eq!(MAIN.len(), COUNT);
+        let mut all = Vec::new();
+        COUNTERS.snapshot(&mut all);
+        assert_eq!(MAIN.len(), all.len());
+        assert_eq!(MAIN[0].unit, Unit::Seconds);
         assert_eq!(MAIN[Counter::cache_hit as usize].name, "cache_hit");
         let before = COUNTERS.get(Counter::losthdr);
         COUNTERS.inc(Counter::losthdr);

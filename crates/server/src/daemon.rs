@@ -169,6 +169,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,
+            counter_sections(shared.clone()),
         )?)?;
         let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
         if !cfg.start_stopped {
@@ -182,6 +183,26 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         drop(out);
         housekeeping(shared).await;
         Ok(())
+    })
+}
+
+/// The counters published beside `MAIN`: `SMA.<store>.*` for each store
+/// and `VBE.<vcl>.<backend>.*` for the backends of every warm program
+/// (a cold program's backends are hidden, as in Varnish).
+fn counter_sections(sh: Arc<Shared>) -> lacquer_shm::counters::Sections {
+    use lacquer_core::counters::{SMA, VBE};
+    Box::new(move |snap| {
+        let cache = &sh.cache;
+        for store in cache.stores().iter().chain([cache.transient()]) {
+            snap.section(format!("SMA.{}", store.name()), SMA, |v| store.counters(v));
+        }
+        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+        for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
+            for b in e.loaded.backends.iter().flatten() {
+                let prefix = format!("VBE.{}.{}", e.loaded.name, b.name);
+                snap.section(prefix, VBE, |v| b.stats.snapshot(v));
+            }
+        }
     })
 }
 

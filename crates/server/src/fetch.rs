@@ -96,10 +96,12 @@ pub(crate) fn pick_backend(
     };
     let target = host.bereq.backend;
     let index = vcl.program.resolve(target, &mut host)?;
-    vcl.backend(index)
-        .filter(|b| b.healthy())
-        .cloned()
-        .map(|b| (index, b))
+    let backend = vcl.backend(index)?;
+    if !backend.healthy() {
+        backend.count_unhealthy();
+        return None;
+    }
+    Some((index, backend.clone()))
 }
 
 /// The response as `vcl_backend_response` first sees it.

@@ -325,10 +325,7 @@ async fn send_with_body<'b>(
         Ok(conn) => conn,
         Err(e) => return Ok(Err(e)),
     };
-    backend
-        .req
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Err(e) = conn.write(head, t).await {
+    if let Err(e) = conn.write_head(head, t).await {
         return Ok(Err(e));
     }
     let limit = Params::duration(sh.params.timeout_idle());

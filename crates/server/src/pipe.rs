@@ -10,7 +10,7 @@ use crate::vcl::Loaded;
 use crate::{fetch, Shared};
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
-use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_vcl::{Action, Method};
 use std::pin::Pin;
@@ -73,6 +73,8 @@ pub(crate) async fn pipe(
         return Piped::Synth(503, None);
     };
     COUNTERS.add(Counter::s_pipe_hdrbytes, head.len() as u64);
+    let vbe = &backend.stats;
+    vbe.add(BackendCounter::pipe_hdrbytes, head.len() as u64);
     // What the client sent past the head (a body, more requests) goes
     // first, in order.
     let pending = c.rbuf.split();
@@ -87,6 +89,7 @@ pub(crate) async fn pipe(
         return Piped::Done(Outcome::Close(CloseReason::TxPipe));
     }
     COUNTERS.add(Counter::s_pipe_in, pending.len() as u64);
+    vbe.add(BackendCounter::pipe_out, pending.len() as u64);
     let idle = Params::duration(sh.params.pipe_timeout());
     let started = Instant::now();
     let last = AtomicU64::new(0);
@@ -107,6 +110,8 @@ pub(crate) async fn pipe(
             Ok(Ok((to_backend, to_client))) => {
                 COUNTERS.add(Counter::s_pipe_in, to_backend);
                 COUNTERS.add(Counter::s_pipe_out, to_client);
+                vbe.add(BackendCounter::pipe_out, to_backend);
+                vbe.add(BackendCounter::pipe_in, to_client);
                 break;
             }
             Ok(Err(_)) => break,

@@ -166,15 +166,16 @@ impl Registry {
         self.entries.iter().find(|e| e.loaded.name == name)
     }
 
+    /// Whether a program is available for use: not set cold, or active.
+    pub fn is_warm(&self, e: &VclEntry) -> bool {
+        e.state != VclState::Cold || e.loaded.name == self.active
+    }
+
     /// Sets the VCL counters from the registry.
     pub fn count(&self) {
         use lacquer_core::counters::{Counter, COUNTERS};
         COUNTERS.set(Counter::n_vcl, self.entries.len() as u64);
-        let warm = self
-            .entries
-            .iter()
-            .filter(|e| e.state != VclState::Cold || e.loaded.name == self.active)
-            .count();
+        let warm = self.entries.iter().filter(|e| self.is_warm(e)).count();
         COUNTERS.set(Counter::n_vcl_avail, warm as u64);
         let backends: usize = self
             .entries

@@ -1,77 +1,153 @@
 //! The counters segment, `_.counters` in the work directory: a header,
-//! every counter's value, then what describes them (name, kind, doc), so
-//! that a reader needs no table of its own. The daemon copies the values
-//! from its atomics into the segment every [`PUBLISH_INTERVAL`] (Varnish's
-//! workers likewise fold their counts into the shared ones as they go);
-//! readers see a consistent copy through a sequence number that is odd
-//! while a copy is being written.
+//! every counter's value, then what describes them (name, kind, unit,
+//! doc), so that a reader needs no table of its own. The daemon copies
+//! the values from its atomics into the segment every
+//! [`PUBLISH_INTERVAL`] (Varnish's workers likewise fold their counts into
+//! the shared ones as they go): `MAIN.*` first, then the sections the
+//! daemon adds (`SMA.<store>.*`, `VBE.<vcl>.<backend>.*`), which come and
+//! go as programs are loaded and discarded. Readers see a consistent copy
+//! of values and descriptions through a sequence number that is odd while
+//! a copy is being written.
 //!
-//! Layout (little-endian u64s): magic `LQCNTRS1`, sequence, count,
+//! Layout (little-endian u64s): magic `LQCNTRS2`, sequence, count,
 //! description length, then `count` values, then the description: one
-//! line per counter, `name<TAB>kind<TAB>doc`.
+//! line per counter, `name<TAB>kind<TAB>unit<TAB>doc`.
 
-use lacquer_core::counters::{CounterKind, COUNTERS, MAIN};
+use lacquer_core::counters::{CounterSpec, COUNTERS, MAIN};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const FILE_NAME: &str = "_.counters";
-const MAGIC: &[u8; 8] = b"LQCNTRS1";
+const MAGIC: &[u8; 8] = b"LQCNTRS2";
 const HEADER: usize = 32;
 /// How often the daemon publishes its counters.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The counters of one publication: `MAIN`, then the daemon's sections.
+#[derive(Default)]
+pub struct Snapshot {
+    sections: Vec<(String, &'static [CounterSpec])>,
+    values: Vec<u64>,
+}
+
+impl Snapshot {
+    /// Adds a section: counters named `<prefix>.<field>` for each field of
+    /// `table`, whose values `fill` pushes in table order.
+    pub fn section(
+        &mut self,
+        prefix: String,
+        table: &'static [CounterSpec],
+        fill: impl FnOnce(&mut Vec<u64>),
+    ) {
+        let before = self.values.len();
+        fill(&mut self.values);
+        self.values.resize(before + table.len(), 0);
+        self.sections.push((prefix, table));
+    }
+
+    fn clear(&mut self) {
+        self.sections.clear();
+        self.values.clear();
+    }
+
+    fn same_shape(&self, other: &Snapshot) -> bool {
+        self.sections.len() == other.sections.len()
+            && self
+                .sections
+                .iter()
+                .zip(&other.sections)
+                .all(|(a, b)| a.0 == b.0 && std::ptr::eq(a.1, b.1))
+    }
+
+    fn description(&self) -> String {
+        let mut desc = String::new();
+        let mut line = |prefix: &str, c: &CounterSpec| {
+            desc.push_str(&format!(
+                "{prefix}.{}\t{}\t{}\t{}\n",
+                c.name,
+                c.kind.name(),
+                c.unit.name(),
+                c.doc
+            ))
+        };
+        for c in MAIN {
+            line("MAIN", c);
+        }
+        for (prefix, table) in &self.sections {
+            for c in table.iter() {
+                line(prefix, c);
+            }
+        }
+        desc
+    }
+}
+
+/// What the daemon adds to `MAIN` at each publication.
+pub type Sections = Box<dyn FnMut(&mut Snapshot) + Send>;
 
 /// The daemon's side: the segment it writes.
 pub struct Publisher {
     file: File,
     sequence: u64,
+    sections: Sections,
+    /// What the segment holds now, and the publication being made.
+    published: Snapshot,
+    next: Snapshot,
     buf: Vec<u8>,
 }
 
 impl Publisher {
     /// Creates the segment with its description and current values.
-    pub fn create(workdir: &Path) -> Result<Publisher, String> {
+    pub fn create(workdir: &Path, sections: Sections) -> Result<Publisher, String> {
         let path = workdir.join(FILE_NAME);
         let file =
             File::create(&path).map_err(|e| format!("Cannot create {}: {e}", path.display()))?;
-        let mut desc = String::new();
-        for c in MAIN {
-            let kind = match c.kind {
-                CounterKind::Counter => "counter",
-                CounterKind::Gauge => "gauge",
-            };
-            desc.push_str(&format!("MAIN.{}\t{kind}\t{}\n", c.name, c.doc));
-        }
-        let mut head = Vec::with_capacity(HEADER);
-        head.extend_from_slice(MAGIC);
-        head.extend_from_slice(&0u64.to_le_bytes());
-        head.extend_from_slice(&(MAIN.len() as u64).to_le_bytes());
-        head.extend_from_slice(&(desc.len() as u64).to_le_bytes());
-        let write = |data: &[u8], at: usize| {
-            file.write_all_at(data, at as u64)
-                .map_err(|e| format!("Cannot write {}: {e}", path.display()))
-        };
-        write(&head, 0)?;
-        write(desc.as_bytes(), HEADER + 8 * MAIN.len())?;
+        file.write_all_at(MAGIC, 0)
+            .map_err(|e| format!("Cannot write {}: {e}", path.display()))?;
         let mut p = Publisher {
             file,
             sequence: 0,
-            buf: Vec::with_capacity(8 * MAIN.len()),
+            sections,
+            published: Snapshot::default(),
+            next: Snapshot::default(),
+            buf: Vec::new(),
         };
-        p.publish();
+        p.write(true);
         Ok(p)
     }
 
-    /// Copies the current values into the segment.
+    /// Copies the current values into the segment, and the description
+    /// too when sections came or went.
     pub fn publish(&mut self) {
+        self.write(false)
+    }
+
+    fn write(&mut self, first: bool) {
+        self.next.clear();
+        COUNTERS.snapshot(&mut self.next.values);
+        (self.sections)(&mut self.next);
+        let reshaped = first || !self.next.same_shape(&self.published);
+        std::mem::swap(&mut self.next, &mut self.published);
+        let snap = &self.published;
         self.buf.clear();
-        for i in 0..MAIN.len() {
-            self.buf
-                .extend_from_slice(&COUNTERS.get_index(i).to_le_bytes());
+        for v in &snap.values {
+            self.buf.extend_from_slice(&v.to_le_bytes());
+        }
+        let values_len = self.buf.len();
+        if reshaped {
+            self.buf.extend_from_slice(snap.description().as_bytes());
         }
         self.sequence += 1;
         let _ = self.file.write_all_at(&self.sequence.to_le_bytes(), 8);
+        if reshaped {
+            let mut head = [0u8; 16];
+            head[..8].copy_from_slice(&(snap.values.len() as u64).to_le_bytes());
+            head[8..].copy_from_slice(&((self.buf.len() - values_len) as u64).to_le_bytes());
+            let _ = self.file.write_all_at(&head, 16);
+            let _ = self.file.set_len((HEADER + self.buf.len()) as u64);
+        }
         let _ = self.file.write_all_at(&self.buf, HEADER as u64);
         self.sequence += 1;
         let _ = self.file.write_all_at(&self.sequence.to_le_bytes(), 8);
@@ -94,7 +170,10 @@ pub fn spawn_publisher(mut p: Publisher) -> Result<(), String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reading {
     pub name: String,
+    /// `counter`, `gauge` or `bitmap`.
     pub kind: String,
+    /// `count`, `bytes`, `seconds` or `bits`.
+    pub unit: String,
     pub doc: String,
     pub value: u64,
 }
@@ -133,44 +212,42 @@ pub fn read(workdir: &Path) -> Result<Vec<Reading>, ReadError> {
     let file = File::open(&path).map_err(|_| ReadError::Missing(path.clone()))?;
     let corrupt = || ReadError::Corrupt(path.clone());
     let mut head = [0u8; HEADER];
-    file.read_exact_at(&mut head, 0).map_err(|_| corrupt())?;
-    if &head[..8] != MAGIC {
-        return Err(corrupt());
-    }
-    let count = u64_at(&head, 16) as usize;
-    let desc_len = u64_at(&head, 24) as usize;
-    if count > 1 << 16 || desc_len > 1 << 24 {
-        return Err(corrupt());
-    }
-    let mut desc = vec![0u8; desc_len];
-    file.read_exact_at(&mut desc, (HEADER + 8 * count) as u64)
-        .map_err(|_| corrupt())?;
-    let desc = String::from_utf8(desc).map_err(|_| corrupt())?;
-    let mut values = vec![0u8; 8 * count];
+    let mut body = Vec::new();
     let mut seq = [0u8; 8];
     for _ in 0..1000 {
-        file.read_exact_at(&mut seq, 8).map_err(|_| corrupt())?;
-        let before = u64::from_le_bytes(seq);
-        if before & 1 == 1 {
+        file.read_exact_at(&mut head, 0).map_err(|_| corrupt())?;
+        if &head[..8] != MAGIC {
+            return Err(corrupt());
+        }
+        let before = u64_at(&head, 8);
+        let count = u64_at(&head, 16) as usize;
+        let desc_len = u64_at(&head, 24) as usize;
+        if before & 1 == 1 || count > 1 << 20 || desc_len > 1 << 28 {
             std::thread::yield_now();
             continue;
         }
-        file.read_exact_at(&mut values, HEADER as u64)
-            .map_err(|_| corrupt())?;
+        body.resize(8 * count + desc_len, 0);
+        // The segment may shrink under the read while sections go.
+        let read = file.read_exact_at(&mut body, HEADER as u64);
         file.read_exact_at(&mut seq, 8).map_err(|_| corrupt())?;
-        if u64::from_le_bytes(seq) == before {
-            let mut out = Vec::with_capacity(count);
-            for (i, line) in desc.lines().enumerate().take(count) {
-                let mut parts = line.splitn(3, '\t');
-                out.push(Reading {
-                    name: parts.next().unwrap_or("").to_string(),
-                    kind: parts.next().unwrap_or("").to_string(),
-                    doc: parts.next().unwrap_or("").to_string(),
-                    value: u64_at(&values, 8 * i),
-                });
-            }
-            return Ok(out);
+        if read.is_err() || u64::from_le_bytes(seq) != before {
+            std::thread::yield_now();
+            continue;
         }
+        let desc = std::str::from_utf8(&body[8 * count..]).map_err(|_| corrupt())?;
+        let mut out = Vec::with_capacity(count);
+        for (i, line) in desc.lines().enumerate().take(count) {
+            let mut parts = line.splitn(4, '\t');
+            let mut next = || parts.next().unwrap_or("").to_string();
+            out.push(Reading {
+                name: next(),
+                kind: next(),
+                unit: next(),
+                doc: next(),
+                value: u64_at(&body, 8 * i),
+            });
+        }
+        return Ok(out);
     }
     Err(corrupt())
 }
@@ -178,24 +255,56 @@ pub fn read(workdir: &Path) -> Result<Vec<Reading>, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lacquer_core::counters::Counter;
+    use lacquer_core::counters::{Counter, VBE};
 
     #[test]
     fn a_reader_sees_what_was_published() {
         let dir = std::env::temp_dir().join(format!("lacquer-shm-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         assert!(matches!(read(&dir), Err(ReadError::Missing(_))));
-        let mut p = Publisher::create(&dir).unwrap();
+        let backends = std::sync::Arc::new(std::sync::Mutex::new(vec!["boot.a"]));
+        let listed = backends.clone();
+        let mut p = Publisher::create(
+            &dir,
+            Box::new(move |snap: &mut Snapshot| {
+                for (i, name) in listed.lock().unwrap().iter().enumerate() {
+                    snap.section(format!("VBE.{name}"), VBE, |v| {
+                        v.extend((0..VBE.len() as u64).map(|f| 100 * i as u64 + f))
+                    });
+                }
+            }),
+        )
+        .unwrap();
         COUNTERS.add(Counter::n_purges, 5);
         p.publish();
         let all = read(&dir).unwrap();
-        assert_eq!(all.len(), MAIN.len());
+        assert_eq!(all.len(), MAIN.len() + VBE.len());
+        let req = all.iter().find(|r| r.name == "VBE.boot.a.req").unwrap();
+        assert_eq!((req.value, req.kind.as_str()), (9, "counter"));
+        let happy = all.iter().find(|r| r.name == "VBE.boot.a.happy").unwrap();
+        assert_eq!(
+            (happy.kind.as_str(), happy.unit.as_str()),
+            ("bitmap", "bits")
+        );
+        // A section that comes and one that goes are seen at once.
+        *backends.lock().unwrap() = vec!["boot.b", "boot.c"];
+        p.publish();
+        let all = read(&dir).unwrap();
+        assert_eq!(all.len(), MAIN.len() + 2 * VBE.len());
+        assert!(!all.iter().any(|r| r.name.starts_with("VBE.boot.a.")));
+        let req = all.iter().find(|r| r.name == "VBE.boot.c.req").unwrap();
+        assert_eq!(req.value, 109);
+        *backends.lock().unwrap() = vec![];
+        p.publish();
+        assert_eq!(read(&dir).unwrap().len(), MAIN.len());
         let purges = all.iter().find(|r| r.name == "MAIN.n_purges").unwrap();
         assert!(purges.value >= 5);
         assert_eq!(purges.kind, "counter");
         assert_eq!(purges.doc, "Purge operations executed.");
         let n_object = all.iter().find(|r| r.name == "MAIN.n_object").unwrap();
         assert_eq!(n_object.kind, "gauge");
+        let uptime = all.iter().find(|r| r.name == "MAIN.uptime").unwrap();
+        assert_eq!(uptime.unit, "seconds");
         std::fs::write(dir.join(FILE_NAME), b"garbage").unwrap();
         assert!(matches!(read(&dir), Err(ReadError::Corrupt(_))));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -127,7 +127,7 @@ fn uptime(r: &[Reading]) -> u64 {
 }
 
 fn rate_column(c: &Reading, rate: f64) -> String {
-    if c.kind == "gauge" {
+    if c.kind != "counter" {
         format!("{:>12}", ".  ")
     } else {
         format!("{rate:>12.2}")
@@ -168,9 +168,20 @@ fn json(o: &Opts, r: &[Reading]) -> String {
         format!("{{\n  \"version\": 1,\n  \"timestamp\": \"{stamp}\",\n  \"counters\": {{\n");
     let rows = chosen(o, r);
     for (i, c) in rows.iter().enumerate() {
-        let flag = if c.kind == "gauge" { "g" } else { "c" };
+        // varnishstat's one-letter kinds and formats.
+        let flag = match c.kind.as_str() {
+            "gauge" => "g",
+            "bitmap" => "b",
+            _ => "c",
+        };
+        let format = match c.unit.as_str() {
+            "bytes" => "B",
+            "bits" => "b",
+            "seconds" => "d",
+            _ => "i",
+        };
         out.push_str(&format!(
-            "    \"{}\": {{\n      \"description\": \"{}\",\n      \"flag\": \"{flag}\",\n      \"format\": \"i\",\n      \"value\": {}\n    }}{}\n",
+            "    \"{}\": {{\n      \"description\": \"{}\",\n      \"flag\": \"{flag}\",\n      \"format\": \"{format}\",\n      \"value\": {}\n    }}{}\n",
             json_escape(&c.name),
             json_escape(&c.doc),
             c.value,
@@ -258,7 +269,7 @@ fn live(o: &Opts) -> ExitCode {
                 }
                 None => 0.0,
             };
-            let avg = if c.kind == "gauge" {
+            let avg = if c.kind != "counter" {
                 ".".to_string()
             } else {
                 format!("{:.2}", c.value as f64 / up.max(1) as f64)
@@ -284,6 +295,7 @@ mod tests {
         Reading {
             name: name.into(),
             kind: kind.into(),
+            unit: "count".into(),
             doc: "Doc".into(),
             value,
         }

@@ -366,8 +366,14 @@ impl Varnish {
         loop {
             let all =
                 lacquer_shm::counters::read(&self.workdir).map_err(|e| Fail(e.to_string()))?;
+            // A counter that is not there yet (a section published on the
+            // next round) is waited for like a value.
             let Some(have) = lookup(&all, name)? else {
-                fail!("No such counter: {}", full(name));
+                if std::time::Instant::now() >= deadline {
+                    fail!("No such counter: {}", full(name));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             };
             let want = match value.parse::<u64>() {
                 Ok(n) => n,
