@@ -14,6 +14,7 @@ const USAGE: &str =
                      [-s [name=]malloc[,size]] [-t default_ttl] [-p param=value]
                      [-i identity] [-P pidfile] [-F] [-d]
                      [-T address[:port] | -T none] [-S secretfile | -S none]
+                     [--metrics address:port]
        lacquer serve -C -f file.vcl
        lacquer serve -x parameter
        lacquer serve -V

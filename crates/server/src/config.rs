@@ -48,6 +48,8 @@ pub struct ServeConfig {
     /// `-T`: where the management interface listens; `None` for `-T none`.
     pub mgmt_listen: Option<Vec<SocketAddr>>,
     pub secret: SecretSpec,
+    /// `--metrics host:port`: where `/metrics` is served (Lacquer only).
+    pub metrics_listen: Vec<SocketAddr>,
 }
 
 /// `-S`: how management clients prove who they are.
@@ -81,50 +83,44 @@ pub fn parse_mgmt(spec: &str) -> Result<Option<Vec<SocketAddr>>, String> {
     if spec == "none" {
         return Ok(None);
     }
-    let (host, port) = split_host_port(spec).map_err(|e| format!("-T {spec}: {e}"))?;
-    let port = match port {
-        Some(p) => parse_port(&p, spec).map_err(|e| format!("-T {e}"))?,
-        None => 0,
+    resolve("-T", spec, "localhost", Some(0)).map(Some)
+}
+
+/// Parses `--metrics host:port` (`:port` for every address).
+pub fn parse_metrics(spec: &str) -> Result<Vec<SocketAddr>, String> {
+    resolve("--metrics", spec, "0.0.0.0", None)
+}
+
+/// Resolves `host[:port]` for an option, with the host and port it
+/// stands for when left out (`None`: the port is required).
+fn resolve(
+    option: &str,
+    spec: &str,
+    default_host: &str,
+    default_port: Option<u16>,
+) -> Result<Vec<SocketAddr>, String> {
+    let (host, port) = split_host_port(spec).map_err(|e| format!("{option} {spec}: {e}"))?;
+    let port = match (port, default_port) {
+        (Some(p), _) => parse_port(&p, spec).map_err(|e| format!("{option} {e}"))?,
+        (None, Some(p)) => p,
+        (None, None) => return Err(format!("{option} {spec}: a port is needed")),
     };
-    let host = if host.is_empty() { "localhost" } else { &host };
+    let host = if host.is_empty() { default_host } else { &host };
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|_| format!("-T {spec}: cannot resolve \"{host}\""))?
+        .map_err(|_| format!("{option} {spec}: cannot resolve \"{host}\""))?
         .collect();
     if addrs.is_empty() {
-        return Err(format!("-T {spec}: \"{host}\" has no address"));
+        return Err(format!("{option} {spec}: \"{host}\" has no address"));
     }
-    Ok(Some(addrs))
+    Ok(addrs)
 }
 
 /// The default size of a malloc store.
 pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
 
 pub use lacquer_core::host::default_workdir;
-use lacquer_core::host::hostname;
-
-/// Splits `host:port`, `[v6]:port`, `:port` or `host`.
-fn split_host_port(s: &str) -> Result<(String, Option<String>), String> {
-    if let Some(rest) = s.strip_prefix('[') {
-        let (host, after) = rest
-            .split_once(']')
-            .ok_or_else(|| format!("missing ']' in \"{s}\""))?;
-        let port = match after {
-            "" => None,
-            p => Some(
-                p.strip_prefix(':')
-                    .ok_or_else(|| format!("invalid address \"{s}\""))?
-                    .to_string(),
-            ),
-        };
-        return Ok((host.to_string(), port));
-    }
-    match s.rsplit_once(':') {
-        Some((host, _)) if host.contains(':') => Ok((s.to_string(), None)),
-        Some((host, port)) => Ok((host.to_string(), Some(port.to_string()))),
-        None => Ok((s.to_string(), None)),
-    }
-}
+use lacquer_core::host::{hostname, split_host_port};
 
 fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
     match p {
@@ -262,10 +258,26 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut pid_file = None;
     let mut mgmt = DEFAULT_MGMT.to_string();
     let mut secret = SecretSpec::Generate;
+    let mut metrics_listen = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
         i += 1;
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, v.to_string()),
+                None if i < args.len() => {
+                    i += 1;
+                    (long, args[i - 1].clone())
+                }
+                None => return Err(format!("option --{long} needs a value")),
+            };
+            match name {
+                "metrics" => metrics_listen.extend(parse_metrics(&value)?),
+                _ => return Err(format!("unknown option \"--{name}\"")),
+            }
+            continue;
+        }
         let Some(flag) = arg.strip_prefix('-').and_then(|f| f.chars().next()) else {
             return Err(format!("unexpected argument \"{arg}\""));
         };
@@ -376,6 +388,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         pid_file,
         mgmt_listen: parse_mgmt(&mgmt)?,
         secret,
+        metrics_listen,
     });
     Ok(if compile_only {
         ServeAction::Compile(cfg)
@@ -503,5 +516,18 @@ mod tests {
             parse_args(&args("-C -f x.vcl")),
             Ok(ServeAction::Compile(_))
         ));
+    }
+
+    #[test]
+    fn metrics_listener() {
+        let c = run("-b 127.0.0.1:1 --metrics 127.0.0.1:9131").unwrap();
+        assert_eq!(c.metrics_listen, vec!["127.0.0.1:9131".parse().unwrap()]);
+        let c = run("-b 127.0.0.1:1 --metrics=127.0.0.1:0").unwrap();
+        assert_eq!(c.metrics_listen.len(), 1);
+        assert!(run("-b 127.0.0.1:1").unwrap().metrics_listen.is_empty());
+        let e = run("-b 127.0.0.1:1 --metrics 127.0.0.1").err().unwrap();
+        assert!(e.contains("a port is needed"), "{e}");
+        assert!(run("-b 127.0.0.1:1 --metrics").is_err());
+        assert!(run("-b 127.0.0.1:1 --nosuch 1").is_err());
     }
 }

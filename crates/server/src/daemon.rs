@@ -13,6 +13,7 @@ use lacquer_cache::store::Store;
 use lacquer_cache::Cache;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
+use lacquer_shm::counters::Snapshot;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -60,19 +61,16 @@ fn bind_all(cfg: &ServeConfig) -> Result<Vec<(String, std::net::TcpListener)>, S
     Ok(out)
 }
 
-/// Binds the `-T` addresses. A name like `localhost` may stand for
-/// addresses of families the machine lacks; those are skipped if another
-/// one binds.
-fn bind_mgmt(cfg: &ServeConfig) -> Result<Vec<std::net::TcpListener>, String> {
-    let Some(addrs) = &cfg.mgmt_listen else {
-        return Ok(Vec::new());
-    };
+/// Binds the `-T` or `--metrics` addresses. A name like `localhost` may
+/// stand for addresses of families the machine lacks; those are skipped if
+/// another one binds.
+fn bind_some(addrs: &[SocketAddr], option: &str) -> Result<Vec<std::net::TcpListener>, String> {
     let mut out = Vec::new();
     let mut last_error = None;
     for addr in addrs {
         match bind(*addr, 16) {
             Ok(l) => out.push(l),
-            Err(e) => last_error = Some(format!("Could not bind to {addr} (-T): {e}")),
+            Err(e) => last_error = Some(format!("Could not bind to {addr} ({option}): {e}")),
         }
     }
     match (out.is_empty(), last_error) {
@@ -95,7 +93,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
     }
     let listeners = bind_all(&cfg)?;
-    let mgmt_listeners = bind_mgmt(&cfg)?;
+    let mgmt_listeners = match &cfg.mgmt_listen {
+        Some(addrs) => bind_some(addrs, "-T")?,
+        None => Vec::new(),
+    };
+    let metrics_listeners = bind_some(&cfg.metrics_listen, "--metrics")?;
     let (secret, secret_path) = mgmt::load_secret(&cfg.secret, &cfg.workdir)?;
     let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     let workers = match cfg.params.workers() {
@@ -167,9 +169,18 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             mgmt_tokio.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
         }
         mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
+        for l in metrics_listeners {
+            let local = l.local_addr().map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
+            let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+            tokio::spawn(crate::metrics::serve(shared.clone(), l));
+        }
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,
-            counter_sections(shared.clone()),
+            {
+                let sh = shared.clone();
+                Box::new(move |snap: &mut Snapshot| add_sections(&sh, snap))
+            },
         )?)?;
         let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
         if !cfg.start_stopped {
@@ -186,24 +197,22 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     })
 }
 
-/// The counters published beside `MAIN`: `SMA.<store>.*` for each store
-/// and `VBE.<vcl>.<backend>.*` for the backends of every warm program
-/// (a cold program's backends are hidden, as in Varnish).
-fn counter_sections(sh: Arc<Shared>) -> lacquer_shm::counters::Sections {
+/// Adds the counters published beside `MAIN`: `SMA.<store>.*` for each
+/// store and `VBE.<vcl>.<backend>.*` for the backends of every warm
+/// program (a cold program's backends are hidden, as in Varnish).
+pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
     use lacquer_core::counters::{SMA, VBE};
-    Box::new(move |snap| {
-        let cache = &sh.cache;
-        for store in cache.stores().iter().chain([cache.transient()]) {
-            snap.section(format!("SMA.{}", store.name()), SMA, |v| store.counters(v));
+    let cache = &sh.cache;
+    for store in cache.stores().iter().chain([cache.transient()]) {
+        snap.section(format!("SMA.{}", store.name()), SMA, |v| store.counters(v));
+    }
+    let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
+        for b in e.loaded.backends.iter().flatten() {
+            let prefix = format!("VBE.{}.{}", e.loaded.name, b.name);
+            snap.section(prefix, VBE, |v| b.stats.snapshot(v));
         }
-        let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
-        for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
-            for b in e.loaded.backends.iter().flatten() {
-                let prefix = format!("VBE.{}.{}", e.loaded.name, b.name);
-                snap.section(prefix, VBE, |v| b.stats.snapshot(v));
-            }
-        }
-    })
+    }
 }
 
 /// Accepts client connections until the task is aborted (`stop`).

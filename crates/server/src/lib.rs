@@ -11,6 +11,7 @@ mod daemon;
 mod deliver;
 mod fetch;
 mod io;
+mod metrics;
 mod mgmt;
 mod panics;
 mod pass;

@@ -47,6 +47,29 @@ impl Snapshot {
         self.sections.push((prefix, table));
     }
 
+    /// A snapshot holding the current `MAIN` values, for sections to be
+    /// added to.
+    pub fn main() -> Snapshot {
+        let mut snap = Snapshot::default();
+        COUNTERS.snapshot(&mut snap.values);
+        snap
+    }
+
+    /// The `MAIN` values, in table order.
+    pub fn main_values(&self) -> &[u64] {
+        &self.values[..MAIN.len()]
+    }
+
+    /// Each section: its prefix, its table and its values.
+    pub fn sections(&self) -> impl Iterator<Item = (&str, &'static [CounterSpec], &[u64])> {
+        let mut at = MAIN.len();
+        self.sections.iter().map(move |(prefix, table)| {
+            let values = &self.values[at..at + table.len()];
+            at += table.len();
+            (prefix.as_str(), *table, values)
+        })
+    }
+
     fn clear(&mut self) {
         self.sections.clear();
         self.values.clear();

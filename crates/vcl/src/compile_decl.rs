@@ -245,9 +245,11 @@ impl Compiler {
         }
         // `.host` may carry its own port, as `host:port`, `[v6]:port` or
         // `host port`; it then wins over `.port`.
-        if let Some((host, port)) = split_host_port(&b.host) {
-            b.port = port;
-            b.host = host;
+        if let Ok((host, Some(port))) = lacquer_core::host::split_host_port(&b.host) {
+            if !host.is_empty() {
+                b.port = port;
+                b.host = host;
+            }
         }
         let port: u16 = match b.port.as_str() {
             "http" => 80,
@@ -296,45 +298,5 @@ impl Compiler {
         }
         acl.sort();
         Ok(acl)
-    }
-}
-
-/// Splits `host:port`, `[v6]:port` or `host port`; `None` when `host`
-/// names no port (a bare IPv6 address has several colons).
-fn split_host_port(host: &str) -> Option<(String, String)> {
-    let (h, p) = if let Some(rest) = host.strip_prefix('[') {
-        let (h, after) = rest.split_once(']')?;
-        (
-            h,
-            after
-                .strip_prefix(':')
-                .or_else(|| after.strip_prefix(' '))?,
-        )
-    } else if let Some((h, p)) = host.split_once(' ') {
-        (h, p)
-    } else {
-        let (h, p) = host.split_once(':')?;
-        if p.contains(':') {
-            return None;
-        }
-        (h, p)
-    };
-    let p = p.trim();
-    (!h.is_empty() && !p.is_empty()).then(|| (h.to_string(), p.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_host_port;
-
-    #[test]
-    fn a_host_may_carry_its_port() {
-        let split = |h| split_host_port(h).map(|(h, p)| format!("{h}|{p}"));
-        assert_eq!(split("127.0.0.1:8080").as_deref(), Some("127.0.0.1|8080"));
-        assert_eq!(split("example.com 81").as_deref(), Some("example.com|81"));
-        assert_eq!(split("[::1]:8080").as_deref(), Some("::1|8080"));
-        assert_eq!(split("[::1]"), None);
-        assert_eq!(split("::1"), None);
-        assert_eq!(split("localhost"), None);
     }
 }

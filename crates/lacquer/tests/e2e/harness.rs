@@ -17,6 +17,8 @@ pub struct Lacquer {
     pub addr: SocketAddr,
     /// The management interface (`-T`), if it is on.
     pub mgmt: Option<SocketAddr>,
+    /// The `/metrics` endpoint, if `--metrics` was given.
+    pub metrics: Option<SocketAddr>,
     pub workdir: PathBuf,
 }
 
@@ -62,6 +64,7 @@ impl Lacquer {
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
         let mut mgmt = None;
+        let mut metrics = None;
         for line in lines.by_ref() {
             let line = line.expect("stdout readable");
             if let Some(rest) = line.strip_prefix("Listen ") {
@@ -71,6 +74,10 @@ impl Lacquer {
             if let Some(rest) = line.strip_prefix("Management ") {
                 let parts: Vec<&str> = rest.split_whitespace().collect();
                 mgmt.get_or_insert(format!("{}:{}", parts[0], parts[1]).parse().unwrap());
+            }
+            if let Some(rest) = line.strip_prefix("Metrics ") {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                metrics.get_or_insert(format!("{}:{}", parts[0], parts[1]).parse().unwrap());
             }
             if line == "Child launched OK" {
                 break;
@@ -82,6 +89,7 @@ impl Lacquer {
             child,
             addr: addr.expect("lacquer reported its address"),
             mgmt,
+            metrics,
             workdir,
         }
     }

@@ -277,3 +277,43 @@ fn tool_without_instance(args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+#[test]
+fn metrics_endpoint_serves_the_counters_in_prometheus_format() {
+    let o = origin();
+    let lq = Lacquer::start(o.addr, &["--metrics", "127.0.0.1:0"]);
+    let mut c = lq.connect();
+    assert_eq!(c.get("/m", &[]).status, 200);
+    assert_eq!(c.get("/m", &[]).status, 200);
+    let addr = lq.metrics.expect("the daemon reported its metrics address");
+    let mut scrape = crate::harness::Client::connect(addr);
+    let r = scrape.get("/metrics", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("Content-Type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = r.text();
+    assert!(text.contains("# TYPE lacquer_main_cache_hit_total counter\n"));
+    assert!(
+        text.contains("\nlacquer_main_cache_hit_total 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nlacquer_main_cache_miss_total 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nlacquer_vbe_req_total{vcl=\"boot\",backend=\"default\"} 1\n"));
+    assert!(
+        text.contains("\nlacquer_sma_c_req_total{store=\"s0\"} 1\n"),
+        "{text}"
+    );
+    // The same connection serves another scrape; other paths are 404.
+    assert_eq!(scrape.get("/metrics?x=1", &[]).status, 200);
+    assert_eq!(scrape.get("/", &[]).status, 404);
+    // A malformed request gets a 400 and a closed connection.
+    let mut bad = crate::harness::Client::connect(addr);
+    bad.send(b"GET /metrics HTTP/1.1\r\nNo colon here\r\n\r\n");
+    assert_eq!(bad.read_response(false).status, 400);
+    assert!(bad.closed());
+}
