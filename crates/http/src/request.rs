@@ -41,6 +41,8 @@ pub struct RequestHead {
     pub wire_len: usize,
     /// The client sent `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// The head as it came, request line to empty line (for the log).
+    pub raw: Bytes,
 }
 
 impl RequestHead {
@@ -304,6 +306,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         framing,
         wire_len: head.len(),
         expect_continue: expect_continue && framing != Framing::None,
+        raw: head,
     })
 }
 

@@ -6,7 +6,7 @@
 use crate::client_host::Resp;
 use crate::io::{Client, SendClock, SendError};
 use crate::request::{Outcome, Req};
-use crate::{vsl, Shared};
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
@@ -14,6 +14,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_http::headers::trim;
 use lacquer_http::{Headers, Version};
+use lacquer_shm::packed::HeadKind;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -303,7 +304,7 @@ pub(crate) async fn object(
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-    vsl::head_bytes(&mut req.log, &c.wbuf, &vsl::RESP);
+    req.log.head(HeadKind::Resp, &c.wbuf);
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let shape = Shape {
         window,
@@ -471,7 +472,7 @@ async fn unsatisfiable(
         own: false,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
-    vsl::head_bytes(&mut req.log, &c.wbuf, &vsl::RESP);
+    req.log.head(HeadKind::Resp, &c.wbuf);
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let clock = SendClock::new(
         Params::duration(sh.params.send_timeout()),

@@ -17,6 +17,7 @@ use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_cache::{Body, FetchSlot, Removal, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
+use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -491,7 +492,7 @@ pub(crate) fn log_exchange(
             ),
         );
     }
-    vsl::head_bytes(log, head, &vsl::BEREQ);
+    log.head(HeadKind::Bereq, head);
     log.timestamp("Beresp", now);
     vsl::beresp(log, resp);
 }

@@ -19,6 +19,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
+use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::Ordering;
@@ -144,7 +145,7 @@ pub(crate) async fn handle(
             b.push(b' ');
             b.extend_from_slice(c.listener.as_bytes());
         });
-        vsl::req(&mut log, &head);
+        log.head(HeadKind::Req, &head.raw);
     }
     let mut req = Req {
         acct: Acct {

@@ -15,52 +15,6 @@ pub(crate) fn mask() -> u128 {
     *MASK.get_or_init(|| mask_of(DEFAULT_MASK))
 }
 
-/// The tags a head is logged under: protocol, status (or method), reason
-/// (or URL), header.
-pub(crate) struct HeadTags {
-    pub first: Tag,
-    pub second: Tag,
-    pub third: Tag,
-    pub header: Tag,
-}
-
-pub(crate) const RESP: HeadTags = HeadTags {
-    first: Tag::RespProtocol,
-    second: Tag::RespStatus,
-    third: Tag::RespReason,
-    header: Tag::RespHeader,
-};
-
-pub(crate) const BEREQ: HeadTags = HeadTags {
-    first: Tag::BereqMethod,
-    second: Tag::BereqURL,
-    third: Tag::BereqProtocol,
-    header: Tag::BereqHeader,
-};
-
-/// Logs a serialised HTTP/1 head — a status or request line, then header
-/// lines — exactly as it went on the wire.
-pub(crate) fn head_bytes(log: &mut Txn, head: &[u8], tags: &HeadTags) {
-    if !log.active() {
-        return;
-    }
-    let mut lines = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
-    if let Some(first) = lines.next() {
-        let mut parts = first.splitn(3, |&b| b == b' ');
-        log.bytes(tags.first, parts.next().unwrap_or_default());
-        log.bytes(tags.second, parts.next().unwrap_or_default());
-        log.bytes(tags.third, parts.next().unwrap_or_default());
-    }
-    for line in lines {
-        if line.is_empty() {
-            break;
-        }
-        log.bytes(tags.header, line);
-    }
-}
-
 fn proto(v: Version) -> &'static [u8] {
     match v {
         Version::Http10 => b"HTTP/1.0",
@@ -77,17 +31,6 @@ pub(crate) fn beresp(log: &mut Txn, resp: &ResponseHead) {
     log.with(Tag::BerespStatus, |b| push_u64(b, u64::from(resp.status)));
     log.bytes(Tag::BerespReason, &resp.reason);
     headers(log, Tag::BerespHeader, &resp.headers);
-}
-
-/// Logs a client request as received.
-pub(crate) fn req(log: &mut Txn, head: &lacquer_http::RequestHead) {
-    if !log.active() {
-        return;
-    }
-    log.bytes(Tag::ReqMethod, &head.method);
-    log.bytes(Tag::ReqURL, &head.url);
-    log.bytes(Tag::ReqProtocol, proto(head.version));
-    headers(log, Tag::ReqHeader, &head.headers);
 }
 
 fn headers(log: &mut Txn, tag: Tag, h: &Headers) {
@@ -207,10 +150,9 @@ mod tests {
             mask: mask(),
         };
         let mut t = Txn::new(Some(&log), 5, Side::Client, limits);
-        head_bytes(
-            &mut t,
+        t.head(
+            lacquer_shm::packed::HeadKind::Resp,
             b"HTTP/1.1 404 Not Found\r\nVia: 1.1 x\r\nContent-Length: 0\r\n\r\n",
-            &RESP,
         );
         vcl_call(&mut t, Method::BackendFetch, &Action::Fetch);
         t.end();

@@ -5,6 +5,7 @@
 
 pub mod counters;
 pub mod group;
+pub mod packed;
 pub mod prometheus;
 pub mod query;
 pub mod record;

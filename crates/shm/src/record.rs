@@ -7,6 +7,7 @@
 
 use crate::ring::Log;
 use crate::tags::Tag;
+use bytes::Bytes;
 use std::sync::Arc;
 
 /// Bytes before a record's payload.
@@ -45,7 +46,9 @@ pub struct Record {
     pub vxid: u64,
     pub tag: Tag,
     pub side: Side,
-    pub payload: Vec<u8>,
+    /// Usually a slice of the chunk the reader copied out of the ring, so
+    /// that decoding a record neither allocates nor copies.
+    pub payload: Bytes,
 }
 
 impl Record {
@@ -54,7 +57,7 @@ impl Record {
             vxid,
             tag,
             side,
-            payload: payload.to_vec(),
+            payload: Bytes::copy_from_slice(payload),
         }
     }
 
@@ -91,14 +94,21 @@ fn push_header(out: &mut Vec<u8>, len: u16, tag: Tag, side: Side, vxid: u64) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed;
 
-/// Decodes the record at the start of `bytes`: the record and its total
-/// length, `Ok(None)` if `bytes` holds only part of one.
-pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, Malformed> {
+/// Decodes the record at `at` in `chunk` onto `out` — several records
+/// for a packed one (see [`crate::packed`]) — with payloads that are
+/// slices of the chunk. Returns the bytes it took, or `None` when the
+/// record is not all there.
+pub fn decode_into(
+    chunk: &Bytes,
+    at: usize,
+    out: &mut Vec<Record>,
+) -> Result<Option<usize>, Malformed> {
+    let bytes = &chunk[at..];
     if bytes.len() < HEADER {
         return Ok(None);
     }
     let len = u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
-    let tag = Tag::from_code(bytes[2]).ok_or(Malformed)?;
+    let code = bytes[2];
     if !matches!(bytes[3], b'c' | b'b' | b'-') {
         return Err(Malformed);
     }
@@ -107,16 +117,21 @@ pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, Malformed> {
     if bytes.len() < HEADER + len {
         return Ok(None);
     }
-    let payload = bytes[HEADER..HEADER + len].to_vec();
-    Ok(Some((
-        Record {
+    let payload = at + HEADER..at + HEADER + len;
+    match Tag::from_code(code) {
+        Some(tag) => out.push(Record {
             vxid,
             tag,
             side,
-            payload,
-        },
-        HEADER + len,
-    )))
+            payload: chunk.slice(payload),
+        }),
+        None => {
+            if !crate::packed::expand(code, vxid, side, chunk, payload, out) {
+                return Err(Malformed);
+            }
+        }
+    }
+    Ok(Some(HEADER + len))
 }
 
 /// Limits a transaction's buffer works within (`vsl_reclen`,
@@ -223,6 +238,35 @@ impl Txn {
         }
     }
 
+    /// Writes a packed record (see [`crate::packed`]): the pseudo tag
+    /// `code` and a payload of exactly `len` bytes built by `fill`.
+    pub(crate) fn raw(&mut self, code: u8, len: usize, fill: impl FnOnce(&mut Vec<u8>)) {
+        let l = (len as u16).to_le_bytes();
+        let v = (self.vxid as u32).to_le_bytes();
+        let side = self.side.marker() as u8;
+        let start = self.buf.len();
+        self.buf
+            .extend_from_slice(&[l[0], l[1], code, side, v[0], v[1], v[2], v[3]]);
+        fill(&mut self.buf);
+        debug_assert_eq!(self.buf.len(), start + HEADER + len);
+        if self.buf.len() >= self.limits.buffer {
+            self.flush();
+        }
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// When the transaction began and when it last logged a timestamp.
+    pub(crate) fn times(&self) -> (f64, f64) {
+        (self.t_start, self.t_last)
+    }
+
+    pub(crate) fn set_last(&mut self, t: f64) {
+        self.t_last = t;
+    }
+
     /// Writes a record with this payload.
     #[inline]
     pub fn bytes(&mut self, tag: Tag, payload: &[u8]) {
@@ -258,25 +302,6 @@ impl Txn {
             push_u64(b, parent);
             b.push(b' ');
             b.extend_from_slice(reason.as_bytes());
-        });
-    }
-
-    /// Writes a `Timestamp` record: label, absolute time, since the start,
-    /// since the last timestamp.
-    pub fn timestamp(&mut self, label: &str, now: f64) {
-        if !self.wants(Tag::Timestamp) {
-            return;
-        }
-        let (start, last) = (self.t_start, self.t_last);
-        self.t_last = now;
-        self.with(Tag::Timestamp, |b| {
-            b.extend_from_slice(label.as_bytes());
-            b.extend_from_slice(b": ");
-            push_fixed6(b, now);
-            b.push(b' ');
-            push_fixed6(b, now - start);
-            b.push(b' ');
-            push_fixed6(b, now - last);
         });
     }
 
@@ -388,7 +413,11 @@ mod tests {
         let mut out = Vec::new();
         r.encode(&mut out);
         assert_eq!(out.len(), HEADER + 11);
-        assert_eq!(decode(&out), Ok(Some((r, out.len()))));
+        let decode = |b: &[u8]| {
+            let mut got = Vec::new();
+            decode_into(&Bytes::copy_from_slice(b), 0, &mut got).map(|n| n.map(|n| (got, n)))
+        };
+        assert_eq!(decode(&out), Ok(Some((vec![r], out.len()))));
         assert_eq!(decode(&out[..5]), Ok(None));
         assert_eq!(decode(&out[..10]), Ok(None));
         out[2] = 0;

@@ -20,7 +20,7 @@
 //! has since reached into what it copied, the copy may be torn and the
 //! reader is told it was overrun instead of being given records.
 
-use crate::record::{decode, Record};
+use crate::record::{decode_into, Record};
 use memmap2::{Mmap, MmapMut};
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -198,7 +198,6 @@ pub struct Reader {
     space: u64,
     epoch: u64,
     pos: u64,
-    scratch: Vec<u8>,
 }
 
 impl Reader {
@@ -230,7 +229,6 @@ impl Reader {
             space,
             epoch,
             pos: 0,
-            scratch: Vec::new(),
         };
         r.pos = if from_oldest { r.oldest() } else { r.head() };
         Ok(r)
@@ -238,6 +236,11 @@ impl Reader {
 
     fn head(&self) -> u64 {
         header(self.map.as_ptr()).head.load(Ordering::Acquire)
+    }
+
+    /// How many bytes the writer is ahead of this reader.
+    pub fn behind(&self) -> u64 {
+        self.head().saturating_sub(self.pos)
     }
 
     /// The earliest batch start still in the ring.
@@ -297,24 +300,29 @@ impl Reader {
             return Err(Lost::Overrun);
         }
         let len = (head - self.pos).min(CHUNK);
-        self.scratch.clear();
-        self.scratch.resize(len as usize, 0);
+        // A chunk of its own each time: the records handed out are slices
+        // of it, and it is freed when the last of them is.
+        let mut chunk: Vec<u8> = Vec::with_capacity(len as usize);
         let offset = (self.pos % self.space) as usize;
         let first = (len as usize).min(self.space as usize - offset);
         // SAFETY: both source ranges lie inside the ring part of the
-        // mapping; the bytes may be changing under us, which is why they
-        // are only trusted after the check below.
+        // mapping and the destination has room for `len` bytes, all of
+        // which are written before the length is set; the bytes may be
+        // changing under us, which is why they are only trusted after the
+        // check below.
         unsafe {
             let ring = self.map.as_ptr().add(HEADER_LEN);
-            std::ptr::copy_nonoverlapping(ring.add(offset), self.scratch.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(ring.add(offset), chunk.as_mut_ptr(), first);
             if first < len as usize {
                 std::ptr::copy_nonoverlapping(
                     ring,
-                    self.scratch.as_mut_ptr().add(first),
+                    chunk.as_mut_ptr().add(first),
                     len as usize - first,
                 );
             }
+            chunk.set_len(len as usize);
         }
+        let chunk = bytes::Bytes::from(chunk);
         fence(Ordering::SeqCst);
         let reserve = header(self.map.as_ptr()).reserve.load(Ordering::SeqCst);
         if reserve > self.pos + self.space {
@@ -324,11 +332,8 @@ impl Reader {
         let mut used = 0;
         let before = out.len();
         loop {
-            match decode(&self.scratch[used..]) {
-                Ok(Some((rec, n))) => {
-                    out.push(rec);
-                    used += n;
-                }
+            match decode_into(&chunk, used, out) {
+                Ok(Some(n)) => used += n,
                 Ok(None) => break,
                 Err(_) => {
                     out.truncate(before);
@@ -392,7 +397,7 @@ mod tests {
         early.poll(&mut got).unwrap();
         let tags: Vec<Tag> = got.iter().map(|r| r.tag).collect();
         assert_eq!(tags, vec![Tag::Begin, Tag::ReqURL, Tag::End]);
-        assert_eq!(got[0].payload, b"req 6 rxreq");
+        assert_eq!(&got[0].payload[..], b"req 6 rxreq");
         // A reader started later sees nothing old, unless it asks for it.
         let mut late = Reader::open(&dir, false).unwrap();
         got.clear();

@@ -45,6 +45,7 @@ pub fn main(args: &[String]) -> ExitCode {
         out,
         binary,
         failed: false,
+        text: Vec::with_capacity(8192),
     };
     if binary && printer.out.write_all(DUMP_MAGIC).is_err() {
         eprintln!("lacquer log: cannot write the file");
@@ -60,11 +61,14 @@ struct Printer<'a> {
     out: Box<dyn Write>,
     binary: bool,
     failed: bool,
+    /// The text of a group, reused from one to the next.
+    text: Vec<u8>,
 }
 
 impl Sink for Printer<'_> {
     fn group(&mut self, g: &Group) -> bool {
-        let mut text = Vec::with_capacity(1024);
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
         if self.binary {
             for t in g {
                 for r in t.records.iter().filter(|r| self.opts.shows(r)) {
@@ -74,7 +78,9 @@ impl Sink for Printer<'_> {
         } else {
             format_group(self.opts, g, &mut text);
         }
-        if self.out.write_all(&text).is_err() {
+        let written = self.out.write_all(&text);
+        self.text = text;
+        if written.is_err() {
             self.failed = true;
             return false;
         }
@@ -101,17 +107,23 @@ pub fn format_group(opts: &LogOptions, g: &Group, out: &mut Vec<u8>) {
     }
     let mut any = false;
     for t in g {
-        let shown: Vec<&Record> = t.records.iter().filter(|r| opts.shows(r)).collect();
-        if shown.is_empty() && (opts.client_only || opts.backend_only) {
+        let mut shown = t.records.iter().filter(|r| opts.shows(r)).peekable();
+        if shown.peek().is_none() && (opts.client_only || opts.backend_only) {
             continue;
         }
         any = true;
         let level = t.level.max(1) as usize;
-        let stars = "*".repeat(level);
-        let _ = writeln!(out, "{stars:<4}<< {:<8} >> {:<10}", t.kind.label(), t.vxid);
-        let dashes = "-".repeat(level);
+        pad(out, &STARS[..level.min(STARS.len())], 4);
+        out.extend_from_slice(b"<< ");
+        pad(out, t.kind.label().as_bytes(), 8);
+        out.extend_from_slice(b" >> ");
+        let mut n = itoa(t.vxid);
+        pad(out, n.text(), 10);
+        out.push(b'\n');
         for r in shown {
-            let _ = write!(out, "{dashes:<4}{:<14} ", r.tag.name());
+            pad(out, &DASHES[..level.min(DASHES.len())], 4);
+            pad(out, r.tag.name().as_bytes(), 14);
+            out.push(b' ');
             out.extend_from_slice(&r.payload);
             out.push(b'\n');
         }
@@ -123,15 +135,56 @@ pub fn format_group(opts: &LogOptions, g: &Group, out: &mut Vec<u8>) {
 
 /// One record in raw mode: vxid, tag, side, payload.
 pub fn raw_line(r: &Record, out: &mut Vec<u8>) {
-    let _ = write!(
-        out,
-        "{:>10} {:<14} {} ",
-        r.vxid,
-        r.tag.name(),
-        r.side.marker()
-    );
+    let mut n = itoa(r.vxid);
+    let text = n.text();
+    out.extend(std::iter::repeat_n(
+        b' ',
+        10usize.saturating_sub(text.len()),
+    ));
+    out.extend_from_slice(text);
+    out.push(b' ');
+    pad(out, r.tag.name().as_bytes(), 14);
+    out.push(b' ');
+    out.push(r.side.marker() as u8);
+    out.push(b' ');
     out.extend_from_slice(&r.payload);
     out.push(b'\n');
+}
+
+const STARS: &[u8] = b"**********************";
+const DASHES: &[u8] = b"----------------------";
+
+/// Writes `s` left-aligned in `width` columns (longer text is kept whole).
+fn pad(out: &mut Vec<u8>, s: &[u8], width: usize) {
+    out.extend_from_slice(s);
+    out.extend(std::iter::repeat_n(b' ', width.saturating_sub(s.len())));
+}
+
+/// A number's decimal digits, without going through `fmt`.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn text(&mut self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa(mut n: u64) -> Digits {
+    let mut d = Digits {
+        buf: [0; 20],
+        start: 20,
+    };
+    loop {
+        d.start -= 1;
+        d.buf[d.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return d;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 /// How often an idle reader looks at the ring again.
 const POLL: Duration = Duration::from_millis(10);
+/// Bytes waiting that make a reader read again without pausing.
+const PACE: u64 = 256 * 1024;
 
 /// The options of the log tools.
 pub struct LogOptions {
@@ -246,7 +248,12 @@ pub fn run(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String> {
         if !deliver(&mut groups, sink) {
             return Ok(());
         }
-        if got > 0 && last_idle.elapsed() < Duration::from_millis(250) {
+        // Read on at once only while a good part of a chunk waits: a
+        // reader that keeps up reads in batches a poll apart, so it does
+        // not pull the ring's head to and fro between the writer's core
+        // and its own on every request.
+        let behind = got > 0 && reader.behind() >= PACE;
+        if behind && last_idle.elapsed() < Duration::from_millis(250) {
             continue;
         }
         if got == 0 && opts.from_oldest {
@@ -269,7 +276,7 @@ pub fn run(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String> {
                 reader.reopen().map_err(|e| e.to_string())?;
             }
         }
-        if got == 0 {
+        if !behind {
             std::thread::sleep(POLL);
         }
     }
@@ -284,14 +291,12 @@ pub fn read_dump(path: &std::path::Path) -> Result<Vec<Record>, String> {
     if bytes.len() < DUMP_MAGIC.len() || &bytes[..DUMP_MAGIC.len()] != DUMP_MAGIC {
         return Err(format!("{} is not a lacquer log file", path.display()));
     }
+    let bytes = bytes::Bytes::from(bytes);
     let mut at = DUMP_MAGIC.len();
     let mut out = Vec::new();
     while at < bytes.len() {
-        match lacquer_shm::record::decode(&bytes[at..]) {
-            Ok(Some((rec, n))) => {
-                out.push(rec);
-                at += n;
-            }
+        match lacquer_shm::record::decode_into(&bytes, at, &mut out) {
+            Ok(Some(n)) => at += n,
             // A file cut short ends where its last whole record does.
             Ok(None) => break,
             Err(_) => return Err(format!("{}: corrupt record at byte {at}", path.display())),

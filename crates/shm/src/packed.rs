@@ -1,0 +1,374 @@
+//! Records the daemon writes in a compact form that readers expand: a
+//! whole HTTP head as one record (its bytes as sent or received), and a
+//! `Timestamp` with its three times as binary numbers. Splitting a head
+//! into `ReqMethod`/`ReqURL`/…/`ReqHeader` lines and printing times as
+//! text is then done by the reader, on its own core, instead of by the
+//! worker serving the request; what a reader hands out is the same
+//! records, in the same order, with the same payloads.
+//!
+//! A packed record has the ordinary 8-byte header with a pseudo tag code
+//! the tag table never uses. Its payload:
+//! - head ([`HEAD_CODE`]): the head's kind, `vsl_reclen` (u16), which of
+//!   its four tags are masked (a bit each), then the head's bytes;
+//! - timestamp ([`TIME_CODE`]): `vsl_reclen` (u16), the absolute time,
+//!   the time since the transaction's start and since its last timestamp
+//!   (f64 each), then the label.
+
+use crate::record::{push_fixed6, Record, Side, Txn};
+use crate::tags::Tag;
+use bytes::Bytes;
+
+/// The pseudo tag code of a packed head.
+pub(crate) const HEAD_CODE: u8 = 0xfe;
+/// The pseudo tag code of a packed timestamp.
+pub(crate) const TIME_CODE: u8 = 0xfd;
+
+/// Which head: what its first line holds and which tags its lines are
+/// logged under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum HeadKind {
+    /// A client request as received.
+    Req = 0,
+    /// A response as written to the client.
+    Resp = 1,
+    /// A backend request as sent.
+    Bereq = 2,
+    /// A backend response as received.
+    Beresp = 3,
+}
+
+impl HeadKind {
+    fn from_code(code: u8) -> Option<HeadKind> {
+        [
+            HeadKind::Req,
+            HeadKind::Resp,
+            HeadKind::Bereq,
+            HeadKind::Beresp,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == code)
+    }
+
+    /// The tags of the first line's three parts, then of a header line.
+    pub fn tags(self) -> [Tag; 4] {
+        match self {
+            HeadKind::Req => [
+                Tag::ReqMethod,
+                Tag::ReqURL,
+                Tag::ReqProtocol,
+                Tag::ReqHeader,
+            ],
+            HeadKind::Resp => [
+                Tag::RespProtocol,
+                Tag::RespStatus,
+                Tag::RespReason,
+                Tag::RespHeader,
+            ],
+            HeadKind::Bereq => [
+                Tag::BereqMethod,
+                Tag::BereqURL,
+                Tag::BereqProtocol,
+                Tag::BereqHeader,
+            ],
+            HeadKind::Beresp => [
+                Tag::BerespProtocol,
+                Tag::BerespStatus,
+                Tag::BerespReason,
+                Tag::BerespHeader,
+            ],
+        }
+    }
+}
+
+/// Calls `each` with the tag and text of every record a head stands
+/// for: the first line's three parts, then each header line, up to the
+/// empty line that ends the head.
+pub fn split_head(kind: HeadKind, head: &[u8], mut each: impl FnMut(Tag, std::ops::Range<usize>)) {
+    let tags = kind.tags();
+    let mut at = 0;
+    let mut first = true;
+    while at < head.len() {
+        let nl = head[at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(head.len(), |p| at + p);
+        let end = if nl > at && head[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        if first {
+            first = false;
+            let line = &head[at..end];
+            let sp1 = line.iter().position(|&b| b == b' ').unwrap_or(line.len());
+            let rest = (sp1 + 1).min(line.len());
+            let sp2 = line[rest..]
+                .iter()
+                .position(|&b| b == b' ')
+                .map_or(line.len(), |p| rest + p);
+            let third = (sp2 + 1).min(line.len());
+            each(tags[0], at..at + sp1);
+            each(tags[1], at + rest..at + sp2);
+            each(tags[2], at + third..end);
+        } else if end == at {
+            return;
+        } else {
+            each(tags[3], at..end);
+        }
+        at = nl + 1;
+    }
+}
+
+impl Txn {
+    /// Logs an HTTP/1 head — a request or status line, then header lines
+    /// — exactly as it went over the wire, as one packed record.
+    pub fn head(&mut self, kind: HeadKind, head: &[u8]) {
+        if !self.active() {
+            return;
+        }
+        let tags = kind.tags();
+        let mut masked = 0u8;
+        for (i, tag) in tags.iter().enumerate() {
+            if !self.wants(*tag) {
+                masked |= 1 << i;
+            }
+        }
+        if masked == 0b1111 {
+            return;
+        }
+        let len = 4 + head.len();
+        if len > u16::MAX as usize {
+            // Too long for one record: each line as a record of its own.
+            split_head(kind, head, |tag, r| self.bytes(tag, &head[r]));
+            return;
+        }
+        let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
+        self.raw(HEAD_CODE, len, |b| {
+            b.push(kind as u8);
+            b.extend_from_slice(&reclen.to_le_bytes());
+            b.push(masked);
+            b.extend_from_slice(head);
+        });
+    }
+
+    /// Writes a `Timestamp` record: the label, the absolute time, the
+    /// time since the transaction began and since the last timestamp.
+    pub fn timestamp(&mut self, label: &str, now: f64) {
+        if !self.wants(Tag::Timestamp) {
+            return;
+        }
+        let (start, last) = self.times();
+        self.set_last(now);
+        let len = 26 + label.len().min(64);
+        let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
+        self.raw(TIME_CODE, len, |b| {
+            b.extend_from_slice(&reclen.to_le_bytes());
+            b.extend_from_slice(&now.to_le_bytes());
+            b.extend_from_slice(&(now - start).to_le_bytes());
+            b.extend_from_slice(&(now - last).to_le_bytes());
+            b.extend_from_slice(&label.as_bytes()[..len - 26]);
+        });
+    }
+}
+
+fn f64_at(p: &[u8], at: usize) -> f64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&p[at..at + 8]);
+    f64::from_le_bytes(w)
+}
+
+/// Expands a packed record's payload (a slice of `chunk`) into the
+/// records it stands for. False when it is not a well-formed one.
+pub(crate) fn expand(
+    code: u8,
+    vxid: u64,
+    side: Side,
+    chunk: &Bytes,
+    payload: std::ops::Range<usize>,
+    out: &mut Vec<Record>,
+) -> bool {
+    let p = &chunk[payload.clone()];
+    match code {
+        HEAD_CODE => {
+            if p.len() < 4 {
+                return false;
+            }
+            let Some(kind) = HeadKind::from_code(p[0]) else {
+                return false;
+            };
+            let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
+            let masked = p[3];
+            let base = payload.start + 4;
+            let tags = kind.tags();
+            split_head(kind, &p[4..], |tag, r| {
+                let i = tags.iter().position(|t| *t == tag).unwrap_or(3);
+                if masked & (1 << i) != 0 {
+                    return;
+                }
+                let end = r.end.min(r.start + reclen);
+                out.push(Record {
+                    vxid,
+                    tag,
+                    side,
+                    payload: chunk.slice(base + r.start..base + end),
+                });
+            });
+            true
+        }
+        TIME_CODE => {
+            if p.len() < 26 {
+                return false;
+            }
+            let reclen = u16::from_le_bytes([p[0], p[1]]) as usize;
+            let mut text = Vec::with_capacity(p.len() + 40);
+            text.extend_from_slice(&p[26..]);
+            text.extend_from_slice(b": ");
+            push_fixed6(&mut text, f64_at(p, 2));
+            text.push(b' ');
+            push_fixed6(&mut text, f64_at(p, 10));
+            text.push(b' ');
+            push_fixed6(&mut text, f64_at(p, 18));
+            text.truncate(reclen);
+            out.push(Record {
+                vxid,
+                tag: Tag::Timestamp,
+                side,
+                payload: Bytes::from(text),
+            });
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{decode_into, Limits, DEFAULT_MASK};
+    use crate::ring::Log;
+    use std::sync::Arc;
+
+    fn lines(kind: HeadKind, head: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        split_head(kind, head.as_bytes(), |tag, r| {
+            out.push(format!("{} {}", tag.name(), &head[r]))
+        });
+        out
+    }
+
+    #[test]
+    fn heads_split_as_varnishlog_shows_them() {
+        assert_eq!(
+            lines(
+                HeadKind::Resp,
+                "HTTP/1.1 404 Not Found\r\nServer: x\r\nA:  b\r\n\r\nbody"
+            ),
+            [
+                "RespProtocol HTTP/1.1",
+                "RespStatus 404",
+                "RespReason Not Found",
+                "RespHeader Server: x",
+                "RespHeader A:  b"
+            ]
+        );
+        assert_eq!(
+            lines(HeadKind::Req, "GET /a HTTP/1.0\nHost: h\n\n"),
+            [
+                "ReqMethod GET",
+                "ReqURL /a",
+                "ReqProtocol HTTP/1.0",
+                "ReqHeader Host: h"
+            ]
+        );
+        // A first line cut short leaves the missing parts empty.
+        assert_eq!(
+            lines(HeadKind::Beresp, "HTTP/1.1 200\r\n\r\n"),
+            [
+                "BerespProtocol HTTP/1.1",
+                "BerespStatus 200",
+                "BerespReason "
+            ]
+        );
+    }
+
+    /// Writes through a real log and reads the records back expanded.
+    fn round_trip(limits: Limits, write: impl FnOnce(&mut Txn)) -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!(
+            "lacquer-packed-{}-{}",
+            std::process::id(),
+            limits.reclen
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Arc::new(Log::create(&dir, 1 << 20).unwrap());
+        let mut txn = Txn::new(Some(&log), 7, Side::Client, limits);
+        txn.begin("req", 6, "rxreq", 100.0);
+        write(&mut txn);
+        txn.end();
+        let mut reader = crate::ring::Reader::open(&dir, true).unwrap();
+        let mut recs = Vec::new();
+        reader.poll(&mut recs).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        recs.iter()
+            .map(|r| format!("{} {}", r.tag.name(), r.text()))
+            .collect()
+    }
+
+    fn limits(reclen: usize, mask: u128) -> Limits {
+        Limits {
+            reclen,
+            buffer: 16 << 10,
+            mask,
+        }
+    }
+
+    #[test]
+    fn packed_records_reach_readers_expanded() {
+        let mask = crate::record::mask_of(DEFAULT_MASK);
+        let got = round_trip(limits(255, mask), |t| {
+            t.timestamp("Req", 100.25);
+            t.head(HeadKind::Req, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+            t.timestamp("Resp", 101.5);
+        });
+        assert_eq!(
+            got,
+            [
+                "Begin req 6 rxreq",
+                "Timestamp Req: 100.250000 0.250000 0.250000",
+                "ReqMethod GET",
+                "ReqURL /x",
+                "ReqProtocol HTTP/1.1",
+                "ReqHeader Host: a",
+                "Timestamp Resp: 101.500000 1.500000 1.250000",
+                "End "
+            ]
+        );
+    }
+
+    #[test]
+    fn packed_records_keep_reclen_and_the_mask() {
+        let mask = crate::record::mask_of(&[Tag::ReqHeader]);
+        let got = round_trip(limits(12, mask), |t| {
+            t.timestamp("Start", 100.0);
+            t.head(
+                HeadKind::Req,
+                b"GET /a-rather-long-url HTTP/1.1\r\nHost: a\r\n\r\n",
+            );
+        });
+        assert_eq!(
+            got,
+            [
+                "Begin req 6 rxreq",
+                "Timestamp Start: 100.0",
+                "ReqMethod GET",
+                "ReqURL /a-rather-lo",
+                "ReqProtocol HTTP/1.1",
+                "End "
+            ]
+        );
+        // Garbage after a packed header is refused, not expanded.
+        let chunk =
+            Bytes::from_static(&[8, 0, HEAD_CODE, b'c', 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(decode_into(&chunk, 0, &mut Vec::new()).is_err());
+    }
+}
