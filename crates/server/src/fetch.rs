@@ -499,7 +499,12 @@ pub(crate) fn log_exchange(
 
 /// Logs the end of a body read from a backend: the connection's fate,
 /// the time, the length and the byte counts.
-fn log_body_end(bereq: &mut Bereq, conn: &lacquer_backend::Conn<'_>, body: u64, now: f64) {
+pub(crate) fn log_body_end(
+    bereq: &mut Bereq,
+    conn: &lacquer_backend::Conn<'_>,
+    body: u64,
+    now: f64,
+) {
     bereq.acct.body_rx += body;
     let a = bereq.acct;
     let log = &mut bereq.log;

@@ -19,6 +19,7 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_http::{Framing, ResponseHead, Version};
+use lacquer_shm::packed::HeadKind;
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
 
@@ -192,8 +193,10 @@ async fn stream_response(
         obj: None,
         resp: Some(&mut vresp),
     };
-    match lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host) {
-        Action::Deliver => {}
+    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host);
+    crate::vsl::vcl_call(&mut req.log, Method::Deliver, &action);
+    match action {
+        Action::Deliver => req.log.timestamp("Process", lacquer_core::time::now()),
         Action::Synth { status, reason } => return Passed::Synth(status, reason),
         Action::Restart => return Passed::Restart,
         _ => {
@@ -253,6 +256,8 @@ async fn stream_response(
         },
     );
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
+    req.log.head(HeadKind::Resp, &c.wbuf);
+    req.acct.hdr_tx += c.wbuf.len() as u64;
     let clock = SendClock::new(
         Params::duration(req.send_timeout.unwrap_or(sh.params.send_timeout())),
         Params::duration(
@@ -270,9 +275,11 @@ async fn stream_response(
         resp.framing
     });
     let mut size_line = Vec::with_capacity(16);
+    let mut body = 0u64;
     loop {
         match be.read_body(&mut reader, t).await {
             Ok(Some(piece)) => {
+                body += piece.len() as u64;
                 let r = if chunked {
                     size_line.clear();
                     lacquer_http::chunked::chunk_header(piece.len(), &mut size_line);
@@ -284,6 +291,7 @@ async fn stream_response(
                     return Passed::Done(Outcome::Close(CloseReason::TxError));
                 }
                 COUNTERS.add(Counter::s_resp_bodybytes, piece.len() as u64);
+                req.acct.body_tx += piece.len() as u64;
             }
             Ok(None) => break,
             Err(e) => {
@@ -293,6 +301,7 @@ async fn stream_response(
             }
         }
     }
+    fetch::log_body_end(bereq, &be, body, lacquer_core::time::now());
     be.finish(true);
     if chunked
         && c.write_parts(&[lacquer_http::chunked::LAST_CHUNK], &clock)
@@ -301,6 +310,7 @@ async fn stream_response(
     {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
+    req.log.timestamp("Resp", lacquer_core::time::now());
     Passed::Done(match (keep, wire) {
         (true, _) => Outcome::KeepAlive,
         (false, WireBody::Close) => Outcome::Close(CloseReason::TxEof),
