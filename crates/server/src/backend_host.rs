@@ -549,4 +549,8 @@ impl Host for BackendHost<'_> {
         self.bereq.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.bereq.xid, msg);
     }
+
+    fn acl_log(&mut self, record: &str) {
+        self.bereq.log.bytes(Tag::VCL_acl, record.as_bytes());
+    }
 }

@@ -427,6 +427,10 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.req.xid, msg);
     }
+
+    fn acl_log(&mut self, record: &str) {
+        self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
+    }
 }
 
 /// `ReqUnset` for each value a header had before VCL replaced or removed

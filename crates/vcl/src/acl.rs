@@ -19,6 +19,8 @@ pub struct Acl {
     pub name: String,
     /// Longest prefix first.
     pub rules: Vec<AclRule>,
+    /// `+log`: each match is logged (see [`Acl::log_line`]).
+    pub log: bool,
 }
 
 fn as_v6(ip: IpAddr) -> Ipv6Addr {
@@ -88,6 +90,16 @@ impl Acl {
         self.rules.iter().find(|r| ip & mask(r.bits) == r.net)
     }
 
+    /// The `VCL_acl` record for a match: `MATCH name "entry"`,
+    /// `NEG_MATCH name "entry"` for a negated entry, or `NO_MATCH name`.
+    pub fn log_line(&self, addr: Option<SocketAddr>) -> String {
+        match self.matching(addr) {
+            Some(r) if r.negated => format!("NEG_MATCH {} {}", self.name, &r.text[1..]),
+            Some(r) => format!("MATCH {} {}", self.name, r.text),
+            None => format!("NO_MATCH {}", self.name),
+        }
+    }
+
     /// Whether the address is in the list.
     pub fn matches(&self, addr: Option<SocketAddr>) -> bool {
         self.matching(addr).is_some_and(|r| !r.negated)
@@ -102,6 +114,7 @@ mod tests {
         let mut a = Acl {
             name: "t".into(),
             rules: Vec::new(),
+            log: true,
         };
         for (addr, m, neg) in entries {
             a.rules.extend(Acl::rules_for(addr, *m, *neg).unwrap());
@@ -127,6 +140,9 @@ mod tests {
         assert!(a.matches(at("::1")));
         assert!(a.matches(at("::ffff:10.2.3.4")));
         assert!(!a.matches(None));
+        assert_eq!(a.log_line(at("10.9.9.9")), "MATCH t \"10.0.0.0\"/8");
+        assert_eq!(a.log_line(at("10.1.2.3")), "NEG_MATCH t \"10.1.2.3\"");
+        assert_eq!(a.log_line(at("11.0.0.1")), "NO_MATCH t");
         assert!(Acl::rules_for("10.0.0.0", Some(33), false).is_err());
     }
 }

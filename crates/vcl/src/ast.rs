@@ -29,6 +29,8 @@ pub enum Decl {
     Acl {
         name: Ident,
         entries: Vec<AclEntry>,
+        /// `+log`: matches are logged as `VCL_acl` records.
+        log: bool,
     },
     Sub {
         name: Ident,

@@ -198,9 +198,9 @@ impl Compiler {
                     self.define(&name, "probe")?;
                     probe_decls.push((name, fields));
                 }
-                Decl::Acl { name, entries } => {
+                Decl::Acl { name, entries, log } => {
                     self.define(&name, "acl")?;
-                    acl_decls.push((name, entries));
+                    acl_decls.push((name, entries, log));
                 }
                 Decl::Sub { name, body } => {
                     let is_method = Method::by_name(&name.name).is_some();
@@ -247,8 +247,9 @@ impl Compiler {
                 used: false,
             });
         }
-        for (name, entries) in acl_decls {
-            let acl = self.acl(&name.name, &entries)?;
+        for (name, entries, log) in acl_decls {
+            let mut acl = self.acl(&name.name, &entries)?;
+            acl.log = log;
             self.acls.push(Symbol {
                 def: acl,
                 span: name.span,

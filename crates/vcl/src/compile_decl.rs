@@ -288,6 +288,7 @@ impl Compiler {
         let mut acl = Acl {
             name: name.to_string(),
             rules: Vec::new(),
+            log: false,
         };
         for e in entries {
             match Acl::rules_for(&e.addr, e.mask, e.negated) {

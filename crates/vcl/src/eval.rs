@@ -286,8 +286,14 @@ impl<'a> Eval<'a> {
                 Value::Bool(compare(*op, *kind, &x, &y))
             }
             Expr::Acl(x, i, negate) => {
+                let acl = &self.prog.acls[*i];
                 let hit = match self.eval(x)? {
-                    Value::Ip(addr) => self.prog.acls[*i].matches(addr),
+                    Value::Ip(addr) => {
+                        if acl.log {
+                            self.host.acl_log(&acl.log_line(addr));
+                        }
+                        acl.matches(addr)
+                    }
                     _ => false,
                 };
                 Value::Bool(hit != *negate)

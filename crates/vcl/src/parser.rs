@@ -215,13 +215,17 @@ impl Parser {
             }
             "acl" => {
                 let name = self.ident("an acl name")?;
-                if self.is_op("(") {
-                    // Flags such as (+log, -pedantic) change nothing here.
-                    while !self.eat_op(")") {
-                        if self.at_eof() {
-                            return Err(self.expected("')'"));
-                        }
+                // Flags: `+log` logs matches; the others (`pedantic`,
+                // `table`, `fold`) change nothing here.
+                let mut log = false;
+                while self.is_op("+") || self.is_op("-") {
+                    let on = self.eat_op("+");
+                    if !on {
                         self.bump();
+                    }
+                    let flag = self.ident("an acl flag")?;
+                    if flag.name == "log" {
+                        log = on;
                     }
                 }
                 self.expect_op("{")?;
@@ -229,7 +233,7 @@ impl Parser {
                 while !self.eat_op("}") {
                     entries.push(self.acl_entry()?);
                 }
-                Ok(Decl::Acl { name, entries })
+                Ok(Decl::Acl { name, entries, log })
             }
             "sub" => {
                 let name = self.ident("a subroutine name")?;

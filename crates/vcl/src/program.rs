@@ -195,6 +195,8 @@ pub trait Host {
     fn log(&mut self, msg: &[u8]);
     /// A VCL_Error record.
     fn error(&mut self, msg: &str);
+    /// A VCL_acl record, for an ACL declared with `+log`.
+    fn acl_log(&mut self, _record: &str) {}
     /// `std.timestamp`.
     fn timestamp(&mut self, _label: &[u8]) {}
     /// `std.rollback`.
