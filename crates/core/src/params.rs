@@ -18,6 +18,115 @@ pub enum Kind {
     Count,
     /// On or off.
     Bool,
+    /// A set of named flags (`feature`): `+name`/`-name` lists.
+    Features,
+}
+
+/// The flags of the `feature` parameter, Varnish's names in its order.
+/// A flag's bit is its index here.
+pub const FEATURES: &[(&str, &str)] = &[
+    ("http2", "Enable HTTP/2 protocol support."),
+    ("short_panic", "Short panic message."),
+    ("no_coredump", "No coredumps."),
+    (
+        "https_scheme",
+        "Extract host from full URI in the HTTP/1 request line, if the scheme is https.",
+    ),
+    (
+        "http_date_postel",
+        "Tolerate non compliant timestamp headers like `Date`, `Last-Modified`, `Expires` etc.",
+    ),
+    (
+        "esi_ignore_https",
+        "Convert `<esi:include src\"https://...` to `http://...`",
+    ),
+    (
+        "esi_disable_xml_check",
+        "Allow ESI processing on non-XML ESI bodies",
+    ),
+    (
+        "esi_ignore_other_elements",
+        "Ignore XML syntax errors in ESI bodies.",
+    ),
+    ("esi_remove_bom", "Ignore UTF-8 BOM in ESI bodies."),
+    (
+        "esi_include_onerror",
+        "Parse the onerror attribute of <esi:include> tags.",
+    ),
+    (
+        "wait_silo",
+        "Wait for persistent silos to completely load before serving requests.",
+    ),
+    (
+        "validate_headers",
+        "Validate all header set operations to conform to RFC7230.",
+    ),
+    (
+        "busy_stats_rate",
+        "Make busy workers comply with thread_stats_rate.",
+    ),
+];
+
+/// One flag of the `feature` parameter, by its name in [`FEATURES`].
+#[allow(non_camel_case_types)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Feature {
+    http2,
+    short_panic,
+    no_coredump,
+    https_scheme,
+    http_date_postel,
+    esi_ignore_https,
+    esi_disable_xml_check,
+    esi_ignore_other_elements,
+    esi_remove_bom,
+    esi_include_onerror,
+    wait_silo,
+    validate_headers,
+    busy_stats_rate,
+}
+
+/// Applies a `feature` value (`+a,-b`, `none`, `default`) to `current`.
+fn parse_features(text: &str, current: u64, default: u64) -> Result<u64, UnitError> {
+    let mut bits = current;
+    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        match word {
+            "none" => bits = 0,
+            "default" => bits = default,
+            _ => {
+                let (on, name) = match word.as_bytes()[0] {
+                    b'+' => (true, &word[1..]),
+                    b'-' => (false, &word[1..]),
+                    _ => (true, word),
+                };
+                let bit = FEATURES
+                    .iter()
+                    .position(|(n, _)| *n == name)
+                    .ok_or_else(|| UnitError(format!("unknown feature \"{name}\"")))?;
+                if on {
+                    bits |= 1 << bit;
+                } else {
+                    bits &= !(1 << bit);
+                }
+            }
+        }
+    }
+    Ok(bits)
+}
+
+fn format_features(bits: u64) -> String {
+    let on: Vec<String> = FEATURES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .map(|(_, (n, _))| format!("+{n}"))
+        .collect();
+    if on.is_empty() {
+        "none".to_string()
+    } else {
+        on.join(",")
+    }
 }
 
 impl Kind {
@@ -30,6 +139,7 @@ impl Kind {
                 .parse::<u64>()
                 .map_err(|_| UnitError(format!("invalid number \"{text}\""))),
             Kind::Bool => parse_bool(text).map(u64::from),
+            Kind::Features => parse_features(text, 0, 0),
         }
     }
 
@@ -39,6 +149,7 @@ impl Kind {
             Kind::Bytes => format_bytes(raw),
             Kind::Count => raw.to_string(),
             Kind::Bool => if raw != 0 { "on" } else { "off" }.to_string(),
+            Kind::Features => format_features(raw),
         }
     }
 
@@ -109,6 +220,9 @@ macro_rules! param_type {
     (Bool) => {
         bool
     };
+    (Features) => {
+        u64
+    };
 }
 
 macro_rules! param_get {
@@ -123,6 +237,9 @@ macro_rules! param_get {
     };
     (Bool, $raw:expr) => {
         $raw != 0
+    };
+    (Features, $raw:expr) => {
+        $raw
     };
 }
 
@@ -153,8 +270,18 @@ param_table! {
         "How long an expired object is kept for conditional revalidation when VCL sets nothing else.";
     default_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "The TTL given to objects when neither the backend nor VCL assigns one.";
+    feature: Features, "+validate_headers", "", min None, max None,
+        "Enable/Disable various minor features: a list of +name and -name (none and default also allowed).";
     first_byte_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait for the first byte of a backend response.";
+    esi_parallel: Count, "10", "includes", min Some("1"), max Some("1000"),
+        "Lacquer: how many ESI includes of one page are fetched at once. Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
+    gzip_level: Count, "6", "", min Some("0"), max Some("9"),
+        "Gzip compression level: 0=debug, 1=fast, 9=best";
+    gzip_memlevel: Count, "8", "", min Some("1"), max Some("9"),
+        "Gzip memory level 1=slow/least, 9=fast/most compression.";
+    http_gzip_support: Bool, "on", "bool", min None, max None,
+        "Enable gzip support. When enabled, objects are requested compressed from the backend and stored compressed; clients that do not accept gzip get them uncompressed on delivery. Accept-Encoding of clients that accept gzip is rewritten to \"gzip\", and removed for those that do not. When off, beresp.do_gzip and beresp.do_gunzip have no effect.";
     http_max_hdr: Count, "64", "header lines", min Some("32"), max Some("65535"),
         "Maximum number of header lines accepted in a request or a backend response.";
     http_range_support: Bool, "on", "bool", min None, max None,
@@ -173,6 +300,8 @@ param_table! {
         "Listen queue depth of the client listening sockets.";
     lru_interval: Seconds, "2", "seconds", min Some("0"), max None,
         "An object is moved to the front of the LRU list at most once in this interval, to save lock traffic.";
+    max_esi_depth: Count, "5", "levels", min Some("0"), max None,
+        "Maximum depth of esi:include processing.";
     max_restarts: Count, "4", "restarts", min Some("0"), max None,
         "Upper limit on how many times a request can restart.";
     max_retries: Count, "4", "retries", min Some("0"), max None,
@@ -267,7 +396,13 @@ impl Params {
             name: name.to_string(),
             reason,
         };
-        let raw = spec.kind.parse(text).map_err(|e| invalid(e.0))?;
+        let raw = if spec.kind == Kind::Features {
+            let current = self.values[index].load(Ordering::Relaxed);
+            let default = spec.kind.parse(spec.default).unwrap_or(0);
+            parse_features(text, current, default).map_err(|e| invalid(e.0))?
+        } else {
+            spec.kind.parse(text).map_err(|e| invalid(e.0))?
+        };
         if spec.kind == Kind::Seconds && f64::from_bits(raw).is_nan() {
             return Err(invalid(format!("invalid value \"{text}\"")));
         }
@@ -332,6 +467,12 @@ impl Params {
         )
     }
 
+    /// Whether a flag of the `feature` parameter is on.
+    #[inline]
+    pub fn has(&self, f: Feature) -> bool {
+        self.feature() & (1 << f as u32) != 0
+    }
+
     /// A duration parameter as a `Duration` (negative values clamp to zero).
     pub fn duration(seconds: f64) -> Duration {
         if seconds.is_nan() {
@@ -369,6 +510,13 @@ pub fn describe_all() -> String {
         }
         if spec.kind == Kind::Bool {
             out.push_str("\t* Units: bool\n");
+        }
+        if spec.kind == Kind::Features {
+            out.push_str(&format!("\t* Default: {default}\n\n{}\n\n", spec.doc));
+            for (name, doc) in FEATURES {
+                out.push_str(&format!("\t*{name}*\n\t\t{doc}\n\n"));
+            }
+            continue;
         }
         out.push_str(&format!("\t* Default: {default}\n"));
         if let Some(min) = spec.min {
@@ -423,6 +571,34 @@ mod tests {
         assert!(p.is_default(ttl));
         assert_eq!(p.show_index(ttl), "120.000");
         assert!(p.reset("nosuch").is_err());
+    }
+
+    #[test]
+    fn features_are_flags_set_relative_to_the_current_value() {
+        let p = Params::default();
+        assert!(p.has(Feature::validate_headers));
+        assert!(!p.has(Feature::esi_disable_xml_check));
+        p.set("feature", "+esi_disable_xml_check").unwrap();
+        assert!(p.has(Feature::esi_disable_xml_check));
+        assert!(p.has(Feature::validate_headers));
+        assert_eq!(
+            p.show("feature").unwrap(),
+            "+esi_disable_xml_check,+validate_headers"
+        );
+        p.set("feature", "-validate_headers,+esi_remove_bom")
+            .unwrap();
+        assert!(!p.has(Feature::validate_headers));
+        assert!(p.has(Feature::esi_remove_bom));
+        assert!(p.set("feature", "+nosuch").is_err());
+        p.set("feature", "none").unwrap();
+        assert_eq!(p.show("feature").unwrap(), "none");
+        p.set("feature", "default").unwrap();
+        assert_eq!(p.show("feature").unwrap(), "+validate_headers");
+        assert_eq!(FEATURES.len(), Feature::busy_stats_rate as usize + 1);
+        assert_eq!(
+            FEATURES[Feature::esi_include_onerror as usize].0,
+            "esi_include_onerror"
+        );
     }
 
     #[test]

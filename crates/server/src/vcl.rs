@@ -202,7 +202,7 @@ pub(crate) fn param_value(params: &Params, index: usize) -> Value {
     match kind {
         Kind::Seconds => Value::Duration(f64::from_bits(raw)),
         Kind::Bytes => Value::Bytes(raw as f64),
-        Kind::Count => Value::Int(raw.min(i64::MAX as u64) as i64),
+        Kind::Count | Kind::Features => Value::Int(raw.min(i64::MAX as u64) as i64),
         Kind::Bool => Value::Bool(raw != 0),
     }
 }

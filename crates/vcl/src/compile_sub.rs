@@ -333,12 +333,16 @@ impl Compiler {
             if let Some((index, spec)) = lacquer_core::params::Params::lookup(p) {
                 use lacquer_core::params::Kind;
                 let ty = match spec.kind {
-                    Kind::Seconds => Type::Duration,
-                    Kind::Bytes => Type::Bytes,
-                    Kind::Count => Type::Int,
-                    Kind::Bool => Type::Bool,
+                    Kind::Seconds => Some(Type::Duration),
+                    Kind::Bytes => Some(Type::Bytes),
+                    Kind::Count => Some(Type::Int),
+                    Kind::Bool => Some(Type::Bool),
+                    // A flag set has no VCL type.
+                    Kind::Features => None,
                 };
-                return Ok(Sym::Param(index, ty));
+                if let Some(ty) = ty {
+                    return Ok(Sym::Param(index, ty));
+                }
             }
         }
         if let Some(i) = self.backends.iter().position(|b| b.def.name == name) {

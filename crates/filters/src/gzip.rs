@@ -1,0 +1,216 @@
+//! Gzip and gunzip as streaming steps: bytes go in as they arrive from a
+//! backend or leave for a client, compressed or inflated bytes come out.
+//! A corrupt or truncated gzip stream is an error, never a panic.
+
+use bytes::Bytes;
+use flate2::write::{GzDecoder, GzEncoder};
+use flate2::Compression;
+use std::io::Write;
+
+/// Why a gzip stream could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GzipError(pub String);
+
+impl std::fmt::Display for GzipError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GzipError {}
+
+/// Compresses a stream into one gzip member.
+pub struct Gzip {
+    enc: GzEncoder<Vec<u8>>,
+    taken_in: u64,
+    taken_out: u64,
+}
+
+impl Gzip {
+    /// A compressor at `level` (0–9).
+    pub fn new(level: u32) -> Self {
+        Gzip {
+            enc: GzEncoder::new(Vec::with_capacity(8192), Compression::new(level.min(9))),
+            taken_in: 0,
+            taken_out: 0,
+        }
+    }
+
+    /// Feeds bytes; returns whatever compressed output is ready (often
+    /// nothing: the compressor keeps a window).
+    pub fn push(&mut self, data: &[u8]) -> Bytes {
+        self.taken_in += data.len() as u64;
+        // Writing into a Vec cannot fail.
+        let _ = self.enc.write_all(data);
+        self.take()
+    }
+
+    fn take(&mut self) -> Bytes {
+        let out = std::mem::take(self.enc.get_mut());
+        self.taken_out += out.len() as u64;
+        Bytes::from(out)
+    }
+
+    /// Ends the stream: the rest of the output and the trailer.
+    pub fn finish(mut self) -> Bytes {
+        let _ = self.enc.try_finish();
+        self.take()
+    }
+
+    /// Bytes in and out so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.taken_in, self.taken_out)
+    }
+}
+
+/// Inflates one gzip member, checking its CRC and length at the end.
+pub struct Gunzip {
+    dec: GzDecoder<Vec<u8>>,
+    taken_in: u64,
+    taken_out: u64,
+}
+
+impl Default for Gunzip {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gunzip {
+    pub fn new() -> Self {
+        Gunzip {
+            dec: GzDecoder::new(Vec::with_capacity(8192)),
+            taken_in: 0,
+            taken_out: 0,
+        }
+    }
+
+    /// Feeds compressed bytes; returns the inflated bytes they made.
+    pub fn push(&mut self, data: &[u8]) -> Result<Bytes, GzipError> {
+        self.taken_in += data.len() as u64;
+        self.dec
+            .write_all(data)
+            .map_err(|e| GzipError(format!("Invalid Gzip data: {e}")))?;
+        Ok(self.take())
+    }
+
+    fn take(&mut self) -> Bytes {
+        let out = std::mem::take(self.dec.get_mut());
+        self.taken_out += out.len() as u64;
+        Bytes::from(out)
+    }
+
+    /// Ends the stream: fails if it was cut short or its CRC is wrong.
+    pub fn finish(mut self) -> Result<Bytes, GzipError> {
+        self.dec
+            .try_finish()
+            .map_err(|_| GzipError("Gunzip error: truncated or corrupt gzip".into()))?;
+        Ok(self.take())
+    }
+
+    /// Bytes in and out so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.taken_in, self.taken_out)
+    }
+}
+
+/// Compresses a whole buffer.
+pub fn gzip(data: &[u8], level: u32) -> Vec<u8> {
+    let mut g = Gzip::new(level);
+    let mut out = g.push(data).to_vec();
+    out.extend_from_slice(&g.finish());
+    out
+}
+
+/// Inflates a whole buffer.
+pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, GzipError> {
+    let mut g = Gunzip::new();
+    let mut out = g.push(data)?.to_vec();
+    out.extend_from_slice(&g.finish()?);
+    Ok(out)
+}
+
+/// Whether a `Content-Encoding` value says gzip.
+pub fn is_gzip(content_encoding: &[u8]) -> bool {
+    let v = content_encoding.trim_ascii();
+    v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip (a `gzip` token whose
+/// q-value is not zero).
+pub fn accepts_gzip(accept_encoding: &[u8]) -> bool {
+    accept_encoding.split(|&b| b == b',').any(|item| {
+        let mut parts = item.split(|&b| b == b';');
+        let coding = parts.next().unwrap_or_default().trim_ascii();
+        if !coding.eq_ignore_ascii_case(b"gzip") && !coding.eq_ignore_ascii_case(b"x-gzip") {
+            return false;
+        }
+        for p in parts {
+            let p = p.trim_ascii();
+            if let Some(q) = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q=")) {
+                let q = std::str::from_utf8(q)
+                    .ok()
+                    .and_then(|q| q.trim().parse::<f64>().ok());
+                return q.is_some_and(|q| q > 0.0);
+            }
+        }
+        true
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_in_pieces() {
+        let text: Vec<u8> = (0..100_000u32)
+            .map(|i| b"abcdefgh"[(i % 7) as usize])
+            .collect();
+        let mut g = Gzip::new(6);
+        let mut z = Vec::new();
+        for piece in text.chunks(3333) {
+            z.extend_from_slice(&g.push(piece));
+        }
+        z.extend_from_slice(&g.finish());
+        assert!(z.len() < text.len() / 10);
+        let mut u = Gunzip::new();
+        let mut back = Vec::new();
+        for piece in z.chunks(77) {
+            back.extend_from_slice(&u.push(piece).unwrap());
+        }
+        assert_eq!(u.counts().0, z.len() as u64);
+        back.extend_from_slice(&u.finish().unwrap());
+        assert_eq!(back, text);
+        assert_eq!(gunzip(&gzip(b"", 9)).unwrap(), b"");
+    }
+
+    #[test]
+    fn corrupt_and_truncated_streams_are_errors() {
+        let z = gzip(b"hello hello hello hello", 6);
+        assert!(gunzip(&z[..z.len() - 3]).is_err(), "truncated trailer");
+        assert!(gunzip(&z[..5]).is_err(), "truncated header");
+        let mut bad_crc = z.clone();
+        let n = bad_crc.len();
+        bad_crc[n - 6] ^= 0xff;
+        assert!(gunzip(&bad_crc).is_err(), "crc");
+        assert!(gunzip(b"not gzip at all").is_err());
+        let mut garbage = z.clone();
+        garbage[12] ^= 0x55;
+        garbage[13] ^= 0xaa;
+        let _ = gunzip(&garbage); // either an error or a CRC failure, never a panic
+        assert!(gunzip(&garbage).is_err());
+    }
+
+    #[test]
+    fn encodings() {
+        assert!(is_gzip(b" gzip "));
+        assert!(is_gzip(b"x-gzip"));
+        assert!(!is_gzip(b"br"));
+        assert!(accepts_gzip(b"gzip, deflate"));
+        assert!(accepts_gzip(b"br;q=1.0, GZIP;q=0.5"));
+        assert!(!accepts_gzip(b"gzip;q=0"));
+        assert!(!accepts_gzip(b"deflate, br"));
+        assert!(!accepts_gzip(b"gzipx"));
+    }
+}
