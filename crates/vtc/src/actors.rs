@@ -139,6 +139,7 @@ impl Server {
                             listener: None,
                             server: true,
                             non_fatal: false,
+                            gzip_level: 0,
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
@@ -158,6 +159,7 @@ impl Server {
                     listener: Some(&listener),
                     server: true,
                     non_fatal: false,
+                    gzip_level: 0,
                 };
                 let mut conn = Conn::new(&name, stream, timeout);
                 let times = if keepalive { repeat } else { 1 };
@@ -268,6 +270,7 @@ impl Client {
                 listener: None,
                 server: false,
                 non_fatal: false,
+                gzip_level: 0,
             };
             let rounds = if keepalive { 1 } else { repeat };
             for _ in 0..rounds {
