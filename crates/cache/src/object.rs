@@ -6,6 +6,7 @@
 use crate::ban::BanRef;
 use crate::store::Store;
 use bytes::Bytes;
+use lacquer_filters::esi::Program;
 use lacquer_http::Headers;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -274,6 +275,10 @@ pub struct Object {
     /// before it has a place in the ban list), readable without a lock.
     ban_seq: AtomicU64,
     ban: Mutex<Option<BanRef>>,
+    /// The fetch parses the body for ESI (`beresp.do_esi`).
+    esi_expected: AtomicBool,
+    /// The parsed program, set before the body completes.
+    esi: OnceLock<Arc<Program>>,
 }
 
 /// Everything needed to make an object.
@@ -326,7 +331,31 @@ impl Object {
             exp_seq: AtomicU64::new(0),
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
+            esi_expected: AtomicBool::new(false),
+            esi: OnceLock::new(),
         }
+    }
+
+    /// Says, before the object is shared, that its fetch parses the body
+    /// for ESI: delivery then waits for the whole body and the program.
+    pub fn expect_esi(&self) {
+        self.esi_expected.store(true, Ordering::Release);
+    }
+
+    /// Whether the body is being (or was) parsed for ESI.
+    pub fn esi_expected(&self) -> bool {
+        self.esi_expected.load(Ordering::Acquire)
+    }
+
+    /// Stores the parsed program; call before the body is finished.
+    pub fn set_esi(&self, program: Program) {
+        let _ = self.esi.set(Arc::new(program));
+    }
+
+    /// The ESI program, once parsed (`None` for a body that was not
+    /// processed).
+    pub fn esi_program(&self) -> Option<&Arc<Program>> {
+        self.esi.get()
     }
 
     pub fn timers(&self) -> Timers {

@@ -185,6 +185,12 @@ counter_table! {
     fetch_204: Counter, "Fetches with a 204 status, which has no body.";
     fetch_304: Counter, "Fetches with a 304 status, which has no body.";
     fetch_failed: Counter, "Fetches that failed.";
+    esi_errors: Counter, "ESI parse errors.";
+    esi_warnings: Counter, "ESI parse warnings.";
+    esi_req: Counter, "ESI sub-requests run.";
+    n_gzip: Counter, "Gzip operations.";
+    n_gunzip: Counter, "Gunzip operations.";
+    n_test_gunzip: Counter, "Test gunzip operations (checks of gzip bodies stored as they came).";
     fetch_no_thread: Counter, "Fetches that could not be started.";
     s_sess: Counter, "Client sessions.";
     n_purges: Counter, "Purge operations executed.";

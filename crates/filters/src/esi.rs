@@ -177,7 +177,23 @@ impl Parser<'_> {
         let mut removing: Option<usize> = None;
         while i < body.len() {
             if let Some(from) = removing {
-                match find_ci(body, b"</esi:remove", i) {
+                let end = find_ci(body, b"</esi:remove", i);
+                // ESI elements inside a removed part are errors (and go
+                // with it).
+                let mut j = i;
+                while let Some(at) = find_ci(body, b"<esi:", j) {
+                    if end.is_some_and(|e| at > e) {
+                        break;
+                    }
+                    let name = self.tag(at + 1, false).map(|t| t.name).unwrap_or_default();
+                    let name = String::from_utf8_lossy(&name).into_owned();
+                    self.error(
+                        at,
+                        &format!("ESI 1.0 <esi:{name}> element nested in <esi:remove>"),
+                    );
+                    j = at + 5;
+                }
+                match end {
                     Some(at) => match self.tag(at + 1, true) {
                         Some(t) => {
                             i = t.end;
@@ -511,7 +527,8 @@ mod tests {
              <!-- plain <esi:include src=\"/kept\"/> -->7<![CDATA[<esi:include src=\"/c\"/>]]></a>"
         );
         assert_eq!(incs, ["/yes"]);
-        assert_eq!(p.errors, 0);
+        assert_eq!(p.errors, 1, "the include inside esi:remove: {:?}", p.notes);
+        assert!(p.notes[0].contains("<esi:include> element nested in <esi:remove>"));
     }
 
     #[test]

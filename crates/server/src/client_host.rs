@@ -33,6 +33,11 @@ pub(crate) struct ClientHost<'a> {
     pub resp: Option<&'a mut Resp>,
 }
 
+/// The top request of an include.
+fn top(req: &Req) -> &crate::esi::TopReq {
+    &req.include.as_ref().expect("only called for includes").top
+}
+
 fn dur(v: Option<f64>) -> Value {
     Value::Duration(v.unwrap_or(-1.0))
 }
@@ -113,9 +118,9 @@ impl Host for ClientHost<'_> {
             Var::LocalSocket => Value::str("a0"),
             Var::Req => Value::Http(HttpKind::Req),
             Var::ReqBackendHint => Value::Backend(req.backend_hint),
-            Var::ReqCanGzip => Value::Bool(req.head.headers.has_token("accept-encoding", "gzip")),
-            Var::ReqEsi => Value::Bool(true),
-            Var::ReqEsiLevel => Value::Int(0),
+            Var::ReqCanGzip => Value::Bool(crate::deliver::can_gzip(&req.head.headers)),
+            Var::ReqEsi => Value::Bool(req.esi_enabled),
+            Var::ReqEsiLevel => Value::Int(i64::from(req.esi_level())),
             Var::ReqGrace => dur(req.grace),
             Var::ReqHash => self
                 .hash
@@ -126,6 +131,10 @@ impl Host for ClientHost<'_> {
             Var::ReqHashIgnoreVary => Value::Bool(false),
             Var::ReqIsHitmiss => Value::Bool(req.is_hitmiss),
             Var::ReqIsHitpass => Value::Bool(req.is_hitpass),
+            Var::ReqTopMethod if req.include.is_some() => Value::Str(top(req).method.clone()),
+            Var::ReqTopProto if req.include.is_some() => proto_text(top(req).version),
+            Var::ReqTopTime if req.include.is_some() => Value::Time(top(req).t_req),
+            Var::ReqTopUrl if req.include.is_some() => Value::Str(top(req).url.clone()),
             Var::ReqMethod | Var::ReqTopMethod => Value::Str(req.head.method.clone()),
             Var::ReqProto | Var::ReqTopProto => proto_text(req.head.version),
             Var::ReqRestarts => Value::Int(i64::from(req.restarts)),
@@ -147,7 +156,7 @@ impl Host for ClientHost<'_> {
             Var::SessTimeoutIdle => Value::Duration(self.sh.params.timeout_idle()),
             Var::SessTimeoutLinger => Value::Duration(self.sh.params.timeout_linger()),
             Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
-            Var::ObjCanEsi => Value::Bool(false),
+            Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
             Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
             Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits.load(Ordering::Relaxed) as i64)),
             Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
@@ -165,7 +174,7 @@ impl Host for ClientHost<'_> {
                 Value::Bool(obj.is_some_and(|o| o.kind != ObjKind::Normal || o.key_is_unset()))
             }
             Var::Resp => Value::Http(HttpKind::Resp),
-            Var::RespDoEsi => Value::Bool(false),
+            Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
             Var::RespFilters => Value::str(""),
             Var::RespIsStreaming => Value::Bool(obj.is_some_and(|o| o.body.known_len().is_none())),
             Var::RespProto => proto_text(Version::Http11),
@@ -230,7 +239,7 @@ impl Host for ClientHost<'_> {
                     req.backend_hint = b;
                 }
             }
-            Var::ReqEsi => {}
+            Var::ReqEsi | Var::RespDoEsi => req.esi_enabled = value.as_bool(),
             Var::ReqGrace => req.grace = Some(value.as_f64()),
             Var::ReqTtl => req.ttl = Some(value.as_f64()),
             Var::ReqHashAlwaysMiss => req.hash_always_miss = value.as_bool(),
@@ -308,6 +317,7 @@ impl Host for ClientHost<'_> {
 
     fn header_ref(&self, kind: HttpKind, name: &str) -> Lent<'_> {
         match kind {
+            HttpKind::ReqTop if self.req.include.is_some() => lend(top(self.req).headers.get(name)),
             HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
             HttpKind::Obj => lend(self.obj.and_then(|o| o.headers.get(name))),
             HttpKind::Resp => {
@@ -333,6 +343,9 @@ impl Host for ClientHost<'_> {
 
     fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes> {
         match kind {
+            HttpKind::ReqTop if self.req.include.is_some() => {
+                top(self.req).headers.get_all(name).cloned().collect()
+            }
             HttpKind::Req | HttpKind::ReqTop => {
                 self.req.head.headers.get_all(name).cloned().collect()
             }

@@ -1,30 +1,61 @@
 //! Delivery to the client: conditional requests (304), single byte ranges
 //! (206/416), HEAD, the per-delivery headers (Age, X-Varnish, Via,
 //! Accept-Ranges, framing, Connection), and the body — one gathered write
-//! when the object is complete, else streamed as the fetch fills it.
+//! when the object is complete, else streamed as the fetch fills it;
+//! inflated for clients that do not take gzip, run as an ESI program
+//! (see [`crate::esi`]), or handed to an include's parent.
 
 use crate::client_host::Resp;
 use crate::io::{Client, SendClock, SendError};
 use crate::request::{Outcome, Req};
-use crate::Shared;
+use crate::vcl::Loaded;
+use crate::{esi, Shared};
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
+use lacquer_filters::gzip::{accepts_gzip, is_gzip, Gunzip};
 use lacquer_http::headers::trim;
 use lacquer_http::{Headers, Version};
 use lacquer_shm::packed::HeadKind;
+use lacquer_shm::Tag;
 use std::io::Write;
 use std::sync::Arc;
 
 /// How one delivery goes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Delivery {
+#[derive(Clone, Copy)]
+pub(crate) struct Delivery<'a> {
     /// Delivered from the cache (adds the object's id to X-Varnish).
     pub hit: bool,
     /// The connection may be kept after it.
     pub keep: bool,
+    /// The program ESI includes run with.
+    pub vcl: &'a Arc<Loaded>,
+}
+
+/// Whether the stored body is gzip'd.
+pub(crate) fn is_gzipped(headers: &Headers) -> bool {
+    headers.get("content-encoding").is_some_and(|v| is_gzip(v))
+}
+
+/// Whether the client takes gzip (`req.can_gzip`).
+pub(crate) fn can_gzip(req: &Headers) -> bool {
+    req.get("accept-encoding").is_some_and(|v| accepts_gzip(v))
+}
+
+/// Removes every `name:` line from a serialised head.
+fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
+    let mut out = Vec::with_capacity(head.len());
+    for line in head.split_inclusive(|&b| b == b'\n') {
+        let matches = line.len() > name.len()
+            && line[..name.len()].eq_ignore_ascii_case(name)
+            && line[name.len()] == b':';
+        if !matches {
+            out.extend_from_slice(line);
+        }
+    }
+    *head = out;
 }
 
 /// How the body is delimited on the wire.
@@ -220,9 +251,12 @@ pub(crate) async fn object(
     sh: &Arc<Shared>,
     req: &mut Req,
     obj: &Arc<Object>,
-    d: Delivery,
+    d: Delivery<'_>,
     resp: Option<&Resp>,
 ) -> Outcome {
+    if c.is_fragment() {
+        return fragment(c, sh, req, obj, d, resp).await;
+    }
     let now = lacquer_core::time::now();
     let p = &sh.params;
     let is_head = req.is_head();
@@ -234,9 +268,16 @@ pub(crate) async fn object(
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, obj, now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
-    let known = obj.body.known_len();
+    let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
+    let gunzip = !bodyless
+        && p.http_gzip_support()
+        && is_gzipped(&obj.headers)
+        && !can_gzip(&req.head.headers);
+    // The length is not the stored one: no ranges, chunked framing.
+    let filtered = esi || gunzip;
+    let known = if filtered { None } else { obj.body.known_len() };
     let mut window = None;
-    if !bodyless && status == 200 && p.http_range_support() {
+    if !bodyless && !filtered && status == 200 && p.http_range_support() {
         if let Some(total) = known {
             match range(&req.head.headers, obj, total) {
                 Range::Full => {}
@@ -266,6 +307,9 @@ pub(crate) async fn object(
             }
             None => c.wbuf.extend_from_slice(&obj.head),
         },
+    }
+    if gunzip {
+        remove_header_line(&mut c.wbuf, b"content-encoding");
     }
     if let Some((start, end, total)) = window {
         let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
@@ -311,8 +355,10 @@ pub(crate) async fn object(
         wire,
         bodyless,
         is_head,
+        esi,
+        gunzip,
     };
-    let outcome = send(c, p, req, obj, shape).await;
+    let outcome = send(c, sh, req, obj, shape, d).await;
     req.log.timestamp("Resp", lacquer_core::time::now());
     outcome.unwrap_or(if keep {
         Outcome::KeepAlive
@@ -333,29 +379,54 @@ struct Shape {
     wire: WireBody,
     bodyless: bool,
     is_head: bool,
+    /// The body is an ESI program to run.
+    esi: bool,
+    /// The body is inflated on the way out.
+    gunzip: bool,
+}
+
+fn send_clock(p: &Params, req: &Req) -> SendClock {
+    SendClock::new(
+        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
+        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
+    )
 }
 
 /// Writes the head in `c.wbuf` and the body; `Some` when the connection
 /// must close because sending failed.
 async fn send(
     c: &mut Client,
-    p: &Params,
+    sh: &Arc<Shared>,
     req: &mut Req,
     obj: &Object,
     shape: Shape,
+    d: Delivery<'_>,
 ) -> Option<Outcome> {
     let Shape {
         window,
         wire,
         bodyless,
         is_head,
+        esi,
+        gunzip,
     } = shape;
-    let clock = SendClock::new(
-        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
-        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
-    );
+    let clock = send_clock(&sh.params, req);
     let send_body = !(bodyless || is_head);
-    if !send_body {
+    let chunked = wire == WireBody::Chunked;
+    if send_body && (esi || gunzip) {
+        if let Err(e) = c.write_head_and(&[], &clock).await {
+            return Some(close_for(e));
+        }
+        let r = filtered_body(c, sh, req, obj, d, chunked, &clock).await;
+        if let Err(outcome) = r {
+            return Some(outcome);
+        }
+        if chunked {
+            if let Err(e) = c.end_chunked(&clock).await {
+                return Some(close_for(e));
+            }
+        }
+    } else if !send_body {
         if let Err(e) = c.write_head_and(&[], &clock).await {
             return Some(close_for(e));
         }
@@ -364,8 +435,7 @@ async fn send(
         if let Err(e) = c.write_head_and(chunks, &clock).await {
             return Some(close_for(e));
         }
-        COUNTERS.add(Counter::s_resp_bodybytes, n);
-        req.acct.body_tx += n;
+        count_sent(c, &mut req.acct, n);
     } else {
         if let Err(e) = c.write_head_and(&[], &clock).await {
             return Some(close_for(e));
@@ -374,12 +444,142 @@ async fn send(
             Some((start, end, _)) => (start, end - start + 1),
             None => (0, u64::MAX),
         };
-        let chunked = wire == WireBody::Chunked;
         if let Err(outcome) = stream(c, obj, skip, take, chunked, &clock, &mut req.acct).await {
             return Some(outcome);
         }
+        if chunked {
+            if let Err(e) = c.end_chunked(&clock).await {
+                return Some(close_for(e));
+            }
+        }
     }
     None
+}
+
+/// A body that is not sent as stored: an ESI page, or gzip inflated for
+/// a client that does not take it.
+async fn filtered_body(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &mut Req,
+    obj: &Object,
+    d: Delivery<'_>,
+    chunked: bool,
+    clock: &SendClock,
+) -> Result<(), Outcome> {
+    if obj.esi_expected() && req.esi_enabled {
+        wait_complete(obj).await?;
+        if let Some(program) = obj.esi_program() {
+            let out = esi::Out {
+                chunked,
+                clock,
+                vcl: d.vcl,
+            };
+            return esi::run(c, sh, req, obj, program, out).await;
+        }
+    }
+    if is_gzipped(&obj.headers) && (c.is_fragment() || !can_gzip(&req.head.headers)) {
+        return stream_gunzip(c, req, obj, chunked, clock).await;
+    }
+    stream(c, obj, 0, u64::MAX, chunked, clock, &mut req.acct).await
+}
+
+/// Waits for the whole body (an ESI page is parsed once it is in).
+async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
+    let mut next = 0;
+    let mut pieces = Vec::new();
+    loop {
+        pieces.clear();
+        match obj.body.wait_chunks(next, &mut pieces).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => next += pieces.len(),
+            Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
+        }
+    }
+}
+
+/// Counts body bytes that reached a client socket (an include's bytes
+/// are counted by the page that writes them).
+fn count_sent(c: &Client, acct: &mut crate::request::Acct, n: u64) {
+    acct.body_tx += n;
+    if !c.is_fragment() {
+        COUNTERS.add(Counter::s_resp_bodybytes, n);
+    }
+}
+
+/// Streams a gzip'd body inflated.
+async fn stream_gunzip(
+    c: &mut Client,
+    req: &mut Req,
+    obj: &Object,
+    chunked: bool,
+    clock: &SendClock,
+) -> Result<(), Outcome> {
+    let mut z = Gunzip::new();
+    let mut next = 0;
+    let mut pieces: Vec<Bytes> = Vec::new();
+    loop {
+        pieces.clear();
+        let end = obj
+            .body
+            .wait_chunks(next, &mut pieces)
+            .await
+            .map_err(|_| Outcome::Close(CloseReason::TxError))?;
+        next += pieces.len();
+        let mut out = Vec::with_capacity(pieces.len() + 1);
+        for piece in &pieces {
+            match z.push(piece) {
+                Ok(b) => out.push(b),
+                Err(e) => {
+                    req.log.fmt(Tag::FetchError, format_args!("{e}"));
+                    return Err(Outcome::Close(CloseReason::TxError));
+                }
+            }
+        }
+        if end {
+            let (input, output) = z.counts();
+            let tail = std::mem::take(&mut z).finish().map_err(|e| {
+                req.log.fmt(Tag::FetchError, format_args!("{e}"));
+                Outcome::Close(CloseReason::TxError)
+            })?;
+            COUNTERS.inc(Counter::n_gunzip);
+            let output = output + tail.len() as u64;
+            out.push(tail);
+            let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
+            count_sent(c, &mut req.acct, n);
+            let stop = input.saturating_sub(8) * 8;
+            req.log.fmt(
+                Tag::Gzip,
+                format_args!("U D - {input} {output} 80 0 {stop}"),
+            );
+            return Ok(());
+        }
+        let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
+        count_sent(c, &mut req.acct, n);
+    }
+}
+
+/// Delivers to an ESI include's parent: the status, then the body alone
+/// (inflated, and with its own includes run).
+async fn fragment(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &mut Req,
+    obj: &Arc<Object>,
+    d: Delivery<'_>,
+    resp: Option<&Resp>,
+) -> Outcome {
+    let status = resp.map_or(obj.status, |r| r.status % 1000);
+    if c.send_status(status).await.is_err() {
+        return Outcome::Close(CloseReason::TxError);
+    }
+    let clock = send_clock(&sh.params, req);
+    let result = filtered_body(c, sh, req, obj, d, false, &clock).await;
+    req.log.timestamp("Resp", lacquer_core::time::now());
+    match result {
+        Ok(()) => Outcome::KeepAlive,
+        Err(outcome) => outcome,
+    }
 }
 
 /// Streams a body as it arrives, skipping `skip` bytes and sending at most
@@ -395,6 +595,7 @@ async fn stream(
 ) -> Result<(), Outcome> {
     let mut next = 0;
     let mut pieces: Vec<Bytes> = Vec::new();
+    let mut out: Vec<Bytes> = Vec::new();
     loop {
         pieces.clear();
         let end = match obj.body.wait_chunks(next, &mut pieces).await {
@@ -402,8 +603,7 @@ async fn stream(
             Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
         };
         next += pieces.len();
-        let mut out: Vec<Bytes> = Vec::with_capacity(pieces.len() + 2);
-        let mut size = 0u64;
+        out.clear();
         for piece in pieces.drain(..) {
             let len = piece.len() as u64;
             if skip >= len {
@@ -417,29 +617,11 @@ async fn stream(
                 break;
             }
             take -= n as u64;
-            size += n as u64;
             out.push(piece.slice(from..from + n));
         }
-        let done = end || take == 0;
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(out.len() + 3);
-        let mut size_line = Vec::new();
-        if chunked && size > 0 {
-            lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
-            parts.push(&size_line);
-        }
-        parts.extend(out.iter().map(|b| &b[..]));
-        if chunked && size > 0 {
-            parts.push(b"\r\n");
-        }
-        if chunked && done {
-            parts.push(lacquer_http::chunked::LAST_CHUNK);
-        }
-        if !parts.is_empty() {
-            c.write_parts(&parts, clock).await.map_err(close_for)?;
-            COUNTERS.add(Counter::s_resp_bodybytes, size);
-            acct.body_tx += size;
-        }
-        if done {
+        let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
+        count_sent(c, acct, n);
+        if end || take == 0 {
             return Ok(());
         }
     }

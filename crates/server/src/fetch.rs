@@ -7,6 +7,7 @@
 
 use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::ConnInfo;
+use crate::fetch_filters::{FetchFilters, Wanted};
 use crate::request::Req;
 use crate::vcl::Loaded;
 use crate::{synth, vsl, Shared};
@@ -63,6 +64,11 @@ pub(crate) fn spawn(
     headers.remove_hop_by_hop();
     for name in NOT_FOR_CACHE_FETCH {
         headers.remove(name);
+    }
+    if sh.params.http_gzip_support() {
+        // Stored gzip'd whatever this client takes; delivery inflates
+        // for the clients that do not.
+        headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     let reason = if kind.bgfetch { "bgfetch" } else { "fetch" };
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, reason);
@@ -314,18 +320,27 @@ async fn store(
         Err(_) => (None, true),
     };
     let cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
+    let timers = beresp.timers;
+    let status = beresp.status % 1000;
+    let mut headers = beresp.headers;
+    let bodyless = framing == Framing::None;
+    let want = Wanted {
+        do_esi: beresp.do_esi,
+        do_gzip: beresp.do_gzip,
+        do_gunzip: beresp.do_gunzip,
+    };
+    let mut filters = FetchFilters::choose(p, want, &mut headers, bodyless);
     let expected = match framing {
+        _ if filters.changes_length() => None,
         Framing::Length(n) => Some(n),
         Framing::None => Some(0),
         _ => None,
     };
-    let timers = beresp.timers;
-    let status = beresp.status % 1000;
     let head = ResponseHead {
         version: beresp.version,
         status,
         reason: beresp.reason.clone(),
-        headers: beresp.headers,
+        headers,
         framing,
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
@@ -341,6 +356,9 @@ async fn store(
         vary: vary.clone(),
         timers,
     }));
+    if filters.is_esi() {
+        obj.expect_esi();
+    }
     let remaining_life = timers.t_origin + timers.lifetime() - now;
     let store = sh
         .cache
@@ -409,25 +427,55 @@ async fn store(
         });
     }
     let mut reader = conn.body(framing);
+    let mut received = 0u64;
     let mut stored = 0u64;
+    // Charges storage for bytes about to be kept; false when it is full.
+    let charge = |stored: &mut u64, n: u64| {
+        let before = *stored;
+        *stored += n;
+        let extra = stored.saturating_sub(reserved.max(before));
+        extra == 0 || sh.cache.grow(&obj, extra, nuke_limit)
+    };
     loop {
         match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
-                let before = stored;
-                stored += chunk.len() as u64;
-                let extra = stored.saturating_sub(reserved.max(before));
-                if extra > 0 && !sh.cache.grow(&obj, extra, nuke_limit) {
-                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                    return;
+                received += chunk.len() as u64;
+                let piece = match filters.push(&chunk) {
+                    Ok(piece) => piece,
+                    Err(e) => {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
+                        return;
+                    }
+                };
+                if let Some(piece) = piece {
+                    if !charge(&mut stored, piece.len() as u64) {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                        return;
+                    }
+                    obj.body.push(piece);
                 }
-                // Copied, so the object holds exactly its bytes and not
-                // the connection's read buffer.
-                obj.body.push(Bytes::copy_from_slice(&chunk));
             }
             Ok(None) => {
+                let (tail, program) = match filters.finish(p, &bereq.url, &mut bereq.log) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
+                        return;
+                    }
+                };
+                if let Some(tail) = tail {
+                    if !charge(&mut stored, tail.len() as u64) {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                        return;
+                    }
+                    obj.body.push(tail);
+                }
+                if let Some(program) = program {
+                    obj.set_esi(program);
+                }
                 obj.body.finish();
                 let now = lacquer_core::time::now();
-                log_body_end(&mut bereq, &conn, stored, now);
+                log_body_end(&mut bereq, &conn, received, stored, now);
                 conn.finish(true);
                 return;
             }
@@ -502,10 +550,11 @@ pub(crate) fn log_exchange(
 pub(crate) fn log_body_end(
     bereq: &mut Bereq,
     conn: &lacquer_backend::Conn<'_>,
-    body: u64,
+    received: u64,
+    length: u64,
     now: f64,
 ) {
-    bereq.acct.body_rx += body;
+    bereq.acct.body_rx += received;
     let a = bereq.acct;
     let log = &mut bereq.log;
     if !log.active() {
@@ -519,7 +568,7 @@ pub(crate) fn log_body_end(
         );
     }
     log.timestamp("BerespBody", now);
-    vsl::numbers(log, Tag::Length, &[body]);
+    vsl::numbers(log, Tag::Length, &[length]);
     vsl::numbers(
         log,
         Tag::BereqAcct,

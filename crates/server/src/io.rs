@@ -1,6 +1,9 @@
 //! A client connection's bytes: the read buffer (which may hold the next
 //! pipelined request), the reusable header buffer, request bodies in either
 //! framing, and writes bounded by `send_timeout` and `idle_send_timeout`.
+//! An ESI sub-request has a client too, whose "connection" is the channel
+//! its parent reads the fragment from: heads are dropped there and body
+//! bytes go unframed.
 
 use bytes::{Bytes, BytesMut};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
@@ -10,6 +13,22 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// What an ESI sub-request hands its parent.
+#[derive(Debug)]
+pub(crate) enum Piece {
+    /// The status of the response, before any body.
+    Status(u16),
+    Data(Bytes),
+}
+
+/// Where a client's responses go.
+pub(crate) enum Wire {
+    Tcp(TcpStream),
+    /// The parent of an ESI include.
+    Fragment(mpsc::Sender<Piece>),
+}
 
 /// Why a read from the client stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +69,7 @@ impl SendClock {
 
 /// One client connection.
 pub(crate) struct Client {
-    pub stream: TcpStream,
+    pub wire: Wire,
     pub rbuf: BytesMut,
     pub wbuf: Vec<u8>,
     pub peer: SocketAddr,
@@ -71,7 +90,7 @@ impl Client {
         listener: std::sync::Arc<str>,
     ) -> Self {
         Client {
-            stream,
+            wire: Wire::Tcp(stream),
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
             peer,
@@ -82,12 +101,93 @@ impl Client {
         }
     }
 
-    /// Reads more bytes into the read buffer; `Ok(0)` at end of stream.
+    /// The client of an ESI include, writing to `tx` and otherwise like
+    /// its parent's.
+    pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client) -> Self {
+        Client {
+            wire: Wire::Fragment(tx),
+            rbuf: BytesMut::new(),
+            wbuf: Vec::with_capacity(512),
+            peer: parent.peer,
+            peer_ip: parent.peer_ip.clone(),
+            local: parent.local,
+            listener: parent.listener.clone(),
+            key: Vec::with_capacity(128),
+        }
+    }
+
+    /// The socket, unless this is an ESI include.
+    pub fn tcp(&mut self) -> Option<&mut TcpStream> {
+        match &mut self.wire {
+            Wire::Tcp(s) => Some(s),
+            Wire::Fragment(_) => None,
+        }
+    }
+
+    pub fn is_fragment(&self) -> bool {
+        matches!(self.wire, Wire::Fragment(_))
+    }
+
+    /// Tells an include's parent the response status.
+    pub async fn send_status(&mut self, status: u16) -> Result<(), SendError> {
+        if let Wire::Fragment(tx) = &self.wire {
+            tx.send(Piece::Status(status))
+                .await
+                .map_err(|_| SendError::Io)?;
+        }
+        Ok(())
+    }
+
+    /// Sends body pieces: chunk-framed when `chunked` on a socket, as
+    /// they are to an include's parent.
+    pub async fn send_body(
+        &mut self,
+        pieces: &[Bytes],
+        chunked: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        let size: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        if size == 0 {
+            return Ok(0);
+        }
+        match &mut self.wire {
+            Wire::Fragment(tx) => {
+                for p in pieces.iter().filter(|p| !p.is_empty()) {
+                    tx.send(Piece::Data(p.clone()))
+                        .await
+                        .map_err(|_| SendError::Io)?;
+                }
+            }
+            Wire::Tcp(stream) if chunked => {
+                let mut size_line = Vec::with_capacity(16);
+                lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
+                let mut parts: Vec<&[u8]> = Vec::with_capacity(pieces.len() + 2);
+                parts.push(&size_line);
+                parts.extend(pieces.iter().map(|b| &b[..]));
+                parts.push(b"\r\n");
+                write_gathered(stream, &[], &parts, clock).await?;
+            }
+            Wire::Tcp(stream) => write_gathered(stream, &[], pieces, clock).await?,
+        }
+        Ok(size)
+    }
+
+    /// Ends a chunked body on a socket (nothing for an include).
+    pub async fn end_chunked(&mut self, clock: &SendClock) -> Result<(), SendError> {
+        self.write_parts(&[lacquer_http::chunked::LAST_CHUNK], clock)
+            .await
+    }
+
+    /// Reads more bytes into the read buffer; `Ok(0)` at end of stream
+    /// (at once for an include, which reads nothing).
     pub async fn read_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
-        match tokio::time::timeout(limit, self.stream.read_buf(&mut self.rbuf)).await {
+        let Wire::Tcp(stream) = &mut self.wire else {
+            return Ok(0);
+        };
+        match tokio::time::timeout(limit, stream.read_buf(&mut self.rbuf)).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
             Err(_) => Err(ReadError::Timeout),
@@ -100,7 +200,11 @@ impl Client {
         parts: &[&[u8]],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        write_gathered(&mut self.stream, &[], parts, clock).await
+        match &mut self.wire {
+            Wire::Tcp(stream) => write_gathered(stream, &[], parts, clock).await,
+            // An include's parent takes bodies through `send_body` only.
+            Wire::Fragment(_) => Ok(()),
+        }
     }
 
     /// Writes the header buffer followed by body pieces.
@@ -109,14 +213,20 @@ impl Client {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        let result = write_gathered(&mut self.stream, &self.wbuf, body, clock).await;
+        let result = match &mut self.wire {
+            Wire::Tcp(stream) => write_gathered(stream, &self.wbuf, body, clock).await,
+            Wire::Fragment(_) => self.send_body(body, false, clock).await.map(drop),
+        };
         self.wbuf.clear();
         result
     }
 
     /// Writes a small complete message with the idle send timeout.
     pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
-        match tokio::time::timeout(idle, self.stream.write_all(data)).await {
+        let Wire::Tcp(stream) = &mut self.wire else {
+            return Ok(());
+        };
+        match tokio::time::timeout(idle, stream.write_all(data)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(SendError::Io),
             Err(_) => Err(SendError::Timeout),

@@ -18,6 +18,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
+use lacquer_filters::gzip::Gunzip;
 use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_vcl::{Action, Method};
@@ -239,6 +240,12 @@ async fn stream_response(
         Framing::Chunked | Framing::UntilClose => WireBody::Chunked,
     };
     let keep = keep && wire != WireBody::Close;
+    // An include hands its parent the status and the body alone, inflated.
+    let fragment = c.is_fragment();
+    let mut inflate = (fragment && crate::deliver::is_gzipped(&amended.headers)).then(Gunzip::new);
+    if fragment && c.send_status(status).await.is_err() {
+        return Passed::Done(Outcome::Close(CloseReason::TxError));
+    }
     c.wbuf.clear();
     c.wbuf.extend_from_slice(&block);
     deliver::write_delivery_headers(
@@ -255,9 +262,13 @@ async fn stream_response(
             own: vresp.own_delivery_headers,
         },
     );
-    COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-    req.log.head(HeadKind::Resp, &c.wbuf);
-    req.acct.hdr_tx += c.wbuf.len() as u64;
+    if fragment {
+        c.wbuf.clear();
+    } else {
+        COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
+        req.log.head(HeadKind::Resp, &c.wbuf);
+        req.acct.hdr_tx += c.wbuf.len() as u64;
+    }
     let clock = SendClock::new(
         Params::duration(req.send_timeout.unwrap_or(sh.params.send_timeout())),
         Params::duration(
@@ -268,32 +279,51 @@ async fn stream_response(
     if c.write_head_and(&[], &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
-    let chunked = wire == WireBody::Chunked;
+    let chunked = wire == WireBody::Chunked && !fragment;
     let mut reader = be.body(if bodyless {
         Framing::None
     } else {
         resp.framing
     });
-    let mut size_line = Vec::with_capacity(16);
     let mut body = 0u64;
     loop {
         match be.read_body(&mut reader, t).await {
             Ok(Some(piece)) => {
                 body += piece.len() as u64;
-                let r = if chunked {
-                    size_line.clear();
-                    lacquer_http::chunked::chunk_header(piece.len(), &mut size_line);
-                    c.write_parts(&[&size_line, &piece, b"\r\n"], &clock).await
-                } else {
-                    c.write_parts(&[&piece], &clock).await
+                let piece = match inflate.as_mut().map(|z| z.push(&piece)) {
+                    None => piece,
+                    Some(Ok(inflated)) => inflated,
+                    Some(Err(e)) => {
+                        fetch::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                        return Passed::Done(Outcome::Close(CloseReason::TxError));
+                    }
                 };
-                if r.is_err() {
+                let Ok(n) = c.send_body(&[piece], chunked, &clock).await else {
                     return Passed::Done(Outcome::Close(CloseReason::TxError));
+                };
+                if !fragment {
+                    COUNTERS.add(Counter::s_resp_bodybytes, n);
                 }
-                COUNTERS.add(Counter::s_resp_bodybytes, piece.len() as u64);
-                req.acct.body_tx += piece.len() as u64;
+                req.acct.body_tx += n;
             }
-            Ok(None) => break,
+            Ok(None) => {
+                if let Some(z) = inflate.take() {
+                    match z.finish() {
+                        Ok(tail) => {
+                            let Ok(n) = c.send_body(&[tail], false, &clock).await else {
+                                return Passed::Done(Outcome::Close(CloseReason::TxError));
+                            };
+                            req.acct.body_tx += n;
+                        }
+                        Err(e) => {
+                            let e = FetchError::BadBody(e.0);
+                            fetch::log_fetch_error(&mut bereq.log, &e);
+                            return Passed::Done(Outcome::Close(CloseReason::TxError));
+                        }
+                    }
+                }
+                break;
+            }
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
                 fetch::log_fetch_error(&mut bereq.log, &e);
@@ -301,7 +331,7 @@ async fn stream_response(
             }
         }
     }
-    fetch::log_body_end(bereq, &be, body, lacquer_core::time::now());
+    fetch::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
     be.finish(true);
     if chunked
         && c.write_parts(&[lacquer_http::chunked::LAST_CHUNK], &clock)

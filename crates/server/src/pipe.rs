@@ -93,8 +93,12 @@ pub(crate) async fn pipe(
     let idle = Params::duration(sh.params.pipe_timeout());
     let started = Instant::now();
     let last = AtomicU64::new(0);
+    // ESI includes never pipe (the client side passes them instead).
+    let Some(client_stream) = c.tcp() else {
+        return Piped::Synth(503, None);
+    };
     let mut client = Watched {
-        inner: &mut c.stream,
+        inner: client_stream,
         last: &last,
         started,
     };

@@ -6,6 +6,7 @@
 
 use crate::client_host::{ClientHost, ConnInfo, Resp};
 use crate::deliver::{self, Delivery};
+use crate::esi::IncludeCtx;
 use crate::fetch::{self, FetchKind};
 use crate::io::{Client, ReqBody};
 use crate::vcl::Loaded;
@@ -47,6 +48,13 @@ pub(crate) struct Req {
     pub log: Txn,
     /// Bytes in and out, for `ReqAcct`.
     pub acct: Acct,
+    /// `req.esi` and `resp.do_esi`: whether this delivery runs ESI.
+    pub esi_enabled: bool,
+    /// Set on an ESI include: its depth, the top request, its ancestors.
+    pub include: Option<Arc<IncludeCtx>>,
+    /// An include's headers as it began, before `vcl_recv` (what its own
+    /// includes start from; the top request re-reads its wire head).
+    pub initial: Option<lacquer_http::Headers>,
 }
 
 /// A request's byte counts.
@@ -59,8 +67,42 @@ pub(crate) struct Acct {
 }
 
 impl Req {
+    fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
+        Req {
+            acct: Acct {
+                hdr_rx: head.wire_len as u64,
+                ..Acct::default()
+            },
+            log,
+            xid,
+            head,
+            body: ReqBody::new(lacquer_http::Framing::None),
+            t_req,
+            restarts: 0,
+            backend_hint: vcl.program.default_backend,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            is_hitmiss: false,
+            is_hitpass: false,
+            identity: None,
+            storage: None,
+            send_timeout: None,
+            idle_send_timeout: None,
+            esi_enabled: true,
+            include: None,
+            initial: None,
+        }
+    }
+
     pub fn is_head(&self) -> bool {
         self.head.method_is("HEAD")
+    }
+
+    /// `req.esi_level`.
+    pub fn esi_level(&self) -> u32 {
+        self.include.as_ref().map_or(0, |i| i.level)
     }
 }
 
@@ -128,7 +170,6 @@ pub(crate) async fn handle(
     COUNTERS.inc(Counter::client_req);
     COUNTERS.add(Counter::s_req_hdrbytes, head.wire_len as u64);
     let vcl = sh.vcl();
-    let body = ReqBody::new(head.framing);
     let xid = next_vxid();
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
@@ -147,33 +188,47 @@ pub(crate) async fn handle(
         });
         log.head(HeadKind::Req, &head.raw);
     }
-    let mut req = Req {
-        acct: Acct {
-            hdr_rx: head.wire_len as u64,
-            ..Acct::default()
-        },
-        log,
-        xid,
-        head,
-        body,
-        t_req,
-        restarts: 0,
-        backend_hint: vcl.program.default_backend,
-        ttl: None,
-        grace: None,
-        hash_always_miss: false,
-        hash_ignore_busy: false,
-        is_hitmiss: false,
-        is_hitpass: false,
-        identity: None,
-        storage: None,
-        send_timeout: None,
-        idle_send_timeout: None,
-    };
+    let body = ReqBody::new(head.framing);
+    let mut req = Req::new(xid, head, log, t_req, &vcl);
+    req.body = body;
     append_forwarded_for(&mut req, c);
+    run(c, sh, &vcl, req).await
+}
+
+/// Runs one ESI include as a request of its own (`req.esi_level` > 0),
+/// its response going to `c`'s parent.
+pub(crate) async fn handle_include(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    head: RequestHead,
+    ctx: Arc<IncludeCtx>,
+    xid: u64,
+    parent_xid: u64,
+) {
+    COUNTERS.inc(Counter::esi_req);
+    let t_req = lacquer_core::time::now();
+    let mut log = sh.txn(xid, Side::Client);
+    if log.active() {
+        log.begin("req", parent_xid, "esi", t_req);
+        log.timestamp("Start", t_req);
+        log.timestamp("Req", t_req);
+        log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+        log.head(HeadKind::Req, &head.raw);
+    }
+    let initial = head.headers.clone();
+    let mut req = Req::new(xid, head, log, t_req, vcl);
+    req.acct.hdr_rx = 0;
+    req.initial = Some(initial);
+    req.include = Some(ctx);
+    run(c, sh, vcl, req).await;
+}
+
+/// The steps of a request, then its byte counts and the end of its log.
+async fn run(c: &mut Client, sh: &Arc<Shared>, vcl: &Arc<Loaded>, mut req: Req) -> Outcome {
     let cx = Ctx {
         sh,
-        vcl: &vcl,
+        vcl,
         conn: ConnInfo {
             peer: c.peer,
             local: c.local,
@@ -228,8 +283,20 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
 /// Client address appended to `X-Forwarded-For`, as Varnish does before
 /// `vcl_recv`.
 fn append_forwarded_for(req: &mut Req, c: &Client) {
-    let ip = c.peer_ip.as_bytes();
-    let value = match req.head.headers.get("x-forwarded-for") {
+    let value = forwarded_for(req.head.headers.get("x-forwarded-for"), &c.peer_ip);
+    if req.log.active() {
+        if let Some(prev) = req.head.headers.get("x-forwarded-for") {
+            req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
+        }
+        req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
+    }
+    req.head.headers.set("X-Forwarded-For", value);
+}
+
+/// `X-Forwarded-For` with the client's address appended.
+pub(crate) fn forwarded_for(prev: Option<&Bytes>, ip: &str) -> Vec<u8> {
+    let ip = ip.as_bytes();
+    match prev {
         Some(prev) => {
             let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
             v.extend_from_slice(prev);
@@ -238,14 +305,7 @@ fn append_forwarded_for(req: &mut Req, c: &Client) {
             v
         }
         None => ip.to_vec(),
-    };
-    if req.log.active() {
-        if let Some(prev) = req.head.headers.get("x-forwarded-for") {
-            req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
-        }
-        req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
     }
-    req.head.headers.set("X-Forwarded-For", value);
 }
 
 /// Reads and drops a request body that will not be forwarded. Returns
@@ -280,6 +340,15 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
         Action::Hash => false,
         Action::Purge => true,
         Action::Pass(_) => return pass_step(c, cx, req).await,
+        Action::Pipe if req.include.is_some() => {
+            // An include cannot take over the connection: it is passed,
+            // so the fragment still appears in the page.
+            req.log.bytes(
+                Tag::VCL_Error,
+                b"vcl_recv{} returns pipe for ESI included object.  Doing pass.",
+            );
+            return pass_step(c, cx, req).await;
+        }
         Action::Pipe => return pipe_step(c, cx, req).await,
         Action::Restart => return Step::Restart,
         Action::Synth { status, reason } => {
@@ -459,7 +528,11 @@ async fn deliver_step(
     match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
         Action::Deliver => {
             req.log.timestamp("Process", lacquer_core::time::now());
-            let d = Delivery { hit, keep };
+            let d = Delivery {
+                hit,
+                keep,
+                vcl: cx.vcl,
+            };
             Step::Done(deliver::object(c, cx.sh, req, &obj, d, Some(&resp)).await)
         }
         Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
@@ -565,7 +638,11 @@ async fn synth_step(
         },
     );
     req.log.timestamp("Process", now);
-    let d = Delivery { hit: false, keep };
+    let d = Delivery {
+        hit: false,
+        keep,
+        vcl: cx.vcl,
+    };
     Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
 }
 

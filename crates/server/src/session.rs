@@ -64,10 +64,14 @@ pub(crate) async fn run(
     if matches!(reason, CloseReason::SendTimeout | CloseReason::TxError) {
         // The client is gone or stuck: reset rather than leave the kernel
         // holding (and retrying) what it could not take.
-        let _ = socket2::SockRef::from(&c.stream).set_linger(Some(std::time::Duration::ZERO));
+        if let Some(stream) = c.tcp() {
+            let _ = socket2::SockRef::from(&*stream).set_linger(Some(std::time::Duration::ZERO));
+        }
         return;
     }
-    let _ = c.stream.shutdown().await;
+    if let Some(stream) = c.tcp() {
+        let _ = stream.shutdown().await;
+    }
     if reason.is_error() {
         linger(&sh, &mut c).await;
     }

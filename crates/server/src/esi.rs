@@ -1,0 +1,376 @@
+//! ESI delivery: runs an object's ESI program, sending its verbatim
+//! ranges and, for each include, the body of a sub-request that goes
+//! through the whole client state machine (`vcl_recv` with
+//! `req.esi_level` > 0, lookup, pass, synth…) on its own task. Up to
+//! `esi_parallel` includes of a page run at once, each into a bounded
+//! channel, while the page is still written in document order. When the
+//! client goes away — a write fails, or the socket closes while the page
+//! waits on an include — the includes still running are cancelled at
+//! once, instead of being carried to the end for nobody.
+
+use crate::io::{Client, Piece, SendClock, SendError};
+use crate::request::{self, Outcome, Req};
+use crate::vcl::Loaded;
+use crate::Shared;
+use bytes::{Bytes, BytesMut};
+use lacquer_cache::object::Object;
+use lacquer_core::close::CloseReason;
+use lacquer_core::ids::next_vxid;
+use lacquer_core::params::Feature;
+use lacquer_filters::esi::{Include, Program, Segment};
+use lacquer_http::{Headers, RequestHead, Version};
+use lacquer_shm::Tag;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The top request as `req_top.*` shows it to includes.
+pub(crate) struct TopReq {
+    pub method: Bytes,
+    pub url: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub t_req: f64,
+}
+
+/// What an include knows of the page it belongs to.
+pub(crate) struct IncludeCtx {
+    /// `req.esi_level`.
+    pub level: u32,
+    pub top: Arc<TopReq>,
+    /// The host and URL of every page above this include, top first, to
+    /// catch include loops.
+    pub chain: Vec<(Option<Vec<u8>>, Vec<u8>)>,
+}
+
+/// How many pieces an include may have ready before it waits for the
+/// page to take them.
+const FRAGMENT_QUEUE: usize = 16;
+
+/// Request headers an include never inherits: it is a plain, whole GET.
+const NOT_INHERITED: &[&str] = &[
+    "if-modified-since",
+    "if-none-match",
+    "if-match",
+    "if-unmodified-since",
+    "if-range",
+    "range",
+    "accept-encoding",
+    "content-length",
+    "transfer-encoding",
+    "expect",
+];
+
+/// An include on its task, cancelled when dropped.
+struct Running {
+    task: tokio::task::JoinHandle<()>,
+    rx: mpsc::Receiver<Piece>,
+    /// Its place in the program.
+    segment: usize,
+    onerror_continue: bool,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Where the page's bytes go and how.
+pub(crate) struct Out<'a> {
+    pub chunked: bool,
+    pub clock: &'a SendClock,
+    pub vcl: &'a Arc<Loaded>,
+}
+
+fn close(e: SendError) -> Outcome {
+    Outcome::Close(match e {
+        SendError::Io => CloseReason::TxError,
+        SendError::Timeout => CloseReason::SendTimeout,
+    })
+}
+
+/// Delivers the body of `obj` (complete) by its ESI program.
+pub(crate) async fn run(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    req: &mut Req,
+    obj: &Object,
+    program: &Program,
+    out: Out<'_>,
+) -> Result<(), Outcome> {
+    let body = whole_body(obj);
+    let p = &sh.params;
+    let level = req.esi_level();
+    let parallel = p.esi_parallel().max(1) as usize;
+    let onerror = p.has(Feature::esi_include_onerror);
+    let ctx = Arc::new(child_ctx(req, level + 1));
+    let base = initial_headers(c, sh, req);
+    // Includes that will run, in order: (segment, include).
+    let mut todo: VecDeque<(usize, &Include)> = VecDeque::new();
+    for (i, seg) in program.segments.iter().enumerate() {
+        let Segment::Include(inc) = seg else { continue };
+        if u64::from(level) >= p.max_esi_depth() {
+            req.log.fmt(
+                Tag::VCL_Error,
+                format_args!(
+                    "ESI depth limit reached (param max_esi_depth = {})",
+                    p.max_esi_depth()
+                ),
+            );
+            continue;
+        }
+        let host = inc.host.clone().or_else(|| base_host(&base));
+        if ctx.chain.iter().any(|(h, u)| *h == host && *u == inc.url) {
+            req.log.fmt(
+                Tag::VCL_Error,
+                format_args!("ESI include loop: {}", String::from_utf8_lossy(&inc.url)),
+            );
+            continue;
+        }
+        todo.push_back((i, inc));
+    }
+    let mut running: VecDeque<Running> = VecDeque::new();
+    for (i, seg) in program.segments.iter().enumerate() {
+        while running.len() < parallel {
+            let Some((segment, inc)) = todo.pop_front() else {
+                break;
+            };
+            match start(c, sh, req, &base, &ctx, inc, segment, &out) {
+                Some(r) => running.push_back(r),
+                None => continue,
+            }
+        }
+        match seg {
+            Segment::Verbatim(r) => {
+                let n = c
+                    .send_body(&[body.slice(r.clone())], out.chunked, out.clock)
+                    .await
+                    .map_err(close)?;
+                req.acct.body_tx += n;
+                count_body(c, n);
+            }
+            Segment::Include(_) => {
+                if running.front().is_none_or(|r| r.segment != i) {
+                    // Skipped: too deep, a loop, or a URL that is no URL.
+                    continue;
+                }
+                let mut inc = running.pop_front().expect("checked above");
+                while let Some(piece) = next_piece(c, &mut inc.rx).await? {
+                    match piece {
+                        Piece::Status(status) => {
+                            let failed = status != 200 && status != 204;
+                            if onerror && failed && !inc.onerror_continue {
+                                req.log.fmt(
+                                    Tag::VCL_Error,
+                                    format_args!(
+                                        "ESI include failed with status {status}: page aborted"
+                                    ),
+                                );
+                                return Err(Outcome::Close(CloseReason::TxError));
+                            }
+                        }
+                        Piece::Data(b) => {
+                            let n = c
+                                .send_body(&[b], out.chunked, out.clock)
+                                .await
+                                .map_err(close)?;
+                            req.acct.body_tx += n;
+                            count_body(c, n);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts body bytes that reached the client itself (an include's are
+/// counted once, by the page that writes them).
+fn count_body(c: &Client, n: u64) {
+    if !c.is_fragment() {
+        lacquer_core::counters::COUNTERS.add(lacquer_core::counters::Counter::s_resp_bodybytes, n);
+    }
+}
+
+/// The body in one piece (an ESI body is stored as one).
+fn whole_body(obj: &Object) -> Bytes {
+    match obj.body.chunks() {
+        Some([one]) => one.clone(),
+        Some(chunks) => {
+            let mut all = BytesMut::new();
+            for c in chunks {
+                all.extend_from_slice(c);
+            }
+            all.freeze()
+        }
+        None => Bytes::new(),
+    }
+}
+
+fn base_host(h: &Headers) -> Option<Vec<u8>> {
+    h.get("host").map(|v| v.to_vec())
+}
+
+/// The context the includes of `req` get.
+fn child_ctx(req: &Req, level: u32) -> IncludeCtx {
+    let (top, mut chain) = match &req.include {
+        Some(ctx) => (ctx.top.clone(), ctx.chain.clone()),
+        None => (
+            Arc::new(TopReq {
+                method: req.head.method.clone(),
+                url: req.head.url.clone(),
+                version: req.head.version,
+                headers: req.head.headers.clone(),
+                t_req: req.t_req,
+            }),
+            Vec::new(),
+        ),
+    };
+    let host = req.head.headers.get("host").map(|v| v.to_vec());
+    chain.push((host, req.head.url.to_vec()));
+    IncludeCtx { level, top, chain }
+}
+
+/// The headers includes start from: the request's as it arrived (before
+/// VCL changed them), with `X-Forwarded-For` as the daemon set it.
+fn initial_headers(c: &Client, sh: &Shared, req: &Req) -> Headers {
+    if let Some(h) = &req.initial {
+        return h.clone();
+    }
+    let mut raw = BytesMut::from(&req.head.raw[..]);
+    let mut headers = match lacquer_http::parse_request(&mut raw, &sh.request_limits()) {
+        Ok(Some(head)) => head.headers,
+        _ => req.head.headers.clone(),
+    };
+    let xff = request::forwarded_for(headers.get("x-forwarded-for"), &c.peer_ip);
+    headers.set("X-Forwarded-For", xff);
+    headers
+}
+
+/// The head of an include's request, parsed as a client's would be.
+fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHead> {
+    let mut raw = Vec::with_capacity(256);
+    raw.extend_from_slice(b"GET ");
+    raw.extend_from_slice(&inc.url);
+    raw.extend_from_slice(b" HTTP/1.1\r\n");
+    for h in base.iter() {
+        let name = std::str::from_utf8(&h.name).unwrap_or("");
+        let skip = NOT_INHERITED.iter().any(|n| n.eq_ignore_ascii_case(name))
+            || (inc.host.is_some() && name.eq_ignore_ascii_case("host"));
+        if !skip {
+            raw.extend_from_slice(&h.name);
+            raw.extend_from_slice(b": ");
+            raw.extend_from_slice(&h.value);
+            raw.extend_from_slice(b"\r\n");
+        }
+    }
+    if let Some(host) = &inc.host {
+        raw.extend_from_slice(b"Host: ");
+        raw.extend_from_slice(host);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"\r\n");
+    let mut buf = BytesMut::from(&raw[..]);
+    lacquer_http::parse_request(&mut buf, &sh.request_limits())
+        .ok()
+        .flatten()
+}
+
+/// Starts an include on its own task.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    c: &Client,
+    sh: &Arc<Shared>,
+    req: &mut Req,
+    base: &Headers,
+    ctx: &Arc<IncludeCtx>,
+    inc: &Include,
+    segment: usize,
+    out: &Out<'_>,
+) -> Option<Running> {
+    let Some(head) = include_head(sh, base, inc) else {
+        req.log.fmt(
+            Tag::VCL_Error,
+            format_args!(
+                "ESI include of an invalid URL skipped: {}",
+                String::from_utf8_lossy(&inc.url)
+            ),
+        );
+        return None;
+    };
+    let (tx, rx) = mpsc::channel(FRAGMENT_QUEUE);
+    let fc = Client::fragment(tx, c);
+    let xid = next_vxid();
+    req.log.link("req", xid, "esi");
+    let task = tokio::spawn(include_task(
+        fc,
+        sh.clone(),
+        out.vcl.clone(),
+        head,
+        ctx.clone(),
+        xid,
+        req.xid,
+    ));
+    Some(Running {
+        task,
+        rx,
+        segment,
+        onerror_continue: inc.onerror_continue,
+    })
+}
+
+/// An include's request as a boxed future: the state machine runs
+/// includes inside itself, so its future type must not contain itself.
+fn include_task(
+    mut fc: Client,
+    sh: Arc<Shared>,
+    vcl: Arc<Loaded>,
+    head: RequestHead,
+    ctx: Arc<IncludeCtx>,
+    xid: u64,
+    parent: u64,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+    Box::pin(async move {
+        request::handle_include(&mut fc, &sh, &vcl, head, ctx, xid, parent).await;
+    })
+}
+
+/// The next piece of an include. On the client's own connection it also
+/// watches the socket, so a client that leaves while the page waits is
+/// noticed at once (bytes it sends meanwhile stay buffered for the next
+/// request).
+async fn next_piece(
+    c: &mut Client,
+    rx: &mut mpsc::Receiver<Piece>,
+) -> Result<Option<Piece>, Outcome> {
+    /// A client sending this much ahead is not watched further.
+    const WATCH_LIMIT: usize = 64 * 1024;
+    let mut recv = std::pin::pin!(rx.recv());
+    loop {
+        if c.is_fragment() || c.rbuf.len() > WATCH_LIMIT {
+            return Ok(recv.await);
+        }
+        let mut read = std::pin::pin!(c.read_more(Duration::from_secs(86_400)));
+        let event = std::future::poll_fn(|cx| {
+            if let Poll::Ready(p) = recv.as_mut().poll(cx) {
+                return Poll::Ready(Ok(p));
+            }
+            if let Poll::Ready(r) = read.as_mut().poll(cx) {
+                return Poll::Ready(Err(r));
+            }
+            Poll::Pending
+        })
+        .await;
+        match event {
+            Ok(piece) => return Ok(piece),
+            Err(Ok(n)) if n > 0 => continue,
+            Err(_) => return Err(Outcome::Close(CloseReason::RemClose)),
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The filters a fetched body passes through on its way into storage,
+//! chosen as Varnish chooses them from `beresp.do_gzip`, `do_gunzip`,
+//! `do_esi`, the response's `Content-Encoding` and `http_gzip_support`:
+//! gunzip, gzip, a test gunzip of gzip bodies stored as they came (so a
+//! corrupt one fails the fetch instead of reaching clients), and the ESI
+//! parse, which needs the whole body. Each leaves a `Gzip` record, and
+//! the ESI parse its `ESI_xmlerror` records and counters.
+
+use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::{Feature, Params};
+use lacquer_filters::esi::{self, Options, Program};
+use lacquer_filters::gzip::{is_gzip, Gunzip, Gzip, GzipError};
+use lacquer_http::Headers;
+use lacquer_shm::{Tag, Txn};
+
+/// What VCL asked of the body.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Wanted {
+    pub do_esi: bool,
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
+}
+
+enum Zip {
+    None,
+    Gzip(Box<Gzip>),
+    Gunzip(Box<Gunzip>),
+    /// Inflated only to check it; the stored bytes are the input.
+    Test(Box<Gunzip>),
+}
+
+/// The chain for one fetch.
+pub(crate) struct FetchFilters {
+    zip: Zip,
+    /// The body collected for the ESI parse.
+    esi: Option<Vec<u8>>,
+}
+
+/// `W/` in front of a strong ETag: the stored bytes are no longer the
+/// backend's.
+fn weaken_etag(headers: &mut Headers) {
+    if let Some(etag) = headers.get("etag").cloned() {
+        if !etag.starts_with(b"W/") {
+            let mut weak = b"W/".to_vec();
+            weak.extend_from_slice(&etag);
+            headers.set("ETag", weak);
+        }
+    }
+}
+
+/// Adds `Accept-Encoding` to `Vary` unless it is named already.
+fn vary_accept_encoding(headers: &mut Headers) {
+    let named = headers.get_all("vary").any(|v| {
+        v.split(|&b| b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"accept-encoding"))
+    });
+    if named {
+        return;
+    }
+    match headers.get("vary").cloned() {
+        Some(v) if !v.trim_ascii().is_empty() => {
+            let mut joined = v.to_vec();
+            joined.extend_from_slice(b", Accept-Encoding");
+            headers.set("Vary", joined);
+        }
+        _ => headers.set("Vary", Bytes::from_static(b"Accept-Encoding")),
+    }
+}
+
+impl FetchFilters {
+    /// Chooses the chain and edits the stored headers to match it
+    /// (`Content-Encoding`, a weakened `ETag`, `Vary`). `bodyless`
+    /// responses get none.
+    pub fn choose(p: &Params, want: Wanted, headers: &mut Headers, bodyless: bool) -> Self {
+        if bodyless {
+            return FetchFilters {
+                zip: Zip::None,
+                esi: None,
+            };
+        }
+        let encoding = headers.get("content-encoding").cloned();
+        let gzipped = encoding.as_deref().is_some_and(is_gzip);
+        let plain = encoding.is_none();
+        let support = p.http_gzip_support();
+        // ESI needs the text: a gzip'd page is stored inflated.
+        let gunzip = gzipped && (want.do_esi || (support && want.do_gunzip));
+        let gzip = !gunzip && plain && support && want.do_gzip && !want.do_esi;
+        let zip = if gunzip {
+            headers.remove("content-encoding");
+            weaken_etag(headers);
+            Zip::Gunzip(Box::default())
+        } else if gzip {
+            headers.set("Content-Encoding", Bytes::from_static(b"gzip"));
+            vary_accept_encoding(headers);
+            weaken_etag(headers);
+            Zip::Gzip(Box::new(Gzip::new(p.gzip_level() as u32)))
+        } else if gzipped && support {
+            Zip::Test(Box::default())
+        } else {
+            Zip::None
+        };
+        FetchFilters {
+            zip,
+            esi: want.do_esi.then(Vec::new),
+        }
+    }
+
+    /// Whether the stored length differs from the backend's.
+    pub fn changes_length(&self) -> bool {
+        matches!(self.zip, Zip::Gzip(_) | Zip::Gunzip(_)) || self.esi.is_some()
+    }
+
+    /// Whether delivery has to wait for the ESI program.
+    pub fn is_esi(&self) -> bool {
+        self.esi.is_some()
+    }
+
+    /// Puts a piece of body through; returns what is to be stored now
+    /// (nothing while the ESI parse collects the body).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Option<Bytes>, GzipError> {
+        let out = match &mut self.zip {
+            Zip::None => None,
+            Zip::Gzip(z) => Some(z.push(chunk)),
+            Zip::Gunzip(z) => Some(z.push(chunk)?),
+            Zip::Test(z) => {
+                z.push(chunk)?;
+                None
+            }
+        };
+        let bytes: &[u8] = out.as_deref().unwrap_or(chunk);
+        if let Some(collected) = &mut self.esi {
+            collected.extend_from_slice(bytes);
+            return Ok(None);
+        }
+        // Copied when untouched, so the object holds exactly its bytes
+        // and not the connection's read buffer.
+        Ok(Some(out.unwrap_or_else(|| Bytes::copy_from_slice(chunk))))
+    }
+
+    /// Ends the body: the last bytes to store, and the ESI program when
+    /// the body was parsed. Logs the work done.
+    pub fn finish(
+        self,
+        p: &Params,
+        base_url: &[u8],
+        log: &mut Txn,
+    ) -> Result<(Option<Bytes>, Option<Program>), GzipError> {
+        let esi_flag = if self.esi.is_some() { 'E' } else { '-' };
+        let tail = match self.zip {
+            Zip::None => None,
+            Zip::Gzip(z) => {
+                COUNTERS.inc(Counter::n_gzip);
+                let (i, _) = z.counts();
+                let tail = z.finish();
+                gzip_record(log, 'G', esi_flag, i, None, tail.len());
+                Some(tail)
+            }
+            Zip::Gunzip(z) => {
+                COUNTERS.inc(Counter::n_gunzip);
+                let (i, o) = z.counts();
+                let tail = z.finish()?;
+                gzip_record(log, 'U', esi_flag, i, Some(o + tail.len() as u64), 0);
+                Some(tail)
+            }
+            Zip::Test(z) => {
+                COUNTERS.inc(Counter::n_test_gunzip);
+                let (i, o) = z.counts();
+                let tail = z.finish()?;
+                gzip_record(log, 'u', esi_flag, i, Some(o + tail.len() as u64), 0);
+                None
+            }
+        };
+        let Some(mut body) = self.esi else {
+            return Ok((tail, None));
+        };
+        if let Some(t) = tail {
+            body.extend_from_slice(&t);
+        }
+        let opts = Options {
+            disable_xml_check: p.has(Feature::esi_disable_xml_check),
+            remove_bom: p.has(Feature::esi_remove_bom),
+            include_onerror: p.has(Feature::esi_include_onerror),
+            ignore_https: p.has(Feature::esi_ignore_https),
+            ignore_other_elements: p.has(Feature::esi_ignore_other_elements),
+        };
+        let parsed = esi::parse(&body, base_url, &opts);
+        COUNTERS.add(Counter::esi_errors, parsed.errors as u64);
+        COUNTERS.add(Counter::esi_warnings, parsed.warnings as u64);
+        for note in &parsed.notes {
+            log.bytes(Tag::ESI_xmlerror, note.as_bytes());
+        }
+        Ok((Some(Bytes::from(body)), parsed.program))
+    }
+}
+
+/// A `Gzip` record: operation, fetch, ESI or plain, bytes in and out.
+/// The three bit positions Varnish adds describe zlib's own block
+/// layout; Lacquer writes the first (after the 10-byte header) and the
+/// compressed length, and 0 for the last-block bit it does not track.
+fn gzip_record(log: &mut Txn, op: char, esi: char, input: u64, output: Option<u64>, tail: usize) {
+    if !log.active() {
+        return;
+    }
+    let (out, compressed) = match op {
+        'G' => {
+            // Compressed bytes are the output.
+            let out = output.unwrap_or(0) + tail as u64;
+            (out, out)
+        }
+        _ => (output.unwrap_or(0), input),
+    };
+    let stop = compressed.saturating_sub(8) * 8;
+    log.fmt(
+        Tag::Gzip,
+        format_args!("{op} F {esi} {input} {out} 80 0 {stop}"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lacquer_filters::gzip;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> Headers {
+        Headers::from_static_pairs(pairs)
+    }
+
+    fn quiet() -> Txn {
+        let limits = lacquer_shm::record::Limits {
+            reclen: 255,
+            buffer: 1024,
+            mask: 0,
+        };
+        Txn::new(None, 1, lacquer_shm::Side::Backend, limits)
+    }
+
+    fn run(f: &mut FetchFilters, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in body.chunks(10) {
+            if let Some(b) = f.push(piece).unwrap() {
+                out.extend_from_slice(&b);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn gzip_on_fetch_marks_the_headers() {
+        let p = Params::default();
+        let mut h = headers(&[("ETag", "\"x\""), ("Vary", "Cookie")]);
+        let want = Wanted {
+            do_gzip: true,
+            ..Wanted::default()
+        };
+        let mut f = FetchFilters::choose(&p, want, &mut h, false);
+        assert!(f.changes_length());
+        let mut z = run(&mut f, b"hello hello hello hello");
+        let mut log = quiet();
+        let (tail, prog) = f.finish(&p, b"/", &mut log).unwrap();
+        z.extend_from_slice(&tail.unwrap());
+        assert!(prog.is_none());
+        assert_eq!(gzip::gunzip(&z).unwrap(), b"hello hello hello hello");
+        assert_eq!(h.get("content-encoding").unwrap().as_ref(), b"gzip");
+        assert_eq!(h.get("etag").unwrap().as_ref(), b"W/\"x\"");
+        assert_eq!(h.get("vary").unwrap().as_ref(), b"Cookie, Accept-Encoding");
+        // Not with gzip support off, nor on an encoded body.
+        let off = Params::default();
+        off.set("http_gzip_support", "off").unwrap();
+        let mut h = headers(&[]);
+        assert!(!FetchFilters::choose(&off, want, &mut h, false).changes_length());
+        let mut h = headers(&[("Content-Encoding", "br")]);
+        assert!(!FetchFilters::choose(&p, want, &mut h, false).changes_length());
+    }
+
+    #[test]
+    fn esi_gunzips_and_parses() {
+        let p = Params::default();
+        let page = b"<p><esi:include src=\"/f\"/></p>";
+        let z = gzip::gzip(page, 6);
+        let mut h = headers(&[("Content-Encoding", "gzip")]);
+        let want = Wanted {
+            do_esi: true,
+            ..Wanted::default()
+        };
+        let mut f = FetchFilters::choose(&p, want, &mut h, false);
+        assert!(f.is_esi());
+        assert!(h.get("content-encoding").is_none());
+        assert!(run(&mut f, &z).is_empty(), "collected until the end");
+        let mut log = quiet();
+        let (body, prog) = f.finish(&p, b"/", &mut log).unwrap();
+        assert_eq!(body.unwrap().as_ref(), page);
+        assert_eq!(prog.unwrap().includes(), 1);
+    }
+
+    #[test]
+    fn corrupt_gzip_fails_the_test_gunzip() {
+        let p = Params::default();
+        let mut z = gzip::gzip(b"some text that is long enough", 6);
+        let n = z.len();
+        z[n - 5] ^= 0x40;
+        let mut h = headers(&[("Content-Encoding", "gzip")]);
+        let mut f = FetchFilters::choose(&p, Wanted::default(), &mut h, false);
+        assert!(!f.changes_length());
+        let stored = run(&mut f, &z);
+        assert_eq!(stored, z, "stored as it came");
+        let mut log = quiet();
+        assert!(f.finish(&p, b"/", &mut log).is_err());
+    }
+}
