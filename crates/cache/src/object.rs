@@ -75,6 +75,18 @@ impl VarySpec {
         vary_values: impl Iterator<Item = &'a Bytes>,
         req: &Headers,
     ) -> Result<Option<VarySpec>, VaryStar> {
+        Self::build_skipping(vary_values, req, false)
+    }
+
+    /// Like [`VarySpec::build`]; with `skip_accept_encoding` (the cache
+    /// stores gzip and inflates for whoever needs it, as Varnish does
+    /// with `http_gzip_support`) every client matches whatever its
+    /// `Accept-Encoding`.
+    pub fn build_skipping<'a>(
+        vary_values: impl Iterator<Item = &'a Bytes>,
+        req: &Headers,
+        skip_accept_encoding: bool,
+    ) -> Result<Option<VarySpec>, VaryStar> {
         let mut fields: Vec<(String, Option<Bytes>)> = Vec::new();
         for value in vary_values {
             for token in value.split(|&b| b == b',') {
@@ -86,6 +98,9 @@ impl VarySpec {
                     return Err(VaryStar);
                 }
                 let name = String::from_utf8_lossy(token).to_ascii_lowercase();
+                if skip_accept_encoding && name == "accept-encoding" {
+                    continue;
+                }
                 if fields.iter().any(|(n, _)| *n == name) {
                     continue;
                 }
@@ -470,6 +485,13 @@ mod tests {
         assert!(!spec.matches(&extra));
         let star = [Bytes::from_static(b"Cookie, *")];
         assert!(VarySpec::build(star.iter(), &req).is_err());
+        let ae = [Bytes::from_static(b"Accept-Encoding")];
+        assert!(VarySpec::build_skipping(ae.iter(), &req, true)
+            .unwrap()
+            .is_none());
+        assert!(VarySpec::build_skipping(ae.iter(), &req, false)
+            .unwrap()
+            .is_some());
         let empty = [Bytes::from_static(b" ")];
         assert!(VarySpec::build(empty.iter(), &req).unwrap().is_none());
     }

@@ -6,7 +6,8 @@
 //! channel, while the page is still written in document order. When the
 //! client goes away — a write fails, or the socket closes while the page
 //! waits on an include — the includes still running are cancelled at
-//! once, instead of being carried to the end for nobody.
+//! once, instead of being carried to the end for nobody. An include loop
+//! ends at `max_esi_depth`, as in Varnish.
 
 use crate::io::{Client, Piece, SendClock, SendError};
 use crate::request::{self, Outcome, Req};
@@ -42,9 +43,6 @@ pub(crate) struct IncludeCtx {
     /// `req.esi_level`.
     pub level: u32,
     pub top: Arc<TopReq>,
-    /// The host and URL of every page above this include, top first, to
-    /// catch include loops.
-    pub chain: Vec<(Option<Vec<u8>>, Vec<u8>)>,
 }
 
 /// How many pieces an include may have ready before it waits for the
@@ -124,14 +122,6 @@ pub(crate) async fn run(
             );
             continue;
         }
-        let host = inc.host.clone().or_else(|| base_host(&base));
-        if ctx.chain.iter().any(|(h, u)| *h == host && *u == inc.url) {
-            req.log.fmt(
-                Tag::VCL_Error,
-                format_args!("ESI include loop: {}", String::from_utf8_lossy(&inc.url)),
-            );
-            continue;
-        }
         todo.push_back((i, inc));
     }
     let mut running: VecDeque<Running> = VecDeque::new();
@@ -156,7 +146,7 @@ pub(crate) async fn run(
             }
             Segment::Include(_) => {
                 if running.front().is_none_or(|r| r.segment != i) {
-                    // Skipped: too deep, a loop, or a URL that is no URL.
+                    // Skipped: too deep, or a URL that is no URL.
                     continue;
                 }
                 let mut inc = running.pop_front().expect("checked above");
@@ -213,28 +203,19 @@ fn whole_body(obj: &Object) -> Bytes {
     }
 }
 
-fn base_host(h: &Headers) -> Option<Vec<u8>> {
-    h.get("host").map(|v| v.to_vec())
-}
-
 /// The context the includes of `req` get.
 fn child_ctx(req: &Req, level: u32) -> IncludeCtx {
-    let (top, mut chain) = match &req.include {
-        Some(ctx) => (ctx.top.clone(), ctx.chain.clone()),
-        None => (
-            Arc::new(TopReq {
-                method: req.head.method.clone(),
-                url: req.head.url.clone(),
-                version: req.head.version,
-                headers: req.head.headers.clone(),
-                t_req: req.t_req,
-            }),
-            Vec::new(),
-        ),
+    let top = match &req.include {
+        Some(ctx) => ctx.top.clone(),
+        None => Arc::new(TopReq {
+            method: req.head.method.clone(),
+            url: req.head.url.clone(),
+            version: req.head.version,
+            headers: req.head.headers.clone(),
+            t_req: req.t_req,
+        }),
     };
-    let host = req.head.headers.get("host").map(|v| v.to_vec());
-    chain.push((host, req.head.url.to_vec()));
-    IncludeCtx { level, top, chain }
+    IncludeCtx { level, top }
 }
 
 /// The headers includes start from: the request's as it arrived (before

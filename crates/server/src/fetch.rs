@@ -315,7 +315,9 @@ async fn store(
     let now = beresp.t_resp;
     let p = &sh.params;
     let xid = bereq.xid;
-    let (vary, vary_star) = match VarySpec::build(beresp.headers.get_all("vary"), &bereq.headers) {
+    let skip_ae = p.http_gzip_support();
+    let vary = VarySpec::build_skipping(beresp.headers.get_all("vary"), &bereq.headers, skip_ae);
+    let (vary, vary_star) = match vary {
         Ok(v) => (v, false),
         Err(_) => (None, true),
     };

@@ -293,6 +293,29 @@ fn append_forwarded_for(req: &mut Req, c: &Client) {
     req.head.headers.set("X-Forwarded-For", value);
 }
 
+/// On the way to a lookup, as Varnish does with `http_gzip_support`:
+/// `Accept-Encoding` becomes `gzip` for a client that takes it and goes
+/// for one that does not (the cache keeps one gzip'd variant and
+/// inflates on delivery).
+fn normalise_accept_encoding(req: &mut Req) {
+    let current = req.head.headers.get("accept-encoding").cloned();
+    let gzip = crate::deliver::can_gzip(&req.head.headers);
+    if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {
+        return;
+    }
+    if let Some(old) = &current {
+        req.log.header(Tag::ReqUnset, b"Accept-Encoding", old);
+    }
+    if gzip {
+        req.log.header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        req.head
+            .headers
+            .set("Accept-Encoding", Bytes::from_static(b"gzip"));
+    } else {
+        req.head.headers.remove("accept-encoding");
+    }
+}
+
 /// `X-Forwarded-For` with the client's address appended.
 pub(crate) fn forwarded_for(prev: Option<&Bytes>, ip: &str) -> Vec<u8> {
     let ip = ip.as_bytes();
@@ -360,6 +383,9 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
+    if cx.sh.params.http_gzip_support() {
+        normalise_accept_encoding(req);
+    }
     let mut key = std::mem::take(&mut c.key);
     key.clear();
     let action = cx.call(Method::Hash, req, Some(&mut key), None, None);
