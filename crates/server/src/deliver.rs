@@ -255,7 +255,7 @@ pub(crate) async fn object(
     resp: Option<&Resp>,
 ) -> Outcome {
     if c.is_fragment() {
-        return fragment(c, sh, req, obj, d, resp).await;
+        return fragment(c, sh, req, obj, d).await;
     }
     let now = lacquer_core::time::now();
     let p = &sh.params;
@@ -559,26 +559,24 @@ async fn stream_gunzip(
     }
 }
 
-/// Delivers to an ESI include's parent: the status, then the body alone
-/// (inflated, and with its own includes run).
+/// Delivers to an ESI include's parent: the body alone (inflated, and
+/// with its own includes run), or word that it failed.
 async fn fragment(
     c: &mut Client,
     sh: &Arc<Shared>,
     req: &mut Req,
     obj: &Arc<Object>,
     d: Delivery<'_>,
-    resp: Option<&Resp>,
 ) -> Outcome {
-    let status = resp.map_or(obj.status, |r| r.status % 1000);
-    if c.send_status(status).await.is_err() {
-        return Outcome::Close(CloseReason::TxError);
-    }
     let clock = send_clock(&sh.params, req);
     let result = filtered_body(c, sh, req, obj, d, false, &clock).await;
     req.log.timestamp("Resp", lacquer_core::time::now());
     match result {
         Ok(()) => Outcome::KeepAlive,
-        Err(outcome) => outcome,
+        Err(outcome) => {
+            c.send_failed().await;
+            outcome
+        }
     }
 }
 

@@ -152,18 +152,14 @@ pub(crate) async fn run(
                 let mut inc = running.pop_front().expect("checked above");
                 while let Some(piece) = next_piece(c, &mut inc.rx).await? {
                     match piece {
-                        Piece::Status(status) => {
-                            let failed = status != 200 && status != 204;
-                            if onerror && failed && !inc.onerror_continue {
-                                req.log.fmt(
-                                    Tag::VCL_Error,
-                                    format_args!(
-                                        "ESI include failed with status {status}: page aborted"
-                                    ),
-                                );
-                                return Err(Outcome::Close(CloseReason::TxError));
-                            }
+                        Piece::Failed if onerror && !inc.onerror_continue => {
+                            req.log.bytes(
+                                Tag::VCL_Error,
+                                b"ESI include failed: the page is aborted (onerror)",
+                            );
+                            return Err(Outcome::Close(CloseReason::TxError));
                         }
+                        Piece::Failed => {}
                         Piece::Data(b) => {
                             let n = c
                                 .send_body(&[b], out.chunked, out.clock)

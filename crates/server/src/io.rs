@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 /// What an ESI sub-request hands its parent.
 #[derive(Debug)]
 pub(crate) enum Piece {
-    /// The status of the response, before any body.
-    Status(u16),
     Data(Bytes),
+    /// The body could not be delivered whole (its fetch failed).
+    Failed,
 }
 
 /// Where a client's responses go.
@@ -128,14 +128,11 @@ impl Client {
         matches!(self.wire, Wire::Fragment(_))
     }
 
-    /// Tells an include's parent the response status.
-    pub async fn send_status(&mut self, status: u16) -> Result<(), SendError> {
+    /// Tells an include's parent that its body is incomplete.
+    pub async fn send_failed(&mut self) {
         if let Wire::Fragment(tx) = &self.wire {
-            tx.send(Piece::Status(status))
-                .await
-                .map_err(|_| SendError::Io)?;
+            let _ = tx.send(Piece::Failed).await;
         }
-        Ok(())
     }
 
     /// Sends body pieces: chunk-framed when `chunked` on a socket, as

@@ -243,9 +243,6 @@ async fn stream_response(
     // An include hands its parent the status and the body alone, inflated.
     let fragment = c.is_fragment();
     let mut inflate = (fragment && crate::deliver::is_gzipped(&amended.headers)).then(Gunzip::new);
-    if fragment && c.send_status(status).await.is_err() {
-        return Passed::Done(Outcome::Close(CloseReason::TxError));
-    }
     c.wbuf.clear();
     c.wbuf.extend_from_slice(&block);
     deliver::write_delivery_headers(
@@ -295,6 +292,7 @@ async fn stream_response(
                     Some(Ok(inflated)) => inflated,
                     Some(Err(e)) => {
                         fetch::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                        c.send_failed().await;
                         return Passed::Done(Outcome::Close(CloseReason::TxError));
                     }
                 };
@@ -318,6 +316,7 @@ async fn stream_response(
                         Err(e) => {
                             let e = FetchError::BadBody(e.0);
                             fetch::log_fetch_error(&mut bereq.log, &e);
+                            c.send_failed().await;
                             return Passed::Done(Outcome::Close(CloseReason::TxError));
                         }
                     }
@@ -327,6 +326,7 @@ async fn stream_response(
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
                 fetch::log_fetch_error(&mut bereq.log, &e);
+                c.send_failed().await;
                 return Passed::Done(Outcome::Close(CloseReason::TxError));
             }
         }
