@@ -279,7 +279,7 @@ param_table! {
     gzip_level: Count, "6", "", min Some("0"), max Some("9"),
         "Gzip compression level: 0=debug, 1=fast, 9=best";
     gzip_memlevel: Count, "8", "", min Some("1"), max Some("9"),
-        "Gzip memory level 1=slow/least, 9=fast/most compression.";
+        "Gzip memory level 1=slow/least, 9=fast/most compression. Accepted for compatibility with Varnish's flags; Lacquer's deflate implementation sizes its own state, so the value has no effect.";
     http_gzip_support: Bool, "on", "bool", min None, max None,
         "Enable gzip support. When enabled, objects are requested compressed from the backend and stored compressed; clients that do not accept gzip get them uncompressed on delivery. Accept-Encoding of clients that accept gzip is rewritten to \"gzip\", and removed for those that do not. When off, beresp.do_gzip and beresp.do_gunzip have no effect.";
     http_max_hdr: Count, "64", "header lines", min Some("32"), max Some("65535"),

@@ -49,20 +49,6 @@ pub(crate) struct IncludeCtx {
 /// page to take them.
 const FRAGMENT_QUEUE: usize = 16;
 
-/// Request headers an include never inherits: it is a plain, whole GET.
-const NOT_INHERITED: &[&str] = &[
-    "if-modified-since",
-    "if-none-match",
-    "if-match",
-    "if-unmodified-since",
-    "if-range",
-    "range",
-    "accept-encoding",
-    "content-length",
-    "transfer-encoding",
-    "expect",
-];
-
 /// An include on its task, cancelled when dropped.
 struct Running {
     task: tokio::task::JoinHandle<()>,
@@ -238,7 +224,12 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
     raw.extend_from_slice(b" HTTP/1.1\r\n");
     for h in base.iter() {
         let name = std::str::from_utf8(&h.name).unwrap_or("");
-        let skip = NOT_INHERITED.iter().any(|n| n.eq_ignore_ascii_case(name))
+        // A plain, whole GET, as a cache fetch is; and its encoding is
+        // the page's business.
+        let skip = crate::fetch::NOT_FOR_CACHE_FETCH
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+            || name.eq_ignore_ascii_case("accept-encoding")
             || (inc.host.is_some() && name.eq_ignore_ascii_case("host"));
         if !skip {
             raw.extend_from_slice(&h.name);

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 
 /// Request headers never sent on a cache fetch: the object fetched must be
 /// the whole, unconditional representation.
-const NOT_FOR_CACHE_FETCH: &[&str] = &[
+pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
     "if-modified-since",
     "if-none-match",
     "if-match",
