@@ -272,6 +272,9 @@ pub struct Object {
     pub last_modified: Option<f64>,
     /// The stored headers include `Accept-Ranges`.
     pub accept_ranges: bool,
+    /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
+    /// here rather than on every delivery.
+    pub gzipped: bool,
     t_origin: AtomicF64,
     ttl: AtomicF64,
     grace: AtomicF64,
@@ -320,6 +323,10 @@ impl Object {
             .get("last-modified")
             .and_then(|v| lacquer_core::time::parse_http_date(v));
         let accept_ranges = init.headers.contains("accept-ranges");
+        let gzipped = init
+            .headers
+            .get("content-encoding")
+            .is_some_and(|v| lacquer_filters::gzip::is_gzip(v));
         Object {
             xid: init.xid,
             kind: init.kind,
@@ -331,6 +338,7 @@ impl Object {
             etag,
             last_modified,
             accept_ranges,
+            gzipped,
             t_origin: AtomicF64::new(init.timers.t_origin),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),

@@ -269,10 +269,7 @@ pub(crate) async fn object(
         && not_modified(&req.head.headers, obj, now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
     let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
-    let gunzip = !bodyless
-        && p.http_gzip_support()
-        && is_gzipped(&obj.headers)
-        && !can_gzip(&req.head.headers);
+    let gunzip = !bodyless && p.http_gzip_support() && obj.gzipped && !can_gzip(&req.head.headers);
     // The length is not the stored one: no ranges, chunked framing.
     let filtered = esi || gunzip;
     let known = if filtered { None } else { obj.body.known_len() };
@@ -421,11 +418,6 @@ async fn send(
         if let Err(outcome) = r {
             return Some(outcome);
         }
-        if chunked {
-            if let Err(e) = c.end_chunked(&clock).await {
-                return Some(close_for(e));
-            }
-        }
     } else if !send_body {
         if let Err(e) = c.write_head_and(&[], &clock).await {
             return Some(close_for(e));
@@ -444,13 +436,9 @@ async fn send(
             Some((start, end, _)) => (start, end - start + 1),
             None => (0, u64::MAX),
         };
+        // The last chunk goes with the body's last write.
         if let Err(outcome) = stream(c, obj, skip, take, chunked, &clock, &mut req.acct).await {
             return Some(outcome);
-        }
-        if chunked {
-            if let Err(e) = c.end_chunked(&clock).await {
-                return Some(close_for(e));
-            }
         }
     }
     None
@@ -475,13 +463,22 @@ async fn filtered_body(
                 clock,
                 vcl: d.vcl,
             };
-            return esi::run(c, sh, req, obj, program, out).await;
+            esi::run(c, sh, req, obj, program, out).await?;
+            return end_chunked(c, chunked, clock).await;
         }
     }
-    if is_gzipped(&obj.headers) && (c.is_fragment() || !can_gzip(&req.head.headers)) {
-        return stream_gunzip(c, req, obj, chunked, clock).await;
+    if obj.gzipped && (c.is_fragment() || !can_gzip(&req.head.headers)) {
+        stream_gunzip(c, req, obj, chunked, clock).await?;
+        return end_chunked(c, chunked, clock).await;
     }
     stream(c, obj, 0, u64::MAX, chunked, clock, &mut req.acct).await
+}
+
+async fn end_chunked(c: &mut Client, chunked: bool, clock: &SendClock) -> Result<(), Outcome> {
+    if chunked {
+        c.end_chunked(clock).await.map_err(close_for)?;
+    }
+    Ok(())
 }
 
 /// Waits for the whole body (an ESI page is parsed once it is in).
@@ -617,9 +614,13 @@ async fn stream(
             take -= n as u64;
             out.push(piece.slice(from..from + n));
         }
-        let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
+        let done = end || take == 0;
+        let n = c
+            .send_body_then(&out, chunked, done && chunked, clock)
+            .await
+            .map_err(close_for)?;
         count_sent(c, acct, n);
-        if end || take == 0 {
+        if done {
             return Ok(());
         }
     }

@@ -442,6 +442,7 @@ async fn store(
         match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
                 received += chunk.len() as u64;
+                let held = filters.held();
                 let piece = match filters.push(&chunk) {
                     Ok(piece) => piece,
                     Err(e) => {
@@ -449,6 +450,11 @@ async fn store(
                         return;
                     }
                 };
+                let newly_held = (filters.held() - held) as u64;
+                if newly_held > 0 && !charge(&mut stored, newly_held) {
+                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                    return;
+                }
                 if let Some(piece) = piece {
                     if !charge(&mut stored, piece.len() as u64) {
                         body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
@@ -458,6 +464,7 @@ async fn store(
                 }
             }
             Ok(None) => {
+                let whole = filters.is_esi();
                 let (tail, program) = match filters.finish(p, &bereq.url, &mut bereq.log) {
                     Ok(done) => done,
                     Err(e) => {
@@ -466,7 +473,14 @@ async fn store(
                     }
                 };
                 if let Some(tail) = tail {
-                    if !charge(&mut stored, tail.len() as u64) {
+                    // An ESI body comes whole, and was charged while it
+                    // was held.
+                    let new = if whole {
+                        (tail.len() as u64).saturating_sub(stored)
+                    } else {
+                        tail.len() as u64
+                    };
+                    if !charge(&mut stored, new) {
                         body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
                         return;
                     }

@@ -111,6 +111,13 @@ impl FetchFilters {
         matches!(self.zip, Zip::Gzip(_) | Zip::Gunzip(_)) || self.esi.is_some()
     }
 
+    /// Bytes held for the ESI parse so far (storage is charged for them
+    /// as they come, so a huge page fails the fetch instead of growing
+    /// memory unchecked).
+    pub fn held(&self) -> usize {
+        self.esi.as_ref().map_or(0, Vec::len)
+    }
+
     /// Whether delivery has to wait for the ESI program.
     pub fn is_esi(&self) -> bool {
         self.esi.is_some()
@@ -151,23 +158,24 @@ impl FetchFilters {
             Zip::None => None,
             Zip::Gzip(z) => {
                 COUNTERS.inc(Counter::n_gzip);
-                let (i, _) = z.counts();
+                let (i, o) = z.counts();
                 let tail = z.finish();
-                gzip_record(log, 'G', esi_flag, i, None, tail.len());
+                let out = o + tail.len() as u64;
+                gzip_record(log, 'G', esi_flag, i, out, out);
                 Some(tail)
             }
             Zip::Gunzip(z) => {
                 COUNTERS.inc(Counter::n_gunzip);
                 let (i, o) = z.counts();
                 let tail = z.finish()?;
-                gzip_record(log, 'U', esi_flag, i, Some(o + tail.len() as u64), 0);
+                gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, i);
                 Some(tail)
             }
             Zip::Test(z) => {
                 COUNTERS.inc(Counter::n_test_gunzip);
                 let (i, o) = z.counts();
                 let tail = z.finish()?;
-                gzip_record(log, 'u', esi_flag, i, Some(o + tail.len() as u64), 0);
+                gzip_record(log, 'u', esi_flag, i, o + tail.len() as u64, i);
                 None
             }
         };
@@ -194,26 +202,19 @@ impl FetchFilters {
     }
 }
 
-/// A `Gzip` record: operation, fetch, ESI or plain, bytes in and out.
-/// The three bit positions Varnish adds describe zlib's own block
-/// layout; Lacquer writes the first (after the 10-byte header) and the
-/// compressed length, and 0 for the last-block bit it does not track.
-fn gzip_record(log: &mut Txn, op: char, esi: char, input: u64, output: Option<u64>, tail: usize) {
+/// A `Gzip` record: operation, fetch, ESI or plain, bytes in and out,
+/// then bit positions. Varnish's three describe zlib's own block layout;
+/// Lacquer writes the first block's (after the 10-byte header), 0 for the
+/// last-block bit it does not track, and the end of the compressed data
+/// (`compressed` bytes less the 8-byte trailer).
+fn gzip_record(log: &mut Txn, op: char, esi: char, input: u64, output: u64, compressed: u64) {
     if !log.active() {
         return;
     }
-    let (out, compressed) = match op {
-        'G' => {
-            // Compressed bytes are the output.
-            let out = output.unwrap_or(0) + tail as u64;
-            (out, out)
-        }
-        _ => (output.unwrap_or(0), input),
-    };
     let stop = compressed.saturating_sub(8) * 8;
     log.fmt(
         Tag::Gzip,
-        format_args!("{op} F {esi} {input} {out} 80 0 {stop}"),
+        format_args!("{op} F {esi} {input} {output} 80 0 {stop}"),
     );
 }
 

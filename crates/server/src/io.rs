@@ -143,8 +143,23 @@ impl Client {
         chunked: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
+        self.send_body_then(pieces, chunked, false, clock).await
+    }
+
+    /// [`Client::send_body`], with the last chunk of a chunked body in
+    /// the same write when `last`.
+    pub async fn send_body_then(
+        &mut self,
+        pieces: &[Bytes],
+        chunked: bool,
+        last: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
         let size: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         if size == 0 {
+            if last {
+                self.end_chunked(clock).await?;
+            }
             return Ok(0);
         }
         match &mut self.wire {
@@ -158,10 +173,13 @@ impl Client {
             Wire::Tcp(stream) if chunked => {
                 let mut size_line = Vec::with_capacity(16);
                 lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
-                let mut parts: Vec<&[u8]> = Vec::with_capacity(pieces.len() + 2);
+                let mut parts: Vec<&[u8]> = Vec::with_capacity(pieces.len() + 3);
                 parts.push(&size_line);
                 parts.extend(pieces.iter().map(|b| &b[..]));
                 parts.push(b"\r\n");
+                if last {
+                    parts.push(lacquer_http::chunked::LAST_CHUNK);
+                }
                 write_gathered(stream, &[], &parts, clock).await?;
             }
             Wire::Tcp(stream) => write_gathered(stream, &[], pieces, clock).await?,
