@@ -238,7 +238,7 @@ pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
     }
 }
 
-fn close_for(e: SendError) -> Outcome {
+pub(crate) fn close_for(e: SendError) -> Outcome {
     Outcome::Close(match e {
         SendError::Io => CloseReason::TxError,
         SendError::Timeout => CloseReason::SendTimeout,
@@ -497,7 +497,7 @@ async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
 
 /// Counts body bytes that reached a client socket (an include's bytes
 /// are counted by the page that writes them).
-fn count_sent(c: &Client, acct: &mut crate::request::Acct, n: u64) {
+pub(crate) fn count_sent(c: &Client, acct: &mut crate::request::Acct, n: u64) {
     acct.body_tx += n;
     if !c.is_fragment() {
         COUNTERS.add(Counter::s_resp_bodybytes, n);

@@ -9,7 +9,8 @@
 //! once, instead of being carried to the end for nobody. An include loop
 //! ends at `max_esi_depth`, as in Varnish.
 
-use crate::io::{Client, Piece, SendClock, SendError};
+use crate::deliver::{close_for, count_sent};
+use crate::io::{Client, Piece, SendClock};
 use crate::request::{self, Outcome, Req};
 use crate::vcl::Loaded;
 use crate::Shared;
@@ -71,13 +72,6 @@ pub(crate) struct Out<'a> {
     pub vcl: &'a Arc<Loaded>,
 }
 
-fn close(e: SendError) -> Outcome {
-    Outcome::Close(match e {
-        SendError::Io => CloseReason::TxError,
-        SendError::Timeout => CloseReason::SendTimeout,
-    })
-}
-
 /// Delivers the body of `obj` (complete) by its ESI program.
 pub(crate) async fn run(
     c: &mut Client,
@@ -92,8 +86,6 @@ pub(crate) async fn run(
     let level = req.esi_level();
     let parallel = p.esi_parallel().max(1) as usize;
     let onerror = p.has(Feature::esi_include_onerror);
-    let ctx = Arc::new(child_ctx(req, level + 1));
-    let base = initial_headers(c, sh, req);
     // Includes that will run, in order: (segment, include).
     let mut todo: VecDeque<(usize, &Include)> = VecDeque::new();
     for (i, seg) in program.segments.iter().enumerate() {
@@ -110,13 +102,23 @@ pub(crate) async fn run(
         }
         todo.push_back((i, inc));
     }
+    // What includes start from, made only for a page that has some.
+    let (ctx, base) = if todo.is_empty() {
+        (None, Headers::new())
+    } else {
+        (
+            Some(Arc::new(child_ctx(req, level + 1))),
+            initial_headers(c, sh, req),
+        )
+    };
     let mut running: VecDeque<Running> = VecDeque::new();
     for (i, seg) in program.segments.iter().enumerate() {
         while running.len() < parallel {
             let Some((segment, inc)) = todo.pop_front() else {
                 break;
             };
-            match start(c, sh, req, &base, &ctx, inc, segment, &out) {
+            let Some(ctx) = &ctx else { break };
+            match start(c, sh, req, &base, ctx, inc, segment, &out) {
                 Some(r) => running.push_back(r),
                 None => continue,
             }
@@ -126,9 +128,8 @@ pub(crate) async fn run(
                 let n = c
                     .send_body(&[body.slice(r.clone())], out.chunked, out.clock)
                     .await
-                    .map_err(close)?;
-                req.acct.body_tx += n;
-                count_body(c, n);
+                    .map_err(close_for)?;
+                count_sent(c, &mut req.acct, n);
             }
             Segment::Include(_) => {
                 if running.front().is_none_or(|r| r.segment != i) {
@@ -150,9 +151,8 @@ pub(crate) async fn run(
                             let n = c
                                 .send_body(&[b], out.chunked, out.clock)
                                 .await
-                                .map_err(close)?;
-                            req.acct.body_tx += n;
-                            count_body(c, n);
+                                .map_err(close_for)?;
+                            count_sent(c, &mut req.acct, n);
                         }
                     }
                 }
@@ -160,14 +160,6 @@ pub(crate) async fn run(
         }
     }
     Ok(())
-}
-
-/// Counts body bytes that reached the client itself (an include's are
-/// counted once, by the page that writes them).
-fn count_body(c: &Client, n: u64) {
-    if !c.is_fragment() {
-        lacquer_core::counters::COUNTERS.add(lacquer_core::counters::Counter::s_resp_bodybytes, n);
-    }
 }
 
 /// The body in one piece (an ESI body is stored as one).

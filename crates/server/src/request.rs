@@ -68,6 +68,7 @@ pub(crate) struct Acct {
 
 impl Req {
     fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
+        let body = ReqBody::new(head.framing);
         Req {
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
@@ -76,7 +77,7 @@ impl Req {
             log,
             xid,
             head,
-            body: ReqBody::new(lacquer_http::Framing::None),
+            body,
             t_req,
             restarts: 0,
             backend_hint: vcl.program.default_backend,
@@ -188,9 +189,7 @@ pub(crate) async fn handle(
         });
         log.head(HeadKind::Req, &head.raw);
     }
-    let body = ReqBody::new(head.framing);
     let mut req = Req::new(xid, head, log, t_req, &vcl);
-    req.body = body;
     append_forwarded_for(&mut req, c);
     run(c, sh, &vcl, req).await
 }
