@@ -173,6 +173,8 @@ impl Parser<'_> {
         let mut copied = start;
         // Inside `<!--esi`: the next `-->` closes it.
         let mut in_esi_comment = false;
+        // Where the next `-->` is, once looked for.
+        let mut close_cache: Option<Option<usize>> = None;
         // Inside `<esi:remove>`: everything up to its end tag goes.
         let mut removing: Option<usize> = None;
         while i < body.len() {
@@ -214,7 +216,12 @@ impl Parser<'_> {
             }
             let next_lt = find(body, b"<", i);
             let next_close = if in_esi_comment {
-                find(body, b"-->", i)
+                // Searched again only once passed, so an unterminated
+                // comment full of tags stays a linear scan.
+                if close_cache.is_some_and(|c| c.is_some_and(|at| at < i)) {
+                    close_cache = None;
+                }
+                *close_cache.get_or_insert_with(|| find(body, b"-->", i))
             } else {
                 None
             };
@@ -224,6 +231,7 @@ impl Parser<'_> {
                     i = close + 3;
                     copied = i;
                     in_esi_comment = false;
+                    close_cache = None;
                     continue;
                 }
             }
@@ -618,6 +626,19 @@ mod tests {
             assert!(text.starts_with("<x>a"), "{body}: {text}");
             assert_eq!(p.errors, 1, "{body}");
         }
+    }
+
+    #[test]
+    fn an_unterminated_esi_comment_full_of_tags_is_parsed_in_linear_time() {
+        let mut body = b"<p><!--esi ".to_vec();
+        for _ in 0..200_000 {
+            body.extend_from_slice(b"<a>");
+        }
+        let started = std::time::Instant::now();
+        let p = parse(&body, b"/", &Options::default());
+        assert_eq!(p.errors, 1);
+        // Quadratic rescanning would take minutes here.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
