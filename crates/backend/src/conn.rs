@@ -2,7 +2,7 @@
 //! head and then its body in whatever framing it came, and going back to
 //! the pool only when the exchange ended cleanly.
 
-use crate::{try_parse, Backend, FetchError, Timeouts};
+use crate::{try_parse, Backend, FetchError, Slot, Timeouts};
 use bytes::{Bytes, BytesMut};
 use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
@@ -22,10 +22,17 @@ pub struct Conn<'a> {
     /// Whether the connection may carry another request once the body is
     /// read.
     reusable: bool,
+    /// Its place under the backend's `.max_connections`.
+    slot: Option<Slot<'a>>,
 }
 
 impl<'a> Conn<'a> {
-    pub(crate) fn new(backend: &'a Backend, stream: TcpStream, reused: bool) -> Self {
+    pub(crate) fn new(
+        backend: &'a Backend,
+        stream: TcpStream,
+        reused: bool,
+        slot: Slot<'a>,
+    ) -> Self {
         backend.stats.inc(BackendCounter::conn);
         Conn {
             backend,
@@ -34,7 +41,16 @@ impl<'a> Conn<'a> {
             reused,
             saw_bytes: false,
             reusable: false,
+            slot: Some(slot),
         }
+    }
+
+    /// Closes the connection, keeping its slot for another attempt.
+    pub(crate) fn give_up(mut self) -> Slot<'a> {
+        if self.stream.take().is_some() {
+            self.backend.stats.dec(BackendCounter::conn);
+        }
+        self.slot.take().unwrap_or(Slot::none())
     }
 
     pub fn reused(&self) -> bool {
@@ -278,14 +294,16 @@ impl<'a> Conn<'a> {
     }
 }
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
     /// Takes the socket out for a byte tunnel (pipe), with whatever was
-    /// read past the response head. The connection no longer counts as
-    /// the backend's.
-    pub fn detach(mut self) -> Option<(TcpStream, BytesMut)> {
+    /// read past the response head, and its slot under `.max_connections`
+    /// to hold while the tunnel lasts. The connection no longer counts as
+    /// the backend's in `conn`.
+    pub fn detach(mut self) -> Option<(TcpStream, BytesMut, Slot<'a>)> {
         let stream = self.stream.take()?;
         self.backend.stats.dec(BackendCounter::conn);
-        Some((stream, std::mem::take(&mut self.buf)))
+        let slot = self.slot.take().unwrap_or(Slot::none());
+        Some((stream, std::mem::take(&mut self.buf), slot))
     }
 }
 

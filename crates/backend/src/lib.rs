@@ -5,8 +5,10 @@
 //! when a reused one turns out to have been closed.
 
 mod conn;
+mod limit;
 
 pub use conn::{BodyReader, Conn};
+pub use limit::{Refused, Slot, WaitPolicy};
 
 use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
@@ -23,6 +25,8 @@ pub struct Timeouts {
     pub first_byte: Duration,
     pub between_bytes: Duration,
     pub idle: Duration,
+    /// Waiting for a connection at `.max_connections`.
+    pub wait: WaitPolicy,
 }
 
 /// Why a fetch failed. The text is what goes into the `FetchError` record.
@@ -41,6 +45,8 @@ pub enum FetchError {
     BadBody(String),
     /// Storage could not make room.
     NoStorage,
+    /// At `.max_connections`, with no room or time left to wait.
+    Busy(Refused),
 }
 
 impl std::fmt::Display for FetchError {
@@ -58,6 +64,10 @@ impl std::fmt::Display for FetchError {
             FetchError::BadResponse(e) => write!(f, "http format error: {e}"),
             FetchError::BadBody(e) => write!(f, "body error: {e}"),
             FetchError::NoStorage => f.write_str("Could not get storage"),
+            FetchError::Busy(Refused::Busy) => f.write_str("backend busy"),
+            FetchError::Busy(Refused::WaitTimeout) => {
+                f.write_str("backend busy: no connection within the wait timeout")
+            }
         }
     }
 }
@@ -78,6 +88,8 @@ pub struct Backend {
     admin: AtomicU8,
     /// When the health last changed, as the bits of an `f64` epoch time.
     changed: AtomicU64,
+    /// `.max_connections` and the queue in front of it.
+    slots: limit::Slots,
 }
 
 /// How a backend's health is decided (`backend.set_health`).
@@ -119,7 +131,34 @@ impl Backend {
             stats: BackendCounters::new(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
+            slots: limit::Slots::new(None),
         }
+    }
+
+    /// Limits its connections in use to `max` (none when 0 or None); the
+    /// backend's own wait timeout and queue length, when given, win over
+    /// the parameters'.
+    pub fn with_limits(
+        mut self,
+        max: Option<u64>,
+        wait_timeout: Option<Duration>,
+        wait_limit: Option<u64>,
+    ) -> Backend {
+        self.slots = limit::Slots::new(max);
+        self.slots.wait_timeout = wait_timeout;
+        self.slots.wait_limit = wait_limit;
+        self
+    }
+
+    /// Fetches waiting for a connection now.
+    pub fn waiting(&self) -> u64 {
+        self.slots.waiting()
+    }
+
+    /// Connections that can still be opened at once, or None without a
+    /// `.max_connections`.
+    pub fn available(&self) -> Option<usize> {
+        self.slots.available()
     }
 
     /// The health override in force.
@@ -153,11 +192,44 @@ impl Backend {
     }
 
     /// A connection: an idle pooled one if a live one is there, else new.
+    /// At `.max_connections` it waits in line, as `t.wait` and the
+    /// backend allow, or fails as busy.
     pub async fn connect(&self, t: &Timeouts, allow_reuse: bool) -> Result<Conn<'_>, FetchError> {
+        let slot = self.slot(t.wait).await?;
+        self.connect_in(slot, t, allow_reuse).await
+    }
+
+    /// Takes a connection slot, counting waits and refusals.
+    async fn slot(&self, wait: WaitPolicy) -> Result<Slot<'_>, FetchError> {
+        match self.slots.acquire(wait, Some(&self.stats)).await {
+            Ok((slot, waited)) => {
+                if waited == limit::Waited::Yes {
+                    COUNTERS.inc(Counter::backend_wait);
+                }
+                Ok(slot)
+            }
+            Err(why) => {
+                if why == Refused::WaitTimeout {
+                    COUNTERS.inc(Counter::backend_wait);
+                    COUNTERS.inc(Counter::backend_wait_fail);
+                }
+                COUNTERS.inc(Counter::backend_busy);
+                self.stats.inc(BackendCounter::busy);
+                Err(FetchError::Busy(why))
+            }
+        }
+    }
+
+    async fn connect_in<'a>(
+        &'a self,
+        slot: Slot<'a>,
+        t: &Timeouts,
+        allow_reuse: bool,
+    ) -> Result<Conn<'a>, FetchError> {
         if allow_reuse {
             if let Some(stream) = self.take_idle(t.idle) {
                 COUNTERS.inc(Counter::backend_reuse);
-                return Ok(Conn::new(self, stream, true));
+                return Ok(Conn::new(self, stream, true, slot));
             }
         }
         let stream = match tokio::time::timeout(t.connect, TcpStream::connect(self.addr)).await {
@@ -173,7 +245,7 @@ impl Backend {
         };
         let _ = stream.set_nodelay(true);
         COUNTERS.inc(Counter::backend_conn);
-        Ok(Conn::new(self, stream, false))
+        Ok(Conn::new(self, stream, false, slot))
     }
 
     /// Counts a connection that could not be opened, by its cause.
@@ -238,8 +310,12 @@ impl Backend {
         is_head: bool,
     ) -> Result<(Conn<'_>, ResponseHead), FetchError> {
         let mut allow_reuse = true;
+        let mut slot = Some(self.slot(t.wait).await?);
         loop {
-            let mut conn = self.connect(t, allow_reuse).await?;
+            let Some(held) = slot.take() else {
+                return Err(FetchError::ClosedEarly);
+            };
+            let mut conn = self.connect_in(held, t, allow_reuse).await?;
             let sent = conn.write_request(head, body, t).await;
             let result = match sent {
                 Ok(()) => conn.read_head(t, limits, is_head).await,
@@ -256,7 +332,8 @@ impl Backend {
                                 | FetchError::WriteFailed(_)
                                 | FetchError::ReadFailed(_)
                         );
-                    drop(conn);
+                    // The retry keeps the slot rather than queue again.
+                    slot = Some(conn.give_up());
                     if retryable && allow_reuse {
                         COUNTERS.inc(Counter::backend_retry);
                         allow_reuse = false;

@@ -171,6 +171,9 @@ counter_table! {
     cache_miss: Counter, "Requests that missed the cache.";
     backend_conn: Counter, "Backend connections opened.";
     backend_unhealthy: Counter, "Backend fetches not attempted because the backend was sick.";
+    backend_busy: Counter, "Backend fetches not attempted because the backend was at max_connections.";
+    backend_wait: Counter, "Backend fetches that waited in line for a connection at max_connections.";
+    backend_wait_fail: Counter, "Backend fetches that waited for a connection and did not get one in time.";
     backend_fail: Counter, "Backend connections that could not be opened.";
     backend_reuse: Counter, "Backend connections reused from the pool.";
     backend_recycle: Counter, "Backend connections returned to the pool.";
@@ -284,6 +287,7 @@ counter_table! {
     req: Counter, "Requests sent to the backend.";
     unhealthy: Counter, "Fetches not attempted because the backend was sick.";
     busy: Counter, "Fetches not attempted because the backend was at max_connections.";
+    waiting: Gauge, "Fetches waiting in line for a connection at max_connections now.";
     fail: Counter, "Connections that could not be opened.";
     fail_eacces: Counter, "Connections refused locally by EACCES or EPERM.";
     fail_eaddrnotavail: Counter, "Connections that failed with EADDRNOTAVAIL (no local port free).";

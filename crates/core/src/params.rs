@@ -246,6 +246,10 @@ macro_rules! param_get {
 param_table! {
     backend_idle_timeout: Seconds, "60", "seconds", min Some("1"), max None,
         "Timeout before unused backend connections are closed.";
+    backend_wait_limit: Count, "0", "", min Some("0"), max None,
+        "How many fetches may wait in line for a connection to a backend at its .max_connections (a backend's .wait_limit overrides it). 0 means none wait: a fetch to a full backend fails at once as busy.";
+    backend_wait_timeout: Seconds, "0", "seconds", min Some("0"), max None,
+        "How long a fetch waits in line for a connection to a backend at its .max_connections before it fails as busy (a backend's .wait_timeout overrides it). 0 means no waiting.";
     ban_cutoff: Count, "0", "bans", min Some("0"), max None,
         "Keep the number of bans below this by expunging the objects that hold on to the oldest ones (counted in bans_lurker_obj_killed_cutoff). 0 disables.";
     ban_dups: Bool, "on", "bool", min None, max None,

@@ -137,6 +137,10 @@ impl Bereq {
                 p.between_bytes_timeout(),
             ),
             idle: Params::duration(p.backend_idle_timeout()),
+            wait: lacquer_backend::WaitPolicy {
+                timeout: Params::duration(p.backend_wait_timeout()),
+                limit: p.backend_wait_limit(),
+            },
         }
     }
 

@@ -69,7 +69,7 @@ pub(crate) async fn pipe(
             return Piped::Synth(503, None);
         }
     };
-    let Some((mut stream, _)) = be.detach() else {
+    let Some((mut stream, _, _slot)) = be.detach() else {
         return Piped::Synth(503, None);
     };
     COUNTERS.add(Counter::s_pipe_hdrbytes, head.len() as u64);

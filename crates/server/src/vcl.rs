@@ -73,7 +73,11 @@ impl Loaded {
                 d.addr.map(|addr| {
                     let host = d.host_header.clone().unwrap_or_else(|| d.host.clone());
                     let endpoint = format!("{}:{}", d.host, d.port);
-                    Arc::new(Backend::new(&d.name, &endpoint, addr, &host))
+                    Arc::new(Backend::new(&d.name, &endpoint, addr, &host).with_limits(
+                        d.max_connections,
+                        d.wait_timeout,
+                        d.wait_limit,
+                    ))
                 })
             })
             .collect();

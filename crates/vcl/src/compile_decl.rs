@@ -161,6 +161,8 @@ impl Compiler {
             first_byte_timeout: None,
             between_bytes_timeout: None,
             max_connections: None,
+            wait_timeout: None,
+            wait_limit: None,
             probe: None,
         };
         let Some(fields) = fields else {
@@ -185,6 +187,8 @@ impl Compiler {
                 "first_byte_timeout" => b.first_byte_timeout = Some(self.field_duration(f)?),
                 "between_bytes_timeout" => b.between_bytes_timeout = Some(self.field_duration(f)?),
                 "max_connections" => b.max_connections = Some(self.field_int(f)?),
+                "wait_timeout" => b.wait_timeout = Some(self.field_duration(f)?),
+                "wait_limit" => b.wait_limit = Some(self.field_int(f)?),
                 "proxy_header" => {
                     let v = self.field_int(f)?;
                     if v != 1 && v != 2 {
@@ -222,7 +226,7 @@ impl Compiler {
                 }
                 _ => {
                     return Err(CompileError::new(
-                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .probe, .proxy_header)"),
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header)"),
                         f.name.span,
                     ))
                 }

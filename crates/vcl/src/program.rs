@@ -58,6 +58,9 @@ pub struct BackendDef {
     pub first_byte_timeout: Option<Duration>,
     pub between_bytes_timeout: Option<Duration>,
     pub max_connections: Option<u64>,
+    /// How long and how many fetches wait at `max_connections`.
+    pub wait_timeout: Option<Duration>,
+    pub wait_limit: Option<u64>,
     pub probe: Option<usize>,
 }
 
