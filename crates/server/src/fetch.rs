@@ -21,8 +21,10 @@ use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::sync::oneshot;
 
 /// Request headers never sent on a cache fetch: the object fetched must be
@@ -149,7 +151,7 @@ async fn run(
     vcl: Arc<Loaded>,
     mut bereq: Bereq,
     slot: FetchSlot,
-    tx: oneshot::Sender<Arc<Object>>,
+    mut tx: oneshot::Sender<Arc<Object>>,
 ) {
     let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
     'fetch: loop {
@@ -171,7 +173,32 @@ async fn run(
             let t = bereq.timeouts(&vcl, index, &sh.params);
             let head = bereq.head(&backend.host_header);
             let limits = sh.response_limits();
-            let (conn, resp) = match backend.exchange(&head, &[], &t, &limits, false).await {
+            let exchange = backend.exchange(&head, &[], &t, &limits, false);
+            // A hit-for-miss fetch serves only the request that started
+            // it: when that request is gone (a client that gave up, an
+            // ESI page whose client left) the wait for the backend, or
+            // for a connection at max_connections, is given up too.
+            let answered = if bereq.is_hitmiss {
+                let mut exchange = std::pin::pin!(exchange);
+                let mut gone = std::pin::pin!(tx.closed());
+                std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
+                        return Poll::Ready(Some(r));
+                    }
+                    gone.as_mut().poll(cx).map(|()| None)
+                })
+                .await
+            } else {
+                Some(exchange.await)
+            };
+            let Some(answered) = answered else {
+                bereq.log.fmt(
+                    Tag::FetchError,
+                    format_args!("abandoned: the request that started this fetch has gone"),
+                );
+                return;
+            };
+            let (conn, resp) = match answered {
                 Ok(x) => x,
                 Err(e) => {
                     COUNTERS.inc(Counter::fetch_failed);
