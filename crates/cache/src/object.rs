@@ -297,6 +297,9 @@ pub struct Object {
     esi_expected: AtomicBool,
     /// The parsed program, set before the body completes.
     esi: OnceLock<Arc<Program>>,
+    /// For a body stored gzip'd: its bits, CRC and length, known once
+    /// the fetch has checked it.
+    gzip: OnceLock<lacquer_filters::splice::Scanned>,
 }
 
 /// Everything needed to make an object.
@@ -356,6 +359,7 @@ impl Object {
             ban: Mutex::new(None),
             esi_expected: AtomicBool::new(false),
             esi: OnceLock::new(),
+            gzip: OnceLock::new(),
         }
     }
 
@@ -377,6 +381,15 @@ impl Object {
 
     /// The ESI program, once parsed (`None` for a body that was not
     /// processed).
+    pub fn set_gzip(&self, scanned: lacquer_filters::splice::Scanned) {
+        let _ = self.gzip.set(scanned);
+    }
+
+    /// What splicing needs of a gzip'd body, once it is complete.
+    pub fn gzip(&self) -> Option<&lacquer_filters::splice::Scanned> {
+        self.gzip.get()
+    }
+
     pub fn esi_program(&self) -> Option<&Arc<Program>> {
         self.esi.get()
     }

@@ -48,6 +48,9 @@ pub enum Segment {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Program {
     pub segments: Vec<Segment>,
+    /// For a page stored gzip'd: the compressed form of each verbatim
+    /// segment, in order (see [`crate::splice::gzip_page`]).
+    pub deflated: Vec<crate::splice::Deflated>,
 }
 
 impl Program {
@@ -116,6 +119,7 @@ pub fn parse(body: &[u8], base_url: &[u8], opts: &Options) -> Parsed {
     let mut out = p.out;
     out.program = Some(Program {
         segments: p.segments,
+        deflated: Vec::new(),
     });
     out
 }

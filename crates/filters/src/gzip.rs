@@ -2,9 +2,10 @@
 //! backend or leave for a client, compressed or inflated bytes come out.
 //! A corrupt or truncated gzip stream is an error, never a panic.
 
+use crate::splice::{GzipBits, Scanned, Splicer, GZIP_HEADER};
 use bytes::Bytes;
-use flate2::write::{GzDecoder, GzEncoder};
-use flate2::Compression;
+use flate2::write::GzDecoder;
+use flate2::{Compress, Compression, FlushCompress};
 use std::io::Write;
 
 /// Why a gzip stream could not be read.
@@ -19,20 +20,28 @@ impl std::fmt::Display for GzipError {
 
 impl std::error::Error for GzipError {}
 
-/// Compresses a stream into one gzip member.
+/// Compresses a stream into one gzip member that ends in a known way: a
+/// flush to a byte, then an empty final block, so its [`GzipBits`] are
+/// known without a scan and it can be spliced into an ESI page. `cut`
+/// makes a point from which the data inflates on its own (a full
+/// flush), for the pieces of an ESI page.
 pub struct Gzip {
-    enc: GzEncoder<Vec<u8>>,
+    z: Compress,
+    crc: crc32fast::Hasher,
     taken_in: u64,
     taken_out: u64,
+    header_sent: bool,
 }
 
 impl Gzip {
     /// A compressor at `level` (0–9).
     pub fn new(level: u32) -> Self {
         Gzip {
-            enc: GzEncoder::new(Vec::with_capacity(8192), Compression::new(level.min(9))),
+            z: Compress::new(Compression::new(level.min(9)), false),
+            crc: crc32fast::Hasher::new(),
             taken_in: 0,
             taken_out: 0,
+            header_sent: false,
         }
     }
 
@@ -40,21 +49,57 @@ impl Gzip {
     /// nothing: the compressor keeps a window).
     pub fn push(&mut self, data: &[u8]) -> Bytes {
         self.taken_in += data.len() as u64;
-        // Writing into a Vec cannot fail.
-        let _ = self.enc.write_all(data);
-        self.take()
+        self.crc.update(data);
+        self.run(data, FlushCompress::None)
     }
 
-    fn take(&mut self) -> Bytes {
-        let out = std::mem::take(self.enc.get_mut());
+    /// Flushes to a byte and forgets the window: what follows inflates
+    /// without what came before.
+    pub fn cut(&mut self) -> Bytes {
+        self.run(&[], FlushCompress::Full)
+    }
+
+    fn run(&mut self, mut input: &[u8], flush: FlushCompress) -> Bytes {
+        let mut out = Vec::new();
+        if !self.header_sent {
+            self.header_sent = true;
+            out.extend_from_slice(&GZIP_HEADER);
+        }
+        loop {
+            out.reserve(input.len() / 2 + 4096);
+            let before = self.z.total_in();
+            // Compressing into memory cannot fail.
+            let _ = self.z.compress_vec(input, &mut out, flush);
+            input = &input[(self.z.total_in() - before) as usize..];
+            // Done once the input is in and, for a flush, the output did
+            // not fill the room it had.
+            if input.is_empty() && (flush == FlushCompress::None || out.len() < out.capacity()) {
+                break;
+            }
+        }
         self.taken_out += out.len() as u64;
         Bytes::from(out)
     }
 
     /// Ends the stream: the rest of the output and the trailer.
-    pub fn finish(mut self) -> Bytes {
-        let _ = self.enc.try_finish();
-        self.take()
+    pub fn finish(mut self) -> (Bytes, Scanned) {
+        let mut out = self.run(&[], FlushCompress::Sync).to_vec();
+        let last = self.taken_out * 8;
+        let crc = self.crc.clone().finalize();
+        let mut s = Splicer::new();
+        s.deflated(crc, self.taken_in);
+        out.extend_from_slice(&s.finish());
+        self.taken_out += 10;
+        let scanned = Scanned {
+            bits: GzipBits {
+                start: GZIP_HEADER.len() as u64 * 8,
+                last,
+                stop: last + 10,
+            },
+            crc,
+            len: self.taken_in,
+        };
+        (Bytes::from(out), scanned)
     }
 
     /// Bytes in and out so far.
@@ -118,7 +163,7 @@ impl Gunzip {
 pub fn gzip(data: &[u8], level: u32) -> Vec<u8> {
     let mut g = Gzip::new(level);
     let mut out = g.push(data).to_vec();
-    out.extend_from_slice(&g.finish());
+    out.extend_from_slice(&g.finish().0);
     out
 }
 
@@ -172,7 +217,7 @@ mod tests {
         for piece in text.chunks(3333) {
             z.extend_from_slice(&g.push(piece));
         }
-        z.extend_from_slice(&g.finish());
+        z.extend_from_slice(&g.finish().0);
         assert!(z.len() < text.len() / 10);
         let mut u = Gunzip::new();
         let mut back = Vec::new();

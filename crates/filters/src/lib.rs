@@ -4,3 +4,4 @@
 
 pub mod esi;
 pub mod gzip;
+pub mod splice;

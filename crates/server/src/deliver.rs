@@ -455,6 +455,11 @@ async fn filtered_body(
     chunked: bool,
     clock: &SendClock,
 ) -> Result<(), Outcome> {
+    // An include of a page that goes out gzip'd hands it deflate data.
+    let splice = match &req.include {
+        Some(ctx) => ctx.gzip,
+        None => obj.gzipped && (can_gzip(&req.head.headers) || !sh.params.http_gzip_support()),
+    };
     if obj.esi_expected() && req.esi_enabled {
         wait_complete(obj).await?;
         if let Some(program) = obj.esi_program() {
@@ -462,9 +467,21 @@ async fn filtered_body(
                 chunked,
                 clock,
                 vcl: d.vcl,
+                gzip: splice,
             };
             esi::run(c, sh, req, obj, program, out).await?;
             return end_chunked(c, chunked, clock).await;
+        }
+    }
+    if c.is_fragment() && splice && obj.gzipped {
+        wait_complete(obj).await?;
+        let body = esi::whole_body(obj);
+        let stripped = obj
+            .gzip()
+            .and_then(|g| Some((lacquer_filters::splice::strip(&body, g.bits)?, g)));
+        if let Some((data, g)) = stripped {
+            count_sent(c, &mut req.acct, g.len);
+            return c.send_deflated(data, g.crc, g.len).await.map_err(close_for);
         }
     }
     if obj.gzipped && (c.is_fragment() || !can_gzip(&req.head.headers)) {

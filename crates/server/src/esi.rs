@@ -20,6 +20,7 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Feature;
 use lacquer_filters::esi::{Include, Program, Segment};
+use lacquer_filters::splice::{inflate_piece, Splicer, GZIP_HEADER};
 use lacquer_http::{Headers, RequestHead, Version};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
@@ -44,6 +45,9 @@ pub(crate) struct IncludeCtx {
     /// `req.esi_level`.
     pub level: u32,
     pub top: Arc<TopReq>,
+    /// The top page goes out gzip'd: hand it deflate data to splice
+    /// where the body has it, plain bytes otherwise.
+    pub gzip: bool,
 }
 
 /// How many pieces an include may have ready before it waits for the
@@ -70,6 +74,72 @@ pub(crate) struct Out<'a> {
     pub chunked: bool,
     pub clock: &'a SendClock,
     pub vcl: &'a Arc<Loaded>,
+    /// The page goes out as gzip: one spliced stream on the client's
+    /// socket, deflate pieces to an include's parent.
+    pub gzip: bool,
+}
+
+/// Writes the page: plain, or as one gzip stream spliced together.
+struct Sink {
+    /// Set when this page writes the gzip stream itself (at the top).
+    splicer: Option<Splicer>,
+    scratch: Vec<u8>,
+}
+
+impl Sink {
+    async fn plain(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
+        out: &Out<'_>,
+        b: Bytes,
+    ) -> Result<(), Outcome> {
+        let b = match &mut self.splicer {
+            Some(s) => {
+                self.scratch.clear();
+                s.stored(&b, &mut self.scratch);
+                Bytes::copy_from_slice(&self.scratch)
+            }
+            None => b,
+        };
+        send(c, req, out, vec![b]).await
+    }
+
+    async fn deflated(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
+        out: &Out<'_>,
+        data: Vec<Bytes>,
+        crc: u32,
+        len: u64,
+    ) -> Result<(), Outcome> {
+        match &mut self.splicer {
+            Some(s) => {
+                s.deflated(crc, len);
+                send(c, req, out, data).await
+            }
+            None if out.gzip => c.send_deflated(data, crc, len).await.map_err(close_for),
+            None => {
+                // Plain output wanted after all: inflate the piece.
+                let joined: Vec<u8> = data.iter().flat_map(|b| b.iter().copied()).collect();
+                let text = inflate_piece(&joined).map_err(|e| {
+                    req.log.fmt(Tag::Error, format_args!("ESI: {e}"));
+                    Outcome::Close(CloseReason::TxError)
+                })?;
+                send(c, req, out, vec![Bytes::from(text)]).await
+            }
+        }
+    }
+}
+
+async fn send(c: &mut Client, req: &mut Req, out: &Out<'_>, b: Vec<Bytes>) -> Result<(), Outcome> {
+    let n = c
+        .send_body(&b, out.chunked, out.clock)
+        .await
+        .map_err(close_for)?;
+    count_sent(c, &mut req.acct, n);
+    Ok(())
 }
 
 /// Delivers the body of `obj` (complete) by its ESI program.
@@ -107,10 +177,19 @@ pub(crate) async fn run(
         (None, Headers::new())
     } else {
         (
-            Some(Arc::new(child_ctx(req, level + 1))),
+            Some(Arc::new(child_ctx(req, level + 1, out.gzip))),
             initial_headers(c, sh, req),
         )
     };
+    let mut sink = Sink {
+        splicer: (out.gzip && !c.is_fragment()).then(Splicer::new),
+        scratch: Vec::new(),
+    };
+    if sink.splicer.is_some() {
+        send(c, req, &out, vec![Bytes::from_static(&GZIP_HEADER)]).await?;
+    }
+    // A page stored gzip'd has each verbatim segment compressed apart.
+    let mut deflated = program.deflated.iter();
     let mut running: VecDeque<Running> = VecDeque::new();
     for (i, seg) in program.segments.iter().enumerate() {
         while running.len() < parallel {
@@ -124,13 +203,13 @@ pub(crate) async fn run(
             }
         }
         match seg {
-            Segment::Verbatim(r) => {
-                let n = c
-                    .send_body(&[body.slice(r.clone())], out.chunked, out.clock)
-                    .await
-                    .map_err(close_for)?;
-                count_sent(c, &mut req.acct, n);
-            }
+            Segment::Verbatim(r) => match deflated.next() {
+                Some(d) => {
+                    let data = vec![body.slice(d.range.clone())];
+                    sink.deflated(c, req, &out, data, d.crc, d.len).await?;
+                }
+                None => sink.plain(c, req, &out, body.slice(r.clone())).await?,
+            },
             Segment::Include(_) => {
                 if running.front().is_none_or(|r| r.segment != i) {
                     // Skipped: too deep, or a URL that is no URL.
@@ -147,23 +226,23 @@ pub(crate) async fn run(
                             return Err(Outcome::Close(CloseReason::TxError));
                         }
                         Piece::Failed => {}
-                        Piece::Data(b) => {
-                            let n = c
-                                .send_body(&[b], out.chunked, out.clock)
-                                .await
-                                .map_err(close_for)?;
-                            count_sent(c, &mut req.acct, n);
+                        Piece::Data(b) => sink.plain(c, req, &out, b).await?,
+                        Piece::Deflated { data, crc, len } => {
+                            sink.deflated(c, req, &out, data, crc, len).await?
                         }
                     }
                 }
             }
         }
     }
+    if let Some(s) = sink.splicer.take() {
+        send(c, req, &out, vec![Bytes::copy_from_slice(&s.finish())]).await?;
+    }
     Ok(())
 }
 
 /// The body in one piece (an ESI body is stored as one).
-fn whole_body(obj: &Object) -> Bytes {
+pub(crate) fn whole_body(obj: &Object) -> Bytes {
     match obj.body.chunks() {
         Some([one]) => one.clone(),
         Some(chunks) => {
@@ -178,7 +257,7 @@ fn whole_body(obj: &Object) -> Bytes {
 }
 
 /// The context the includes of `req` get.
-fn child_ctx(req: &Req, level: u32) -> IncludeCtx {
+fn child_ctx(req: &Req, level: u32, gzip: bool) -> IncludeCtx {
     let top = match &req.include {
         Some(ctx) => ctx.top.clone(),
         None => Arc::new(TopReq {
@@ -189,7 +268,7 @@ fn child_ctx(req: &Req, level: u32) -> IncludeCtx {
             t_req: req.t_req,
         }),
     };
-    IncludeCtx { level, top }
+    IncludeCtx { level, top, gzip }
 }
 
 /// The headers includes start from: the request's as it arrived (before

@@ -492,8 +492,8 @@ async fn store(
             }
             Ok(None) => {
                 let whole = filters.is_esi();
-                let (tail, program) = match filters.finish(p, &bereq.url, &mut bereq.log) {
-                    Ok(done) => done,
+                let (tail, program, gzip) = match filters.finish(p, &bereq.url, &mut bereq.log) {
+                    Ok(done) => (done.tail, done.program, done.gzip),
                     Err(e) => {
                         body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
                         return;
@@ -515,6 +515,9 @@ async fn store(
                 }
                 if let Some(program) = program {
                     obj.set_esi(program);
+                }
+                if let Some(gzip) = gzip {
+                    obj.set_gzip(gzip);
                 }
                 obj.body.finish();
                 let now = lacquer_core::time::now();

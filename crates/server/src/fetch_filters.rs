@@ -11,6 +11,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::{Feature, Params};
 use lacquer_filters::esi::{self, Options, Program};
 use lacquer_filters::gzip::{is_gzip, Gunzip, Gzip, GzipError};
+use lacquer_filters::splice::{self, GzipBits, Scan, Scanned};
 use lacquer_http::Headers;
 use lacquer_shm::{Tag, Txn};
 
@@ -26,8 +27,9 @@ enum Zip {
     None,
     Gzip(Box<Gzip>),
     Gunzip(Box<Gunzip>),
-    /// Inflated only to check it; the stored bytes are the input.
-    Test(Box<Gunzip>),
+    /// Inflated only to check it and find its block bits; the stored
+    /// bytes are the input.
+    Test(Box<Scan>),
 }
 
 /// The chain for one fetch.
@@ -35,6 +37,17 @@ pub(crate) struct FetchFilters {
     zip: Zip,
     /// The body collected for the ESI parse.
     esi: Option<Vec<u8>>,
+    /// An ESI page stored gzip'd, compressed at this level once parsed.
+    esi_gzip: Option<u32>,
+}
+
+/// What a finished body leaves to store.
+pub(crate) struct Finished {
+    /// The last bytes to store (an ESI page: all of them).
+    pub tail: Option<Bytes>,
+    pub program: Option<Program>,
+    /// For a body stored gzip'd: its bits, CRC and length.
+    pub gzip: Option<Scanned>,
 }
 
 /// `W/` in front of a strong ETag: the stored bytes are no longer the
@@ -77,17 +90,28 @@ impl FetchFilters {
             return FetchFilters {
                 zip: Zip::None,
                 esi: None,
+                esi_gzip: None,
             };
         }
         let encoding = headers.get("content-encoding").cloned();
         let gzipped = encoding.as_deref().is_some_and(is_gzip);
         let plain = encoding.is_none();
         let support = p.http_gzip_support();
-        // ESI needs the text: a gzip'd page is stored inflated.
+        // ESI needs the text: a gzip'd page is inflated to be parsed, and
+        // stored gzip'd again (in pieces that splice) unless VCL asked
+        // for it plain; a plain page is compressed so with do_gzip.
+        let esi_gzip =
+            want.do_esi && support && !want.do_gunzip && (gzipped || (plain && want.do_gzip));
         let gunzip = gzipped && (want.do_esi || (support && want.do_gunzip));
         let gzip = !gunzip && plain && support && want.do_gzip && !want.do_esi;
+        if esi_gzip && plain {
+            headers.set("Content-Encoding", Bytes::from_static(b"gzip"));
+            vary_accept_encoding(headers);
+        }
         let zip = if gunzip {
-            headers.remove("content-encoding");
+            if !esi_gzip {
+                headers.remove("content-encoding");
+            }
             weaken_etag(headers);
             Zip::Gunzip(Box::default())
         } else if gzip {
@@ -100,9 +124,13 @@ impl FetchFilters {
         } else {
             Zip::None
         };
+        if esi_gzip && plain {
+            weaken_etag(headers);
+        }
         FetchFilters {
             zip,
             esi: want.do_esi.then(Vec::new),
+            esi_gzip: esi_gzip.then(|| p.gzip_level() as u32),
         }
     }
 
@@ -145,42 +173,45 @@ impl FetchFilters {
         Ok(Some(out.unwrap_or_else(|| Bytes::copy_from_slice(chunk))))
     }
 
-    /// Ends the body: the last bytes to store, and the ESI program when
-    /// the body was parsed. Logs the work done.
-    pub fn finish(
-        self,
-        p: &Params,
-        base_url: &[u8],
-        log: &mut Txn,
-    ) -> Result<(Option<Bytes>, Option<Program>), GzipError> {
+    /// Ends the body: the last bytes to store, the ESI program when the
+    /// body was parsed, and what splicing needs of a gzip'd body. Logs
+    /// the work done.
+    pub fn finish(self, p: &Params, base_url: &[u8], log: &mut Txn) -> Result<Finished, GzipError> {
         let esi_flag = if self.esi.is_some() { 'E' } else { '-' };
+        let mut gzip = None;
         let tail = match self.zip {
             Zip::None => None,
             Zip::Gzip(z) => {
                 COUNTERS.inc(Counter::n_gzip);
                 let (i, o) = z.counts();
-                let tail = z.finish();
-                let out = o + tail.len() as u64;
-                gzip_record(log, 'G', esi_flag, i, out, out);
+                let (tail, scanned) = z.finish();
+                let o = o + tail.len() as u64;
+                gzip_record(log, 'G', esi_flag, i, o, Some(scanned.bits), o);
+                gzip = Some(scanned);
                 Some(tail)
             }
             Zip::Gunzip(z) => {
                 COUNTERS.inc(Counter::n_gunzip);
                 let (i, o) = z.counts();
                 let tail = z.finish()?;
-                gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, i);
+                gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, None, i);
                 Some(tail)
             }
             Zip::Test(z) => {
                 COUNTERS.inc(Counter::n_test_gunzip);
                 let (i, o) = z.counts();
-                let tail = z.finish()?;
-                gzip_record(log, 'u', esi_flag, i, o + tail.len() as u64, i);
+                let scanned = z.finish()?;
+                gzip_record(log, 'u', esi_flag, i, o, Some(scanned.bits), i);
+                gzip = Some(scanned);
                 None
             }
         };
         let Some(mut body) = self.esi else {
-            return Ok((tail, None));
+            return Ok(Finished {
+                tail,
+                program: None,
+                gzip,
+            });
         };
         if let Some(t) = tail {
             body.extend_from_slice(&t);
@@ -198,23 +229,58 @@ impl FetchFilters {
         for note in &parsed.notes {
             log.bytes(Tag::ESI_xmlerror, note.as_bytes());
         }
-        Ok((Some(Bytes::from(body)), parsed.program))
+        let mut program = parsed.program;
+        let Some(level) = self.esi_gzip else {
+            return Ok(Finished {
+                tail: Some(Bytes::from(body)),
+                program,
+                gzip: None,
+            });
+        };
+        // Compressed in pieces along the program (or whole, when the body
+        // was not processed).
+        COUNTERS.inc(Counter::n_gzip);
+        let mut none = Program::default();
+        let (stored, scanned) =
+            splice::gzip_page(&body, program.as_mut().unwrap_or(&mut none), level);
+        let o = stored.len() as u64;
+        gzip_record(log, 'G', 'E', body.len() as u64, o, Some(scanned.bits), o);
+        Ok(Finished {
+            tail: Some(stored),
+            program,
+            gzip: Some(scanned),
+        })
     }
 }
 
 /// A `Gzip` record: operation, fetch, ESI or plain, bytes in and out,
-/// then bit positions. Varnish's three describe zlib's own block layout;
-/// Lacquer writes the first block's (after the 10-byte header), 0 for the
-/// last-block bit it does not track, and the end of the compressed data
-/// (`compressed` bytes less the 8-byte trailer).
-fn gzip_record(log: &mut Txn, op: char, esi: char, input: u64, output: u64, compressed: u64) {
+/// then the bit positions of the stored gzip body (deflate start, final
+/// block's `BFINAL` bit, end of data) where Lacquer knows them; for a
+/// gunzip, the first block's, 0 for the last-block bit, and the end of
+/// the compressed data (`compressed` bytes less the 8-byte trailer).
+fn gzip_record(
+    log: &mut Txn,
+    op: char,
+    esi: char,
+    input: u64,
+    output: u64,
+    bits: Option<GzipBits>,
+    compressed: u64,
+) {
     if !log.active() {
         return;
     }
-    let stop = compressed.saturating_sub(8) * 8;
+    let b = bits.unwrap_or(GzipBits {
+        start: 80,
+        last: 0,
+        stop: compressed.saturating_sub(8) * 8,
+    });
     log.fmt(
         Tag::Gzip,
-        format_args!("{op} F {esi} {input} {output} 80 0 {stop}"),
+        format_args!(
+            "{op} F {esi} {input} {output} {} {} {}",
+            b.start, b.last, b.stop
+        ),
     );
 }
 
@@ -258,9 +324,10 @@ mod tests {
         assert!(f.changes_length());
         let mut z = run(&mut f, b"hello hello hello hello");
         let mut log = quiet();
-        let (tail, prog) = f.finish(&p, b"/", &mut log).unwrap();
-        z.extend_from_slice(&tail.unwrap());
-        assert!(prog.is_none());
+        let done = f.finish(&p, b"/", &mut log).unwrap();
+        z.extend_from_slice(&done.tail.unwrap());
+        assert!(done.program.is_none());
+        assert_eq!(done.gzip, Some(splice::scan(&z).unwrap()));
         assert_eq!(gzip::gunzip(&z).unwrap(), b"hello hello hello hello");
         assert_eq!(h.get("content-encoding").unwrap().as_ref(), b"gzip");
         assert_eq!(h.get("etag").unwrap().as_ref(), b"W/\"x\"");
@@ -286,12 +353,34 @@ mod tests {
         };
         let mut f = FetchFilters::choose(&p, want, &mut h, false);
         assert!(f.is_esi());
-        assert!(h.get("content-encoding").is_none());
+        assert_eq!(h.get("content-encoding").unwrap().as_ref(), b"gzip");
         assert!(run(&mut f, &z).is_empty(), "collected until the end");
         let mut log = quiet();
-        let (body, prog) = f.finish(&p, b"/", &mut log).unwrap();
-        assert_eq!(body.unwrap().as_ref(), page);
-        assert_eq!(prog.unwrap().includes(), 1);
+        let done = f.finish(&p, b"/", &mut log).unwrap();
+        let stored = done.tail.unwrap();
+        assert_eq!(
+            gzip::gunzip(&stored).unwrap(),
+            page,
+            "gzip'd again, in pieces"
+        );
+        assert_eq!(done.gzip, Some(splice::scan(&stored).unwrap()));
+        let program = done.program.unwrap();
+        assert_eq!(program.includes(), 1);
+        assert_eq!(program.deflated.len(), 2);
+
+        // With do_gunzip the page is stored plain.
+        let mut h = headers(&[("Content-Encoding", "gzip")]);
+        let want = Wanted {
+            do_esi: true,
+            do_gunzip: true,
+            ..Wanted::default()
+        };
+        let mut f = FetchFilters::choose(&p, want, &mut h, false);
+        assert!(h.get("content-encoding").is_none());
+        run(&mut f, &z);
+        let done = f.finish(&p, b"/", &mut log).unwrap();
+        assert_eq!(done.tail.unwrap().as_ref(), page);
+        assert!(done.gzip.is_none());
     }
 
     #[test]
@@ -303,9 +392,21 @@ mod tests {
         let mut h = headers(&[("Content-Encoding", "gzip")]);
         let mut f = FetchFilters::choose(&p, Wanted::default(), &mut h, false);
         assert!(!f.changes_length());
-        let stored = run(&mut f, &z);
-        assert_eq!(stored, z, "stored as it came");
+        // Stored as it came until the check fails (here at the trailer).
+        let mut stored = Vec::new();
+        let mut failed = false;
+        for piece in z.chunks(10) {
+            match f.push(piece) {
+                Ok(Some(b)) => stored.extend_from_slice(&b),
+                Ok(None) => {}
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        assert!(z.starts_with(&stored));
         let mut log = quiet();
-        assert!(f.finish(&p, b"/", &mut log).is_err());
+        assert!(failed || f.finish(&p, b"/", &mut log).is_err());
     }
 }

@@ -19,6 +19,13 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub(crate) enum Piece {
     Data(Bytes),
+    /// Deflate data that ends on a byte and is not final, for a page
+    /// delivered gzip'd, with the CRC-32 and length of its text.
+    Deflated {
+        data: Vec<Bytes>,
+        crc: u32,
+        len: u64,
+    },
     /// The body could not be delivered whole (its fetch failed).
     Failed,
 }
@@ -132,6 +139,23 @@ impl Client {
     pub async fn send_failed(&mut self) {
         if let Wire::Fragment(tx) = &self.wire {
             let _ = tx.send(Piece::Failed).await;
+        }
+    }
+
+    /// Hands an include's parent deflate data to splice (only on an
+    /// include's wire).
+    pub async fn send_deflated(
+        &mut self,
+        data: Vec<Bytes>,
+        crc: u32,
+        len: u64,
+    ) -> Result<(), SendError> {
+        match &self.wire {
+            Wire::Fragment(tx) => tx
+                .send(Piece::Deflated { data, crc, len })
+                .await
+                .map_err(|_| SendError::Io),
+            Wire::Tcp(_) => Err(SendError::Io),
         }
     }
 
