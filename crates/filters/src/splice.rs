@@ -396,18 +396,22 @@ pub fn inflate_piece(data: &[u8]) -> Result<Vec<u8>, GzipError> {
     let mut out = Vec::with_capacity(data.len() * 3 + 64);
     let mut input = data;
     loop {
-        let before = d.total_in();
+        if out.len() == out.capacity() {
+            out.reserve(out.capacity().max(4096));
+        }
+        let (in_before, out_before) = (d.total_in(), d.total_out());
         d.decompress_vec(input, &mut out, flate2::FlushDecompress::Sync)
             .map_err(|e| corrupt(&e.to_string()))?;
-        let used = (d.total_in() - before) as usize;
+        let used = (d.total_in() - in_before) as usize;
+        let made = d.total_out() - out_before;
         input = &input[used..];
+        // Done once all is in and the output did not fill its room.
         if input.is_empty() && out.len() < out.capacity() {
             return Ok(out);
         }
-        if used == 0 && out.len() < out.capacity() {
+        if used == 0 && made == 0 {
             return Err(corrupt("stuck piece"));
         }
-        out.reserve(out.capacity().max(4096));
     }
 }
 
@@ -642,6 +646,16 @@ mod tests {
         out.extend_from_slice(&s.finish());
         assert_eq!(gunzip(&out).unwrap(), b"<p>one[A]twothree</p>");
         assert_eq!(plain, b"<p>one[A]twothree</p>");
+
+        // A long, very compressible piece inflates whole.
+        let mut long = b"<p>".to_vec();
+        long.extend_from_slice(&sample(300_000));
+        let mut program = crate::esi::parse(&long, b"/", &Default::default())
+            .program
+            .unwrap();
+        let (gz, _) = gzip_page(&long, &mut program, 9);
+        let d = &program.deflated[0];
+        assert_eq!(inflate_piece(&gz[d.range.clone()]).unwrap(), long);
     }
 
     #[test]
