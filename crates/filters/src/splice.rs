@@ -312,13 +312,16 @@ pub fn trailer(gz: &[u8]) -> Option<(u32, u64)> {
 /// The deflate data of a gzip body whose bits are known, ready to have
 /// more deflate data follow: the final block made non-final and the data
 /// padded to a byte with an empty stored block where it does not end on
-/// one. Mostly slices of `gz`; None when the bits do not fit the body.
-pub fn strip(gz: &Bytes, bits: GzipBits) -> Option<Vec<Bytes>> {
+/// one. The body is given as stored, in chunks; the result is slices of
+/// them and two small pieces, nothing copied. None when the bits do not
+/// fit the body.
+pub fn strip(gz: &[Bytes], bits: GzipBits) -> Option<Vec<Bytes>> {
+    let total: u64 = gz.iter().map(|c| c.len() as u64).sum();
     let (start, last, stop) = (bits.start, bits.last, bits.stop);
-    if !(start % 8 == 0
+    if !(start.is_multiple_of(8)
         && start <= last
         && last + 10 <= stop
-        && stop.div_ceil(8) + 8 <= gz.len() as u64)
+        && stop.div_ceil(8) + 8 <= total)
     {
         return None;
     }
@@ -327,15 +330,17 @@ pub fn strip(gz: &Bytes, bits: GzipBits) -> Option<Vec<Bytes>> {
         (last / 8) as usize,
         (stop / 8) as usize,
     );
-    let mut out = Vec::with_capacity(5);
-    out.push(gz.slice(start..last_byte));
-    out.push(Bytes::from(vec![gz[last_byte] & !(1 << (last % 8))]));
+    let mut out = Vec::with_capacity(gz.len() + 4);
+    slices(gz, start..last_byte, &mut out);
+    out.push(Bytes::from(vec![
+        byte_at(gz, last_byte)? & !(1 << (last % 8)),
+    ]));
+    slices(gz, last_byte + 1..stop_byte, &mut out);
     let used = (stop % 8) as u32;
-    out.push(gz.slice(last_byte + 1..stop_byte));
     if used > 0 {
         // The partial last byte keeps its data bits; the rest is an empty
         // stored block (three zero header bits), padded, then LEN/NLEN.
-        let mut tail = vec![gz[stop_byte] & ((1u8 << used) - 1)];
+        let mut tail = vec![byte_at(gz, stop_byte)? & ((1u8 << used) - 1)];
         if used > 5 {
             tail.push(0);
         }
@@ -343,6 +348,28 @@ pub fn strip(gz: &Bytes, bits: GzipBits) -> Option<Vec<Bytes>> {
         out.push(Bytes::from(tail));
     }
     Some(out)
+}
+
+/// Pushes the slices of `chunks` that cover `range` of their bytes.
+fn slices(chunks: &[Bytes], range: Range<usize>, out: &mut Vec<Bytes>) {
+    let mut at = 0;
+    for c in chunks {
+        let (from, to) = (range.start.max(at), range.end.min(at + c.len()));
+        if from < to {
+            out.push(c.slice(from - at..to - at));
+        }
+        at += c.len();
+    }
+}
+
+fn byte_at(chunks: &[Bytes], mut i: usize) -> Option<u8> {
+    for c in chunks {
+        if i < c.len() {
+            return Some(c[i]);
+        }
+        i -= c.len();
+    }
+    None
 }
 
 /// A verbatim segment of a gzip'd ESI page: its deflate bytes in the
@@ -429,16 +456,21 @@ impl Splicer {
     }
 
     /// Plain bytes, as stored blocks (no compression: cheap, and the
-    /// bytes are usually small, such as an uncompressed include).
-    pub fn stored(&mut self, data: &[u8], out: &mut Vec<u8>) {
+    /// bytes are usually small, such as an uncompressed include): each
+    /// block's 5-byte header and the slice of `data` it frames.
+    pub fn stored(&mut self, data: &Bytes, out: &mut Vec<Bytes>) {
         self.crc.update(data);
         self.len += data.len() as u64;
-        for block in data.chunks(0xffff) {
-            let n = block.len() as u16;
-            out.push(0);
-            out.extend_from_slice(&n.to_le_bytes());
-            out.extend_from_slice(&(!n).to_le_bytes());
-            out.extend_from_slice(block);
+        let mut at = 0;
+        while at < data.len() {
+            let n = (data.len() - at).min(0xffff);
+            let len = n as u16;
+            let mut head = [0u8; 5];
+            head[1..3].copy_from_slice(&len.to_le_bytes());
+            head[3..].copy_from_slice(&(!len).to_le_bytes());
+            out.push(Bytes::copy_from_slice(&head));
+            out.push(data.slice(at..at + n));
+            at += n;
         }
     }
 
@@ -476,6 +508,20 @@ mod tests {
         e.finish().unwrap()
     }
 
+    /// A body stored in uneven chunks, as a fetch stores one.
+    fn chunked(gz: &[u8]) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut rest = gz;
+        let mut size = 1;
+        while !rest.is_empty() {
+            let n = size.min(rest.len());
+            out.push(Bytes::copy_from_slice(&rest[..n]));
+            rest = &rest[n..];
+            size = size * 3 + 1;
+        }
+        out
+    }
+
     fn sample(n: usize) -> Vec<u8> {
         let mut v = Vec::with_capacity(n);
         let mut x: u32 = 7;
@@ -500,12 +546,16 @@ mod tests {
             match p {
                 Ok(gz) => {
                     let scanned = scan(gz).unwrap();
-                    for piece in strip(&Bytes::from(gz.clone()), scanned.bits).unwrap() {
+                    for piece in strip(&chunked(gz), scanned.bits).unwrap() {
                         out.extend_from_slice(&piece);
                     }
                     s.deflated(scanned.crc, scanned.len);
                 }
-                Err(plain) => s.stored(plain, &mut out),
+                Err(plain) => {
+                    let mut pieces = Vec::new();
+                    s.stored(&Bytes::copy_from_slice(plain), &mut pieces);
+                    pieces.iter().for_each(|p| out.extend_from_slice(p));
+                }
             }
         }
         out.extend_from_slice(&s.finish());
@@ -635,7 +685,7 @@ mod tests {
                 }
                 Segment::Include(_) => {
                     let f = scan(&fragment).unwrap();
-                    for piece in strip(&Bytes::from(fragment.clone()), f.bits).unwrap() {
+                    for piece in strip(&chunked(&fragment), f.bits).unwrap() {
                         out.extend_from_slice(&piece);
                     }
                     s.deflated(f.crc, f.len);

@@ -475,10 +475,10 @@ async fn filtered_body(
     }
     if c.is_fragment() && splice && obj.gzipped {
         wait_complete(obj).await?;
-        let body = esi::whole_body(obj);
-        let stripped = obj
-            .gzip()
-            .and_then(|g| Some((lacquer_filters::splice::strip(&body, g.bits)?, g)));
+        let stripped = obj.gzip().and_then(|g| {
+            let chunks = obj.body.chunks()?;
+            Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
+        });
         if let Some((data, g)) = stripped {
             count_sent(c, &mut req.acct, g.len);
             return c.send_deflated(data, g.crc, g.len).await.map_err(close_for);

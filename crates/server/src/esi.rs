@@ -83,7 +83,6 @@ pub(crate) struct Out<'a> {
 struct Sink {
     /// Set when this page writes the gzip stream itself (at the top).
     splicer: Option<Splicer>,
-    scratch: Vec<u8>,
 }
 
 impl Sink {
@@ -94,15 +93,15 @@ impl Sink {
         out: &Out<'_>,
         b: Bytes,
     ) -> Result<(), Outcome> {
-        let b = match &mut self.splicer {
+        let pieces = match &mut self.splicer {
             Some(s) => {
-                self.scratch.clear();
-                s.stored(&b, &mut self.scratch);
-                Bytes::copy_from_slice(&self.scratch)
+                let mut framed = Vec::with_capacity(2);
+                s.stored(&b, &mut framed);
+                framed
             }
-            None => b,
+            None => vec![b],
         };
-        send(c, req, out, vec![b]).await
+        send(c, req, out, pieces).await
     }
 
     async fn deflated(
@@ -122,7 +121,7 @@ impl Sink {
             None if out.gzip => c.send_deflated(data, crc, len).await.map_err(close_for),
             None => {
                 // Plain output wanted after all: inflate the piece.
-                let joined: Vec<u8> = data.iter().flat_map(|b| b.iter().copied()).collect();
+                let joined = data.concat();
                 let text = inflate_piece(&joined).map_err(|e| {
                     req.log.fmt(Tag::Error, format_args!("ESI: {e}"));
                     Outcome::Close(CloseReason::TxError)
@@ -183,7 +182,6 @@ pub(crate) async fn run(
     };
     let mut sink = Sink {
         splicer: (out.gzip && !c.is_fragment()).then(Splicer::new),
-        scratch: Vec::new(),
     };
     if sink.splicer.is_some() {
         send(c, req, &out, vec![Bytes::from_static(&GZIP_HEADER)]).await?;
@@ -242,7 +240,7 @@ pub(crate) async fn run(
 }
 
 /// The body in one piece (an ESI body is stored as one).
-pub(crate) fn whole_body(obj: &Object) -> Bytes {
+fn whole_body(obj: &Object) -> Bytes {
     match obj.body.chunks() {
         Some([one]) => one.clone(),
         Some(chunks) => {
