@@ -100,6 +100,7 @@ impl<'a> Conn<'a> {
 
     fn count_request(&self, head: usize, body: usize) {
         let stats = &self.backend.stats;
+        COUNTERS.inc(Counter::backend_req);
         stats.inc(BackendCounter::req);
         stats.add(BackendCounter::bereq_hdrbytes, head as u64);
         stats.add(BackendCounter::bereq_bodybytes, body as u64);

@@ -177,6 +177,7 @@ counter_table! {
     backend_fail: Counter, "Backend connections that could not be opened.";
     backend_reuse: Counter, "Backend connections reused from the pool.";
     backend_recycle: Counter, "Backend connections returned to the pool.";
+    backend_req: Counter, "Backend requests made.";
     backend_retry: Counter, "Backend requests retried on a fresh connection after a reused one failed.";
     fetch_head: Counter, "Fetches of HEAD requests without a body.";
     fetch_length: Counter, "Fetches with a Content-Length body.";

@@ -279,7 +279,7 @@ param_table! {
     first_byte_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait for the first byte of a backend response.";
     esi_parallel: Count, "10", "includes", min Some("1"), max Some("1000"),
-        "Lacquer: how many ESI includes of one page are fetched at once. Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
+        "Lacquer: how many ESI includes are fetched at once for one client request, nested pages included (each page may also always fetch the one include it is waiting for). Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
     gzip_level: Count, "6", "", min Some("0"), max Some("9"),
         "Gzip compression level: 0=debug, 1=fast, 9=best";
     gzip_memlevel: Count, "8", "", min Some("1"), max Some("9"),

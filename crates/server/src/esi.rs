@@ -2,8 +2,10 @@
 //! ranges and, for each include, the body of a sub-request that goes
 //! through the whole client state machine (`vcl_recv` with
 //! `req.esi_level` > 0, lookup, pass, synth…) on its own task. Up to
-//! `esi_parallel` includes of a page run at once, each into a bounded
-//! channel, while the page is still written in document order. When the
+//! `esi_parallel` includes run at once, each into a bounded channel,
+//! while the page is still written in document order; the includes
+//! fetched ahead of the one a page waits for share one budget of
+//! `esi_parallel` across the whole tree of nested pages. When the
 //! client goes away — a write fails, or the socket closes while the page
 //! waits on an include — the includes still running are cancelled at
 //! once, instead of being carried to the end for nobody. An include loop
@@ -27,9 +29,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// The top request as `req_top.*` shows it to includes.
 pub(crate) struct TopReq {
@@ -48,6 +48,9 @@ pub(crate) struct IncludeCtx {
     /// The top page goes out gzip'd: hand it deflate data to splice
     /// where the body has it, plain bytes otherwise.
     pub gzip: bool,
+    /// Includes fetched ahead of delivery, for the whole tree of pages
+    /// under one top request: `esi_parallel` of them.
+    pub ahead: Arc<Semaphore>,
 }
 
 /// How many pieces an include may have ready before it waits for the
@@ -61,6 +64,8 @@ struct Running {
     /// Its place in the program.
     segment: usize,
     onerror_continue: bool,
+    /// Its place in the budget of includes fetched ahead, if it has one.
+    _ahead: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Running {
@@ -176,7 +181,7 @@ pub(crate) async fn run(
         (None, Headers::new())
     } else {
         (
-            Some(Arc::new(child_ctx(req, level + 1, out.gzip))),
+            Some(Arc::new(child_ctx(req, level + 1, out.gzip, parallel))),
             initial_headers(c, sh, req),
         )
     };
@@ -191,13 +196,20 @@ pub(crate) async fn run(
     let mut running: VecDeque<Running> = VecDeque::new();
     for (i, seg) in program.segments.iter().enumerate() {
         while running.len() < parallel {
-            let Some((segment, inc)) = todo.pop_front() else {
+            let Some(ctx) = &ctx else { break };
+            let Some(&(segment, inc)) = todo.front() else {
                 break;
             };
-            let Some(ctx) = &ctx else { break };
-            match start(c, sh, req, &base, ctx, inc, segment, &out) {
-                Some(r) => running.push_back(r),
-                None => continue,
+            // The next include the page waits for always starts (so nested
+            // pages cannot starve each other); those after it start ahead
+            // only within the top request's budget.
+            let ahead = ctx.ahead.clone().try_acquire_owned().ok();
+            if ahead.is_none() && !running.is_empty() {
+                break;
+            }
+            todo.pop_front();
+            if let Some(r) = start(c, sh, req, &base, ctx, inc, segment, &out, ahead) {
+                running.push_back(r);
             }
         }
         match seg {
@@ -255,7 +267,7 @@ fn whole_body(obj: &Object) -> Bytes {
 }
 
 /// The context the includes of `req` get.
-fn child_ctx(req: &Req, level: u32, gzip: bool) -> IncludeCtx {
+fn child_ctx(req: &Req, level: u32, gzip: bool, parallel: usize) -> IncludeCtx {
     let top = match &req.include {
         Some(ctx) => ctx.top.clone(),
         None => Arc::new(TopReq {
@@ -266,7 +278,16 @@ fn child_ctx(req: &Req, level: u32, gzip: bool) -> IncludeCtx {
             t_req: req.t_req,
         }),
     };
-    IncludeCtx { level, top, gzip }
+    let ahead = match &req.include {
+        Some(ctx) => ctx.ahead.clone(),
+        None => Arc::new(Semaphore::new(parallel)),
+    };
+    IncludeCtx {
+        level,
+        top,
+        gzip,
+        ahead,
+    }
 }
 
 /// The headers includes start from: the request's as it arrived (before
@@ -330,6 +351,7 @@ fn start(
     inc: &Include,
     segment: usize,
     out: &Out<'_>,
+    ahead: Option<OwnedSemaphorePermit>,
 ) -> Option<Running> {
     let Some(head) = include_head(sh, base, inc) else {
         req.log.fmt(
@@ -359,6 +381,7 @@ fn start(
         rx,
         segment,
         onerror_continue: inc.onerror_continue,
+        _ahead: ahead,
     })
 }
 
@@ -378,36 +401,13 @@ fn include_task(
     })
 }
 
-/// The next piece of an include. On the client's own connection it also
-/// watches the socket, so a client that leaves while the page waits is
-/// noticed at once (bytes it sends meanwhile stay buffered for the next
-/// request).
+/// The next piece of an include, watching the client's socket meanwhile
+/// so that a client that leaves while the page waits is noticed at once.
 async fn next_piece(
     c: &mut Client,
     rx: &mut mpsc::Receiver<Piece>,
 ) -> Result<Option<Piece>, Outcome> {
-    /// A client sending this much ahead is not watched further.
-    const WATCH_LIMIT: usize = 64 * 1024;
-    let mut recv = std::pin::pin!(rx.recv());
-    loop {
-        if c.is_fragment() || c.rbuf.len() > WATCH_LIMIT {
-            return Ok(recv.await);
-        }
-        let mut read = std::pin::pin!(c.read_more(Duration::from_secs(86_400)));
-        let event = std::future::poll_fn(|cx| {
-            if let Poll::Ready(p) = recv.as_mut().poll(cx) {
-                return Poll::Ready(Ok(p));
-            }
-            if let Poll::Ready(r) = read.as_mut().poll(cx) {
-                return Poll::Ready(Err(r));
-            }
-            Poll::Pending
-        })
-        .await;
-        match event {
-            Ok(piece) => return Ok(piece),
-            Err(Ok(n)) if n > 0 => continue,
-            Err(_) => return Err(Outcome::Close(CloseReason::RemClose)),
-        }
-    }
+    c.watching(rx.recv())
+        .await
+        .ok_or(Outcome::Close(CloseReason::RemClose))
 }

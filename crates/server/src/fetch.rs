@@ -7,17 +7,16 @@
 
 use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::ConnInfo;
-use crate::fetch_filters::{FetchFilters, Wanted};
 use crate::request::Req;
 use crate::vcl::Loaded;
-use crate::{synth, vsl, Shared};
+use crate::{fill, synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_backend::FetchError;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
-use lacquer_cache::{Body, FetchSlot, Removal, VarySpec};
+use lacquer_cache::{Body, FetchSlot, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_http::{Framing, Header, Headers, ResponseHead, Version};
+use lacquer_http::{Header, Headers, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
@@ -40,9 +39,6 @@ pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
     "content-length",
     "transfer-encoding",
 ];
-
-/// Response headers not stored: the delivery writes its own.
-const NOT_STORED: &[&str] = &["content-length", "age"];
 
 /// How the client side started this fetch.
 pub(crate) struct FetchKind {
@@ -265,20 +261,7 @@ async fn run(
                     },
                 );
             }
-            let framing = resp.framing;
-            store(
-                &sh,
-                bereq,
-                beresp,
-                resp,
-                framing,
-                hit_for_pass,
-                slot,
-                tx,
-                conn,
-                &t,
-            )
-            .await;
+            store(&sh, bereq, beresp, resp, hit_for_pass, slot, tx, conn, &t).await;
             return;
         };
         let now = lacquer_core::time::now();
@@ -329,14 +312,13 @@ pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
 #[allow(clippy::too_many_arguments)]
 async fn store(
     sh: &Shared,
-    bereq: Bereq,
+    mut bereq: Bereq,
     beresp: Beresp,
     resp: ResponseHead,
-    framing: Framing,
     hit_for_pass: Option<f64>,
     slot: FetchSlot,
     tx: oneshot::Sender<Arc<Object>>,
-    mut conn: lacquer_backend::Conn<'_>,
+    conn: lacquer_backend::Conn<'_>,
     t: &lacquer_backend::Timeouts,
 ) {
     let now = beresp.t_resp;
@@ -351,74 +333,18 @@ async fn store(
     let cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
     let timers = beresp.timers;
     let status = beresp.status % 1000;
-    let mut headers = beresp.headers;
-    let bodyless = framing == Framing::None;
-    let want = Wanted {
-        do_esi: beresp.do_esi,
-        do_gzip: beresp.do_gzip,
-        do_gunzip: beresp.do_gunzip,
-    };
-    let mut filters = FetchFilters::choose(p, want, &mut headers, bodyless);
-    let expected = match framing {
-        _ if filters.changes_length() => None,
-        Framing::Length(n) => Some(n),
-        Framing::None => Some(0),
-        _ => None,
-    };
-    let head = ResponseHead {
-        version: beresp.version,
-        status,
-        reason: beresp.reason.clone(),
-        headers,
-        framing,
-        keep_alive: resp.keep_alive,
-        wire_len: resp.wire_len,
-    };
-    let (block, stored) = stored_head(&head, now, NOT_STORED);
-    let obj = Arc::new(Object::new(ObjectInit {
-        xid,
-        kind: ObjKind::Normal,
-        status,
-        head: block,
-        headers: stored,
-        body: Body::streaming(expected),
-        vary: vary.clone(),
-        timers,
-    }));
-    if filters.is_esi() {
-        obj.expect_esi();
-    }
     let remaining_life = timers.t_origin + timers.lifetime() - now;
     let store = sh
         .cache
         .choose_store(!cacheable || remaining_life < p.shortlived());
-    let nuke_limit = p.nuke_limit();
-    // An announced length is reserved before anyone sees the object, so a
-    // full store is a clean 503 rather than a truncated delivery.
-    let reserved = expected.unwrap_or(0);
-    let first_charge = obj.head.len() as u64 + reserved;
-    let mut bereq = bereq;
-    if bereq.log.active() {
-        let name = store.name().to_string();
-        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
-        let mode: &[u8] = match framing {
-            Framing::None => b"0 none -",
-            Framing::Chunked => b"2 chunked stream",
-            Framing::Length(_) => b"3 length stream",
-            Framing::UntilClose => b"4 eof stream",
-        };
-        bereq.log.bytes(Tag::Fetch_Body, mode);
-    }
-    if !sh.cache.attach(&obj, store, first_charge, nuke_limit) {
-        COUNTERS.inc(Counter::fetch_failed);
-        log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
+    let Some(filling) = fill::begin(sh, &mut bereq, beresp, &resp, vary.clone(), store) else {
         let err = synth::fetch_failed(xid);
         slot.abandon(Some(err.clone()));
         let _ = tx.send(err);
         return;
-    }
+    };
     if cacheable {
-        slot.insert(&obj, &bereq.headers);
+        slot.insert(&filling.obj, &bereq.headers);
     } else {
         let (kind, ttl) = match hit_for_pass {
             Some(ttl) => (ObjKind::HitPass, ttl),
@@ -446,98 +372,8 @@ async fn store(
             slot.abandon(None);
         }
     }
-    let _ = tx.send(obj.clone());
-    if framing == Framing::None {
-        COUNTERS.inc(match status {
-            204 => Counter::fetch_204,
-            304 => Counter::fetch_304,
-            100..=199 => Counter::fetch_1xx,
-            _ => Counter::fetch_none,
-        });
-    }
-    let mut reader = conn.body(framing);
-    let mut received = 0u64;
-    let mut stored = 0u64;
-    // Charges storage for bytes about to be kept; false when it is full.
-    let charge = |stored: &mut u64, n: u64| {
-        let before = *stored;
-        *stored += n;
-        let extra = stored.saturating_sub(reserved.max(before));
-        extra == 0 || sh.cache.grow(&obj, extra, nuke_limit)
-    };
-    loop {
-        match conn.read_body(&mut reader, t).await {
-            Ok(Some(chunk)) => {
-                received += chunk.len() as u64;
-                let held = filters.held();
-                let piece = match filters.push(&chunk) {
-                    Ok(piece) => piece,
-                    Err(e) => {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
-                        return;
-                    }
-                };
-                let newly_held = (filters.held() - held) as u64;
-                if newly_held > 0 && !charge(&mut stored, newly_held) {
-                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                    return;
-                }
-                if let Some(piece) = piece {
-                    if !charge(&mut stored, piece.len() as u64) {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                        return;
-                    }
-                    obj.body.push(piece);
-                }
-            }
-            Ok(None) => {
-                let whole = filters.is_esi();
-                let (tail, program, gzip) = match filters.finish(p, &bereq.url, &mut bereq.log) {
-                    Ok(done) => (done.tail, done.program, done.gzip),
-                    Err(e) => {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
-                        return;
-                    }
-                };
-                if let Some(tail) = tail {
-                    // An ESI body comes whole, and was charged while it
-                    // was held.
-                    let new = if whole {
-                        (tail.len() as u64).saturating_sub(stored)
-                    } else {
-                        tail.len() as u64
-                    };
-                    if !charge(&mut stored, new) {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                        return;
-                    }
-                    obj.body.push(tail);
-                }
-                if let Some(program) = program {
-                    obj.set_esi(program);
-                }
-                if let Some(gzip) = gzip {
-                    obj.set_gzip(gzip);
-                }
-                obj.body.finish();
-                let now = lacquer_core::time::now();
-                log_body_end(&mut bereq, &conn, received, stored, now);
-                conn.finish(true);
-                return;
-            }
-            Err(e) => {
-                body_failed(sh, &mut bereq.log, &obj, &e);
-                return;
-            }
-        }
-    }
-}
-
-fn body_failed(sh: &Shared, log: &mut Txn, obj: &Arc<Object>, e: &FetchError) {
-    COUNTERS.inc(Counter::fetch_failed);
-    log_fetch_error(log, e);
-    obj.body.fail();
-    sh.cache.remove(obj, Removal::Failed);
+    let _ = tx.send(filling.obj.clone());
+    fill::fill(sh, &mut bereq, filling, conn, t).await;
 }
 
 static LOG_SECOND: AtomicU64 = AtomicU64::new(0);

@@ -8,6 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
 use lacquer_http::Framing;
+use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -230,6 +231,36 @@ impl Client {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
             Err(_) => Err(ReadError::Timeout),
+        }
+    }
+
+    /// Awaits `fut` while watching the client's socket, so that a client
+    /// that leaves is noticed at once instead of when its response is
+    /// written: `None` when it closed or reset. Bytes it sends meanwhile
+    /// (a pipelined request) are kept for later, and a client sending a
+    /// lot ahead is no longer watched. Only for a request whose body has
+    /// been read. An include is not watched: its page cancels it.
+    pub async fn watching<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+        /// A client sending this much ahead is not watched further.
+        const WATCH_LIMIT: usize = 64 * 1024;
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            if self.is_fragment() || self.rbuf.len() > WATCH_LIMIT {
+                return Some(fut.await);
+            }
+            let mut read = std::pin::pin!(self.read_more(Duration::from_secs(86_400)));
+            let event = std::future::poll_fn(|cx| {
+                if let std::task::Poll::Ready(out) = fut.as_mut().poll(cx) {
+                    return std::task::Poll::Ready(Ok(out));
+                }
+                read.as_mut().poll(cx).map(Err)
+            })
+            .await;
+            match event {
+                Ok(out) => return Some(out),
+                Err(Ok(n)) if n > 0 => continue,
+                Err(_) => return None,
+            }
         }
     }
 

@@ -12,6 +12,7 @@ mod deliver;
 mod esi;
 mod fetch;
 mod fetch_filters;
+mod fill;
 mod io;
 mod metrics;
 mod mgmt;

@@ -2,16 +2,20 @@
 //! hop-by-hop headers) through `vcl_backend_fetch`, its body streamed
 //! through, and the response, after `vcl_backend_response`, streams back
 //! to this one client without touching the cache, after `vcl_deliver` has
-//! seen its head. Failures go through `vcl_backend_error`, and the error
-//! object goes back to the client state machine for `vcl_deliver`.
+//! seen its head. A response VCL asked to filter (`do_esi`, `do_gzip`,
+//! `do_gunzip`) goes through a private object instead, filled and
+//! delivered as a miss's would be. The wait for the backend watches the
+//! client: one that leaves abandons the pass. Failures go through
+//! `vcl_backend_error`, and the error object goes back to the client
+//! state machine for `vcl_deliver`.
 
 use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::{ClientHost, ConnInfo, Resp};
-use crate::deliver::{self, DeliveryHeaders, WireBody};
+use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::io::{Client, SendClock};
 use crate::request::{Outcome, Req};
 use crate::vcl::Loaded;
-use crate::{fetch, synth, Shared};
+use crate::{fetch, fill, synth, Shared};
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_cache::object::Object;
@@ -21,6 +25,7 @@ use lacquer_core::params::Params;
 use lacquer_filters::gzip::Gunzip;
 use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
+use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
 
@@ -87,7 +92,17 @@ pub(crate) async fn pass(
             let limits = sh.response_limits();
             let head = bereq.head(&backend.host_header);
             let result: Result<(Conn<'_>, ResponseHead), FetchError> = if req.body.is_done() {
-                backend.exchange(&head, &[], &t, &limits, is_head).await
+                // Nobody else wants this response: a client that leaves
+                // ends the wait for it (and frees the connection slot).
+                let exchange = backend.exchange(&head, &[], &t, &limits, is_head);
+                let Some(result) = c.watching(exchange).await else {
+                    bereq.log.fmt(
+                        Tag::FetchError,
+                        format_args!("abandoned: the client has gone"),
+                    );
+                    return Passed::Done(Outcome::Close(CloseReason::RemClose));
+                };
+                result
             } else {
                 if req.head.expect_continue {
                     let idle = Params::duration(sh.params.idle_send_timeout());
@@ -131,6 +146,21 @@ pub(crate) async fn pass(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
+            if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
+                // Filtered: through a private object, as a miss would be.
+                let transient = sh.cache.transient().clone();
+                let Some(filling) = fill::begin(sh, &mut bereq, beresp, &resp, None, transient)
+                else {
+                    return Passed::Object(synth::fetch_failed(req.xid));
+                };
+                let backend = Backend {
+                    bereq: &mut bereq,
+                    resp: &resp,
+                    conn: be,
+                    timeouts: &t,
+                };
+                return deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await;
+            }
             let backend = Backend {
                 bereq: &mut bereq,
                 resp: &resp,
@@ -162,6 +192,52 @@ struct Backend<'a, 'b> {
     resp: &'a ResponseHead,
     conn: Conn<'b>,
     timeouts: &'a lacquer_backend::Timeouts,
+}
+
+/// Runs `vcl_deliver` on a private object and delivers it as its body
+/// comes in through the filters VCL chose.
+#[allow(clippy::too_many_arguments)]
+async fn deliver_private(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    req: &mut Req,
+    conn: ConnInfo,
+    filling: fill::Filling,
+    backend: Backend<'_, '_>,
+    keep: bool,
+) -> Passed {
+    let obj = filling.obj.clone();
+    let mut resp = Resp::for_object(&obj, false);
+    let mut host = ClientHost {
+        method: Method::Deliver,
+        sh,
+        vcl,
+        req,
+        conn,
+        hash: None,
+        obj: Some(&obj),
+        resp: Some(&mut resp),
+    };
+    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host);
+    crate::vsl::vcl_call(&mut req.log, Method::Deliver, &action);
+    match action {
+        Action::Deliver => req.log.timestamp("Process", lacquer_core::time::now()),
+        Action::Synth { status, reason } => return Passed::Synth(status, reason),
+        Action::Restart => return Passed::Restart,
+        _ => {
+            COUNTERS.inc(Counter::vcl_fail);
+            return Passed::Fail;
+        }
+    }
+    let d = Delivery {
+        hit: false,
+        keep,
+        vcl,
+    };
+    let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
+    let filling = fill::fill(sh, backend.bereq, filling, backend.conn, backend.timeouts);
+    Passed::Done(fill::alongside(delivery, filling).await)
 }
 
 /// Runs `vcl_deliver` on the response head, writes it and streams the

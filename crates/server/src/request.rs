@@ -517,7 +517,12 @@ async fn miss_step(
                 hitmiss,
             };
             let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn, key, slot, kind);
-            let obj = match rx.await {
+            // A client that leaves stops waiting; the fetch goes on for
+            // the cache, unless it was this request's own (hit-for-miss).
+            let Some(answer) = c.watching(rx).await else {
+                return Step::Done(Outcome::Close(CloseReason::RemClose));
+            };
+            let obj = match answer {
                 Ok(obj) => obj,
                 // The fetch was abandoned or ended without an answer.
                 Err(_) => synth::fetch_failed(req.xid),

@@ -1,0 +1,242 @@
+//! Filling an object from a backend response: the object built from the
+//! head `vcl_backend_response` left, charged to its store before anyone
+//! sees it, then its body read through the fetch filters into storage
+//! while clients stream it. Cache fetches fill objects this way, and so
+//! does a pass whose response VCL asked to filter (`do_esi`, `do_gzip`,
+//! `do_gunzip`): its object is private to the one request, charged to
+//! the transient store and gone when that request is done with it.
+
+use crate::backend_host::{Bereq, Beresp};
+use crate::fetch::{log_body_end, log_fetch_error, stored_head};
+use crate::fetch_filters::{FetchFilters, Wanted};
+use crate::Shared;
+use lacquer_backend::{Conn, FetchError, Timeouts};
+use lacquer_cache::object::{ObjKind, Object, ObjectInit};
+use lacquer_cache::store::Store;
+use lacquer_cache::{Body, Removal, VarySpec};
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::{Framing, ResponseHead};
+use lacquer_shm::{Tag, Txn};
+use std::future::Future;
+use std::sync::Arc;
+
+/// Response headers not stored: the delivery writes its own.
+const NOT_STORED: &[&str] = &["content-length", "age"];
+
+/// An object made from a response head, its body still to come.
+pub(crate) struct Filling {
+    pub obj: Arc<Object>,
+    filters: FetchFilters,
+    framing: Framing,
+    /// Bytes charged up front for an announced length.
+    reserved: u64,
+}
+
+/// Builds the object for a response that `vcl_backend_response` let
+/// through, with the filters VCL chose, and charges it to `store`. None
+/// (logged and counted) when the store has no room for it.
+pub(crate) fn begin(
+    sh: &Shared,
+    bereq: &mut Bereq,
+    beresp: Beresp,
+    resp: &ResponseHead,
+    vary: Option<VarySpec>,
+    store: Arc<Store>,
+) -> Option<Filling> {
+    let p = &sh.params;
+    let framing = resp.framing;
+    let status = beresp.status % 1000;
+    let mut headers = beresp.headers;
+    let want = Wanted {
+        do_esi: beresp.do_esi,
+        do_gzip: beresp.do_gzip,
+        do_gunzip: beresp.do_gunzip,
+    };
+    let filters = FetchFilters::choose(p, want, &mut headers, framing == Framing::None);
+    let expected = match framing {
+        _ if filters.changes_length() => None,
+        Framing::Length(n) => Some(n),
+        Framing::None => Some(0),
+        _ => None,
+    };
+    let head = ResponseHead {
+        version: beresp.version,
+        status,
+        reason: beresp.reason.clone(),
+        headers,
+        framing,
+        keep_alive: resp.keep_alive,
+        wire_len: resp.wire_len,
+    };
+    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
+    let obj = Arc::new(Object::new(ObjectInit {
+        xid: bereq.xid,
+        kind: ObjKind::Normal,
+        status,
+        head: block,
+        headers: stored,
+        body: Body::streaming(expected),
+        vary,
+        timers: beresp.timers,
+    }));
+    if filters.is_esi() {
+        obj.expect_esi();
+    }
+    // An announced length is reserved before anyone sees the object, so a
+    // full store is a clean 503 rather than a truncated delivery.
+    let reserved = expected.unwrap_or(0);
+    if bereq.log.active() {
+        let name = store.name().to_string();
+        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
+        let mode: &[u8] = match framing {
+            Framing::None => b"0 none -",
+            Framing::Chunked => b"2 chunked stream",
+            Framing::Length(_) => b"3 length stream",
+            Framing::UntilClose => b"4 eof stream",
+        };
+        bereq.log.bytes(Tag::Fetch_Body, mode);
+    }
+    let first_charge = obj.head.len() as u64 + reserved;
+    if !sh.cache.attach(&obj, store, first_charge, p.nuke_limit()) {
+        COUNTERS.inc(Counter::fetch_failed);
+        log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
+        return None;
+    }
+    Some(Filling {
+        obj,
+        filters,
+        framing,
+        reserved,
+    })
+}
+
+/// Reads the body into the object, through its filters, charging the
+/// store as it grows. A failure marks the body failed (its readers see
+/// it end short) and removes the object.
+pub(crate) async fn fill(
+    sh: &Shared,
+    bereq: &mut Bereq,
+    filling: Filling,
+    mut conn: Conn<'_>,
+    t: &Timeouts,
+) {
+    let Filling {
+        obj,
+        mut filters,
+        framing,
+        reserved,
+    } = filling;
+    let p = &sh.params;
+    if framing == Framing::None {
+        COUNTERS.inc(match obj.status {
+            204 => Counter::fetch_204,
+            304 => Counter::fetch_304,
+            100..=199 => Counter::fetch_1xx,
+            _ => Counter::fetch_none,
+        });
+    }
+    let nuke_limit = p.nuke_limit();
+    let mut reader = conn.body(framing);
+    let mut received = 0u64;
+    let mut stored = 0u64;
+    // Charges storage for bytes about to be kept; false when it is full.
+    let charge = |stored: &mut u64, n: u64| {
+        let before = *stored;
+        *stored += n;
+        let extra = stored.saturating_sub(reserved.max(before));
+        extra == 0 || sh.cache.grow(&obj, extra, nuke_limit)
+    };
+    loop {
+        match conn.read_body(&mut reader, t).await {
+            Ok(Some(chunk)) => {
+                received += chunk.len() as u64;
+                let held = filters.held();
+                let piece = match filters.push(&chunk) {
+                    Ok(piece) => piece,
+                    Err(e) => {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
+                        return;
+                    }
+                };
+                let newly_held = (filters.held() - held) as u64;
+                if newly_held > 0 && !charge(&mut stored, newly_held) {
+                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                    return;
+                }
+                if let Some(piece) = piece {
+                    if !charge(&mut stored, piece.len() as u64) {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                        return;
+                    }
+                    obj.body.push(piece);
+                }
+            }
+            Ok(None) => {
+                let whole = filters.is_esi();
+                let done = match filters.finish(p, &bereq.url, &mut bereq.log) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
+                        return;
+                    }
+                };
+                if let Some(tail) = done.tail {
+                    // An ESI body comes whole, and was charged while it
+                    // was held.
+                    let new = if whole {
+                        (tail.len() as u64).saturating_sub(stored)
+                    } else {
+                        tail.len() as u64
+                    };
+                    if !charge(&mut stored, new) {
+                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                        return;
+                    }
+                    obj.body.push(tail);
+                }
+                if let Some(program) = done.program {
+                    obj.set_esi(program);
+                }
+                if let Some(gzip) = done.gzip {
+                    obj.set_gzip(gzip);
+                }
+                obj.body.finish();
+                let now = lacquer_core::time::now();
+                log_body_end(bereq, &conn, received, stored, now);
+                conn.finish(true);
+                return;
+            }
+            Err(e) => {
+                body_failed(sh, &mut bereq.log, &obj, &e);
+                return;
+            }
+        }
+    }
+}
+
+fn body_failed(sh: &Shared, log: &mut Txn, obj: &Arc<Object>, e: &FetchError) {
+    COUNTERS.inc(Counter::fetch_failed);
+    log_fetch_error(log, e);
+    obj.body.fail();
+    sh.cache.remove(obj, Removal::Failed);
+}
+
+/// Runs `delivery` while `filling` reads the body it delivers, in the
+/// same task; returns what the delivery returns. A delivery that ends
+/// first (its client has gone) drops the fill, closing the backend
+/// connection: nobody else can want a private object.
+pub(crate) async fn alongside<T>(
+    delivery: impl Future<Output = T>,
+    filling: impl Future<Output = ()>,
+) -> T {
+    let mut delivery = std::pin::pin!(delivery);
+    let mut filling = std::pin::pin!(filling);
+    let mut filled = false;
+    std::future::poll_fn(|cx| {
+        if !filled && filling.as_mut().poll(cx).is_ready() {
+            filled = true;
+        }
+        delivery.as_mut().poll(cx)
+    })
+    .await
+}
