@@ -20,7 +20,8 @@ pub struct Options {
     pub include_onerror: bool,
     /// Treat `https://` includes as `http://` instead of ignoring them.
     pub ignore_https: bool,
-    /// Do not report unknown `esi:` elements.
+    /// Look for ESI inside the markup of other elements too, instead of
+    /// skipping each one to its first `>` (its attributes, a lone `<`).
     pub ignore_other_elements: bool,
 }
 
@@ -104,7 +105,7 @@ pub fn parse(body: &[u8], base_url: &[u8], opts: &Options) -> Parsed {
                 program: None,
                 notes: vec![NOT_XML.to_string()],
                 errors: 0,
-                warnings: 1,
+                warnings: 0,
             };
         }
     }
@@ -265,8 +266,10 @@ impl Parser<'_> {
                 if closing {
                     if t.name.eq_ignore_ascii_case(b"remove") {
                         self.error(lt, "ESI 1.0 </esi:remove> without <esi:remove>");
-                    } else if !t.name.eq_ignore_ascii_case(b"include") {
-                        self.other(lt, &t);
+                    } else if t.name.eq_ignore_ascii_case(b"include") {
+                        self.error(lt, "ESI 1.0 </esi:include> illegal end-tag");
+                    } else {
+                        self.bogus(lt);
                     }
                     continue;
                 }
@@ -279,10 +282,14 @@ impl Parser<'_> {
                             self.error(lt, "ESI 1.0 <esi:comment> needs final '/'");
                         }
                     }
-                    _ => self.other(lt, &t),
+                    _ => self.bogus(lt),
                 }
-            } else {
+            } else if self.opts.ignore_other_elements {
                 i = lt + 1;
+            } else {
+                // Another element: skipped whole, to its first `>`, so
+                // that nothing in its attributes is taken for ESI.
+                i = find(body, b">", lt + 1).map_or(body.len(), |e| e + 1);
             }
         }
         if in_esi_comment {
@@ -291,11 +298,9 @@ impl Parser<'_> {
         self.verbatim(copied..body.len());
     }
 
-    fn other(&mut self, at: usize, t: &Tag) {
-        if !self.opts.ignore_other_elements {
-            let name = String::from_utf8_lossy(&t.name).into_owned();
-            self.error(at, &format!("ESI 1.0 <esi:{name}> element not supported"));
-        }
+    /// An `esi:` element that is none of Varnish's.
+    fn bogus(&mut self, at: usize) {
+        self.error(at, "ESI 1.0 <esi:bogus> element");
     }
 
     /// Reads a tag whose name starts after `esi:` at `at` (just past the
@@ -375,7 +380,7 @@ impl Parser<'_> {
 
     fn include(&mut self, at: usize, t: &Tag) {
         if !t.empty {
-            self.error(at, "ESI 1.0 <esi:include> needs final '/'");
+            self.warn(at, "ESI 1.0 <esi:include> lacks final '/'");
         }
         let attr = |name: &[u8]| {
             t.attrs
@@ -612,13 +617,17 @@ mod tests {
         );
         assert_eq!(text, "<x>abcd@e</x>");
         assert_eq!(incs, ["/i"]);
-        assert_eq!(p.errors, 4, "{:?}", p.notes);
+        assert_eq!((p.errors, p.warnings), (3, 1), "{:?}", p.notes);
         assert!(p.notes[0].starts_with("ERR after 4 "));
-        let ignore = Options {
-            ignore_other_elements: true,
-            ..o
-        };
-        assert_eq!(run("<x><esi:bogus/></x>", &ignore).2.errors, 0);
+        assert_eq!(
+            p.notes[3],
+            "WARN after 44 ESI 1.0 <esi:include> lacks final '/'"
+        );
+        let (_, _, p) = run("<x><esi:include src=\"/i\"/></esi:include></x>", &o);
+        assert_eq!(
+            p.notes,
+            ["ERR after 26 ESI 1.0 </esi:include> illegal end-tag"]
+        );
         // Unterminated constructs end the parse; what came before stays.
         for body in [
             "<x>a<esi:include src=\"/i\"",
@@ -630,6 +639,24 @@ mod tests {
             assert!(text.starts_with("<x>a"), "{body}: {text}");
             assert_eq!(p.errors, 1, "{body}");
         }
+    }
+
+    #[test]
+    fn other_elements_are_skipped_whole_unless_ignored() {
+        let body = "<p><a title=\"<esi:include src='/t'/>\">x</a> a < b <esi:include src=\"/l\"/>\
+                    <img alt=\"x>y\"><esi:include src=\"/i\"/></p>";
+        let (text, incs, _) = run(body, &Options::default());
+        assert_eq!(incs, ["/i"]);
+        assert!(text.starts_with("<p><a title=\"<esi:include"), "{text}");
+        let ignore = Options {
+            ignore_other_elements: true,
+            ..Options::default()
+        };
+        let (_, incs, p) = run(body, &ignore);
+        assert_eq!(incs, ["/t", "/l", "/i"]);
+        assert_eq!(p.errors, 0);
+        // Unknown esi: elements are errors either way.
+        assert_eq!(run("<x><esi:bogus/></x>", &ignore).2.errors, 1);
     }
 
     #[test]

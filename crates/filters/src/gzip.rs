@@ -2,11 +2,9 @@
 //! backend or leave for a client, compressed or inflated bytes come out.
 //! A corrupt or truncated gzip stream is an error, never a panic.
 
-use crate::splice::{GzipBits, Scanned, Splicer, GZIP_HEADER};
+use crate::splice::{GzipBits, Scan, Scanned, Splicer, GZIP_HEADER};
 use bytes::Bytes;
-use flate2::write::GzDecoder;
 use flate2::{Compress, Compression, FlushCompress};
-use std::io::Write;
 
 /// Why a gzip stream could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +106,10 @@ impl Gzip {
     }
 }
 
-/// Inflates one gzip member, checking its CRC and length at the end.
+/// Inflates one gzip member, checking its CRC and length at the end and
+/// noting its block bits on the way (for the `Gzip` record).
 pub struct Gunzip {
-    dec: GzDecoder<Vec<u8>>,
-    taken_in: u64,
-    taken_out: u64,
+    scan: Scan,
 }
 
 impl Default for Gunzip {
@@ -124,38 +121,26 @@ impl Default for Gunzip {
 impl Gunzip {
     pub fn new() -> Self {
         Gunzip {
-            dec: GzDecoder::new(Vec::with_capacity(8192)),
-            taken_in: 0,
-            taken_out: 0,
+            scan: Scan::inflating(),
         }
     }
 
     /// Feeds compressed bytes; returns the inflated bytes they made.
     pub fn push(&mut self, data: &[u8]) -> Result<Bytes, GzipError> {
-        self.taken_in += data.len() as u64;
-        self.dec
-            .write_all(data)
-            .map_err(|e| GzipError(format!("Invalid Gzip data: {e}")))?;
-        Ok(self.take())
-    }
-
-    fn take(&mut self) -> Bytes {
-        let out = std::mem::take(self.dec.get_mut());
-        self.taken_out += out.len() as u64;
-        Bytes::from(out)
+        self.scan.push(data)?;
+        Ok(Bytes::from(self.scan.take_output()))
     }
 
     /// Ends the stream: fails if it was cut short or its CRC is wrong.
-    pub fn finish(mut self) -> Result<Bytes, GzipError> {
-        self.dec
-            .try_finish()
-            .map_err(|_| GzipError("Gunzip error: truncated or corrupt gzip".into()))?;
-        Ok(self.take())
+    /// Returns the last inflated bytes and what the scan found.
+    pub fn finish(mut self) -> Result<(Bytes, Scanned), GzipError> {
+        let tail = Bytes::from(self.scan.take_output());
+        Ok((tail, self.scan.finish()?))
     }
 
     /// Bytes in and out so far.
     pub fn counts(&self) -> (u64, u64) {
-        (self.taken_in, self.taken_out)
+        self.scan.counts()
     }
 }
 
@@ -171,7 +156,7 @@ pub fn gzip(data: &[u8], level: u32) -> Vec<u8> {
 pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, GzipError> {
     let mut g = Gunzip::new();
     let mut out = g.push(data)?.to_vec();
-    out.extend_from_slice(&g.finish()?);
+    out.extend_from_slice(&g.finish()?.0);
     Ok(out)
 }
 
@@ -225,8 +210,12 @@ mod tests {
             back.extend_from_slice(&u.push(piece).unwrap());
         }
         assert_eq!(u.counts().0, z.len() as u64);
-        back.extend_from_slice(&u.finish().unwrap());
+        let (tail, scanned) = u.finish().unwrap();
+        back.extend_from_slice(&tail);
         assert_eq!(back, text);
+        // The gunzip found the bits Lacquer's gzip wrote.
+        assert_eq!(scanned, crate::splice::scan(&z).unwrap());
+        assert_eq!(scanned.len, text.len() as u64);
         assert_eq!(gunzip(&gzip(b"", 9)).unwrap(), b"");
     }
 

@@ -76,6 +76,8 @@ pub struct Scan {
     peek_next_byte: bool,
     last: Option<u64>,
     stop: u64,
+    /// The inflated bytes, kept when the scan is also a gunzip.
+    output: Option<Vec<u8>>,
 }
 
 impl Default for Scan {
@@ -143,7 +145,22 @@ impl Scan {
             peek_next_byte: true,
             last: None,
             stop: 0,
+            output: None,
         }
+    }
+
+    /// A scan that also keeps what it inflates, for [`Scan::take_output`].
+    pub fn inflating() -> Self {
+        Scan {
+            output: Some(Vec::new()),
+            ..Scan::new()
+        }
+    }
+
+    /// The bytes inflated since the last call (none unless made by
+    /// [`Scan::inflating`]).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        self.output.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Compressed bytes taken and inflated bytes made so far.
@@ -267,8 +284,11 @@ impl Scan {
             self.window_at,
             flags,
         );
-        self.crc
-            .update(&self.window[self.window_at..self.window_at + wrote]);
+        let made = &self.window[self.window_at..self.window_at + wrote];
+        self.crc.update(made);
+        if let Some(out) = &mut self.output {
+            out.extend_from_slice(made);
+        }
         self.window_at = (self.window_at + wrote) & (TINFL_LZ_DICT_SIZE - 1);
         self.out += wrote as u64;
         self.consumed += used as u64;

@@ -552,7 +552,7 @@ async fn stream_gunzip(
         }
         if end {
             let (input, output) = z.counts();
-            let tail = std::mem::take(&mut z).finish().map_err(|e| {
+            let (tail, scanned) = std::mem::take(&mut z).finish().map_err(|e| {
                 req.log.fmt(Tag::FetchError, format_args!("{e}"));
                 Outcome::Close(CloseReason::TxError)
             })?;
@@ -561,10 +561,10 @@ async fn stream_gunzip(
             out.push(tail);
             let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
             count_sent(c, &mut req.acct, n);
-            let stop = input.saturating_sub(8) * 8;
+            let b = scanned.bits;
             req.log.fmt(
                 Tag::Gzip,
-                format_args!("U D - {input} {output} 80 0 {stop}"),
+                format_args!("U D - {input} {output} {} {} {}", b.start, b.last, b.stop),
             );
             return Ok(());
         }

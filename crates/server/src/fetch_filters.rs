@@ -186,22 +186,22 @@ impl FetchFilters {
                 let (i, o) = z.counts();
                 let (tail, scanned) = z.finish();
                 let o = o + tail.len() as u64;
-                gzip_record(log, 'G', esi_flag, i, o, Some(scanned.bits), o);
+                gzip_record(log, 'G', esi_flag, i, o, scanned.bits);
                 gzip = Some(scanned);
                 Some(tail)
             }
             Zip::Gunzip(z) => {
                 COUNTERS.inc(Counter::n_gunzip);
                 let (i, o) = z.counts();
-                let tail = z.finish()?;
-                gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, None, i);
+                let (tail, scanned) = z.finish()?;
+                gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, scanned.bits);
                 Some(tail)
             }
             Zip::Test(z) => {
                 COUNTERS.inc(Counter::n_test_gunzip);
                 let (i, o) = z.counts();
                 let scanned = z.finish()?;
-                gzip_record(log, 'u', esi_flag, i, o, Some(scanned.bits), i);
+                gzip_record(log, 'u', esi_flag, i, o, scanned.bits);
                 gzip = Some(scanned);
                 None
             }
@@ -244,7 +244,7 @@ impl FetchFilters {
         let (stored, scanned) =
             splice::gzip_page(&body, program.as_mut().unwrap_or(&mut none), level);
         let o = stored.len() as u64;
-        gzip_record(log, 'G', 'E', body.len() as u64, o, Some(scanned.bits), o);
+        gzip_record(log, 'G', 'E', body.len() as u64, o, scanned.bits);
         Ok(Finished {
             tail: Some(stored),
             program,
@@ -258,23 +258,10 @@ impl FetchFilters {
 /// block's `BFINAL` bit, end of data) where Lacquer knows them; for a
 /// gunzip, the first block's, 0 for the last-block bit, and the end of
 /// the compressed data (`compressed` bytes less the 8-byte trailer).
-fn gzip_record(
-    log: &mut Txn,
-    op: char,
-    esi: char,
-    input: u64,
-    output: u64,
-    bits: Option<GzipBits>,
-    compressed: u64,
-) {
+fn gzip_record(log: &mut Txn, op: char, esi: char, input: u64, output: u64, b: GzipBits) {
     if !log.active() {
         return;
     }
-    let b = bits.unwrap_or(GzipBits {
-        start: 80,
-        last: 0,
-        stop: compressed.saturating_sub(8) * 8,
-    });
     log.fmt(
         Tag::Gzip,
         format_args!(

@@ -383,7 +383,7 @@ async fn stream_response(
             Ok(None) => {
                 if let Some(z) = inflate.take() {
                     match z.finish() {
-                        Ok(tail) => {
+                        Ok((tail, _)) => {
                             let Ok(n) = c.send_body(&[tail], false, &clock).await else {
                                 return Passed::Done(Outcome::Close(CloseReason::TxError));
                             };
