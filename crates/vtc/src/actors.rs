@@ -140,6 +140,7 @@ impl Server {
                             server: true,
                             non_fatal: false,
                             gzip_level: 0,
+                            gzip_residual: None,
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
@@ -160,6 +161,7 @@ impl Server {
                     server: true,
                     non_fatal: false,
                     gzip_level: 0,
+                    gzip_residual: None,
                 };
                 let mut conn = Conn::new(&name, stream, timeout);
                 let times = if keepalive { repeat } else { 1 };
@@ -271,6 +273,7 @@ impl Client {
                 server: false,
                 non_fatal: false,
                 gzip_level: 0,
+                gzip_residual: None,
             };
             let rounds = if keepalive { 1 } else { repeat };
             for _ in 0..rounds {

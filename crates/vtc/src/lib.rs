@@ -7,6 +7,7 @@
 
 pub mod actors;
 pub mod barrier;
+pub mod gzip;
 pub mod http;
 pub mod logexpect;
 pub mod macros;

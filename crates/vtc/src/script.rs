@@ -27,12 +27,19 @@ pub struct Command {
 impl Command {
     /// The command with the macros of its words and strings replaced.
     pub fn expand(&self, macros: &Macros) -> Step<Command> {
+        self.expand_with(macros, false)
+    }
+
+    /// The command with the macros of its words, strings and, when
+    /// `blocks`, its `{...}` blocks replaced (inside a server or client,
+    /// a block is a body or a header value, as in varnishtest).
+    pub fn expand_with(&self, macros: &Macros, blocks: bool) -> Step<Command> {
         let words = self
             .words
             .iter()
             .map(|w| {
                 Ok(Word {
-                    text: if w.block {
+                    text: if w.block && !blocks {
                         w.text.clone()
                     } else {
                         macros.expand(&w.text)?
@@ -216,6 +223,11 @@ mod tests {
         let cmds = parse("a\n\nb {\n${y}\n}\nc").unwrap();
         assert_eq!(cmds[1].expand(&m).unwrap().words[1].text, "\n${y}\n");
         assert!(cmds[1].words[1].block);
+        // Inside a session, a block (a body) is expanded like a string.
+        m.define("y", "why");
+        let inner = cmds[1].expand_with(&m, true).unwrap();
+        assert_eq!(inner.words[1].text, "\nwhy\n");
+        assert!(inner.words[1].block);
         assert_eq!(
             cmds.iter().map(|c| c.line).collect::<Vec<_>>(),
             vec![1, 3, 6]
