@@ -6,6 +6,7 @@
 
 mod conn;
 mod limit;
+pub mod probe;
 
 pub use conn::{BodyReader, Conn};
 pub use limit::{Refused, Slot, WaitPolicy};
@@ -90,6 +91,8 @@ pub struct Backend {
     changed: AtomicU64,
     /// `.max_connections` and the queue in front of it.
     slots: limit::Slots,
+    /// Its health probe, if it has one.
+    probe: Option<probe::Probe>,
 }
 
 /// How a backend's health is decided (`backend.set_health`).
@@ -132,7 +135,32 @@ impl Backend {
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
             slots: limit::Slots::new(None),
+            probe: None,
         }
+    }
+
+    /// Gives it a health probe, whose `.initial` results decide its
+    /// health until the first probe.
+    pub fn with_probe(mut self, spec: probe::ProbeSpec) -> Backend {
+        self.probe = Some(probe::Probe::new(spec));
+        self
+    }
+
+    pub fn probe(&self) -> Option<&probe::Probe> {
+        self.probe.as_ref()
+    }
+
+    /// Runs its probe once and records the result; None without a probe.
+    pub async fn run_probe(&self) -> Option<probe::Recorded> {
+        let p = self.probe.as_ref()?;
+        let result = probe::run(self.addr, &p.spec).await;
+        let recorded = p.record(&result);
+        self.stats.set(BackendCounter::happy, p.happy_bits());
+        if recorded.changed && self.admin_health() == AdminHealth::Auto {
+            self.changed
+                .store(lacquer_core::time::now().to_bits(), Ordering::Relaxed);
+        }
+        Some(recorded)
     }
 
     /// Limits its connections in use to `max` (none when 0 or None); the
@@ -180,10 +208,19 @@ impl Backend {
         }
     }
 
-    /// Whether requests may be sent to it. Without a probe, a backend is
-    /// healthy unless it has been set sick.
+    /// Whether requests may be sent to it: as `backend.set_health` says,
+    /// or by its probe; without a probe it is healthy.
     pub fn healthy(&self) -> bool {
-        self.admin_health() != AdminHealth::Sick
+        match self.admin_health() {
+            AdminHealth::Healthy => true,
+            AdminHealth::Sick => false,
+            AdminHealth::Auto => self.probe_healthy(),
+        }
+    }
+
+    /// What the probe alone says (healthy without one).
+    pub fn probe_healthy(&self) -> bool {
+        self.probe.as_ref().is_none_or(|p| p.healthy())
     }
 
     /// When the health last changed (epoch seconds).

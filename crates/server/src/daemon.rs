@@ -152,6 +152,15 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map_err(|e| format!("Cannot start the ban lurker: {e}"))?;
     let workdir = cfg.workdir.clone();
     let handle = runtime.handle().clone();
+    {
+        let _in_runtime = handle.enter();
+        let active = shared
+            .active
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        crate::probe::start(&shared, &active);
+    }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
         let mut client_listeners = Vec::new();

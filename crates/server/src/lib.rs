@@ -19,6 +19,7 @@ mod mgmt;
 mod panics;
 mod pass;
 mod pipe;
+mod probe;
 mod request;
 mod resp;
 mod session;

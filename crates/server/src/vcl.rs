@@ -7,6 +7,7 @@
 
 use crate::Shared;
 use bytes::Bytes;
+use lacquer_backend::probe::ProbeSpec;
 use lacquer_backend::Backend;
 use lacquer_cache::ban::{BanSpec, Bans};
 use lacquer_core::params::{Kind, Params};
@@ -58,6 +59,24 @@ impl VclSource {
     }
 }
 
+/// A backend's probe as it runs: `.initial` defaults to one less than
+/// `.threshold`, as in Varnish.
+fn probe_spec(p: &lacquer_vcl::program::ProbeDef, host: &str) -> ProbeSpec {
+    let request = match (&p.request, &p.url) {
+        (Some(r), _) => r.clone().into_bytes(),
+        (None, url) => ProbeSpec::get(url.as_deref().unwrap_or("/"), host),
+    };
+    ProbeSpec {
+        request,
+        expected: p.expected_response,
+        timeout: p.timeout,
+        interval: p.interval,
+        window: p.window,
+        threshold: p.threshold,
+        initial: p.initial.unwrap_or(p.threshold.saturating_sub(1)),
+    }
+}
+
 impl Loaded {
     /// Makes the backends of a compiled program and runs its `vcl_init`.
     pub fn new(
@@ -73,11 +92,16 @@ impl Loaded {
                 d.addr.map(|addr| {
                     let host = d.host_header.clone().unwrap_or_else(|| d.host.clone());
                     let endpoint = format!("{}:{}", d.host, d.port);
-                    Arc::new(Backend::new(&d.name, &endpoint, addr, &host).with_limits(
+                    let backend = Backend::new(&d.name, &endpoint, addr, &host).with_limits(
                         d.max_connections,
                         d.wait_timeout,
                         d.wait_limit,
-                    ))
+                    );
+                    let probe = d.probe.and_then(|i| program.probes.get(i));
+                    Arc::new(match probe {
+                        Some(p) => backend.with_probe(probe_spec(p, &host)),
+                        None => backend,
+                    })
                 })
             })
             .collect();

@@ -144,6 +144,9 @@ impl Server {
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
+                        // Closed now: the clone kept for stopping must
+                        // not hold it open.
+                        let _ = conn.stream.shutdown(std::net::Shutdown::Both);
                         ended(&actor, s.non_fatal, r, &stopping);
                     });
                 }

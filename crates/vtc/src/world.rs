@@ -200,7 +200,9 @@ impl Top {
                     if name != "s0" {
                         fail!("server: -dispatch only works on s0");
                     }
+                    // As in varnishtest, it starts the server too.
                     s.dispatch = true;
+                    s.start(&world)?;
                 }
                 "-start" => s.start(&world)?,
                 "-wait" => {

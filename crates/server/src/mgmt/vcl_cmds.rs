@@ -83,6 +83,7 @@ impl Mgmt {
         if reg.find(name).is_some() {
             return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
         }
+        crate::probe::start(&self.sh, &loaded);
         if reg.active.is_empty() {
             // The first program of a daemon started without one.
             *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
@@ -250,11 +251,12 @@ impl Mgmt {
 
     fn backend_list(&self, args: &[String]) -> Reply {
         let mut json_out = false;
+        let mut details = false;
         let mut pattern = None;
         for a in &args[1..] {
             match a.as_str() {
                 "-j" => json_out = true,
-                "-p" => {}
+                "-p" => details = true,
                 p => pattern = Some(p),
             }
         }
@@ -262,18 +264,28 @@ impl Mgmt {
         if pattern.is_some() && backends.is_empty() {
             return Reply::with(status::PARAM, "No Backends matches\n");
         }
+        // Admin: the override, "probe" when the probe decides, "healthy"
+        // for a backend without one. Probe: good/window. Health: what
+        // the probe says.
         let admin = |b: &Backend| match b.admin_health() {
-            AdminHealth::Auto => "healthy",
+            AdminHealth::Auto if b.probe().is_none() => "healthy",
             h => h.name(),
         };
+        let probe = |b: &Backend| match b.probe() {
+            Some(p) => (p.good(), p.spec.window),
+            None => (0, 0),
+        };
+        let health = |b: &Backend| if b.probe_healthy() { "healthy" } else { "sick" };
         if json_out {
             let items: Vec<String> = backends
                 .iter()
                 .map(|(name, b)| {
+                    let (good, window) = probe(b);
                     format!(
-                        "    {}: {{\n      \"type\": \"backend\",\n      \"admin_health\": \"{}\",\n      \"probe_message\": [0, 0, \"healthy\"],\n      \"last_change\": {:.3}\n    }}",
+                        "    {}: {{\n      \"type\": \"backend\",\n      \"admin_health\": \"{}\",\n      \"probe_message\": [{good}, {window}, \"{}\"],\n      \"last_change\": {:.3}\n    }}",
                         json::string(name),
                         admin(b),
+                        health(b),
                         b.last_change()
                     )
                 })
@@ -284,27 +296,51 @@ impl Mgmt {
                 items.join(",\n")
             ));
         }
-        let w = backends
+        let rows: Vec<[String; 5]> = backends
             .iter()
-            .map(|(n, _)| n.len())
-            .max()
-            .unwrap_or(0)
-            .max("Backend name".len())
-            + 3;
-        let mut out = format!(
-            "{:<w$}{:<11}{:<9}{:<11}{}\n",
-            "Backend name", "Admin", "Probe", "Health", "Last change"
-        );
-        // Health is what the probe says; no probe runs yet, so it is
-        // healthy, and Admin (which takes precedence) shows an override.
-        for (name, b) in &backends {
-            out.push_str(&format!(
-                "{name:<w$}{:<11}{:<9}{:<11}{}\n",
-                admin(b),
-                "0/0",
-                "healthy",
-                super::commands::http_date(b.last_change())
-            ));
+            .map(|(name, b)| {
+                let (good, window) = probe(b);
+                [
+                    name.clone(),
+                    admin(b).to_string(),
+                    format!("{good}/{window}"),
+                    health(b).to_string(),
+                    super::commands::http_date(b.last_change()),
+                ]
+            })
+            .collect();
+        let heads = ["Backend name", "Admin", "Probe", "Health", "Last change"];
+        let width = |i: usize, pad: usize| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([heads[i].len()])
+                .max()
+                .unwrap_or(0)
+                + pad
+        };
+        let w = [width(0, 3), width(1, 4), width(2, 4), width(3, 4)];
+        let line = |r: [&str; 5]| {
+            format!(
+                "{:<w0$}{:<w1$}{:<w2$}{:<w3$}{}\n",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3]
+            )
+        };
+        let mut out = line(heads);
+        for (row, (_, b)) in rows.iter().zip(&backends) {
+            out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
+            if details {
+                if let Some(p) = b.probe() {
+                    out.push_str(&p.details());
+                }
+            }
         }
         Reply::ok(out)
     }

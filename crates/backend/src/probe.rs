@@ -1,0 +1,395 @@
+//! Health probes, as Varnish runs them: every `.interval` a request
+//! (`.request`, or a GET of `.url`) on a fresh connection that asks to be
+//! closed, judged happy when the status is `.expected_response` within
+//! `.timeout`. The last `.window` results decide: healthy while at least
+//! `.threshold` of them were happy. `.initial` results count as happy at
+//! the start. Each probe's steps (connected, sent, received, happy) are
+//! kept as bit histories for `backend.list -p`, and each result is
+//! described as a `Backend_health` record says it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// What a probe sends and how its results are judged.
+#[derive(Debug, Clone)]
+pub struct ProbeSpec {
+    /// The whole request, as sent.
+    pub request: Vec<u8>,
+    pub expected: u16,
+    pub timeout: Duration,
+    pub interval: Duration,
+    /// 1 to 64 results.
+    pub window: u32,
+    pub threshold: u32,
+    pub initial: u32,
+}
+
+impl ProbeSpec {
+    /// The request for `.url` when no `.request` is given.
+    pub fn get(url: &str, host: &str) -> Vec<u8> {
+        format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()
+    }
+}
+
+/// The steps of one probe, in `Backend_health`'s flag order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Steps {
+    /// Connected (over IPv4 or IPv6).
+    pub connected_v4: bool,
+    pub connected_v6: bool,
+    pub send_error: bool,
+    pub sent: bool,
+    pub recv_error: bool,
+    pub received: bool,
+    pub happy: bool,
+}
+
+impl Steps {
+    /// The eight flag characters (`4---X-RH`).
+    pub fn flags(&self) -> String {
+        let f = |on: bool, c: char| if on { c } else { '-' };
+        [
+            f(self.connected_v4, '4'),
+            f(self.connected_v6, '6'),
+            '-',
+            f(self.send_error, 'x'),
+            f(self.sent, 'X'),
+            f(self.recv_error, 'r'),
+            f(self.received, 'R'),
+            f(self.happy, 'H'),
+        ]
+        .iter()
+        .collect()
+    }
+}
+
+/// One probe's result.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    pub steps: Steps,
+    /// Seconds from connecting to the status line, for a happy probe.
+    pub time: f64,
+    /// The status line, or what went wrong.
+    pub message: String,
+}
+
+/// Bit histories, newest in bit 0.
+#[derive(Debug, Default, Clone, Copy)]
+struct History {
+    v4: u64,
+    v6: u64,
+    send_error: u64,
+    sent: u64,
+    recv_error: u64,
+    received: u64,
+    happy: u64,
+    /// The running average response time of happy probes.
+    avg: f64,
+    /// How many happy results the average has seen (at most 4 weigh).
+    avg_n: u32,
+}
+
+/// A probe's state on its backend.
+#[derive(Debug)]
+pub struct Probe {
+    pub spec: ProbeSpec,
+    history: Mutex<History>,
+    healthy: AtomicBool,
+}
+
+/// What one recorded result did to the health.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub healthy: bool,
+    pub changed: bool,
+    pub good: u32,
+    /// The `Backend_health` record's text after the backend name.
+    pub line: String,
+}
+
+impl Probe {
+    pub fn new(mut spec: ProbeSpec) -> Probe {
+        spec.window = spec.window.clamp(1, 64);
+        let initial = spec.initial.min(spec.window);
+        let happy = if initial == 0 {
+            0
+        } else {
+            u64::MAX >> (64 - initial)
+        };
+        let healthy = initial >= spec.threshold;
+        Probe {
+            healthy: AtomicBool::new(healthy),
+            history: Mutex::new(History {
+                happy,
+                avg_n: initial,
+                ..History::default()
+            }),
+            spec,
+        }
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    fn mask(&self) -> u64 {
+        u64::MAX >> (64 - self.spec.window)
+    }
+
+    /// The happy history, newest in bit 0 (`VBE.*.happy`).
+    pub fn happy_bits(&self) -> u64 {
+        self.lock().happy
+    }
+
+    /// Happy results in the window.
+    pub fn good(&self) -> u32 {
+        (self.lock().happy & self.mask()).count_ones()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, History> {
+        self.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The record for the state as it starts: `Went healthy|sick`.
+    pub fn initial_line(&self) -> String {
+        let healthy = self.healthy();
+        format!(
+            "Went {} -------H {} {} {} 0.000000 0.000000 \"\"",
+            if healthy { "healthy" } else { "sick" },
+            self.good(),
+            self.spec.threshold,
+            self.spec.window
+        )
+    }
+
+    /// Adds a result to the histories and decides the health again.
+    pub fn record(&self, r: &ProbeResult) -> Recorded {
+        let mut h = self.lock();
+        let s = r.steps;
+        let push = |bits: &mut u64, on: bool| *bits = (*bits << 1) | u64::from(on);
+        push(&mut h.v4, s.connected_v4);
+        push(&mut h.v6, s.connected_v6);
+        push(&mut h.send_error, s.send_error);
+        push(&mut h.sent, s.sent);
+        push(&mut h.recv_error, s.recv_error);
+        push(&mut h.received, s.received);
+        push(&mut h.happy, s.happy);
+        if s.happy {
+            h.avg_n = (h.avg_n + 1).min(4);
+            h.avg += (r.time - h.avg) / f64::from(h.avg_n.max(1));
+        }
+        let good = (h.happy & self.mask()).count_ones();
+        let healthy = good >= self.spec.threshold;
+        let changed = self.healthy.swap(healthy, Ordering::Relaxed) != healthy;
+        let line = format!(
+            "{} {} {} {} {} {} {:.6} {:.6} \"{}\"",
+            if changed { "Went" } else { "Still" },
+            if healthy { "healthy" } else { "sick" },
+            s.flags(),
+            good,
+            self.spec.threshold,
+            self.spec.window,
+            if s.received { r.time } else { 0.0 },
+            h.avg,
+            r.message
+        );
+        Recorded {
+            healthy,
+            changed,
+            good,
+            line,
+        }
+    }
+
+    /// `backend.list -p`'s details: the counts and a line per step,
+    /// oldest result on the left.
+    pub fn details(&self) -> String {
+        let h = *self.lock();
+        let good = (h.happy & self.mask()).count_ones();
+        let mut out = format!(
+            " Current states  good: {good:2} threshold: {:2} window: {:2}\n",
+            self.spec.threshold, self.spec.window
+        );
+        out.push_str(&format!(
+            "  Average response time of good probes: {:.6}\n",
+            h.avg
+        ));
+        out.push_str("  Oldest ================================================== Newest\n");
+        let lines: [(u64, char, &str); 7] = [
+            (h.v4, '4', "Good IPv4"),
+            (h.v6, '6', "Good IPv6"),
+            (h.send_error, 'x', "Error Xmit"),
+            (h.sent, 'X', "Good Xmit"),
+            (h.recv_error, 'r', "Error Recv"),
+            (h.received, 'R', "Good Recv"),
+            (h.happy, 'H', "Happy"),
+        ];
+        for (bits, c, what) in lines {
+            if bits == 0 {
+                continue;
+            }
+            let row: String = (0..64)
+                .rev()
+                .map(|i| if bits >> i & 1 == 1 { c } else { '-' })
+                .collect();
+            out.push_str(&format!("  {row} {what}\n"));
+        }
+        out
+    }
+}
+
+/// Runs one probe against `addr`.
+pub async fn run(addr: std::net::SocketAddr, spec: &ProbeSpec) -> ProbeResult {
+    let mut steps = Steps::default();
+    let start = Instant::now();
+    let attempt = async {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("Open error {}", os_error(&e)))?;
+        if addr.is_ipv4() {
+            steps.connected_v4 = true;
+        } else {
+            steps.connected_v6 = true;
+        }
+        if let Err(e) = stream.write_all(&spec.request).await {
+            steps.send_error = true;
+            return Err(format!("Write error {}", os_error(&e)));
+        }
+        steps.sent = true;
+        // The status line is what counts; the rest is read and dropped
+        // until the backend closes, as asked.
+        let mut head = Vec::with_capacity(256);
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    if head.len() < 1024 {
+                        head.extend_from_slice(&buf[..n]);
+                    }
+                }
+                Err(e) if head.is_empty() => {
+                    steps.recv_error = true;
+                    return Err(format!("Read error {}", os_error(&e)));
+                }
+                Err(_) => break,
+            }
+        }
+        let line = head
+            .split(|&b| b == b'\r' || b == b'\n')
+            .next()
+            .unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line).into_owned();
+        let status = line.split(' ').nth(1).and_then(|s| s.parse::<u16>().ok());
+        match status {
+            Some(status) if line.starts_with("HTTP/1.") => {
+                steps.received = true;
+                steps.happy = status == spec.expected;
+                Ok(line)
+            }
+            _ => {
+                steps.recv_error = true;
+                Err("Not an HTTP response".to_string())
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(spec.timeout, attempt).await;
+    let message = match outcome {
+        Ok(Ok(line)) => line,
+        Ok(Err(e)) => e,
+        Err(_) => {
+            if steps.sent {
+                steps.recv_error = true;
+            }
+            "Poll error 110 (Connection timed out)".to_string()
+        }
+    };
+    ProbeResult {
+        steps,
+        time: start.elapsed().as_secs_f64(),
+        message,
+    }
+}
+
+/// `111 (Connection refused)`, as Varnish words socket errors.
+fn os_error(e: &std::io::Error) -> String {
+    let code = e.raw_os_error().unwrap_or(0);
+    let text = e.to_string();
+    // io::Error's text ends with " (os error N)"; keep the words.
+    let words = text.split(" (os error").next().unwrap_or(&text);
+    format!("{code} ({words})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(window: u32, threshold: u32, initial: u32) -> ProbeSpec {
+        ProbeSpec {
+            request: ProbeSpec::get("/", "h"),
+            expected: 200,
+            timeout: Duration::from_secs(1),
+            interval: Duration::from_secs(1),
+            window,
+            threshold,
+            initial,
+        }
+    }
+
+    fn result(happy: bool) -> ProbeResult {
+        ProbeResult {
+            steps: Steps {
+                connected_v4: true,
+                sent: true,
+                received: happy,
+                recv_error: !happy,
+                happy,
+                ..Steps::default()
+            },
+            time: 0.002,
+            message: if happy {
+                "HTTP/1.1 200 OK"
+            } else {
+                "Read error"
+            }
+            .to_string(),
+        }
+    }
+
+    #[test]
+    fn threshold_over_the_window_decides_and_changes_are_reported() {
+        let p = Probe::new(spec(4, 2, 1));
+        assert!(!p.healthy());
+        assert!(p.initial_line().starts_with("Went sick -------H 1 2 4 "));
+        let r = p.record(&result(true));
+        assert!(r.healthy && r.changed && r.good == 2);
+        assert!(
+            r.line
+                .starts_with("Went healthy 4---X-RH 2 2 4 0.002000 0.001000 \"HTTP/1.1 200 OK\""),
+            "{}",
+            r.line
+        );
+        let r = p.record(&result(false));
+        assert!(r.healthy && !r.changed, "{}", r.line);
+        assert!(
+            r.line.starts_with("Still healthy 4---Xr-- 2 2 4 0.000000"),
+            "{}",
+            r.line
+        );
+        p.record(&result(false));
+        let r = p.record(&result(false));
+        assert!(!r.healthy && r.changed);
+        assert!(r.line.starts_with("Went sick"));
+        assert!(p.details().contains("Happy\n"));
+    }
+
+    #[test]
+    fn initial_at_threshold_starts_healthy() {
+        assert!(Probe::new(spec(8, 3, 3)).healthy());
+        assert!(!Probe::new(spec(8, 3, 2)).healthy());
+        assert_eq!(Probe::new(spec(64, 1, 64)).good(), 64);
+    }
+}
