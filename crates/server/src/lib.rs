@@ -13,6 +13,7 @@ mod esi;
 mod fetch;
 mod fetch_filters;
 mod fill;
+mod invalidate;
 mod io;
 mod metrics;
 mod mgmt;

@@ -4,10 +4,11 @@
 //! to this one client without touching the cache, after `vcl_deliver` has
 //! seen its head. A response VCL asked to filter (`do_esi`, `do_gzip`,
 //! `do_gunzip`) goes through a private object instead, filled and
-//! delivered as a miss's would be. The wait for the backend watches the
-//! client: one that leaves abandons the pass. Failures go through
-//! `vcl_backend_error`, and the error object goes back to the client
-//! state machine for `vcl_deliver`.
+//! delivered as a miss's would be. A successful unsafe request
+//! invalidates what it changed (`invalidate.rs`). The wait for the
+//! backend watches the client: one that leaves abandons the pass.
+//! Failures go through `vcl_backend_error`, and the error object goes
+//! back to the client state machine for `vcl_deliver`.
 
 use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::{ClientHost, ConnInfo, Resp};
@@ -146,6 +147,7 @@ pub(crate) async fn pass(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
+            crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
             if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
                 // Filtered: through a private object, as a miss would be.
                 let transient = sh.cache.transient().clone();
