@@ -78,6 +78,9 @@ pub struct FetchSlot {
     busy: Option<Arc<Busy>>,
     /// The newest ban when the fetch began: the object's place in the list.
     ban: Option<BanRef>,
+    /// A stale object the fetch may revalidate instead of fetching
+    /// whole (within grace or keep, with a validator).
+    stale: Option<Arc<Object>>,
 }
 
 /// How objects leave the cache.
@@ -193,6 +196,9 @@ impl Cache {
         }
         let req = req.headers;
         let mut grace: Option<&Arc<Object>> = None;
+        // An object past its grace but within keep, that a conditional
+        // fetch can revalidate.
+        let mut kept: Option<&Arc<Object>> = None;
         for obj in &head.objs {
             if obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
                 continue;
@@ -220,8 +226,14 @@ impl Cache {
                         self.touch(&obj, now, lru_interval);
                         return Lookup::Hit(obj);
                     }
-                    if grace.is_none() && left + obj.timers().grace > 0.0 {
+                    let t = obj.timers();
+                    if grace.is_none() && left + t.grace > 0.0 {
                         grace = Some(obj);
+                    } else if kept.is_none()
+                        && left + t.grace.max(0.0) + t.keep > 0.0
+                        && obj.can_revalidate()
+                    {
+                        kept = Some(obj);
                     }
                 }
             }
@@ -233,19 +245,24 @@ impl Cache {
                 None => Lookup::Wait(busy.tx.subscribe()),
             };
         }
+        let kept = kept.cloned();
         let (busy, _) = Busy::new();
         head.busy = Some(busy.clone());
-        let slot = self.slot(head.key.clone(), Some(busy));
+        let mut slot = self.slot(head.key.clone(), Some(busy));
         drop(map);
         match grace {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
+                slot.stale = obj.can_revalidate().then(|| obj.clone());
                 Lookup::Grace {
                     obj,
                     refresh: Some(slot),
                 }
             }
-            None => Lookup::Miss(slot),
+            None => {
+                slot.stale = kept;
+                Lookup::Miss(slot)
+            }
         }
     }
 
@@ -262,6 +279,7 @@ impl Cache {
             key,
             busy,
             ban: Some(self.bans.head()),
+            stale: None,
         }
     }
 
@@ -452,6 +470,11 @@ impl Busy {
 }
 
 impl FetchSlot {
+    /// The stale object this fetch may revalidate.
+    pub fn stale(&self) -> Option<&Arc<Object>> {
+        self.stale.as_ref()
+    }
+
     /// Puts an object (or marker) into the index, replacing the variants
     /// the fetching request selected, and wakes the waiters.
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {

@@ -363,6 +363,15 @@ impl Object {
         }
     }
 
+    /// Whether a conditional fetch can revalidate it: a whole 200 with an
+    /// `ETag` or a `Last-Modified`.
+    pub fn can_revalidate(&self) -> bool {
+        self.kind == ObjKind::Normal
+            && self.status == 200
+            && self.body.chunks().is_some()
+            && (self.headers.contains("etag") || self.headers.contains("last-modified"))
+    }
+
     /// Says, before the object is shared, that its fetch parses the body
     /// for ESI: delivery then waits for the whole body and the program.
     pub fn expect_esi(&self) {
@@ -379,8 +388,12 @@ impl Object {
         let _ = self.esi.set(Arc::new(program));
     }
 
-    /// The ESI program, once parsed (`None` for a body that was not
-    /// processed).
+    /// Takes over another object's program (a revalidated copy).
+    pub fn share_esi(&self, program: Arc<Program>) {
+        let _ = self.esi.set(program);
+    }
+
+    /// Records what a gzip'd body's scan found.
     pub fn set_gzip(&self, scanned: lacquer_filters::splice::Scanned) {
         let _ = self.gzip.set(scanned);
     }
@@ -390,6 +403,8 @@ impl Object {
         self.gzip.get()
     }
 
+    /// The ESI program, once parsed (`None` for a body that was not
+    /// processed).
     pub fn esi_program(&self) -> Option<&Arc<Program>> {
         self.esi.get()
     }

@@ -9,7 +9,7 @@ use crate::backend_host::{self, Bereq, Beresp};
 use crate::client_host::ConnInfo;
 use crate::request::Req;
 use crate::vcl::Loaded;
-use crate::{fill, synth, vsl, Shared};
+use crate::{fill, revalidate, synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_backend::FetchError;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
@@ -67,6 +67,16 @@ pub(crate) fn spawn(
         // Stored gzip'd whatever this client takes; delivery inflates
         // for the clients that do not.
         headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
+    }
+    if let Some(stale) = slot.stale() {
+        // Revalidate what is stored rather than fetch it whole (VCL may
+        // still take these away in vcl_backend_fetch).
+        if let Some(etag) = stale.headers.get("etag") {
+            headers.set("If-None-Match", etag.clone());
+        }
+        if let Some(lm) = stale.headers.get("last-modified") {
+            headers.set("If-Modified-Since", lm.clone());
+        }
     }
     let reason = if kind.bgfetch { "bgfetch" } else { "fetch" };
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, reason);
@@ -150,6 +160,7 @@ async fn run(
     mut tx: oneshot::Sender<Arc<Object>>,
 ) {
     let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
+    let stale = slot.stale().cloned();
     'fetch: loop {
         let failure: (u16, Option<Bytes>) = 'attempt: {
             match backend_host::run(Method::BackendFetch, &sh, &vcl, &mut bereq, None) {
@@ -204,7 +215,23 @@ async fn run(
             };
             let now = lacquer_core::time::now();
             log_exchange(&mut bereq, &backend, &conn, &head, &resp, now);
+            // A 304 to a conditional fetch stands for the stale object,
+            // its headers updated.
+            let revalidated = stale.clone().filter(|_| resp.status == 304);
+            let resp = match &revalidated {
+                Some(stale) => {
+                    let merged = revalidate::merged(stale, &resp);
+                    vsl::numbers(
+                        &mut bereq.log,
+                        Tag::BerespStatus,
+                        &[u64::from(merged.status)],
+                    );
+                    merged
+                }
+                None => resp,
+            };
             let mut beresp = beresp_from(&sh, &resp, index, now);
+            beresp.was_304 = revalidated.is_some();
             vsl::ttl(
                 &mut bereq.log,
                 &vsl::TtlRecord {
@@ -261,7 +288,8 @@ async fn run(
                     },
                 );
             }
-            store(&sh, bereq, beresp, resp, hit_for_pass, slot, tx, conn, &t).await;
+            let source = Source { conn, revalidated };
+            store(&sh, bereq, beresp, resp, hit_for_pass, slot, tx, source, &t).await;
             return;
         };
         let now = lacquer_core::time::now();
@@ -308,6 +336,13 @@ pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
     )
 }
 
+/// Where a stored object's body comes from.
+struct Source<'a> {
+    conn: lacquer_backend::Conn<'a>,
+    /// The stale object a 304 revalidated: its body is reused.
+    revalidated: Option<Arc<Object>>,
+}
+
 /// Stores what `vcl_backend_response` let through, then streams the body.
 #[allow(clippy::too_many_arguments)]
 async fn store(
@@ -318,7 +353,7 @@ async fn store(
     hit_for_pass: Option<f64>,
     slot: FetchSlot,
     tx: oneshot::Sender<Arc<Object>>,
-    conn: lacquer_backend::Conn<'_>,
+    source: Source<'_>,
     t: &lacquer_backend::Timeouts,
 ) {
     let now = beresp.t_resp;
@@ -337,14 +372,25 @@ async fn store(
     let store = sh
         .cache
         .choose_store(!cacheable || remaining_life < p.shortlived());
-    let Some(filling) = fill::begin(sh, &mut bereq, beresp, &resp, vary.clone(), store) else {
+    let Source { conn, revalidated } = source;
+    let (obj, filling) = match &revalidated {
+        Some(stale) => {
+            let obj = fill::from_stale(sh, &mut bereq, beresp, &resp, vary.clone(), store, stale);
+            (obj, None)
+        }
+        None => match fill::begin(sh, &mut bereq, beresp, &resp, vary.clone(), store) {
+            Some(f) => (Some(f.obj.clone()), Some(f)),
+            None => (None, None),
+        },
+    };
+    let Some(obj) = obj else {
         let err = synth::fetch_failed(xid);
         slot.abandon(Some(err.clone()));
         let _ = tx.send(err);
         return;
     };
     if cacheable {
-        slot.insert(&filling.obj, &bereq.headers);
+        slot.insert(&obj, &bereq.headers);
     } else {
         let (kind, ttl) = match hit_for_pass {
             Some(ttl) => (ObjKind::HitPass, ttl),
@@ -372,8 +418,16 @@ async fn store(
             slot.abandon(None);
         }
     }
-    let _ = tx.send(filling.obj.clone());
-    fill::fill(sh, &mut bereq, filling, conn, t).await;
+    let _ = tx.send(obj);
+    match filling {
+        Some(filling) => fill::fill(sh, &mut bereq, filling, conn, t).await,
+        None => {
+            // A 304: no body to read.
+            COUNTERS.inc(Counter::fetch_304);
+            log_body_end(&mut bereq, &conn, 0, 0, lacquer_core::time::now());
+            conn.finish(true);
+        }
+    }
 }
 
 static LOG_SECOND: AtomicU64 = AtomicU64::new(0);

@@ -240,3 +240,58 @@ pub(crate) async fn alongside<T>(
     })
     .await
 }
+
+/// Builds the object a 304 revalidated: the stale object's body (shared,
+/// not copied), ESI program and gzip bits under the head
+/// `vcl_backend_response` left (the stale headers updated by the 304's).
+/// None (logged and counted) when the store has no room for it.
+pub(crate) fn from_stale(
+    sh: &Shared,
+    bereq: &mut Bereq,
+    beresp: Beresp,
+    resp: &ResponseHead,
+    vary: Option<VarySpec>,
+    store: Arc<Store>,
+    stale: &Object,
+) -> Option<Arc<Object>> {
+    let chunks = stale.body.chunks().map(<[_]>::to_vec).unwrap_or_default();
+    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+    let head = ResponseHead {
+        version: beresp.version,
+        status: beresp.status % 1000,
+        reason: beresp.reason.clone(),
+        headers: beresp.headers,
+        framing: Framing::Length(len),
+        keep_alive: resp.keep_alive,
+        wire_len: resp.wire_len,
+    };
+    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
+    let obj = Arc::new(Object::new(ObjectInit {
+        xid: bereq.xid,
+        kind: ObjKind::Normal,
+        status: head.status,
+        head: block,
+        headers: stored,
+        body: Body::complete(chunks),
+        vary,
+        timers: beresp.timers,
+    }));
+    if let Some(program) = stale.esi_program() {
+        obj.expect_esi();
+        obj.share_esi(program.clone());
+    }
+    if let Some(gzip) = stale.gzip() {
+        obj.set_gzip(*gzip);
+    }
+    if bereq.log.active() {
+        let name = store.name().to_string();
+        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
+    }
+    let charge = obj.head.len() as u64 + len;
+    if !sh.cache.attach(&obj, store, charge, sh.params.nuke_limit()) {
+        COUNTERS.inc(Counter::fetch_failed);
+        log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
+        return None;
+    }
+    Some(obj)
+}

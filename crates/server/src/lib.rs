@@ -23,6 +23,7 @@ mod pipe;
 mod probe;
 mod request;
 mod resp;
+mod revalidate;
 mod session;
 mod synth;
 mod vcl;
