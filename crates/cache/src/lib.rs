@@ -78,8 +78,8 @@ pub struct FetchSlot {
     busy: Option<Arc<Busy>>,
     /// The newest ban when the fetch began: the object's place in the list.
     ban: Option<BanRef>,
-    /// A stale object the fetch may revalidate instead of fetching
-    /// whole (within grace or keep, with a validator).
+    /// A stale object (within grace or keep, whole) the fetch may
+    /// revalidate instead of fetching whole, or fall back on.
     stale: Option<Arc<Object>>,
 }
 
@@ -197,7 +197,7 @@ impl Cache {
         let req = req.headers;
         let mut grace: Option<&Arc<Object>> = None;
         // An object past its grace but within keep, that a conditional
-        // fetch can revalidate.
+        // fetch can revalidate or a failed one fall back on.
         let mut kept: Option<&Arc<Object>> = None;
         for obj in &head.objs {
             if obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
@@ -231,7 +231,7 @@ impl Cache {
                         grace = Some(obj);
                     } else if kept.is_none()
                         && left + t.grace.max(0.0) + t.keep > 0.0
-                        && obj.can_revalidate()
+                        && obj.body.chunks().is_some()
                     {
                         kept = Some(obj);
                     }
@@ -253,7 +253,7 @@ impl Cache {
         match grace {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
-                slot.stale = obj.can_revalidate().then(|| obj.clone());
+                slot.stale = obj.body.chunks().is_some().then(|| obj.clone());
                 Lookup::Grace {
                     obj,
                     refresh: Some(slot),

@@ -2,6 +2,8 @@
 //! status decides whether it is cacheable at all, then `s-maxage`, then
 //! `max-age`, then `Expires` against `Date`, else `default_ttl`; `Age`
 //! moves the origin time back; `stale-while-revalidate` sets grace.
+//! `stale-if-error` (RFC 5861, which Varnish ignores) makes keep at least
+//! that long, so the object is still there to serve when a fetch fails.
 
 use crate::object::Timers;
 use lacquer_http::Headers;
@@ -104,7 +106,17 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     if let Some(swr) = cache_control_seconds(headers, "stale-while-revalidate") {
         timers.grace = swr;
     }
+    if let Some(sie) = cache_control_seconds(headers, "stale-if-error") {
+        timers.keep = timers.keep.max(sie);
+    }
     timers
+}
+
+/// Whether a stale object may stand in for a failed fetch at `now`: its
+/// `stale-if-error` window, counted from when it went stale, is open.
+pub fn stale_if_error(headers: &Headers, timers: &Timers, now: f64) -> bool {
+    cache_control_seconds(headers, "stale-if-error")
+        .is_some_and(|sie| now <= timers.t_origin + timers.ttl + sie)
 }
 
 #[cfg(test)]
@@ -170,5 +182,21 @@ mod tests {
             "max-age=1, stale-while-revalidate=30".into(),
         )]);
         assert_eq!(rfc_ttl(200, &h, now, &D).grace, 30.0);
+    }
+
+    #[test]
+    fn stale_if_error_keeps_the_object_and_opens_a_window() {
+        let now = 1_000_000.0;
+        let h = hdrs(&[("Cache-Control", "max-age=10, stale-if-error=100".into())]);
+        let t = rfc_ttl(200, &h, now, &D);
+        assert_eq!(t.keep, 100.0);
+        assert!(stale_if_error(&h, &t, now + 109.0));
+        assert!(!stale_if_error(&h, &t, now + 111.0));
+        let plain = hdrs(&[("Cache-Control", "max-age=10".into())]);
+        assert!(!stale_if_error(
+            &plain,
+            &rfc_ttl(200, &plain, now, &D),
+            now + 11.0
+        ));
     }
 }

@@ -68,7 +68,7 @@ pub(crate) fn spawn(
         // for the clients that do not.
         headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
-    if let Some(stale) = slot.stale() {
+    if let Some(stale) = slot.stale().filter(|s| s.can_revalidate()) {
         // Revalidate what is stored rather than fetch it whole (VCL may
         // still take these away in vcl_backend_fetch).
         if let Some(etag) = stale.headers.get("etag") {
@@ -217,7 +217,18 @@ async fn run(
             log_exchange(&mut bereq, &backend, &conn, &head, &resp, now);
             // A 304 to a conditional fetch stands for the stale object,
             // its headers updated.
-            let revalidated = stale.clone().filter(|_| resp.status == 304);
+            let revalidated = stale
+                .clone()
+                .filter(|s| resp.status == 304 && s.can_revalidate());
+            if (500..=504).contains(&resp.status) {
+                if let Some(stale) = stale.as_ref().filter(|s| usable_on_error(s)) {
+                    // The backend's error is not delivered: the
+                    // connection goes with its body.
+                    drop(conn);
+                    serve_stale(&mut bereq, stale, slot, tx);
+                    return;
+                }
+            }
             let resp = match &revalidated {
                 Some(stale) => {
                     let merged = revalidate::merged(stale, &resp);
@@ -311,6 +322,12 @@ async fn run(
                 beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
             }
         }
+        if beresp.status >= 500 {
+            if let Some(stale) = stale.as_ref().filter(|s| usable_on_error(s)) {
+                serve_stale(&mut bereq, stale, slot, tx);
+                return;
+            }
+        }
         let obj = error_object(&beresp, bereq.xid);
         if obj.timers().ttl > 0.0 && !beresp.uncacheable {
             sh.cache
@@ -322,6 +339,32 @@ async fn run(
         let _ = tx.send(obj);
         return;
     }
+}
+
+/// Whether a stale object may stand in for a failed fetch now
+/// (`stale-if-error`, RFC 5861).
+fn usable_on_error(stale: &Object) -> bool {
+    let now = lacquer_core::time::now();
+    lacquer_cache::ttl::stale_if_error(&stale.headers, &stale.timers(), now)
+}
+
+/// Hands the stale object to the requests waiting on a failed fetch, and
+/// leaves it in the cache.
+fn serve_stale(
+    bereq: &mut Bereq,
+    stale: &Arc<Object>,
+    slot: FetchSlot,
+    tx: oneshot::Sender<Arc<Object>>,
+) {
+    bereq.log.fmt(
+        Tag::Debug,
+        format_args!(
+            "stale-if-error: the fetch failed, object {} delivered stale",
+            stale.xid
+        ),
+    );
+    slot.abandon(Some(stale.clone()));
+    let _ = tx.send(stale.clone());
 }
 
 /// The object `vcl_backend_error` built.

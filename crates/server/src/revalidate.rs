@@ -3,7 +3,9 @@
 //! the backend with `If-None-Match` / `If-Modified-Since`; a 304 then
 //! stands for the stale object with its stored headers updated by the
 //! 304's (§4.3.4), and `vcl_backend_response` sees it as a 200 with
-//! `beresp.was_304` set. The body is the stale object's, shared.
+//! `beresp.was_304` set. The body is the stale object's, shared. The
+//! same stale object stands in for a fetch that fails while its
+//! `stale-if-error` window is open (`fetch.rs`).
 
 use lacquer_cache::object::Object;
 use lacquer_http::{Framing, Headers, ResponseHead};
