@@ -441,8 +441,9 @@ fn split_authority(rest: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
-/// A relative `src` against the directory of the URL it was fetched for.
-fn relative(base: &[u8], src: &[u8]) -> Vec<u8> {
+/// A relative reference (an include's `src`, a `Location`) resolved
+/// against the directory of the URL `base` (its query ignored).
+pub fn relative(base: &[u8], src: &[u8]) -> Vec<u8> {
     let path_end = base
         .iter()
         .position(|&b| b == b'?' || b == b'#')

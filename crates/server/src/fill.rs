@@ -38,15 +38,14 @@ pub(crate) struct Filling {
 pub(crate) fn begin(
     sh: &Shared,
     bereq: &mut Bereq,
-    beresp: Beresp,
+    mut beresp: Beresp,
     resp: &ResponseHead,
     vary: Option<VarySpec>,
     store: Arc<Store>,
 ) -> Option<Filling> {
     let p = &sh.params;
     let framing = resp.framing;
-    let status = beresp.status % 1000;
-    let mut headers = beresp.headers;
+    let mut headers = std::mem::take(&mut beresp.headers);
     let want = Wanted {
         do_esi: beresp.do_esi,
         do_gzip: beresp.do_gzip,
@@ -59,35 +58,16 @@ pub(crate) fn begin(
         Framing::None => Some(0),
         _ => None,
     };
-    let head = ResponseHead {
-        version: beresp.version,
-        status,
-        reason: beresp.reason.clone(),
-        headers,
-        framing,
-        keep_alive: resp.keep_alive,
-        wire_len: resp.wire_len,
-    };
-    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
-    let obj = Arc::new(Object::new(ObjectInit {
-        xid: bereq.xid,
-        kind: ObjKind::Normal,
-        status,
-        head: block,
-        headers: stored,
-        body: Body::streaming(expected),
-        vary,
-        timers: beresp.timers,
-    }));
+    let body = Body::streaming(expected);
+    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary);
     if filters.is_esi() {
         obj.expect_esi();
     }
     // An announced length is reserved before anyone sees the object, so a
     // full store is a clean 503 rather than a truncated delivery.
     let reserved = expected.unwrap_or(0);
+    log_storage(bereq, &store);
     if bereq.log.active() {
-        let name = store.name().to_string();
-        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
         let mode: &[u8] = match framing {
             Framing::None => b"0 none -",
             Framing::Chunked => b"2 chunked stream",
@@ -248,7 +228,7 @@ pub(crate) async fn alongside<T>(
 pub(crate) fn from_stale(
     sh: &Shared,
     bereq: &mut Bereq,
-    beresp: Beresp,
+    mut beresp: Beresp,
     resp: &ResponseHead,
     vary: Option<VarySpec>,
     store: Arc<Store>,
@@ -256,26 +236,10 @@ pub(crate) fn from_stale(
 ) -> Option<Arc<Object>> {
     let chunks = stale.body.chunks().map(<[_]>::to_vec).unwrap_or_default();
     let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-    let head = ResponseHead {
-        version: beresp.version,
-        status: beresp.status % 1000,
-        reason: beresp.reason.clone(),
-        headers: beresp.headers,
-        framing: Framing::Length(len),
-        keep_alive: resp.keep_alive,
-        wire_len: resp.wire_len,
-    };
-    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
-    let obj = Arc::new(Object::new(ObjectInit {
-        xid: bereq.xid,
-        kind: ObjKind::Normal,
-        status: head.status,
-        head: block,
-        headers: stored,
-        body: Body::complete(chunks),
-        vary,
-        timers: beresp.timers,
-    }));
+    let headers = std::mem::take(&mut beresp.headers);
+    let body = Body::complete(chunks);
+    let framing = Framing::Length(len);
+    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary);
     if let Some(program) = stale.esi_program() {
         obj.expect_esi();
         obj.share_esi(program.clone());
@@ -283,10 +247,7 @@ pub(crate) fn from_stale(
     if let Some(gzip) = stale.gzip() {
         obj.set_gzip(*gzip);
     }
-    if bereq.log.active() {
-        let name = store.name().to_string();
-        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
-    }
+    log_storage(bereq, &store);
     let charge = obj.head.len() as u64 + len;
     if !sh.cache.attach(&obj, store, charge, sh.params.nuke_limit()) {
         COUNTERS.inc(Counter::fetch_failed);
@@ -294,4 +255,46 @@ pub(crate) fn from_stale(
         return None;
     }
     Some(obj)
+}
+
+/// The object for a response head as VCL left it, with `headers` (the
+/// filters may have changed them) and `body`.
+fn make_object(
+    xid: u64,
+    beresp: &Beresp,
+    headers: lacquer_http::Headers,
+    resp: &ResponseHead,
+    framing: Framing,
+    body: Body,
+    vary: Option<VarySpec>,
+) -> Arc<Object> {
+    let status = beresp.status % 1000;
+    let head = ResponseHead {
+        version: beresp.version,
+        status,
+        reason: beresp.reason.clone(),
+        headers,
+        framing,
+        keep_alive: resp.keep_alive,
+        wire_len: resp.wire_len,
+    };
+    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
+    Arc::new(Object::new(ObjectInit {
+        xid,
+        kind: ObjKind::Normal,
+        status,
+        head: block,
+        headers: stored,
+        body,
+        vary,
+        timers: beresp.timers,
+    }))
+}
+
+/// The `Storage` record: which store holds the object.
+fn log_storage(bereq: &mut Bereq, store: &Store) {
+    if bereq.log.active() {
+        let name = store.name().to_string();
+        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
+    }
 }

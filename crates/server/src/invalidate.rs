@@ -102,17 +102,7 @@ fn same_host_path(value: &[u8], host: Option<&[u8]>, base: &[u8]) -> Option<Byte
         }
         None if v.starts_with(b"//") || v.is_empty() => return None,
         None if v.starts_with(b"/") => v.to_vec(),
-        None => {
-            let path_end = base
-                .iter()
-                .position(|&b| b == b'?' || b == b'#')
-                .unwrap_or(base.len());
-            let dir = match base[..path_end].iter().rposition(|&b| b == b'/') {
-                Some(slash) => &base[..=slash],
-                None => b"/",
-            };
-            [dir, v].concat()
-        }
+        None => lacquer_filters::esi::relative(base, v),
     };
     // A fragment is never part of the target.
     let end = path.iter().position(|&b| b == b'#').unwrap_or(path.len());

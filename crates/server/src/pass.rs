@@ -148,28 +148,30 @@ pub(crate) async fn pass(
                 _ => break 'attempt (503, None),
             }
             crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
-            if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
+            let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
                 // Filtered: through a private object, as a miss would be.
                 let transient = sh.cache.transient().clone();
-                let Some(filling) = fill::begin(sh, &mut bereq, beresp, &resp, None, transient)
-                else {
-                    return Passed::Object(synth::fetch_failed(req.xid));
-                };
-                let backend = Backend {
-                    bereq: &mut bereq,
-                    resp: &resp,
-                    conn: be,
-                    timeouts: &t,
-                };
-                return deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await;
-            }
+                match fill::begin(sh, &mut bereq, beresp, &resp, None, transient) {
+                    Some(filling) => PassBody::Private(filling),
+                    None => return Passed::Object(synth::fetch_failed(req.xid)),
+                }
+            } else {
+                PassBody::Stream(beresp)
+            };
             let backend = Backend {
                 bereq: &mut bereq,
                 resp: &resp,
                 conn: be,
                 timeouts: &t,
             };
-            return stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await;
+            return match body {
+                PassBody::Private(filling) => {
+                    deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
+                }
+                PassBody::Stream(beresp) => {
+                    stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
+                }
+            };
         };
         let now = lacquer_core::time::now();
         let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
@@ -188,12 +190,38 @@ pub(crate) async fn pass(
     }
 }
 
+/// How a passed response's body reaches the client.
+enum PassBody {
+    /// Through the filters, into a private object.
+    Private(fill::Filling),
+    /// Straight through, as the backend sends it.
+    Stream(Beresp),
+}
+
 /// The backend side of a response being passed.
 struct Backend<'a, 'b> {
     bereq: &'a mut Bereq,
     resp: &'a ResponseHead,
     conn: Conn<'b>,
     timeouts: &'a lacquer_backend::Timeouts,
+}
+
+/// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
+fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
+    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
+    crate::vsl::vcl_call(&mut host.req.log, Method::Deliver, &action);
+    match action {
+        Action::Deliver => {
+            host.req.log.timestamp("Process", lacquer_core::time::now());
+            None
+        }
+        Action::Synth { status, reason } => Some(Passed::Synth(status, reason)),
+        Action::Restart => Some(Passed::Restart),
+        _ => {
+            COUNTERS.inc(Counter::vcl_fail);
+            Some(Passed::Fail)
+        }
+    }
 }
 
 /// Runs `vcl_deliver` on a private object and delivers it as its body
@@ -221,16 +249,8 @@ async fn deliver_private(
         obj: Some(&obj),
         resp: Some(&mut resp),
     };
-    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host);
-    crate::vsl::vcl_call(&mut req.log, Method::Deliver, &action);
-    match action {
-        Action::Deliver => req.log.timestamp("Process", lacquer_core::time::now()),
-        Action::Synth { status, reason } => return Passed::Synth(status, reason),
-        Action::Restart => return Passed::Restart,
-        _ => {
-            COUNTERS.inc(Counter::vcl_fail);
-            return Passed::Fail;
-        }
+    if let Some(other) = deliver_or(vcl, &mut host) {
+        return other;
     }
     let d = Delivery {
         hit: false,
@@ -272,16 +292,8 @@ async fn stream_response(
         obj: None,
         resp: Some(&mut vresp),
     };
-    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, &mut host);
-    crate::vsl::vcl_call(&mut req.log, Method::Deliver, &action);
-    match action {
-        Action::Deliver => req.log.timestamp("Process", lacquer_core::time::now()),
-        Action::Synth { status, reason } => return Passed::Synth(status, reason),
-        Action::Restart => return Passed::Restart,
-        _ => {
-            COUNTERS.inc(Counter::vcl_fail);
-            return Passed::Fail;
-        }
+    if let Some(other) = deliver_or(vcl, &mut host) {
+        return other;
     }
     let is_head = req.is_head();
     let now = beresp.t_resp;
