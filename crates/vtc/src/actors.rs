@@ -72,13 +72,7 @@ impl Server {
         let a = l.local_addr().map_err(|e| Fail(e.to_string()))?;
         world
             .macros
-            .define(&format!("{}_addr", self.name), &a.ip().to_string());
-        world
-            .macros
-            .define(&format!("{}_port", self.name), &a.port().to_string());
-        world
-            .macros
-            .define(&format!("{}_sock", self.name), &a.to_string());
+            .define_endpoint(&self.name, &a.ip().to_string(), &a.port().to_string());
         log(1, &self.name, &format!("Listen on {a}"));
         self.listener = Some(Arc::new(l));
         Ok(())

@@ -24,6 +24,18 @@ impl Macros {
         self.lock().insert(name.to_string(), value.to_string());
     }
 
+    /// `${P_addr}`, `${P_port}` and `${P_sock}` for an endpoint.
+    pub fn define_endpoint(&self, prefix: &str, ip: &str, port: &str) {
+        self.define(&format!("{prefix}_addr"), ip);
+        self.define(&format!("{prefix}_port"), port);
+        let sock = if ip.contains(':') {
+            format!("[{ip}]:{port}")
+        } else {
+            format!("{ip}:{port}")
+        };
+        self.define(&format!("{prefix}_sock"), &sock);
+    }
+
     pub fn ignore_unknown(&self) {
         self.lenient.store(true, Ordering::Relaxed);
     }

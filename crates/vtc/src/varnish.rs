@@ -307,22 +307,10 @@ impl Varnish {
         for (i, (lname, ip, port)) in listens.iter().enumerate() {
             if i == 0 {
                 log(2, &self.name, &format!("Listen on {ip} {port}"));
-                world.macros.define(&format!("{}_addr", self.name), ip);
-                world.macros.define(&format!("{}_port", self.name), port);
-                world
-                    .macros
-                    .define(&format!("{}_sock", self.name), &format!("{ip}:{port}"));
+                world.macros.define_endpoint(&self.name, ip, port);
             }
-            world
-                .macros
-                .define(&format!("{}_{lname}_addr", self.name), ip);
-            world
-                .macros
-                .define(&format!("{}_{lname}_port", self.name), port);
-            world.macros.define(
-                &format!("{}_{lname}_sock", self.name),
-                &format!("{ip}:{port}"),
-            );
+            let named = format!("{}_{lname}", self.name);
+            world.macros.define_endpoint(&named, ip, port);
         }
         Ok(())
     }

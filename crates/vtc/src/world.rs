@@ -358,15 +358,11 @@ impl Top {
                     let l = std::net::TcpListener::bind("127.0.0.1:0")
                         .map_err(|e| Fail(format!("Barrier {name}: {e}")))?;
                     let a = l.local_addr().map_err(|e| Fail(e.to_string()))?;
-                    self.world
-                        .macros
-                        .define(&format!("{name}_addr"), &a.ip().to_string());
-                    self.world
-                        .macros
-                        .define(&format!("{name}_port"), &a.port().to_string());
-                    self.world
-                        .macros
-                        .define(&format!("{name}_sock"), &a.to_string());
+                    self.world.macros.define_endpoint(
+                        name,
+                        &a.ip().to_string(),
+                        &a.port().to_string(),
+                    );
                     barrier::serve_socket(b.clone(), l);
                 }
                 self.world
