@@ -23,33 +23,16 @@ ensure varnishd wrk nginx taskset -- varnish wrk nginx util-linux
 build_lacquer
 [ -n "${BENCH_DEBUG:-}" ] && trap 'cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null; cleanup' EXIT
 
-ORIGIN_PORT=$(free_port); CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)
+CEIL_PORT=$(free_port); LQ_PORT=$(free_port); VA_PORT=$(free_port)
 LQV_PORT=$(free_port); VAV_PORT=$(free_port)
 
 # The origin: static files (1 KiB, 1 MiB) and a small dynamic answer for
 # pass, on CPU 1 beside the load generator.
-mkdir -p "$WORK/www"
-head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
+start_origin
 head -c $((1024 * 1024)) /dev/zero | tr '\0' 'b' > "$WORK/www/1m"
 cp "$WORK/www/1k" "$WORK/www/pass"
 chmod -R a+rX "$WORK"
 ONE_K="$(cat "$WORK/www/1k")"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx-origin.pid;
-error_log $WORK/nginx-origin.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $WORK/www;
-        location / { add_header Cache-Control "max-age=3600"; }
-    }
-}
-CONF
 cat > "$WORK/ceiling.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -65,7 +48,6 @@ http {
     }
 }
 CONF
-taskset -c 1 nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
 taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & CEIL_PID=$!; PIDS+=($CEIL_PID)
 
 taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \

@@ -470,7 +470,8 @@ impl Busy {
 }
 
 impl FetchSlot {
-    /// The stale object this fetch may revalidate.
+    /// The stale object this fetch may revalidate, or fall back on when
+    /// it fails (`stale-if-error`).
     pub fn stale(&self) -> Option<&Arc<Object>> {
         self.stale.as_ref()
     }

@@ -220,3 +220,54 @@ fn expiry_removes_and_frees() {
     assert_eq!(c.stores()[0].used(), 0);
     assert!(c.expiry.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_stale_object_rides_along_with_the_fetch() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let slot = miss(&c, b"/k", &req, 0.0);
+    let mut headers = Headers::new();
+    headers.append("ETag", "\"v1\"");
+    let kept = Arc::new(Object::new(ObjectInit {
+        xid: 7,
+        kind: ObjKind::Normal,
+        status: 200,
+        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+        headers,
+        body: Body::complete(vec![Bytes::from_static(b"hello")]),
+        vary: None,
+        timers: Timers {
+            t_origin: 0.0,
+            ttl: 10.0,
+            grace: 5.0,
+            keep: 60.0,
+        },
+    }));
+    slot.insert(&kept, &req);
+    // Within grace: the refresh carries it.
+    let Lookup::Grace {
+        refresh: Some(refresh),
+        ..
+    } = c.lookup(b"/k", br(&req), 12.0, 2.0)
+    else {
+        panic!("a grace hit that refreshes")
+    };
+    assert!(refresh.stale().is_some_and(|s| Arc::ptr_eq(s, &kept)));
+    drop(refresh);
+    // Past grace, within keep: a miss that may revalidate it.
+    let slot = miss(&c, b"/k", &req, 30.0);
+    assert!(slot.stale().is_some_and(|s| s.can_revalidate()));
+    drop(slot);
+    // Past keep: nothing to lean on.
+    assert!(miss(&c, b"/k", &req, 80.0).stale().is_none());
+    // No validator: still a fallback, not a revalidation.
+    let slot = miss(&c, b"/plain", &req, 0.0);
+    let plain = obj(ObjKind::Normal, 1.0, 0.0, None, 0.0);
+    plain.set_timers(Timers {
+        keep: 60.0,
+        ..plain.timers()
+    });
+    slot.insert(&plain, &req);
+    let slot = miss(&c, b"/plain", &req, 2.0);
+    assert!(slot.stale().is_some_and(|s| !s.can_revalidate()));
+}
