@@ -60,6 +60,10 @@ commands! {
         "Force the state of the named configuration.";
     "vcl.use", "vcl.use <configname>", 1, Some(1),
         "Switch to the named configuration immediately.";
+    "xkey.purge", "xkey.purge <tag>...", 1, None,
+        "Purge every object tagged with any of the tags (xkey, Surrogate-Key or Cache-Tag).";
+    "xkey.softpurge", "xkey.softpurge <tag>...", 1, None,
+        "Make every object tagged with any of the tags stale, keeping it for grace and revalidation.";
 }
 
 /// The command of that name.

@@ -6,6 +6,7 @@
 pub mod ban;
 pub mod object;
 pub mod store;
+pub mod tags;
 pub mod ttl;
 
 use ban::{BanRef, BanReq, Bans};
@@ -18,6 +19,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use store::Store;
+use tags::TagIndex;
 use tokio::sync::watch;
 
 pub use object::{Body, ObjectInit, Timers, VarySpec};
@@ -107,6 +109,42 @@ pub struct Cache {
     expiry: Mutex<BTreeMap<(u64, u64), Weak<Object>>>,
     expiry_seq: AtomicU64,
     bans: Bans,
+    tags: TagIndex,
+}
+
+/// A soft purge (vmod purge's `soft`, xkey's `softpurge`): new lifetimes
+/// that only ever shorten an object's. `ttl` counts from now; a negative
+/// `grace` or `keep` leaves that one as it is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoftPurge {
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+}
+
+impl SoftPurge {
+    /// Stale at once, grace and keep untouched.
+    pub const STALE: SoftPurge = SoftPurge {
+        ttl: 0.0,
+        grace: -1.0,
+        keep: -1.0,
+    };
+
+    /// The timers after the purge, or None when it changes nothing.
+    pub fn reduce(&self, t: Timers, now: f64) -> Option<Timers> {
+        let mut out = t;
+        let ttl = now + self.ttl.max(0.0) - t.t_origin;
+        if ttl < t.ttl {
+            out.ttl = ttl;
+        }
+        if self.grace >= 0.0 && self.grace < t.grace {
+            out.grace = self.grace;
+        }
+        if self.keep >= 0.0 && self.keep < t.keep {
+            out.keep = self.keep;
+        }
+        (out != t).then_some(out)
+    }
 }
 
 impl Cache {
@@ -122,6 +160,7 @@ impl Cache {
             expiry: Mutex::new(BTreeMap::new()),
             expiry_seq: AtomicU64::new(0),
             bans: Bans::new(lacquer_core::time::now()),
+            tags: TagIndex::new(),
         })
     }
 
@@ -152,8 +191,22 @@ impl Cache {
         now: f64,
         lru_interval: f64,
     ) -> Lookup {
+        self.lookup_graced(key, req, now, lru_interval, None)
+    }
+
+    /// A lookup by a request that caps the grace it accepts
+    /// (`req.grace`): a stale object past that cap is not delivered, but
+    /// its fetch may still revalidate it.
+    pub fn lookup_graced(
+        self: &Arc<Self>,
+        key: &[u8],
+        req: BanReq<'_>,
+        now: f64,
+        lru_interval: f64,
+        req_grace: Option<f64>,
+    ) -> Lookup {
         let mut banned = Vec::new();
-        let found = self.lookup_locked(key, req, now, lru_interval, &mut banned);
+        let found = self.lookup_locked(key, req, now, lru_interval, req_grace, &mut banned);
         for obj in &banned {
             self.forget(obj, Removal::Banned);
         }
@@ -166,6 +219,7 @@ impl Cache {
         req: BanReq<'_>,
         now: f64,
         lru_interval: f64,
+        req_grace: Option<f64>,
         banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
         let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
@@ -227,7 +281,8 @@ impl Cache {
                         return Lookup::Hit(obj);
                     }
                     let t = obj.timers();
-                    if grace.is_none() && left + t.grace > 0.0 {
+                    let usable = req_grace.map_or(t.grace, |g| g.min(t.grace));
+                    if grace.is_none() && left + usable > 0.0 {
                         grace = Some(obj);
                     } else if kept.is_none()
                         && left + t.grace.max(0.0) + t.keep > 0.0
@@ -384,9 +439,81 @@ impl Cache {
         objs.len()
     }
 
+    /// Soft-purges every variant stored under a key (vmod purge's
+    /// `soft`); returns how many objects it shortened.
+    pub fn soft_purge(&self, key: &[u8], how: SoftPurge, now: f64) -> usize {
+        let objs: Vec<Arc<Object>> = {
+            let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+            map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
+        };
+        objs.iter().filter(|o| self.reduce(o, how, now)).count()
+    }
+
+    /// Purges (or with `soft`, soft-purges) every object carrying any of
+    /// the tags; returns how many objects it acted on.
+    pub fn purge_tags<'a>(
+        &self,
+        tags: impl Iterator<Item = &'a [u8]>,
+        soft: Option<SoftPurge>,
+        now: f64,
+    ) -> usize {
+        let mut objs: Vec<Arc<Object>> = Vec::new();
+        for tag in tags {
+            objs.extend(self.tags.objects(tag));
+        }
+        objs.sort_unstable_by_key(|o| Arc::as_ptr(o) as usize);
+        objs.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        let mut n = 0;
+        for obj in &objs {
+            if obj.is_removed() {
+                continue;
+            }
+            match soft {
+                Some(how) => {
+                    self.reduce(obj, how, now);
+                }
+                None => self.remove(obj, Removal::Purged),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// How many distinct tags stored objects carry.
+    pub fn tag_count(&self) -> usize {
+        self.tags.len()
+    }
+
+    /// Applies a soft purge to one object: new timers and a new place in
+    /// the expiry queue, or removal when its lifetime is over. True when
+    /// its lifetime was shortened.
+    fn reduce(&self, obj: &Arc<Object>, how: SoftPurge, now: f64) -> bool {
+        let Some(timers) = how.reduce(obj.timers(), now) else {
+            return false;
+        };
+        {
+            let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+            let seq = obj.exp_seq();
+            if seq != 0 {
+                exp.remove(&(obj.exp_at(), seq));
+                obj.clear_expiry();
+            }
+        }
+        obj.set_timers(timers);
+        if obj.expires_at() <= now {
+            self.remove(obj, Removal::Purged);
+        } else if !obj.is_removed() {
+            self.schedule(obj);
+        }
+        true
+    }
+
     /// Bookkeeping for an object already unlinked from its head.
     fn forget(&self, obj: &Arc<Object>, why: Removal) {
         obj.release_ban();
+        if let Some(tags) = obj.tags.get() {
+            self.tags.remove(obj, tags);
+        }
         if let Some(store) = obj.store.get() {
             store.lru_remove(obj);
         }
@@ -515,6 +642,15 @@ impl FetchSlot {
         }
         if obj.kind == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
+            let tags = tags::tags_of(&obj.headers);
+            if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
+                let tags = obj.tags.get().expect("just set");
+                cache.tags.add(obj, tags);
+                // Removed meanwhile: its removal could not see the tags.
+                if obj.is_removed() {
+                    cache.tags.remove(obj, tags);
+                }
+            }
         }
         COUNTERS.inc(Counter::n_objectcore);
         for old in &replaced {

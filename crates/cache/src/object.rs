@@ -300,6 +300,8 @@ pub struct Object {
     /// For a body stored gzip'd: its bits, CRC and length, known once
     /// the fetch has checked it.
     gzip: OnceLock<lacquer_filters::splice::Scanned>,
+    /// Its surrogate keys, once indexed under them.
+    pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
 }
 
 /// Everything needed to make an object.
@@ -360,6 +362,7 @@ impl Object {
             esi_expected: AtomicBool::new(false),
             esi: OnceLock::new(),
             gzip: OnceLock::new(),
+            tags: OnceLock::new(),
         }
     }
 

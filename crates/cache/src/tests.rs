@@ -271,3 +271,109 @@ fn a_stale_object_rides_along_with_the_fetch() {
     let slot = miss(&c, b"/plain", &req, 2.0);
     assert!(slot.stale().is_some_and(|s| !s.can_revalidate()));
 }
+
+fn tagged(tags: &str, ttl: f64, grace: f64, keep: f64, now: f64) -> Arc<Object> {
+    let mut headers = Headers::new();
+    headers.append("xkey", tags.to_string());
+    Arc::new(Object::new(ObjectInit {
+        xid: 1,
+        kind: ObjKind::Normal,
+        status: 200,
+        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+        headers,
+        body: Body::complete(vec![Bytes::from_static(b"hello")]),
+        vary: None,
+        timers: Timers {
+            t_origin: now,
+            ttl,
+            grace,
+            keep,
+        },
+    }))
+}
+
+#[test]
+fn soft_purge_only_shortens() {
+    let t = |ttl, grace, keep| Timers {
+        t_origin: 100.0,
+        ttl,
+        grace,
+        keep,
+    };
+    let soft = |ttl, grace, keep| SoftPurge { ttl, grace, keep };
+    let start = t(60.0, 60.0, 60.0);
+    // Fresh: the TTL ends now, grace and keep stay; expires 120 s later.
+    let r = soft(0.0, -1.0, -1.0).reduce(start, 110.0).unwrap();
+    assert_eq!(r, t(10.0, 60.0, 60.0));
+    // Stale: nothing changes.
+    assert_eq!(soft(0.0, -1.0, -1.0).reduce(start, 170.0), None);
+    // Stale for 5 s, grace and keep 10 s: expires 15 s from now.
+    let r = soft(0.0, 10.0, 10.0).reduce(start, 165.0).unwrap();
+    assert_eq!(r.t_origin + r.lifetime(), 180.0);
+    // A longer TTL than what is left is no change.
+    assert_eq!(soft(10.0, -1.0, -1.0).reduce(start, 155.0), None);
+    let r = soft(10.0, -1.0, -1.0).reduce(start, 105.0).unwrap();
+    assert_eq!(r, t(15.0, 60.0, 60.0));
+}
+
+#[test]
+fn soft_purge_makes_every_variant_stale_and_reschedules_expiry() {
+    let c = cache(1 << 20);
+    let now = 1000.0;
+    let req = Headers::new();
+    let slot = miss(&c, b"/a", &req, now);
+    let o = obj(ObjKind::Normal, 60.0, 30.0, None, now);
+    assert!(c.attach(&o, c.choose_store(false), 5, 50));
+    slot.insert(&o, &req);
+    assert_eq!(c.soft_purge(b"/a", SoftPurge::STALE, now + 1.0), 1);
+    match c.lookup(b"/a", br(&req), now + 2.0, 2.0) {
+        Lookup::Grace { refresh, .. } => drop(refresh),
+        _ => panic!("a soft-purged object is served from grace"),
+    }
+    // It now expires when its grace ends, not 60 s later.
+    assert_eq!(c.expire(now + 31.5), 1);
+    assert!(o.is_removed());
+    // Purging it all away at once removes it.
+    let slot = miss(&c, b"/b", &req, now);
+    let o = obj(ObjKind::Normal, 60.0, 30.0, None, now);
+    slot.insert(&o, &req);
+    let all = SoftPurge {
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
+    };
+    assert_eq!(c.soft_purge(b"/b", all, now), 1);
+    assert!(o.is_removed());
+}
+
+#[test]
+fn tags_find_their_objects_and_forget_removed_ones() {
+    let c = cache(1 << 20);
+    let now = 1000.0;
+    let req = Headers::new();
+    let a = tagged("red blue", 60.0, 10.0, 0.0, now);
+    let b = tagged("blue", 60.0, 10.0, 0.0, now);
+    let plain = obj(ObjKind::Normal, 60.0, 10.0, None, now);
+    miss(&c, b"/a", &req, now).insert(&a, &req);
+    miss(&c, b"/b", &req, now).insert(&b, &req);
+    miss(&c, b"/c", &req, now).insert(&plain, &req);
+    assert_eq!(c.tag_count(), 2);
+    // An object under two of the tags purged counts once.
+    let tags = tags::split(b"red blue");
+    assert_eq!(c.purge_tags(tags, Some(SoftPurge::STALE), now + 1.0), 2);
+    assert!(!a.is_removed() && a.ttl_left(now + 1.0) <= 0.0);
+    assert!(plain.ttl_left(now + 1.0) > 0.0);
+    assert_eq!(c.purge_tags(tags::split(b"red"), None, now + 1.0), 1);
+    assert!(a.is_removed());
+    assert_eq!(c.tag_count(), 1, "red has no objects left");
+    // A replaced object leaves the index.
+    let b2 = tagged("green", 60.0, 10.0, 0.0, now);
+    let Lookup::Miss(slot) = c.lookup_fresh_fetch(b"/b") else {
+        panic!()
+    };
+    slot.insert(&b2, &req);
+    assert!(b.is_removed());
+    assert_eq!(c.purge_tags(tags::split(b"blue"), None, now + 2.0), 0);
+    assert_eq!(c.purge_tags(tags::split(b"green nothing"), None, now), 1);
+    assert_eq!(c.tag_count(), 0);
+}

@@ -557,4 +557,8 @@ impl Host for BackendHost<'_> {
     fn acl_log(&mut self, record: &str) {
         self.bereq.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
+
+    fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
+        crate::purge::by_tags(self.sh, keys, soft) as i64
+    }
 }

@@ -20,6 +20,8 @@ use std::sync::atomic::Ordering;
 pub(crate) struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The client socket (None for an ESI include).
+    pub fd: Option<i32>,
 }
 
 pub(crate) struct ClientHost<'a> {
@@ -29,6 +31,8 @@ pub(crate) struct ClientHost<'a> {
     pub req: &'a mut Req,
     pub conn: ConnInfo,
     pub hash: Option<&'a mut Vec<u8>>,
+    /// The hash key looked up, in `vcl_hit` and `vcl_miss` (vmod purge).
+    pub key: Option<&'a [u8]>,
     pub obj: Option<&'a Object>,
     pub resp: Option<&'a mut Resp>,
 }
@@ -443,6 +447,21 @@ impl Host for ClientHost<'_> {
 
     fn acl_log(&mut self, record: &str) {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
+    }
+
+    fn client_socket(&self) -> Option<i32> {
+        self.conn.fd
+    }
+
+    fn purge(&mut self, soft: Option<[f64; 3]>) -> i64 {
+        match self.key {
+            Some(key) => crate::purge::by_key(self.sh, key, soft) as i64,
+            None => 0,
+        }
+    }
+
+    fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
+        crate::purge::by_tags(self.sh, keys, soft) as i64
     }
 }
 

@@ -54,6 +54,7 @@ pub(crate) fn after_unsafe(
             req,
             conn,
             hash: Some(&mut key),
+            key: None,
             obj: None,
             resp: None,
         };

@@ -88,6 +88,9 @@ pub(crate) struct Client {
     pub listener: std::sync::Arc<str>,
     /// Reused for each request's hash key.
     pub key: Vec<u8>,
+    /// The socket's descriptor, for VCL's socket options; None for an
+    /// ESI include, which may run while its top request goes on.
+    pub fd: Option<i32>,
 }
 
 impl Client {
@@ -97,7 +100,9 @@ impl Client {
         local: SocketAddr,
         listener: std::sync::Arc<str>,
     ) -> Self {
+        let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
         Client {
+            fd,
             wire: Wire::Tcp(stream),
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
@@ -121,6 +126,7 @@ impl Client {
             local: parent.local,
             listener: parent.listener.clone(),
             key: Vec::with_capacity(128),
+            fd: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod panics;
 mod pass;
 mod pipe;
 mod probe;
+mod purge;
 mod request;
 mod resp;
 mod revalidate;

@@ -246,6 +246,7 @@ async fn deliver_private(
         req,
         conn,
         hash: None,
+        key: None,
         obj: Some(&obj),
         resp: Some(&mut resp),
     };
@@ -289,6 +290,7 @@ async fn stream_response(
         req,
         conn,
         hash: None,
+        key: None,
         obj: None,
         resp: Some(&mut vresp),
     };

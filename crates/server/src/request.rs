@@ -141,6 +141,19 @@ impl Ctx<'_> {
         obj: Option<&Object>,
         resp: Option<&mut Resp>,
     ) -> Action {
+        self.call_keyed(method, req, hash, None, obj, resp)
+    }
+
+    /// A call that knows the hash key looked up (`vcl_hit`, `vcl_miss`).
+    fn call_keyed(
+        &self,
+        method: Method,
+        req: &mut Req,
+        hash: Option<&mut Vec<u8>>,
+        key: Option<&[u8]>,
+        obj: Option<&Object>,
+        resp: Option<&mut Resp>,
+    ) -> Action {
         let mut host = ClientHost {
             method,
             sh: self.sh,
@@ -148,6 +161,7 @@ impl Ctx<'_> {
             req,
             conn: self.conn,
             hash,
+            key,
             obj,
             resp,
         };
@@ -231,6 +245,7 @@ async fn run(c: &mut Client, sh: &Arc<Shared>, vcl: &Arc<Loaded>, mut req: Req) 
         conn: ConnInfo {
             peer: c.peer,
             local: c.local,
+            fd: c.fd,
         },
     };
     let outcome = steps(c, &cx, &mut req).await;
@@ -419,7 +434,8 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                 url: &req.head.url,
                 headers: &req.head.headers,
             };
-            sh.cache.lookup(key, ban_req, now, lru_interval)
+            sh.cache
+                .lookup_graced(key, ban_req, now, lru_interval, req.grace)
         };
         let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
         if let Lookup::HitMiss { marker, .. } = &lookup {
@@ -430,7 +446,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                 COUNTERS.inc(Counter::cache_hit);
                 log_hit(req, Tag::Hit, &obj, now);
                 obj.hits.fetch_add(1, Ordering::Relaxed);
-                return hit_step(c, cx, req, obj, keep).await;
+                return hit_step(c, cx, req, key, obj, keep).await;
             }
             Lookup::Grace { obj, refresh } => {
                 COUNTERS.inc(Counter::cache_hit);
@@ -445,7 +461,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                     };
                     drop(fetch::spawn(sh, cx.vcl, req, cx.conn, key, slot, kind));
                 }
-                return hit_step(c, cx, req, obj, keep).await;
+                return hit_step(c, cx, req, key, obj, keep).await;
             }
             Lookup::HitPass(marker) => {
                 COUNTERS.inc(Counter::cache_hitpass);
@@ -488,10 +504,11 @@ async fn hit_step(
     c: &mut Client,
     cx: &Ctx<'_>,
     req: &mut Req,
+    key: &[u8],
     obj: Arc<Object>,
     keep: bool,
 ) -> Step {
-    match cx.call(Method::Hit, req, None, Some(&obj), None) {
+    match cx.call_keyed(Method::Hit, req, None, Some(key), Some(&obj), None) {
         Action::Deliver => deliver_step(c, cx, req, obj, true, keep).await,
         Action::Pass(_) => pass_step(c, cx, req).await,
         Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
@@ -510,7 +527,7 @@ async fn miss_step(
     hitmiss: bool,
     keep: bool,
 ) -> Step {
-    match cx.call(Method::Miss, req, None, None, None) {
+    match cx.call_keyed(Method::Miss, req, None, Some(key), None, None) {
         Action::Fetch => {
             let kind = FetchKind {
                 bgfetch: false,

@@ -18,7 +18,10 @@ pub mod types;
 pub mod vars;
 pub mod vmod;
 mod vmod_directors;
+mod vmod_purge;
 pub mod vmod_std;
+mod vmod_tcp;
+mod vmod_xkey;
 
 pub use compile::{compile, Failure, Options};
 pub use eval::{init, run, VclFailure};

@@ -208,7 +208,22 @@ pub trait Host {
     fn cache_req_body(&mut self, _max: u64) -> bool {
         false
     }
-    fn set_ip_tos(&mut self, _tos: i64) {}
+    /// The client connection's socket descriptor (`std.set_ip_tos`,
+    /// vmod tcp); None outside a client request.
+    fn client_socket(&self) -> Option<i32> {
+        None
+    }
+    /// vmod purge: purges every variant stored under the request's hash,
+    /// or with `soft` (ttl, grace, keep) shortens their lifetimes; how many
+    /// objects it acted on.
+    fn purge(&mut self, _soft: Option<[f64; 3]>) -> i64 {
+        0
+    }
+    /// vmod xkey: purges (or soft-purges) the objects tagged with any of
+    /// the keys; how many.
+    fn purge_tags(&mut self, _keys: &[u8], _soft: bool) -> i64 {
+        0
+    }
 }
 
 impl Program {

@@ -1,6 +1,7 @@
 //! The vmod interface: function, object class and method signatures the
 //! checker binds arguments against, the objects `new` creates, and the
-//! registry of vmods Lacquer carries (`std`, `directors`).
+//! registry of vmods Lacquer carries (`std`, `directors`, `purge`, `xkey`,
+//! `tcp`).
 
 use crate::program::{Host, Program};
 use crate::types::{BackendRef, Method, Type, Value};
@@ -139,7 +140,13 @@ pub struct Vmod {
     pub classes: &'static [ClassSpec],
 }
 
-pub static VMODS: &[Vmod] = &[crate::vmod_std::VMOD, crate::vmod_directors::VMOD];
+pub static VMODS: &[Vmod] = &[
+    crate::vmod_std::VMOD,
+    crate::vmod_directors::VMOD,
+    crate::vmod_purge::VMOD,
+    crate::vmod_xkey::VMOD,
+    crate::vmod_tcp::VMOD,
+];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {
     VMODS.iter().find(|v| v.name == name)

@@ -363,7 +363,28 @@ fn timestamp(c: &mut Ctx<'_>, a: &[Value]) -> R {
 }
 
 fn set_ip_tos(c: &mut Ctx<'_>, a: &[Value]) -> R {
-    c.host.set_ip_tos(a[0].as_i64());
+    let Some(fd) = c.host.client_socket() else {
+        return Ok(Value::Unset);
+    };
+    let tos = a[0].as_i64().clamp(0, 255) as libc::c_int;
+    let v6 = c.host.get(crate::vars::Var::LocalIp);
+    let (level, name) = match v6 {
+        Value::Ip(Some(a)) if a.is_ipv6() => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
+        _ => (libc::IPPROTO_IP, libc::IP_TOS),
+    };
+    // SAFETY: the option takes an int; the descriptor is the client's.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&tos as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        c.host.error("std.set_ip_tos(): setsockopt failed");
+    }
     Ok(Value::Unset)
 }
 

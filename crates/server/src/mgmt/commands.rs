@@ -1,6 +1,6 @@
 //! Dispatch over the command table, and the commands that are not about
 //! VCL: ping, status, banner, help, pid, start/stop, quit, param.*,
-//! panic.*, ban, ban.list and storage.list.
+//! panic.*, ban, ban.list, storage.list and xkey.purge/xkey.softpurge.
 
 use super::{json, Mgmt, Reply};
 use lacquer_admin::commands::{find, CmdSpec, COMMANDS};
@@ -163,6 +163,13 @@ impl Mgmt {
                 }
             }
             "ban.list" => self.ban_list(json, args),
+            "xkey.purge" | "xkey.softpurge" => {
+                let soft = spec.name == "xkey.softpurge";
+                let tags = args[1..].join(" ");
+                let n = crate::purge::by_tags(&self.sh, tags.as_bytes(), soft);
+                let verb = if soft { "Soft-purged" } else { "Purged" };
+                Reply::ok(format!("{verb} {n} objects\n"))
+            }
             _ => self.execute_vcl(spec.name, args, json),
         }
     }
