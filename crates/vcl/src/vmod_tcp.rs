@@ -87,6 +87,20 @@ fn set_socket_pace(c: &mut Ctx<'_>, a: &[Value]) -> R {
     } else {
         c.host.error("set_socket_pace(): Error setting pace rate.");
     }
+    // The rate as the kernel now holds it.
+    let mut now: u32 = 0;
+    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+    // SAFETY: the option reads back into a 32-bit rate.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MAX_PACING_RATE,
+            (&mut now as *mut u32).cast(),
+            &mut len,
+        )
+    };
+    c.host.log(format!("getsockopt() {r} {now}").as_bytes());
     Ok(Value::Unset)
 }
 
