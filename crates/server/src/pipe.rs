@@ -72,7 +72,8 @@ pub(crate) async fn pipe(
     let Some((mut stream, _, _slot)) = be.detach() else {
         return Piped::Synth(503, None);
     };
-    COUNTERS.add(Counter::s_pipe_hdrbytes, head.len() as u64);
+    let hdr_rx = req.acct.hdr_rx;
+    COUNTERS.add(Counter::s_pipe_hdrbytes, hdr_rx);
     let vbe = &backend.stats;
     vbe.add(BackendCounter::pipe_hdrbytes, head.len() as u64);
     // What the client sent past the head (a body, more requests) goes
@@ -88,11 +89,11 @@ pub(crate) async fn pipe(
     {
         return Piped::Done(Outcome::Close(CloseReason::TxPipe));
     }
-    COUNTERS.add(Counter::s_pipe_in, pending.len() as u64);
-    vbe.add(BackendCounter::pipe_out, pending.len() as u64);
+    req.log.timestamp("Pipe", lacquer_core::time::now());
     let idle = Params::duration(sh.params.pipe_timeout());
     let started = Instant::now();
     let last = AtomicU64::new(0);
+    let (from_client, to_client) = (AtomicU64::new(pending.len() as u64), AtomicU64::new(0));
     // ESI includes never pipe (the client side passes them instead).
     let Some(client_stream) = c.tcp() else {
         return Piped::Synth(503, None);
@@ -100,25 +101,20 @@ pub(crate) async fn pipe(
     let mut client = Watched {
         inner: client_stream,
         last: &last,
+        moved: &from_client,
         started,
     };
     let mut backend_side = Watched {
         inner: &mut stream,
         last: &last,
+        moved: &to_client,
         started,
     };
     let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
     let mut copy = std::pin::pin!(copy);
     loop {
         match tokio::time::timeout(idle, copy.as_mut()).await {
-            Ok(Ok((to_backend, to_client))) => {
-                COUNTERS.add(Counter::s_pipe_in, to_backend);
-                COUNTERS.add(Counter::s_pipe_out, to_client);
-                vbe.add(BackendCounter::pipe_out, to_backend);
-                vbe.add(BackendCounter::pipe_in, to_client);
-                break;
-            }
-            Ok(Err(_)) => break,
+            Ok(_) => break,
             Err(_) => {
                 let quiet_for = started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
                 if quiet_for >= idle.as_millis() as u64 {
@@ -127,13 +123,31 @@ pub(crate) async fn pipe(
             }
         }
     }
+    // Bytes read from one side count as piped whether or not the other
+    // took them all before the end.
+    let (from_client, to_client) = (
+        from_client.load(Ordering::Relaxed),
+        to_client.load(Ordering::Relaxed),
+    );
+    COUNTERS.add(Counter::s_pipe_in, from_client);
+    COUNTERS.add(Counter::s_pipe_out, to_client);
+    vbe.add(BackendCounter::pipe_out, from_client);
+    vbe.add(BackendCounter::pipe_in, to_client);
+    req.log.timestamp("PipeSess", lacquer_core::time::now());
+    crate::vsl::numbers(
+        &mut req.log,
+        lacquer_shm::Tag::PipeAcct,
+        &[hdr_rx, head.len() as u64, from_client, to_client],
+    );
     Piped::Done(Outcome::Close(CloseReason::TxPipe))
 }
 
-/// A stream that notes when bytes last moved through it.
+/// A stream that notes when bytes last moved through it, and counts
+/// the bytes read from it.
 struct Watched<'a, S> {
     inner: &'a mut S,
     last: &'a AtomicU64,
+    moved: &'a AtomicU64,
     started: Instant,
 }
 
@@ -152,8 +166,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if read > 0 {
             self.touch();
+            self.moved.fetch_add(read as u64, Ordering::Relaxed);
         }
         r
     }
