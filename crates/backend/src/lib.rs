@@ -28,6 +28,11 @@ pub struct Timeouts {
     pub idle: Duration,
     /// Waiting for a connection at `.max_connections`.
     pub wait: WaitPolicy,
+    /// How long no connection is attempted after one failed for a local
+    /// cause (`backend_local_error_holddown`) or because the backend is
+    /// not there (`backend_remote_error_holddown`).
+    pub holddown_local: Duration,
+    pub holddown_remote: Duration,
 }
 
 /// Why a fetch failed. The text is what goes into the `FetchError` record.
@@ -89,6 +94,9 @@ pub struct Backend {
     admin: AtomicU8,
     /// When the health last changed, as the bits of an `f64` epoch time.
     changed: AtomicU64,
+    /// Until when no new connection is attempted after a fundamental
+    /// connection failure, as the bits of an `f64` epoch time (0: none).
+    held_until: AtomicU64,
     /// `.max_connections` and the queue in front of it.
     slots: limit::Slots,
     /// Its health probe, if it has one.
@@ -134,6 +142,7 @@ impl Backend {
             stats: BackendCounters::new(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
+            held_until: AtomicU64::new(0),
             slots: limit::Slots::new(None),
             probe: None,
         }
@@ -218,6 +227,13 @@ impl Backend {
         }
     }
 
+    /// Whether connections are held down after a fundamental connection
+    /// failure (`backend_*_error_holddown`): directors pass it over.
+    pub fn held_down(&self) -> bool {
+        let until = f64::from_bits(self.held_until.load(Ordering::Relaxed));
+        until > 0.0 && lacquer_core::time::now() < until
+    }
+
     /// What the probe alone says (healthy without one).
     pub fn probe_healthy(&self) -> bool {
         self.probe.as_ref().is_none_or(|p| p.healthy())
@@ -269,14 +285,20 @@ impl Backend {
                 return Ok(Conn::new(self, stream, true, slot));
             }
         }
+        if self.held_down() {
+            self.stats.inc(BackendCounter::helddown);
+            return Err(FetchError::ConnectFailed(
+                "held down after a failed connection".into(),
+            ));
+        }
         let stream = match tokio::time::timeout(t.connect, TcpStream::connect(self.addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                self.connect_failed(e.raw_os_error());
+                self.connect_failed(e.raw_os_error(), t);
                 return Err(FetchError::ConnectFailed(e.to_string()));
             }
             Err(_) => {
-                self.connect_failed(Some(libc::ETIMEDOUT));
+                self.connect_failed(Some(libc::ETIMEDOUT), t);
                 return Err(FetchError::ConnectTimeout);
             }
         };
@@ -285,8 +307,18 @@ impl Backend {
         Ok(Conn::new(self, stream, false, slot))
     }
 
-    /// Counts a connection that could not be opened, by its cause.
-    fn connect_failed(&self, errno: Option<i32>) {
+    /// Counts a connection that could not be opened, by its cause, and
+    /// holds new ones down when the cause says retrying is useless.
+    fn connect_failed(&self, errno: Option<i32>, t: &Timeouts) {
+        let hold = match errno {
+            Some(libc::EACCES | libc::EPERM | libc::EADDRNOTAVAIL) => t.holddown_local,
+            Some(libc::ECONNREFUSED | libc::ENETUNREACH) => t.holddown_remote,
+            _ => Duration::ZERO,
+        };
+        if !hold.is_zero() {
+            let until = lacquer_core::time::now() + hold.as_secs_f64();
+            self.held_until.store(until.to_bits(), Ordering::Relaxed);
+        }
         COUNTERS.inc(Counter::backend_fail);
         self.stats.inc(BackendCounter::fail);
         let cause = match errno {

@@ -296,6 +296,7 @@ counter_table! {
     fail_enetunreach: Counter, "Connections that failed with ENETUNREACH.";
     fail_etimedout: Counter, "Connections that timed out (connect_timeout or ETIMEDOUT).";
     fail_other: Counter, "Connections that failed for another reason.";
+    helddown: Counter, "Connections not attempted during the backend_local_error_holddown or backend_remote_error_holddown interval after a fundamental connection issue.";
 }
 
 #[cfg(test)]

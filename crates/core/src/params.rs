@@ -246,6 +246,10 @@ macro_rules! param_get {
 param_table! {
     backend_idle_timeout: Seconds, "60", "seconds", min Some("1"), max None,
         "Timeout before unused backend connections are closed.";
+    backend_local_error_holddown: Seconds, "10", "seconds", min Some("0"), max None,
+        "After a connection to a backend fails with EADDRNOTAVAIL, EACCES or EPERM (a local shortage or configuration issue), no new connection to it is attempted for this long, and directors pass it over.";
+    backend_remote_error_holddown: Seconds, "0.25", "seconds", min Some("0"), max None,
+        "After a connection to a backend fails with ECONNREFUSED or ENETUNREACH (the backend is not there), no new connection to it is attempted for this long, and directors pass it over.";
     backend_wait_limit: Count, "0", "", min Some("0"), max None,
         "How many fetches may wait in line for a connection to a backend at its .max_connections (a backend's .wait_limit overrides it). 0 means none wait: a fetch to a full backend fails at once as busy.";
     backend_wait_timeout: Seconds, "0", "seconds", min Some("0"), max None,

@@ -137,6 +137,8 @@ impl Bereq {
                 p.between_bytes_timeout(),
             ),
             idle: Params::duration(p.backend_idle_timeout()),
+            holddown_local: Params::duration(p.backend_local_error_holddown()),
+            holddown_remote: Params::duration(p.backend_remote_error_holddown()),
             wait: lacquer_backend::WaitPolicy {
                 timeout: Params::duration(p.backend_wait_timeout()),
                 limit: p.backend_wait_limit(),

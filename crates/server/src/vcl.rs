@@ -125,8 +125,13 @@ impl Loaded {
         self.backends.get(index).and_then(|b| b.as_ref())
     }
 
+    /// Healthy for VCL and directors: by probe or `set_health`, and not
+    /// held down after a refused connection, so that a director's next
+    /// pick (a retry) goes elsewhere at once rather than after a probe
+    /// has noticed.
     pub fn healthy(&self, index: usize) -> bool {
-        self.backend(index).is_some_and(|b| b.healthy())
+        self.backend(index)
+            .is_some_and(|b| b.healthy() && !b.held_down())
     }
 }
 
