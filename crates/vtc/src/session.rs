@@ -241,7 +241,18 @@ impl Session<'_> {
                 .map(|s| s.to_string())
                 .ok_or_else(|| Fail(format!("{}: {} needs a value", w[0], w[*i - 1])))
         };
+        // As varnishtest: the request-line and status-line options come
+        // before the header and body ones.
+        let mut line_done = false;
         while i < w.len() {
+            let line_option = matches!(
+                w[i],
+                "-url" | "-method" | "-req" | "-proto" | "-status" | "-reason" | "-msg"
+            );
+            if line_option && line_done {
+                fail!("Unknown http {} spec: {}", w[0], w[i]);
+            }
+            line_done |= !line_option;
             match (w[i], request) {
                 ("-url", true) => b = value(&mut i)?,
                 ("-method" | "-req", true) => a = value(&mut i)?,
