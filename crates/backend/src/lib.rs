@@ -15,7 +15,7 @@ use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS}
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
@@ -99,8 +99,9 @@ pub struct Backend {
     held_until: AtomicU64,
     /// `.max_connections` and the queue in front of it.
     slots: limit::Slots,
-    /// Its health probe, if it has one.
-    probe: Option<probe::Probe>,
+    /// Its health probe, if it has one (shared with every backend on the
+    /// same address with the same probe).
+    probe: Option<Arc<probe::Probe>>,
 }
 
 /// How a backend's health is decided (`backend.set_health`).
@@ -148,28 +149,33 @@ impl Backend {
         }
     }
 
-    /// Gives it a health probe, whose `.initial` results decide its
-    /// health until the first probe.
-    pub fn with_probe(mut self, spec: probe::ProbeSpec) -> Backend {
-        self.probe = Some(probe::Probe::new(spec));
+    /// Gives it a health probe (from [`probe::Probes::get`]); the
+    /// backend follows it once in an `Arc` ([`Backend::follow_probe`]).
+    pub fn with_probe(mut self, probe: Arc<probe::Probe>) -> Backend {
+        self.stats.set(BackendCounter::happy, probe.happy_bits());
+        self.probe = Some(probe);
         self
     }
 
-    pub fn probe(&self) -> Option<&probe::Probe> {
+    /// Registers the backend with its probe, to hear its results.
+    pub fn follow_probe(self: &Arc<Self>) {
+        if let Some(p) = &self.probe {
+            p.follow(self);
+        }
+    }
+
+    pub fn probe(&self) -> Option<&Arc<probe::Probe>> {
         self.probe.as_ref()
     }
 
-    /// Runs its probe once and records the result; None without a probe.
-    pub async fn run_probe(&self) -> Option<probe::Recorded> {
-        let p = self.probe.as_ref()?;
-        let result = probe::run(self.addr, &p.spec).await;
-        let recorded = p.record(&result);
+    /// Takes in a result of its probe: `VBE.*.happy` and the time of a
+    /// health change.
+    pub fn probed(&self, p: &probe::Probe, recorded: &probe::Recorded) {
         self.stats.set(BackendCounter::happy, p.happy_bits());
         if recorded.changed && self.admin_health() == AdminHealth::Auto {
             self.changed
                 .store(lacquer_core::time::now().to_bits(), Ordering::Relaxed);
         }
-        Some(recorded)
     }
 
     /// Limits its connections in use to `max` (none when 0 or None); the

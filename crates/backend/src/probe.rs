@@ -5,16 +5,21 @@
 //! `.threshold` of them were happy. `.initial` results count as happy at
 //! the start. Each probe's steps (connected, sent, received, happy) are
 //! kept as bit histories for `backend.list -p`, and each result is
-//! described as a `Backend_health` record says it.
+//! described as a `Backend_health` record says it. One probe runs per
+//! address and probe definition, shared by every backend (of every loaded
+//! program) that names them ([`Probes`]).
 
+use crate::Backend;
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// What a probe sends and how its results are judged.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProbeSpec {
     /// The whole request, as sent.
     pub request: Vec<u8>,
@@ -92,12 +97,41 @@ struct History {
     avg_n: u32,
 }
 
-/// A probe's state on its backend.
+/// A probe's state, shared by the backends it judges.
 #[derive(Debug)]
 pub struct Probe {
+    pub addr: SocketAddr,
     pub spec: ProbeSpec,
     history: Mutex<History>,
     healthy: AtomicBool,
+    /// The backends that follow it.
+    backends: Mutex<Vec<Weak<Backend>>>,
+    /// Its task has been started.
+    started: AtomicBool,
+}
+
+/// The probes running, by address and definition, so that a program
+/// loaded later (or a second backend on the same address) shares the
+/// probe and its health instead of starting over from `.initial`.
+#[derive(Debug, Default)]
+pub struct Probes {
+    live: Mutex<HashMap<(SocketAddr, ProbeSpec), Weak<Probe>>>,
+}
+
+impl Probes {
+    /// The live probe for this address and definition, or a new one.
+    pub fn get(&self, addr: SocketAddr, spec: ProbeSpec) -> Arc<Probe> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|_, p| p.strong_count() > 0);
+        let key = (addr, spec);
+        if let Some(p) = live.get(&key).and_then(Weak::upgrade) {
+            return p;
+        }
+        let probe = Arc::new(Probe::new(addr, key.1.clone()));
+        live.insert(key, Arc::downgrade(&probe));
+        probe
+    }
+
 }
 
 /// What one recorded result did to the health.
@@ -111,7 +145,7 @@ pub struct Recorded {
 }
 
 impl Probe {
-    pub fn new(mut spec: ProbeSpec) -> Probe {
+    pub fn new(addr: SocketAddr, mut spec: ProbeSpec) -> Probe {
         spec.window = spec.window.clamp(1, 64);
         let initial = spec.initial.min(spec.window);
         let happy = if initial == 0 {
@@ -121,6 +155,9 @@ impl Probe {
         };
         let healthy = initial >= spec.threshold;
         Probe {
+            addr,
+            backends: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
             healthy: AtomicBool::new(healthy),
             history: Mutex::new(History {
                 happy,
@@ -133,6 +170,35 @@ impl Probe {
 
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Makes a backend follow this probe.
+    pub fn follow(&self, backend: &Arc<Backend>) {
+        let mut list = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|b| b.strong_count() > 0);
+        list.push(Arc::downgrade(backend));
+    }
+
+    /// The live backends that follow it.
+    pub fn followers(&self) -> Vec<Arc<Backend>> {
+        let list = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// True the first time only: the caller starts its task.
+    pub fn claim_start(&self) -> bool {
+        !self.started.swap(true, Ordering::AcqRel)
+    }
+
+    /// Runs the probe once, records the result and tells the backends
+    /// that follow it.
+    pub async fn run_once(&self) -> Recorded {
+        let result = run(self.addr, &self.spec).await;
+        let recorded = self.record(&result);
+        for b in self.followers() {
+            b.probed(self, &recorded);
+        }
+        recorded
     }
 
     fn mask(&self) -> u64 {
@@ -327,6 +393,9 @@ fn os_error(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
+    const ADDR: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9);
+
     fn spec(window: u32, threshold: u32, initial: u32) -> ProbeSpec {
         ProbeSpec {
             request: ProbeSpec::get("/", "h"),
@@ -361,7 +430,7 @@ mod tests {
 
     #[test]
     fn threshold_over_the_window_decides_and_changes_are_reported() {
-        let p = Probe::new(spec(4, 2, 1));
+        let p = Probe::new(ADDR, spec(4, 2, 1));
         assert!(!p.healthy());
         assert!(p.initial_line().starts_with("Went sick -------H 1 2 4 "));
         let r = p.record(&result(true));
@@ -388,8 +457,22 @@ mod tests {
 
     #[test]
     fn initial_at_threshold_starts_healthy() {
-        assert!(Probe::new(spec(8, 3, 3)).healthy());
-        assert!(!Probe::new(spec(8, 3, 2)).healthy());
-        assert_eq!(Probe::new(spec(64, 1, 64)).good(), 64);
+        assert!(Probe::new(ADDR, spec(8, 3, 3)).healthy());
+        assert!(!Probe::new(ADDR, spec(8, 3, 2)).healthy());
+        assert_eq!(Probe::new(ADDR, spec(64, 1, 64)).good(), 64);
+    }
+
+    #[test]
+    fn probes_are_shared_by_address_and_definition() {
+        let probes = Probes::default();
+        let a = probes.get(ADDR, spec(4, 2, 1));
+        let b = probes.get(ADDR, spec(4, 2, 1));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &probes.get(ADDR, spec(4, 2, 2))));
+        // Once nobody holds it, the next program gets a fresh one.
+        let weak = Arc::downgrade(&a);
+        drop((a, b));
+        assert!(weak.upgrade().is_none());
+        assert_eq!(probes.get(ADDR, spec(4, 2, 1)).good(), 1);
     }
 }

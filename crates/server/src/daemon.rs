@@ -127,7 +127,14 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             false,
         ),
     };
-    let loaded = Arc::new(Loaded::new("boot", program, &cfg.params, cache.bans())?);
+    let probes = lacquer_backend::probe::Probes::default();
+    let loaded = Arc::new(Loaded::new(
+        "boot",
+        program,
+        &cfg.params,
+        cache.bans(),
+        &probes,
+    )?);
     let registry = if listed {
         Registry::new(loaded.clone())
     } else {
@@ -144,6 +151,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         vcls: std::sync::Mutex::new(registry),
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
         identity: cfg.identity,
+        probes,
     });
     let lurker_shared = shared.clone();
     std::thread::Builder::new()

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub via: String,
     /// The shared-memory log, unless `vsl_enabled` was off at start.
     pub log: Option<Arc<lacquer_shm::Log>>,
+    /// The health probes running, shared by the programs' backends.
+    pub probes: lacquer_backend::probe::Probes,
 }
 
 /// The machine's host name, as `server.hostname` gives it.

@@ -7,7 +7,7 @@
 
 use crate::Shared;
 use bytes::Bytes;
-use lacquer_backend::probe::ProbeSpec;
+use lacquer_backend::probe::{ProbeSpec, Probes};
 use lacquer_backend::Backend;
 use lacquer_cache::ban::{BanSpec, Bans};
 use lacquer_core::params::{Kind, Params};
@@ -84,6 +84,7 @@ impl Loaded {
         program: Program,
         params: &Params,
         bans: &Bans,
+        probes: &Probes,
     ) -> Result<Loaded, String> {
         let backends = program
             .backends
@@ -98,10 +99,12 @@ impl Loaded {
                         d.wait_limit,
                     );
                     let probe = d.probe.and_then(|i| program.probes.get(i));
-                    Arc::new(match probe {
-                        Some(p) => backend.with_probe(probe_spec(p, &host)),
+                    let backend = Arc::new(match probe {
+                        Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host))),
                         None => backend,
-                    })
+                    });
+                    backend.follow_probe();
+                    backend
                 })
             })
             .collect();

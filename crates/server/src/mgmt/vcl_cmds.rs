@@ -75,7 +75,8 @@ impl Mgmt {
             .iter()
             .map(|w| format!("Warning: {w}\n"))
             .collect();
-        let loaded = match Loaded::new(name, program, &self.sh.params, self.sh.cache.bans()) {
+        let sh = &self.sh;
+        let loaded = match Loaded::new(name, program, &sh.params, sh.cache.bans(), &sh.probes) {
             Ok(l) => Arc::new(l),
             Err(e) => return Reply::with(status::PARAM, format!("vcl_init failed: {e}\n")),
         };
