@@ -131,7 +131,6 @@ impl Probes {
         live.insert(key, Arc::downgrade(&probe));
         probe
     }
-
 }
 
 /// What one recorded result did to the health.

@@ -1,9 +1,18 @@
-//! How long a backend response may be cached, by Varnish's rules: the
+//! How long a backend response may be cached. Varnish's rules first: the
 //! status decides whether it is cacheable at all, then `s-maxage`, then
 //! `max-age`, then `Expires` against `Date`, else `default_ttl`; `Age`
 //! moves the origin time back; `stale-while-revalidate` sets grace.
 //! `stale-if-error` (RFC 5861, which Varnish ignores) makes keep at least
 //! that long, so the object is still there to serve when a fetch fails.
+//!
+//! Unless `varnish_compat_ttl` is on, RFC 9111 and RFC 9213 refine them:
+//! the directives come from `Lacquer-Cache-Control`, else
+//! `CDN-Cache-Control`, else `Cache-Control` (a targeted field also
+//! silences `Expires`); a targeted `no-store`, `private` or `no-cache`
+//! makes the TTL 0; a delta-seconds value that is not all digits
+//! (`1.5`, `10s`, `-1`) means stale; `must-revalidate`,
+//! `proxy-revalidate` and `s-maxage` forbid serving stale, so grace is 0
+//! and `stale-if-error` is not honoured.
 
 use crate::object::Timers;
 use lacquer_http::Headers;
@@ -14,6 +23,66 @@ pub struct TtlDefaults {
     pub default_ttl: f64,
     pub default_grace: f64,
     pub default_keep: f64,
+    /// `varnish_compat_ttl`: Varnish's rules only.
+    pub varnish_compat: bool,
+}
+
+/// The cache-control fields that target this cache (RFC 9213), most
+/// specific first.
+pub const TARGETED_FIELDS: [&str; 2] = ["lacquer-cache-control", "cdn-cache-control"];
+
+/// The field whose directives decide for this cache: the first targeted
+/// field with a value, else `Cache-Control` (always it in compat mode).
+pub fn control_field(headers: &Headers, varnish_compat: bool) -> &'static str {
+    if !varnish_compat {
+        for name in TARGETED_FIELDS {
+            if headers
+                .get_all(name)
+                .any(|v| !lacquer_http::headers::trim(v).is_empty())
+            {
+                return name;
+            }
+        }
+    }
+    "cache-control"
+}
+
+/// A directive of a cache-control field: Some(argument) when present
+/// (an empty slice for a directive without one).
+fn directive<'a>(headers: &'a Headers, field: &'a str, name: &str) -> Option<&'a [u8]> {
+    for value in headers.get_all(field) {
+        for part in value.split(|&b| b == b',') {
+            let part = lacquer_http::headers::trim(part);
+            let (n, arg) = match part.iter().position(|&b| b == b'=') {
+                Some(eq) => (&part[..eq], &part[eq + 1..]),
+                None => (part, &b""[..]),
+            };
+            if lacquer_http::headers::trim(n).eq_ignore_ascii_case(name.as_bytes()) {
+                let arg = lacquer_http::headers::trim(arg);
+                return Some(
+                    arg.strip_prefix(b"\"")
+                        .and_then(|a| a.strip_suffix(b"\""))
+                        .unwrap_or(arg),
+                );
+            }
+        }
+    }
+    None
+}
+
+/// A delta-seconds argument as RFC 9111 §1.2.2 has it: digits only
+/// (saturating at 2^31); anything else is invalid, which means stale.
+fn strict_delta_seconds(arg: &[u8]) -> f64 {
+    if arg.is_empty() || !arg.iter().all(u8::is_ascii_digit) {
+        return 0.0;
+    }
+    parse_delta_seconds(arg)
+}
+
+/// Whether a request's `Cache-Control` says `only-if-cached` (RFC 9111
+/// §5.2.1.7): it wants a stored response or a 504.
+pub fn only_if_cached(req: &Headers) -> bool {
+    directive(req, "cache-control", "only-if-cached").is_some()
 }
 
 /// Allowed clock skew between us and the backend's `Date`, in seconds.
@@ -61,6 +130,85 @@ pub fn parse_delta_seconds(text: &[u8]) -> f64 {
 /// computes them before `vcl_backend_response` runs. A TTL of -1 means not
 /// cacheable by status.
 pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Timers {
+    if d.varnish_compat {
+        return varnish_ttl(status, headers, now, d);
+    }
+    let field = control_field(headers, false);
+    let targeted = field != "cache-control";
+    let seconds = |name: &str| directive(headers, field, name).map(strict_delta_seconds);
+    let age = headers
+        .get("age")
+        .map(|v| lacquer_http::headers::trim(v))
+        .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+        .map_or(0.0, parse_delta_seconds);
+    let mut timers = Timers {
+        t_origin: now - age,
+        ttl: d.default_ttl,
+        grace: d.default_grace,
+        keep: d.default_keep,
+    };
+    let s_maxage = seconds("s-maxage");
+    let max_age = s_maxage.or_else(|| seconds("max-age"));
+    let expires = if targeted {
+        None
+    } else {
+        headers
+            .get("expires")
+            .map(|v| lacquer_core::time::parse_http_date(v).unwrap_or(0.0))
+    };
+    match status {
+        200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => {}
+        302 | 307 if max_age.is_some() || expires.is_some() => {}
+        _ => {
+            timers.ttl = -1.0;
+            return timers;
+        }
+    }
+    let refused = ["no-store", "private", "no-cache"]
+        .iter()
+        .any(|n| directive(headers, field, n).is_some_and(|a| a.is_empty()));
+    if targeted && refused {
+        timers.ttl = 0.0;
+    } else if let Some(seconds) = max_age {
+        timers.ttl = seconds;
+    } else if let Some(expires) = expires {
+        timers.ttl = expires_ttl(headers, expires, now, age);
+    }
+    let must_revalidate = s_maxage.is_some()
+        || directive(headers, field, "must-revalidate").is_some()
+        || directive(headers, field, "proxy-revalidate").is_some();
+    if must_revalidate {
+        timers.grace = 0.0;
+        return timers;
+    }
+    if let Some(swr) = seconds("stale-while-revalidate") {
+        timers.grace = swr;
+    }
+    if let Some(sie) = seconds("stale-if-error") {
+        timers.keep = timers.keep.max(sie);
+    }
+    timers
+}
+
+/// The TTL `Expires` gives, against the backend's `Date` when its clock
+/// disagrees with ours.
+fn expires_ttl(headers: &Headers, expires: f64, now: f64, age: f64) -> f64 {
+    let date = headers
+        .get("date")
+        .and_then(|v| lacquer_core::time::parse_http_date(v));
+    let reference = match date {
+        Some(date) if (date - now).abs() > CLOCK_SKEW => date,
+        _ => now,
+    };
+    if expires <= reference {
+        0.0
+    } else {
+        expires - reference + age
+    }
+}
+
+/// Varnish's rules alone (`varnish_compat_ttl`).
+fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Timers {
     let age = headers
         .get("age")
         .map(|v| parse_delta_seconds(lacquer_http::headers::trim(v)))
@@ -89,19 +237,7 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     if let Some(seconds) = max_age {
         timers.ttl = seconds;
     } else if let Some(expires) = expires {
-        let date = headers
-            .get("date")
-            .and_then(|v| lacquer_core::time::parse_http_date(v));
-        // Use the backend's clock when it agrees with ours; else ours.
-        let reference = match date {
-            Some(date) if (date - now).abs() > CLOCK_SKEW => date,
-            _ => now,
-        };
-        timers.ttl = if expires <= reference {
-            0.0
-        } else {
-            expires - reference + age
-        };
+        timers.ttl = expires_ttl(headers, expires, now, age);
     }
     if let Some(swr) = cache_control_seconds(headers, "stale-while-revalidate") {
         timers.grace = swr;
@@ -113,10 +249,17 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
 }
 
 /// Whether a stale object may stand in for a failed fetch at `now`: its
-/// `stale-if-error` window, counted from when it went stale, is open.
+/// `stale-if-error` window, counted from when it went stale, is open, and
+/// nothing forbids serving it stale.
 pub fn stale_if_error(headers: &Headers, timers: &Timers, now: f64) -> bool {
-    cache_control_seconds(headers, "stale-if-error")
-        .is_some_and(|sie| now <= timers.t_origin + timers.ttl + sie)
+    let field = control_field(headers, false);
+    let forbidden = ["must-revalidate", "proxy-revalidate", "s-maxage"]
+        .iter()
+        .any(|n| directive(headers, field, n).is_some());
+    !forbidden
+        && directive(headers, field, "stale-if-error")
+            .map(strict_delta_seconds)
+            .is_some_and(|sie| now <= timers.t_origin + timers.ttl + sie)
 }
 
 #[cfg(test)]
@@ -127,6 +270,11 @@ mod tests {
         default_ttl: 120.0,
         default_grace: 10.0,
         default_keep: 0.0,
+        varnish_compat: false,
+    };
+    const COMPAT: TtlDefaults = TtlDefaults {
+        varnish_compat: true,
+        ..D
     };
 
     fn hdrs(pairs: &[(&'static str, String)]) -> Headers {
@@ -198,5 +346,78 @@ mod tests {
             &rfc_ttl(200, &plain, now, &D),
             now + 11.0
         ));
+    }
+
+    #[test]
+    fn targeted_fields_win_and_silence_expires() {
+        let now = 1_000_000.0;
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("CDN-Cache-Control", "max-age=3600".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 3600.0);
+        assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, 60.0);
+        let h = hdrs(&[
+            ("CDN-Cache-Control", "max-age=3600".into()),
+            ("Lacquer-Cache-Control", "max-age=5".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 5.0);
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("CDN-Cache-Control", "no-store".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 0.0);
+        // A targeted field without a lifetime: the default, not Expires.
+        let h = hdrs(&[
+            ("Expires", lacquer_core::time::http_date(now + 300.0)),
+            ("CDN-Cache-Control", "public".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 120.0);
+        assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, 300.0);
+    }
+
+    #[test]
+    fn invalid_lifetimes_are_stale_and_ages_robust() {
+        let now = 1_000_000.0;
+        for bad in ["max-age=1.5", "max-age=10s", "max-age=-1", "max-age="] {
+            let h = hdrs(&[("Cache-Control", bad.into())]);
+            assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 0.0, "{bad}");
+        }
+        let h = hdrs(&[("Cache-Control", "max-age=1.5".into())]);
+        assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, 1.0);
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("Age", "abc".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).t_origin, now);
+        let h = hdrs(&[("Age", "99999999999999999999".into())]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).t_origin, now - 2_147_483_648.0);
+    }
+
+    #[test]
+    fn revalidation_directives_forbid_stale() {
+        let now = 1_000_000.0;
+        for cc in [
+            "max-age=10, must-revalidate, stale-while-revalidate=30, stale-if-error=60",
+            "max-age=10, proxy-revalidate, stale-if-error=60",
+            "s-maxage=10, stale-if-error=60",
+        ] {
+            let h = hdrs(&[("Cache-Control", cc.into())]);
+            let t = rfc_ttl(200, &h, now, &D);
+            assert_eq!(t.grace, 0.0, "{cc}");
+            assert_eq!(t.keep, 0.0, "{cc}");
+            assert!(!stale_if_error(&h, &t, now + 11.0), "{cc}");
+            assert!(rfc_ttl(200, &h, now, &COMPAT).grace >= 10.0, "{cc}");
+        }
+    }
+
+    #[test]
+    fn only_if_cached_is_read_from_the_request() {
+        let h = hdrs(&[("Cache-Control", "max-stale, only-if-cached".into())]);
+        assert!(only_if_cached(&h));
+        assert!(!only_if_cached(&hdrs(&[(
+            "Cache-Control",
+            "no-cache".into()
+        )])));
     }
 }

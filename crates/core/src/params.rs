@@ -334,6 +334,8 @@ param_table! {
         "How long to keep reading from a client after closing a connection on an error, so that the client receives the answer instead of a reset.";
     uncacheable_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
+    varnish_compat_ttl: Bool, "off", "bool", min None, max None,
+        "Compute TTL, grace and keep by Varnish's rules alone: Cache-Control only (no CDN-Cache-Control or Lacquer-Cache-Control), lenient numbers, must-revalidate and s-maxage ignored for grace, and no only-if-cached handling. Off: RFC 9111 and RFC 9213 as README's \"Caching rules\" describes.";
     vcc_err_unref: Bool, "on", "bool", min None, max None,
         "Unreferenced backends, probes, ACLs and subroutines in a VCL program are compile errors.";
     vsl_buffer: Bytes, "16k", "bytes", min Some("267b"), max None,

@@ -126,6 +126,7 @@ pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f
         default_ttl: p.default_ttl(),
         default_grace: p.default_grace(),
         default_keep: p.default_keep(),
+        varnish_compat: p.varnish_compat_ttl(),
     };
     let mut headers = resp.headers.clone();
     headers.remove_hop_by_hop();

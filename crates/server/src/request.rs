@@ -527,6 +527,12 @@ async fn miss_step(
     hitmiss: bool,
     keep: bool,
 ) -> Step {
+    // RFC 9111 §5.2.1.7: a client that wants only a stored response
+    // gets a 504 rather than a fetch.
+    if !cx.sh.params.varnish_compat_ttl() && lacquer_cache::ttl::only_if_cached(&req.head.headers) {
+        drop(slot);
+        return synth_step(c, cx, req, 504, None, keep).await;
+    }
     match cx.call_keyed(Method::Miss, req, None, Some(key), None, None) {
         Action::Fetch => {
             let kind = FetchKind {
