@@ -426,13 +426,16 @@ impl Cache {
         self.forget(obj, why);
     }
 
+    /// The objects stored under a key, every variant.
+    fn variants(&self, key: &[u8]) -> Vec<Arc<Object>> {
+        let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
+    }
+
     /// Removes every variant stored under a key (`return (purge)`);
     /// returns how many objects went.
     pub fn purge(&self, key: &[u8]) -> usize {
-        let objs: Vec<Arc<Object>> = {
-            let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-            map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
-        };
+        let objs = self.variants(key);
         for obj in &objs {
             self.remove(obj, Removal::Purged);
         }
@@ -442,10 +445,7 @@ impl Cache {
     /// Soft-purges every variant stored under a key (vmod purge's
     /// `soft`); returns how many objects it shortened.
     pub fn soft_purge(&self, key: &[u8], how: SoftPurge, now: f64) -> usize {
-        let objs: Vec<Arc<Object>> = {
-            let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-            map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
-        };
+        let objs = self.variants(key);
         objs.iter().filter(|o| self.reduce(o, how, now)).count()
     }
 

@@ -228,21 +228,15 @@ fn a_stale_object_rides_along_with_the_fetch() {
     let slot = miss(&c, b"/k", &req, 0.0);
     let mut headers = Headers::new();
     headers.append("ETag", "\"v1\"");
-    let kept = Arc::new(Object::new(ObjectInit {
-        xid: 7,
-        kind: ObjKind::Normal,
-        status: 200,
-        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+    let kept = with_headers(
         headers,
-        body: Body::complete(vec![Bytes::from_static(b"hello")]),
-        vary: None,
-        timers: Timers {
+        Timers {
             t_origin: 0.0,
             ttl: 10.0,
             grace: 5.0,
             keep: 60.0,
         },
-    }));
+    );
     slot.insert(&kept, &req);
     // Within grace: the refresh carries it.
     let Lookup::Grace {
@@ -275,6 +269,19 @@ fn a_stale_object_rides_along_with_the_fetch() {
 fn tagged(tags: &str, ttl: f64, grace: f64, keep: f64, now: f64) -> Arc<Object> {
     let mut headers = Headers::new();
     headers.append("xkey", tags.to_string());
+    with_headers(
+        headers,
+        Timers {
+            t_origin: now,
+            ttl,
+            grace,
+            keep,
+        },
+    )
+}
+
+/// A whole 200 "hello" with these headers and timers.
+fn with_headers(headers: Headers, timers: Timers) -> Arc<Object> {
     Arc::new(Object::new(ObjectInit {
         xid: 1,
         kind: ObjKind::Normal,
@@ -283,12 +290,7 @@ fn tagged(tags: &str, ttl: f64, grace: f64, keep: f64, now: f64) -> Arc<Object> 
         headers,
         body: Body::complete(vec![Bytes::from_static(b"hello")]),
         vary: None,
-        timers: Timers {
-            t_origin: now,
-            ttl,
-            grace,
-            keep,
-        },
+        timers,
     }))
 }
 

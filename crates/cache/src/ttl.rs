@@ -156,13 +156,9 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
             .get("expires")
             .map(|v| lacquer_core::time::parse_http_date(v).unwrap_or(0.0))
     };
-    match status {
-        200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => {}
-        302 | 307 if max_age.is_some() || expires.is_some() => {}
-        _ => {
-            timers.ttl = -1.0;
-            return timers;
-        }
+    if !cacheable_status(status, max_age.is_some() || expires.is_some()) {
+        timers.ttl = -1.0;
+        return timers;
     }
     let refused = ["no-store", "private", "no-cache"]
         .iter()
@@ -188,6 +184,16 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
         timers.keep = timers.keep.max(sie);
     }
     timers
+}
+
+/// Whether a status may be cached by Varnish's list: 302 and 307 only
+/// with an explicit lifetime.
+fn cacheable_status(status: u16, explicit_lifetime: bool) -> bool {
+    match status {
+        200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => true,
+        302 | 307 => explicit_lifetime,
+        _ => false,
+    }
 }
 
 /// The TTL `Expires` gives, against the backend's `Date` when its clock
@@ -226,13 +232,9 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
         // An invalid Expires means "already expired" (RFC 9111 §5.3).
         lacquer_core::time::parse_http_date(v).unwrap_or(0.0)
     });
-    match status {
-        200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => {}
-        302 | 307 if max_age.is_some() || expires.is_some() => {}
-        _ => {
-            timers.ttl = -1.0;
-            return timers;
-        }
+    if !cacheable_status(status, max_age.is_some() || expires.is_some()) {
+        timers.ttl = -1.0;
+        return timers;
     }
     if let Some(seconds) = max_age {
         timers.ttl = seconds;
