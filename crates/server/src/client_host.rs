@@ -53,7 +53,29 @@ fn proto_text(v: Version) -> Value {
     }))
 }
 
-impl ClientHost<'_> {
+impl<'a> ClientHost<'a> {
+    /// A host for `method` over a request, with no hash, key, object or
+    /// response yet (set those with struct update syntax).
+    pub fn new(
+        method: Method,
+        sh: &'a Shared,
+        vcl: &'a Loaded,
+        req: &'a mut Req,
+        conn: ConnInfo,
+    ) -> Self {
+        ClientHost {
+            method,
+            sh,
+            vcl,
+            req,
+            conn,
+            hash: None,
+            key: None,
+            obj: None,
+            resp: None,
+        }
+    }
+
     fn delivery_header(&self, name: &str) -> Option<Bytes> {
         let resp = self.resp.as_deref()?;
         let now = lacquer_core::time::now();

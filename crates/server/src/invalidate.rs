@@ -48,15 +48,8 @@ pub(crate) fn after_unsafe(
         req.head.url = url;
         let mut key = Vec::with_capacity(128);
         let mut h = ClientHost {
-            method: Method::Hash,
-            sh,
-            vcl,
-            req,
-            conn,
             hash: Some(&mut key),
-            key: None,
-            obj: None,
-            resp: None,
+            ..ClientHost::new(Method::Hash, sh, vcl, req, conn)
         };
         if lacquer_vcl::run(&vcl.program, Method::Hash, &mut h) != Action::Lookup {
             continue;

@@ -240,15 +240,9 @@ async fn deliver_private(
     let obj = filling.obj.clone();
     let mut resp = Resp::for_object(&obj, false);
     let mut host = ClientHost {
-        method: Method::Deliver,
-        sh,
-        vcl,
-        req,
-        conn,
-        hash: None,
-        key: None,
         obj: Some(&obj),
         resp: Some(&mut resp),
+        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
         return other;
@@ -284,15 +278,8 @@ async fn stream_response(
     } = backend;
     let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
     let mut host = ClientHost {
-        method: Method::Deliver,
-        sh,
-        vcl,
-        req,
-        conn,
-        hash: None,
-        key: None,
-        obj: None,
         resp: Some(&mut vresp),
+        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
         return other;
