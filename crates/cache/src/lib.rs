@@ -96,6 +96,40 @@ pub enum Removal {
     Banned,
 }
 
+/// How fresh a lookup wants an object: `req.grace` caps the grace it
+/// accepts, and a client's `max-stale` and `min-fresh` (RFC 9111
+/// §5.2.1.2, §5.2.1.3) widen and narrow what it accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Wants {
+    /// `req.grace`: at most this much of an object's grace.
+    pub grace: Option<f64>,
+    /// Staleness accepted beyond grace, unless the object forbids it.
+    pub max_stale: Option<f64>,
+    /// Time an object must stay fresh to be a hit.
+    pub min_fresh: f64,
+}
+
+impl Wants {
+    /// How long past its TTL `obj` (with `left` seconds of it to go) may
+    /// be delivered, a background fetch refreshing it. A fresh object
+    /// that is not fresh enough for `min-fresh` is none of it, and
+    /// neither is a stale one unless `max-stale` allows: the client wants
+    /// a newer one.
+    fn usable_grace(&self, obj: &Object, left: f64) -> f64 {
+        if left > 0.0 || (self.min_fresh > 0.0 && self.max_stale.is_none()) {
+            return f64::NEG_INFINITY;
+        }
+        let grace = obj.timers().grace;
+        let mut usable = self.grace.map_or(grace, |g| g.min(grace));
+        if let Some(max_stale) = self.max_stale {
+            if max_stale > usable && !ttl::forbids_stale(&obj.headers) {
+                usable = max_stale;
+            }
+        }
+        usable
+    }
+}
+
 /// One shard of the index.
 type Shard = Mutex<HashMap<Arc<[u8]>, Head>>;
 
@@ -191,22 +225,22 @@ impl Cache {
         now: f64,
         lru_interval: f64,
     ) -> Lookup {
-        self.lookup_graced(key, req, now, lru_interval, None)
+        self.lookup_wanting(key, req, now, lru_interval, Wants::default())
     }
 
-    /// A lookup by a request that caps the grace it accepts
-    /// (`req.grace`): a stale object past that cap is not delivered, but
-    /// its fetch may still revalidate it.
-    pub fn lookup_graced(
+    /// A lookup by a request that says how fresh an object must be
+    /// ([`Wants`]): an object that does not qualify is not delivered,
+    /// but its fetch may still revalidate it.
+    pub fn lookup_wanting(
         self: &Arc<Self>,
         key: &[u8],
         req: BanReq<'_>,
         now: f64,
         lru_interval: f64,
-        req_grace: Option<f64>,
+        wants: Wants,
     ) -> Lookup {
         let mut banned = Vec::new();
-        let found = self.lookup_locked(key, req, now, lru_interval, req_grace, &mut banned);
+        let found = self.lookup_locked(key, req, now, lru_interval, wants, &mut banned);
         for obj in &banned {
             self.forget(obj, Removal::Banned);
         }
@@ -219,7 +253,7 @@ impl Cache {
         req: BanReq<'_>,
         now: f64,
         lru_interval: f64,
-        req_grace: Option<f64>,
+        wants: Wants,
         banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
         let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
@@ -274,14 +308,14 @@ impl Cache {
                     if obj.body.is_failed() {
                         continue;
                     }
-                    if left > 0.0 {
+                    if left > wants.min_fresh {
                         let obj = obj.clone();
                         drop(map);
                         self.touch(&obj, now, lru_interval);
                         return Lookup::Hit(obj);
                     }
                     let t = obj.timers();
-                    let usable = req_grace.map_or(t.grace, |g| g.min(t.grace));
+                    let usable = wants.usable_grace(obj, left);
                     if grace.is_none() && left + usable > 0.0 {
                         grace = Some(obj);
                     } else if kept.is_none()

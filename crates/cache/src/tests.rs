@@ -379,3 +379,61 @@ fn tags_find_their_objects_and_forget_removed_ones() {
     assert_eq!(c.purge_tags(tags::split(b"green nothing"), None, now), 1);
     assert_eq!(c.tag_count(), 0);
 }
+
+#[test]
+fn client_freshness_wants() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let timers = Timers {
+        t_origin: 0.0,
+        ttl: 10.0,
+        grace: 5.0,
+        keep: 100.0,
+    };
+    let slot = miss(&c, b"/f", &req, 0.0);
+    let mut headers = Headers::new();
+    headers.append("ETag", "\"v1\"");
+    let stored = with_headers(headers, timers);
+    slot.insert(&stored, &req);
+    let look = |now: f64, wants: Wants| c.lookup_wanting(b"/f", br(&req), now, 2.0, wants);
+    let min_fresh = Wants {
+        min_fresh: 5.0,
+        ..Wants::default()
+    };
+    // 6 s of freshness left satisfies min-fresh=5; 4 s does not, and the
+    // fetch revalidates the stored object.
+    assert!(matches!(look(4.0, min_fresh), Lookup::Hit(_)));
+    match look(6.0, min_fresh) {
+        Lookup::Miss(slot) => assert!(slot.stale().is_some_and(|s| Arc::ptr_eq(s, &stored))),
+        _ => panic!("min-fresh unmet: a miss"),
+    }
+    // Within grace, min-fresh refuses the stale object too.
+    assert!(matches!(look(12.0, min_fresh), Lookup::Miss(_)));
+    // Past grace, max-stale accepts it with a refresh.
+    let max_stale = Wants {
+        max_stale: Some(30.0),
+        ..Wants::default()
+    };
+    assert!(matches!(look(30.0, Wants::default()), Lookup::Miss(_)));
+    assert!(matches!(
+        look(30.0, max_stale),
+        Lookup::Grace {
+            refresh: Some(_),
+            ..
+        }
+    ));
+    assert!(matches!(look(45.0, max_stale), Lookup::Miss(_)));
+    // req.grace caps the object's grace but not the client's max-stale.
+    let capped = Wants {
+        grace: Some(0.0),
+        ..Wants::default()
+    };
+    assert!(matches!(look(12.0, capped), Lookup::Miss(_)));
+    // An object that must be revalidated is never served stale.
+    let slot = miss(&c, b"/m", &req, 0.0);
+    let mut headers = Headers::new();
+    headers.append("Cache-Control", "max-age=10, must-revalidate");
+    slot.insert(&with_headers(headers, timers), &req);
+    let found = c.lookup_wanting(b"/m", br(&req), 30.0, 2.0, max_stale);
+    assert!(matches!(found, Lookup::Miss(_)));
+}

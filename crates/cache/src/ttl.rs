@@ -12,7 +12,11 @@
 //! makes the TTL 0; a delta-seconds value that is not all digits
 //! (`1.5`, `10s`, `-1`) means stale; `must-revalidate`,
 //! `proxy-revalidate` and `s-maxage` forbid serving stale, so grace is 0
-//! and `stale-if-error` is not honoured.
+//! and `stale-if-error` is not honoured. Without an explicit lifetime the
+//! freshness is heuristic (§4.2.2), and only for the statuses that allow
+//! it: `default_ttl`, shortened to a tenth of the time since
+//! `Last-Modified` when that is less. A request's `max-stale` and
+//! `min-fresh` (§5.2.1) are read here too ([`RequestWants`]).
 
 use crate::object::Timers;
 use lacquer_http::Headers;
@@ -83,6 +87,52 @@ fn strict_delta_seconds(arg: &[u8]) -> f64 {
 /// §5.2.1.7): it wants a stored response or a 504.
 pub fn only_if_cached(req: &Headers) -> bool {
     directive(req, "cache-control", "only-if-cached").is_some()
+}
+
+/// What a request's `Cache-Control` asks of a stored response, as far
+/// as Lacquer honours it (RFC 9111 §5.2.1). `no-cache` and `max-age` are
+/// not honoured: browsers send them on every reload, and obeying them
+/// would turn a reload storm into a backend storm.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RequestWants {
+    /// `max-stale`: how stale a response the client accepts (without a
+    /// value, any).
+    pub max_stale: Option<f64>,
+    /// `min-fresh`: how long a response must stay fresh to be used
+    /// without asking the backend.
+    pub min_fresh: f64,
+}
+
+/// Reads [`RequestWants`] from a request; invalid values are ignored.
+pub fn request_wants(req: &Headers) -> RequestWants {
+    if !req.contains("cache-control") {
+        return RequestWants::default();
+    }
+    let valid = |a: &[u8]| !a.is_empty() && a.iter().all(u8::is_ascii_digit);
+    let max_stale = directive(req, "cache-control", "max-stale").and_then(|a| {
+        if a.is_empty() {
+            Some(f64::INFINITY)
+        } else {
+            valid(a).then(|| parse_delta_seconds(a))
+        }
+    });
+    let min_fresh = directive(req, "cache-control", "min-fresh")
+        .filter(|a| valid(a))
+        .map_or(0.0, parse_delta_seconds);
+    RequestWants {
+        max_stale,
+        min_fresh,
+    }
+}
+
+/// Whether a stored response forbids being served stale whatever the
+/// client accepts: `must-revalidate`, `proxy-revalidate` or `s-maxage`
+/// in the field that decides (RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10).
+pub fn forbids_stale(headers: &Headers) -> bool {
+    let field = control_field(headers, false);
+    ["must-revalidate", "proxy-revalidate", "s-maxage"]
+        .iter()
+        .any(|n| directive(headers, field, n).is_some())
 }
 
 /// Allowed clock skew between us and the backend's `Date`, in seconds.
@@ -156,7 +206,9 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
             .get("expires")
             .map(|v| lacquer_core::time::parse_http_date(v).unwrap_or(0.0))
     };
-    if !cacheable_status(status, max_age.is_some() || expires.is_some()) {
+    let explicit = max_age.is_some() || expires.is_some();
+    let public = directive(headers, field, "public").is_some();
+    if !rfc_cacheable_status(status, explicit || public) {
         timers.ttl = -1.0;
         return timers;
     }
@@ -169,6 +221,8 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
         timers.ttl = seconds;
     } else if let Some(expires) = expires {
         timers.ttl = expires_ttl(headers, expires, now, age);
+    } else if let Some(heuristic) = last_modified_ttl(headers, now) {
+        timers.ttl = timers.ttl.min(heuristic);
     }
     let must_revalidate = s_maxage.is_some()
         || directive(headers, field, "must-revalidate").is_some()
@@ -188,12 +242,53 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
 
 /// Whether a status may be cached by Varnish's list: 302 and 307 only
 /// with an explicit lifetime.
-fn cacheable_status(status: u16, explicit_lifetime: bool) -> bool {
+fn varnish_cacheable_status(status: u16, explicit_lifetime: bool) -> bool {
     match status {
         200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => true,
         302 | 307 => explicit_lifetime,
         _ => false,
     }
+}
+
+/// Whether a status may be stored under RFC 9111: the heuristically
+/// cacheable ones (RFC 9110 §15.1) but 206, since Lacquer stores only
+/// complete responses, and 304 as Varnish does; redirects that are not
+/// heuristically cacheable with an explicit lifetime or `public`. Other
+/// statuses are not stored even when a blanket header gives them a
+/// lifetime (the RFC permits a cache not to store): an error page
+/// cached for an hour is worse than a fetch.
+fn rfc_cacheable_status(status: u16, explicit_lifetime: bool) -> bool {
+    match status {
+        200 | 203 | 204 | 300 | 301 | 304 | 308 | 404 | 405 | 410 | 414 | 501 => true,
+        302 | 303 | 307 => explicit_lifetime,
+        _ => false,
+    }
+}
+
+/// The heuristic lifetime RFC 9111 §4.2.2 suggests: a tenth of the time
+/// between `Last-Modified` and the response's `Date` (our clock when
+/// there is none). None without a usable `Last-Modified`.
+fn last_modified_ttl(headers: &Headers, now: f64) -> Option<f64> {
+    let modified = lacquer_core::time::parse_http_date(headers.get("last-modified")?)?;
+    let date = headers
+        .get("date")
+        .and_then(|v| lacquer_core::time::parse_http_date(v))
+        .unwrap_or(now);
+    (modified <= date).then(|| (date - modified) / 10.0)
+}
+
+/// The `s-maxage` or `max-age` the rules read (the deciding field's, as
+/// the mode parses it), for the `TTL` log record; 0 when there is none.
+pub fn logged_max_age(headers: &Headers, varnish_compat: bool) -> f64 {
+    if varnish_compat {
+        return cache_control_seconds(headers, "s-maxage")
+            .or_else(|| cache_control_seconds(headers, "max-age"))
+            .unwrap_or(0.0);
+    }
+    let field = control_field(headers, false);
+    directive(headers, field, "s-maxage")
+        .or_else(|| directive(headers, field, "max-age"))
+        .map_or(0.0, strict_delta_seconds)
 }
 
 /// The TTL `Expires` gives, against the backend's `Date` when its clock
@@ -232,7 +327,7 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
         // An invalid Expires means "already expired" (RFC 9111 §5.3).
         lacquer_core::time::parse_http_date(v).unwrap_or(0.0)
     });
-    if !cacheable_status(status, max_age.is_some() || expires.is_some()) {
+    if !varnish_cacheable_status(status, max_age.is_some() || expires.is_some()) {
         timers.ttl = -1.0;
         return timers;
     }
@@ -255,10 +350,7 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
 /// nothing forbids serving it stale.
 pub fn stale_if_error(headers: &Headers, timers: &Timers, now: f64) -> bool {
     let field = control_field(headers, false);
-    let forbidden = ["must-revalidate", "proxy-revalidate", "s-maxage"]
-        .iter()
-        .any(|n| directive(headers, field, n).is_some());
-    !forbidden
+    !forbids_stale(headers)
         && directive(headers, field, "stale-if-error")
             .map(strict_delta_seconds)
             .is_some_and(|sie| now <= timers.t_origin + timers.ttl + sie)
@@ -421,5 +513,84 @@ mod tests {
             "Cache-Control",
             "no-cache".into()
         )])));
+    }
+
+    #[test]
+    fn heuristic_freshness_from_last_modified() {
+        let now = 1_000_000.0;
+        let date = lacquer_core::time::http_date;
+        // Modified 300 s ago: a tenth of that, under default_ttl.
+        let h = hdrs(&[("Date", date(now)), ("Last-Modified", date(now - 300.0))]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 30.0);
+        assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, 120.0);
+        // Long unchanged: default_ttl caps it.
+        let h = hdrs(&[("Last-Modified", date(now - 86400.0))]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 120.0);
+        // Explicit lifetimes are not heuristics.
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=600".into()),
+            ("Last-Modified", date(now - 300.0)),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 600.0);
+        // A Last-Modified in the future or unparsable is not used.
+        for lm in [date(now + 300.0), "yesterday".into()] {
+            let h = hdrs(&[("Last-Modified", lm)]);
+            assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 120.0);
+        }
+    }
+
+    #[test]
+    fn rfc_statuses() {
+        let now = 1_000_000.0;
+        for status in [308, 405, 501] {
+            assert_eq!(rfc_ttl(status, &Headers::new(), now, &D).ttl, 120.0);
+            assert_eq!(rfc_ttl(status, &Headers::new(), now, &COMPAT).ttl, -1.0);
+        }
+        // A partial response is never stored as if complete.
+        let h = hdrs(&[("Cache-Control", "max-age=60".into())]);
+        assert_eq!(rfc_ttl(206, &h, now, &D).ttl, -1.0);
+        // Redirects: with an explicit lifetime or public.
+        assert_eq!(rfc_ttl(303, &h, now, &D).ttl, 60.0);
+        assert_eq!(rfc_ttl(303, &h, now, &COMPAT).ttl, -1.0);
+        let public = hdrs(&[("Cache-Control", "public".into())]);
+        assert_eq!(rfc_ttl(307, &public, now, &D).ttl, 120.0);
+        assert_eq!(rfc_ttl(307, &Headers::new(), now, &D).ttl, -1.0);
+        // Errors are not stored, whatever a blanket header says.
+        assert_eq!(rfc_ttl(500, &h, now, &D).ttl, -1.0);
+        assert_eq!(rfc_ttl(403, &h, now, &D).ttl, -1.0);
+    }
+
+    #[test]
+    fn the_logged_max_age_is_the_deciding_fields() {
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("CDN-Cache-Control", "s-maxage=600".into()),
+        ]);
+        assert_eq!(logged_max_age(&h, false), 600.0);
+        assert_eq!(logged_max_age(&h, true), 60.0);
+        assert_eq!(logged_max_age(&Headers::new(), false), 0.0);
+    }
+
+    #[test]
+    fn request_directives() {
+        let wants = |cc: &str| request_wants(&hdrs(&[("Cache-Control", cc.into())]));
+        assert_eq!(request_wants(&Headers::new()), RequestWants::default());
+        assert_eq!(wants("max-stale").max_stale, Some(f64::INFINITY));
+        assert_eq!(wants("max-stale=30").max_stale, Some(30.0));
+        assert_eq!(wants("max-stale=3x").max_stale, None);
+        assert_eq!(wants("min-fresh=20").min_fresh, 20.0);
+        assert_eq!(wants("min-fresh=-5, max-age=0").min_fresh, 0.0);
+        assert_eq!(wants("no-cache, max-age=0"), RequestWants::default());
+    }
+
+    #[test]
+    fn stale_forbidden_by_the_deciding_field() {
+        let h = hdrs(&[("Cache-Control", "max-age=60, must-revalidate".into())]);
+        assert!(forbids_stale(&h));
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60, must-revalidate".into()),
+            ("CDN-Cache-Control", "max-age=600".into()),
+        ]);
+        assert!(!forbids_stale(&h));
     }
 }

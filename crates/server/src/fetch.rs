@@ -249,7 +249,7 @@ async fn run(
                 &vsl::TtlRecord {
                     source: "RFC",
                     timers: beresp.timers,
-                    rfc: Some(&resp.headers),
+                    rfc: Some((&resp.headers, sh.params.varnish_compat_ttl())),
                     cacheable: true,
                 },
             );

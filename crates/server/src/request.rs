@@ -14,7 +14,7 @@ use crate::{pass, pipe, synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_cache::ban::BanReq;
 use lacquer_cache::object::{Object, Timers};
-use lacquer_cache::{BusyState, FetchSlot, Lookup};
+use lacquer_cache::{BusyState, FetchSlot, Lookup, Wants};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
@@ -425,6 +425,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
     let sh = cx.sh;
     let lru_interval = sh.params.lru_interval();
     let mut relookups = 0;
+    let wants = lookup_wants(sh, req);
     loop {
         let now = lacquer_core::time::now();
         let lookup = if req.hash_always_miss {
@@ -435,7 +436,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                 headers: &req.head.headers,
             };
             sh.cache
-                .lookup_graced(key, ban_req, now, lru_interval, req.grace)
+                .lookup_wanting(key, ban_req, now, lru_interval, wants)
         };
         let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
         if let Lookup::HitMiss { marker, .. } = &lookup {
@@ -498,6 +499,22 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
             }
         }
     }
+}
+
+/// How fresh the request wants an object: `req.grace`, and unless
+/// Varnish's rules are asked for, the client's `max-stale` and
+/// `min-fresh`.
+fn lookup_wants(sh: &Shared, req: &Req) -> Wants {
+    let mut wants = Wants {
+        grace: req.grace,
+        ..Wants::default()
+    };
+    if !sh.params.varnish_compat_ttl() {
+        let client = lacquer_cache::ttl::request_wants(&req.head.headers);
+        wants.max_stale = client.max_stale;
+        wants.min_fresh = client.min_fresh;
+    }
+    wants
 }
 
 async fn hit_step(

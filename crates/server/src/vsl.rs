@@ -57,7 +57,9 @@ pub(crate) fn vcl_call(log: &mut Txn, method: Method, action: &Action) {
 pub(crate) struct TtlRecord<'a> {
     pub source: &'static str,
     pub timers: lacquer_cache::object::Timers,
-    pub rfc: Option<&'a Headers>,
+    /// The backend's headers, and whether Varnish's rules read them
+    /// (`varnish_compat_ttl`).
+    pub rfc: Option<(&'a Headers, bool)>,
     pub cacheable: bool,
 }
 
@@ -82,12 +84,10 @@ pub(crate) fn ttl(log: &mut Txn, r: &TtlRecord<'_>) {
             b.push(b' ');
             int(b, v);
         }
-        if let Some(h) = r.rfc {
+        if let Some((h, compat)) = r.rfc {
             let date = h.get("date").and_then(http_date).unwrap_or(0.0);
             let expires = h.get("expires").and_then(http_date).unwrap_or(0.0);
-            let max_age = lacquer_cache::ttl::cache_control_seconds(h, "s-maxage")
-                .or_else(|| lacquer_cache::ttl::cache_control_seconds(h, "max-age"))
-                .unwrap_or(0.0);
+            let max_age = lacquer_cache::ttl::logged_max_age(h, compat);
             for v in [r.timers.t_origin, date, expires, max_age] {
                 b.push(b' ');
                 int(b, v);
