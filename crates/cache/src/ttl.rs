@@ -51,11 +51,40 @@ pub fn control_field(headers: &Headers, varnish_compat: bool) -> &'static str {
     "cache-control"
 }
 
+/// The directives of one cache-control field line, split at the commas
+/// that are not inside a quoted string (`no-cache="Set-Cookie, X-Id"` is
+/// one directive).
+fn split_directives(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = value;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (mut quoted, mut escaped) = (false, false);
+        let end = rest
+            .iter()
+            .position(|&b| {
+                match b {
+                    _ if escaped => escaped = false,
+                    b'\\' if quoted => escaped = true,
+                    b'"' => quoted = !quoted,
+                    b',' if !quoted => return true,
+                    _ => {}
+                }
+                false
+            })
+            .unwrap_or(rest.len());
+        let part = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
+        Some(part)
+    })
+}
+
 /// A directive of a cache-control field: Some(argument) when present
-/// (an empty slice for a directive without one).
+/// (an empty slice for a directive without one), unquoted.
 fn directive<'a>(headers: &'a Headers, field: &'a str, name: &str) -> Option<&'a [u8]> {
     for value in headers.get_all(field) {
-        for part in value.split(|&b| b == b',') {
+        for part in split_directives(value) {
             let part = lacquer_http::headers::trim(part);
             let (n, arg) = match part.iter().position(|&b| b == b'=') {
                 Some(eq) => (&part[..eq], &part[eq + 1..]),
@@ -72,6 +101,35 @@ fn directive<'a>(headers: &'a Headers, field: &'a str, name: &str) -> Option<&'a
         }
     }
     None
+}
+
+/// The fields a shared cache must not store or send again unvalidated:
+/// those a qualified `private="..."` or `no-cache="..."` names in the
+/// deciding field (RFC 9111 §5.2.2.4, §5.2.2.7), lowercase. Lacquer keeps
+/// them out of the stored object and gives them only to the client whose
+/// request fetched the response. Empty in compat mode, as in Varnish.
+pub fn withheld_fields(headers: &Headers, varnish_compat: bool) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    if varnish_compat {
+        return names;
+    }
+    let field = control_field(headers, false);
+    for directive_name in ["private", "no-cache"] {
+        let Some(arg) = directive(headers, field, directive_name) else {
+            continue;
+        };
+        for name in arg.split(|&b| b == b',') {
+            let name = lacquer_http::headers::trim(name);
+            let Ok(name) = std::str::from_utf8(name) else {
+                continue;
+            };
+            let name = name.to_ascii_lowercase();
+            if !name.is_empty() && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 /// A delta-seconds argument as RFC 9111 §1.2.2 has it: digits only
@@ -592,5 +650,25 @@ mod tests {
             ("CDN-Cache-Control", "max-age=600".into()),
         ]);
         assert!(!forbids_stale(&h));
+    }
+
+    #[test]
+    fn qualified_directives_name_withheld_fields() {
+        let h = hdrs(&[(
+            "Cache-Control",
+            "max-age=60, private=\"Set-Cookie, X-User\", no-cache=\"x-user,X-Id\"".into(),
+        )]);
+        assert_eq!(withheld_fields(&h, false), ["set-cookie", "x-user", "x-id"]);
+        assert!(withheld_fields(&h, true).is_empty());
+        // The quoted list is one directive: max-age after it still reads.
+        assert_eq!(rfc_ttl(200, &h, 1000.0, &D).ttl, 60.0);
+        let h = hdrs(&[("Cache-Control", "no-cache=\"a,b\", max-age=7".into())]);
+        assert_eq!(rfc_ttl(200, &h, 1000.0, &D).ttl, 7.0);
+        // Unqualified ones name nothing; a targeted field decides.
+        let h = hdrs(&[
+            ("Cache-Control", "private=\"Set-Cookie\"".into()),
+            ("CDN-Cache-Control", "max-age=60, no-cache".into()),
+        ]);
+        assert!(withheld_fields(&h, false).is_empty());
     }
 }

@@ -40,6 +40,23 @@ pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
     "transfer-encoding",
 ];
 
+/// What a fetch hands the client that started it.
+pub(crate) struct Fetched {
+    pub obj: Arc<Object>,
+    /// Fields kept out of the stored object (qualified `private` or
+    /// `no-cache`): this client's alone.
+    pub withheld: Option<Headers>,
+}
+
+impl From<Arc<Object>> for Fetched {
+    fn from(obj: Arc<Object>) -> Fetched {
+        Fetched {
+            obj,
+            withheld: None,
+        }
+    }
+}
+
 /// How the client side started this fetch.
 pub(crate) struct FetchKind {
     pub bgfetch: bool,
@@ -56,7 +73,7 @@ pub(crate) fn spawn(
     key: &[u8],
     slot: FetchSlot,
     kind: FetchKind,
-) -> oneshot::Receiver<Arc<Object>> {
+) -> oneshot::Receiver<Fetched> {
     let (tx, rx) = oneshot::channel();
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
@@ -158,7 +175,7 @@ async fn run(
     vcl: Arc<Loaded>,
     mut bereq: Bereq,
     slot: FetchSlot,
-    mut tx: oneshot::Sender<Arc<Object>>,
+    mut tx: oneshot::Sender<Fetched>,
 ) {
     let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
     let stale = slot.stale().cloned();
@@ -337,7 +354,7 @@ async fn run(
         } else {
             slot.abandon(Some(obj.clone()));
         }
-        let _ = tx.send(obj);
+        let _ = tx.send(obj.into());
         return;
     }
 }
@@ -355,7 +372,7 @@ fn serve_stale(
     bereq: &mut Bereq,
     stale: &Arc<Object>,
     slot: FetchSlot,
-    tx: oneshot::Sender<Arc<Object>>,
+    tx: oneshot::Sender<Fetched>,
 ) {
     bereq.log.fmt(
         Tag::Debug,
@@ -365,7 +382,7 @@ fn serve_stale(
         ),
     );
     slot.abandon(Some(stale.clone()));
-    let _ = tx.send(stale.clone());
+    let _ = tx.send(stale.clone().into());
 }
 
 /// The object `vcl_backend_error` built.
@@ -396,7 +413,7 @@ async fn store(
     resp: ResponseHead,
     hit_for_pass: Option<f64>,
     slot: FetchSlot,
-    tx: oneshot::Sender<Arc<Object>>,
+    tx: oneshot::Sender<Fetched>,
     source: Source<'_>,
     t: &lacquer_backend::Timeouts,
 ) {
@@ -409,9 +426,23 @@ async fn store(
         Ok(v) => (v, false),
         Err(_) => (None, true),
     };
-    let cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
-    let timers = beresp.timers;
     let status = beresp.status % 1000;
+    let mut cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
+    if cacheable && status == 206 {
+        // Part of a body is never stored as if it were the whole; the
+        // client gets it, later requests fetch again.
+        bereq
+            .log
+            .bytes(Tag::Debug, b"Partial content (206) is not stored");
+        cacheable = false;
+    }
+    let mut beresp = beresp;
+    let withheld = if cacheable {
+        withhold(&mut bereq.log, &mut beresp.headers, p.varnish_compat_ttl())
+    } else {
+        None
+    };
+    let timers = beresp.timers;
     let remaining_life = timers.t_origin + timers.lifetime() - now;
     let store = sh
         .cache
@@ -430,7 +461,7 @@ async fn store(
     let Some(obj) = obj else {
         let err = synth::fetch_failed(xid);
         slot.abandon(Some(err.clone()));
-        let _ = tx.send(err);
+        let _ = tx.send(err.into());
         return;
     };
     if cacheable {
@@ -462,7 +493,7 @@ async fn store(
             slot.abandon(None);
         }
     }
-    let _ = tx.send(obj);
+    let _ = tx.send(Fetched { obj, withheld });
     match filling {
         Some(filling) => fill::fill(sh, &mut bereq, filling, conn, t).await,
         None => {
@@ -472,6 +503,36 @@ async fn store(
             conn.finish(true);
         }
     }
+}
+
+/// Takes out of a response about to be stored the fields it must not be
+/// stored with (qualified `private` / `no-cache`, RFC 9111 §5.2.2.4 and
+/// §5.2.2.7), for the fetching client alone; logged.
+fn withhold(log: &mut Txn, headers: &mut Headers, varnish_compat: bool) -> Option<Headers> {
+    let names = lacquer_cache::ttl::withheld_fields(headers, varnish_compat);
+    if names.is_empty() {
+        return None;
+    }
+    let mut taken = Headers::new();
+    for h in headers.iter() {
+        if names
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(&h.name))
+        {
+            taken.append(h.name.clone(), h.value.clone());
+        }
+    }
+    for name in &names {
+        headers.remove(name);
+    }
+    log.fmt(
+        Tag::Debug,
+        format_args!(
+            "Not stored (RFC 9111 private/no-cache): {}",
+            names.join(", ")
+        ),
+    );
+    (!taken.is_empty()).then_some(taken)
 }
 
 static LOG_SECOND: AtomicU64 = AtomicU64::new(0);

@@ -23,6 +23,11 @@ use std::sync::Arc;
 /// Response headers not stored: the delivery writes its own.
 const NOT_STORED: &[&str] = &["content-length", "age"];
 
+/// The same for a response whose status gives `Content-Range` no
+/// meaning (all but 206 and 416, RFC 9110 §14.4): delivery writes its
+/// own when it answers a range from the stored body.
+const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
+
 /// An object made from a response head, its body still to come.
 pub(crate) struct Filling {
     pub obj: Arc<Object>,
@@ -278,7 +283,11 @@ fn make_object(
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
     };
-    let (block, stored) = stored_head(&head, beresp.t_resp, NOT_STORED);
+    let not_stored = match status {
+        206 | 416 => NOT_STORED,
+        _ => NOT_STORED_WHOLE,
+    };
+    let (block, stored) = stored_head(&head, beresp.t_resp, not_stored);
     Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,

@@ -562,13 +562,17 @@ async fn miss_step(
             let Some(answer) = c.watching(rx).await else {
                 return Step::Done(Outcome::Close(CloseReason::RemClose));
             };
-            let obj = match answer {
-                Ok(obj) => obj,
+            let fetched = match answer {
+                Ok(fetched) => fetched,
                 // The fetch was abandoned or ended without an answer.
-                Err(_) => synth::fetch_failed(req.xid),
+                Err(_) => synth::fetch_failed(req.xid).into(),
             };
             req.log.timestamp("Fetch", lacquer_core::time::now());
-            deliver_step(c, cx, req, obj, false, keep).await
+            let resp = match fetched.withheld {
+                Some(fields) => Resp::with_fields(&fetched.obj, fields),
+                None => Resp::for_object(&fetched.obj, false),
+            };
+            deliver_resp(c, cx, req, fetched.obj, resp, keep).await
         }
         Action::Pass(_) => {
             drop(slot);
@@ -594,7 +598,21 @@ async fn deliver_step(
     hit: bool,
     keep: bool,
 ) -> Step {
-    let mut resp = Resp::for_object(&obj, hit);
+    let resp = Resp::for_object(&obj, hit);
+    deliver_resp(c, cx, req, obj, resp, keep).await
+}
+
+/// Delivers `obj` as `resp` (its headers, or the object's with the fields
+/// withheld from storage for this client) after `vcl_deliver`.
+async fn deliver_resp(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    obj: Arc<Object>,
+    mut resp: Resp,
+    keep: bool,
+) -> Step {
+    let hit = resp.hit;
     match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
         Action::Deliver => {
             req.log.timestamp("Process", lacquer_core::time::now());

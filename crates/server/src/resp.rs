@@ -46,6 +46,16 @@ impl Resp {
         }
     }
 
+    /// An object's response with `fields` added: those kept out of the
+    /// stored object for the client whose request fetched it.
+    pub fn with_fields(obj: &Object, fields: Headers) -> Resp {
+        let mut headers = obj.headers.clone();
+        for h in fields.iter() {
+            headers.append(h.name.clone(), h.value.clone());
+        }
+        Resp::with_headers(obj.status, obj_reason(obj), headers)
+    }
+
     /// A response with its own headers (a passed response's).
     pub fn with_headers(status: u16, reason: Bytes, headers: Headers) -> Resp {
         Resp {

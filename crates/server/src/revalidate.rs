@@ -10,8 +10,15 @@
 use lacquer_cache::object::Object;
 use lacquer_http::{Framing, Headers, ResponseHead};
 
-/// Headers a 304 does not update: they describe its own (absent) body.
-const NOT_UPDATED: &[&str] = &["content-length", "content-encoding", "transfer-encoding"];
+/// Headers a 304 does not update (RFC 9111 §3.2): they describe its own
+/// (absent) body or the stored body's coding, or are the delivery's to
+/// write (`Content-Range`).
+const NOT_UPDATED: &[&str] = &[
+    "content-length",
+    "content-encoding",
+    "transfer-encoding",
+    "content-range",
+];
 
 /// The response a 304 stands for.
 pub(crate) fn merged(stale: &Object, resp: &ResponseHead) -> ResponseHead {
