@@ -14,7 +14,7 @@ pub use limit::{Refused, Slot, WaitPolicy};
 use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
@@ -102,6 +102,9 @@ pub struct Backend {
     /// Its health probe, if it has one (shared with every backend on the
     /// same address with the same probe).
     probe: Option<Arc<probe::Probe>>,
+    /// Its program is warm: a probe that only cold programs' backends
+    /// follow is not run.
+    warm: AtomicBool,
 }
 
 /// How a backend's health is decided (`backend.set_health`).
@@ -146,7 +149,17 @@ impl Backend {
             held_until: AtomicU64::new(0),
             slots: limit::Slots::new(None),
             probe: None,
+            warm: AtomicBool::new(true),
         }
+    }
+
+    /// Whether its program is warm (`vcl.state`).
+    pub fn is_warm(&self) -> bool {
+        self.warm.load(Ordering::Relaxed)
+    }
+
+    pub fn set_warm(&self, warm: bool) {
+        self.warm.store(warm, Ordering::Relaxed);
     }
 
     /// Gives it a health probe (from [`probe::Probes::get`]); the

@@ -184,6 +184,12 @@ impl Probe {
         list.iter().filter_map(Weak::upgrade).collect()
     }
 
+    /// Whether it should run: some backend of a warm program follows it
+    /// (Varnish stops the probes of a cold program's backends).
+    pub fn wanted(&self) -> bool {
+        self.followers().iter().any(|b| b.is_warm())
+    }
+
     /// True the first time only: the caller starts its task.
     pub fn claim_start(&self) -> bool {
         !self.started.swap(true, Ordering::AcqRel)
@@ -473,5 +479,24 @@ mod tests {
         drop((a, b));
         assert!(weak.upgrade().is_none());
         assert_eq!(probes.get(ADDR, spec(4, 2, 1)).good(), 1);
+    }
+
+    #[test]
+    fn only_warm_followers_want_a_probe() {
+        let probe = Arc::new(Probe::new(ADDR, spec(4, 2, 1)));
+        let backend = |name: &str| {
+            let b = Backend::new(name, "h:9", ADDR, "h").with_probe(probe.clone());
+            let b = Arc::new(b);
+            b.follow_probe();
+            b
+        };
+        let (old, new) = (backend("old"), backend("new"));
+        assert!(probe.wanted());
+        new.set_warm(false);
+        assert!(probe.wanted());
+        old.set_warm(false);
+        assert!(!probe.wanted());
+        new.set_warm(true);
+        assert!(probe.wanted());
     }
 }

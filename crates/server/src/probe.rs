@@ -29,9 +29,19 @@ pub(crate) fn start(sh: &Arc<Shared>, loaded: &Loaded) {
                 let Some(probe) = weak.upgrade() else {
                     return;
                 };
+                if !probe.wanted() {
+                    // Only cold programs follow it: paused until one warms.
+                    drop(probe);
+                    tokio::time::sleep(interval).await;
+                    continue;
+                }
                 let recorded = probe.run_once().await;
-                let mut names: Vec<String> =
-                    probe.followers().iter().map(|b| b.name.clone()).collect();
+                let mut names: Vec<String> = probe
+                    .followers()
+                    .iter()
+                    .filter(|b| b.is_warm())
+                    .map(|b| b.name.clone())
+                    .collect();
                 names.sort_unstable();
                 names.dedup();
                 for name in &names {

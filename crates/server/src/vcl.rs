@@ -207,9 +207,16 @@ impl Registry {
         e.state != VclState::Cold || e.loaded.name == self.active
     }
 
-    /// Sets the VCL counters from the registry.
+    /// Sets the VCL counters from the registry, and tells each program's
+    /// backends whether it is warm (their probes pause when it is not).
     pub fn count(&self) {
         use lacquer_core::counters::{Counter, COUNTERS};
+        for e in &self.entries {
+            let warm = self.is_warm(e);
+            for b in e.loaded.backends.iter().flatten() {
+                b.set_warm(warm);
+            }
+        }
         COUNTERS.set(Counter::n_vcl, self.entries.len() as u64);
         let warm = self.entries.iter().filter(|e| self.is_warm(e)).count();
         COUNTERS.set(Counter::n_vcl_avail, warm as u64);

@@ -84,14 +84,18 @@ impl Mgmt {
         if reg.find(name).is_some() {
             return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
         }
-        crate::probe::start(&self.sh, &loaded);
         if reg.active.is_empty() {
             // The first program of a daemon started without one.
             *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
             reg.active = name.to_string();
         }
-        reg.entries.push(VclEntry { loaded, state });
+        reg.entries.push(VclEntry {
+            loaded: loaded.clone(),
+            state,
+        });
+        // Counted first, so that a program loaded cold starts no probe.
         reg.count();
+        crate::probe::start(&self.sh, &loaded);
         Reply::ok(warnings)
     }
 
