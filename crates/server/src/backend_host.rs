@@ -225,6 +225,7 @@ pub(crate) fn run(
     bereq: &mut Bereq,
     beresp: Option<&mut Beresp>,
 ) -> Action {
+    crate::vsl::vcl_call(&mut bereq.log, method);
     let mut host = BackendHost {
         method,
         sh,
@@ -237,7 +238,7 @@ pub(crate) fn run(
     if action == Action::Fail {
         lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
     }
-    crate::vsl::vcl_call(&mut host.bereq.log, method, &action);
+    crate::vsl::vcl_return(&mut host.bereq.log, &action);
     action
 }
 

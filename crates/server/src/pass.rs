@@ -208,8 +208,9 @@ struct Backend<'a, 'b> {
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
 fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
+    crate::vsl::vcl_call(&mut host.req.log, Method::Deliver);
     let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
-    crate::vsl::vcl_call(&mut host.req.log, Method::Deliver, &action);
+    crate::vsl::vcl_return(&mut host.req.log, &action);
     match action {
         Action::Deliver => {
             host.req.log.timestamp("Process", lacquer_core::time::now());

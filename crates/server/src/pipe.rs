@@ -39,6 +39,7 @@ pub(crate) async fn pipe(
     headers.set("Connection", "close");
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pipe");
     bereq.uncacheable = true;
+    crate::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {
         let mut host = backend_host::BackendHost {
             method: Method::Pipe,
@@ -50,7 +51,7 @@ pub(crate) async fn pipe(
         };
         lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
     };
-    crate::vsl::vcl_call(&mut req.log, Method::Pipe, &action);
+    crate::vsl::vcl_return(&mut req.log, &action);
     match action {
         Action::Pipe => {}
         Action::Synth { status, reason } => return Piped::Synth(status, reason),

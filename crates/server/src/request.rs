@@ -154,6 +154,7 @@ impl Ctx<'_> {
         obj: Option<&Object>,
         resp: Option<&mut Resp>,
     ) -> Action {
+        vsl::vcl_call(&mut req.log, method);
         let mut host = ClientHost {
             method,
             sh: self.sh,
@@ -169,7 +170,7 @@ impl Ctx<'_> {
         if action == Action::Fail {
             COUNTERS.inc(Counter::vcl_fail);
         }
-        vsl::vcl_call(&mut req.log, method, &action);
+        vsl::vcl_return(&mut req.log, &action);
         action
     }
 }
@@ -373,6 +374,43 @@ pub(crate) async fn consume_body(
 
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     let action = cx.call(Method::Recv, req, None, None, None);
+    let (Action::Hash
+    | Action::Purge
+    | Action::Pass(_)
+    | Action::Pipe
+    | Action::Restart
+    | Action::Synth { .. }) = action
+    else {
+        return failed(c, cx, req).await;
+    };
+    // Accept-Encoding is washed for the lookup's sake (Vary), so not for
+    // a request that goes to the backend as it came.
+    let lookup_bound = !matches!(action, Action::Pass(_) | Action::Pipe);
+    if lookup_bound && cx.sh.params.http_gzip_support() {
+        normalise_accept_encoding(req);
+    }
+    // vcl_hash runs whatever vcl_recv chose, as in Varnish: what it sets
+    // on the request is there for pass, pipe, synth and restarts too.
+    let mut key = std::mem::take(&mut c.key);
+    key.clear();
+    let hashed = cx.call(Method::Hash, req, Some(&mut key), None, None);
+    let step = if hashed != Action::Lookup {
+        failed(c, cx, req).await
+    } else {
+        after_hash(c, cx, req, action, &key).await
+    };
+    c.key = key;
+    step
+}
+
+/// Where `vcl_recv`'s choice leads once the request is hashed.
+async fn after_hash(
+    c: &mut Client,
+    cx: &Ctx<'_>,
+    req: &mut Req,
+    action: Action,
+    key: &[u8],
+) -> Step {
     let purge = match action {
         Action::Hash => false,
         Action::Purge => true,
@@ -387,38 +425,26 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
             return pass_step(c, cx, req).await;
         }
         Action::Pipe => return pipe_step(c, cx, req).await,
-        Action::Restart => return Step::Restart,
         Action::Synth { status, reason } => {
             return synth_after_body(c, cx, req, status, reason).await
         }
-        _ => return failed(c, cx, req).await,
+        _ => return Step::Restart,
     };
     let keep = match consume_body(c, cx.sh, req).await {
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
-    if cx.sh.params.http_gzip_support() {
-        normalise_accept_encoding(req);
+    if !purge {
+        return lookup(c, cx, req, key, keep).await;
     }
-    let mut key = std::mem::take(&mut c.key);
-    key.clear();
-    let action = cx.call(Method::Hash, req, Some(&mut key), None, None);
-    let step = if action != Action::Lookup {
-        failed(c, cx, req).await
-    } else if purge {
-        COUNTERS.inc(Counter::n_purges);
-        let n = cx.sh.cache.purge(&key);
-        COUNTERS.add(Counter::n_obj_purged, n as u64);
-        match cx.call(Method::Purge, req, None, None, None) {
-            Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
-            Action::Restart => Step::Restart,
-            _ => failed(c, cx, req).await,
-        }
-    } else {
-        lookup(c, cx, req, &key, keep).await
-    };
-    c.key = key;
-    step
+    COUNTERS.inc(Counter::n_purges);
+    let n = cx.sh.cache.purge(key);
+    COUNTERS.add(Counter::n_obj_purged, n as u64);
+    match cx.call(Method::Purge, req, None, None, None) {
+        Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
+        Action::Restart => Step::Restart,
+        _ => failed(c, cx, req).await,
+    }
 }
 
 async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: bool) -> Step {

@@ -39,8 +39,8 @@ fn headers(log: &mut Txn, tag: Tag, h: &Headers) {
     }
 }
 
-/// `VCL_call` and `VCL_return` for one method run.
-pub(crate) fn vcl_call(log: &mut Txn, method: Method, action: &Action) {
+/// `VCL_call`, before a method runs: what the method logs follows it.
+pub(crate) fn vcl_call(log: &mut Txn, method: Method) {
     if !log.active() {
         return;
     }
@@ -49,7 +49,13 @@ pub(crate) fn vcl_call(log: &mut Txn, method: Method, action: &Action) {
         let name = name.strip_prefix("vcl_").unwrap_or(name);
         b.extend(name.bytes().map(|c| c.to_ascii_uppercase()));
     });
-    log.bytes(Tag::VCL_return, action.name().as_bytes());
+}
+
+/// `VCL_return`, once the method has run.
+pub(crate) fn vcl_return(log: &mut Txn, action: &Action) {
+    if log.active() {
+        log.bytes(Tag::VCL_return, action.name().as_bytes());
+    }
 }
 
 /// A `TTL` record: source, ttl, grace, keep, reference time, and for the
@@ -154,7 +160,8 @@ mod tests {
             lacquer_shm::packed::HeadKind::Resp,
             b"HTTP/1.1 404 Not Found\r\nVia: 1.1 x\r\nContent-Length: 0\r\n\r\n",
         );
-        vcl_call(&mut t, Method::BackendFetch, &Action::Fetch);
+        vcl_call(&mut t, Method::BackendFetch);
+        vcl_return(&mut t, &Action::Fetch);
         t.end();
         let mut got = Vec::new();
         reader.poll(&mut got).unwrap();
