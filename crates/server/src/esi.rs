@@ -27,6 +27,7 @@ use lacquer_http::{Headers, RequestHead, Version};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -38,6 +39,11 @@ pub(crate) struct TopReq {
     pub version: Version,
     pub headers: Headers,
     pub t_req: f64,
+    /// A duplicate of the client's socket descriptor for the includes'
+    /// socket options (vmod tcp, `std.set_ip_tos`): theirs to use while
+    /// any include runs, even after the connection itself has closed.
+    /// Made only when the program imports such a vmod.
+    pub socket: Option<OwnedFd>,
 }
 
 /// What an include knows of the page it belongs to.
@@ -181,7 +187,7 @@ pub(crate) async fn run(
         (None, Headers::new())
     } else {
         (
-            Some(Arc::new(child_ctx(req, level + 1, out.gzip, parallel))),
+            Some(Arc::new(child_ctx(c, &out, req, level + 1, parallel))),
             initial_headers(c, sh, req),
         )
     };
@@ -267,7 +273,7 @@ fn whole_body(obj: &Object) -> Bytes {
 }
 
 /// The context the includes of `req` get.
-fn child_ctx(req: &Req, level: u32, gzip: bool, parallel: usize) -> IncludeCtx {
+fn child_ctx(c: &Client, out: &Out<'_>, req: &Req, level: u32, parallel: usize) -> IncludeCtx {
     let top = match &req.include {
         Some(ctx) => ctx.top.clone(),
         None => Arc::new(TopReq {
@@ -276,6 +282,10 @@ fn child_ctx(req: &Req, level: u32, gzip: bool, parallel: usize) -> IncludeCtx {
             version: req.head.version,
             headers: req.head.headers.clone(),
             t_req: req.t_req,
+            socket: c
+                .fd
+                .filter(|_| out.vcl.program.uses_client_socket)
+                .and_then(duplicate),
         }),
     };
     let ahead = match &req.include {
@@ -285,9 +295,19 @@ fn child_ctx(req: &Req, level: u32, gzip: bool, parallel: usize) -> IncludeCtx {
     IncludeCtx {
         level,
         top,
-        gzip,
+        gzip: out.gzip,
         ahead,
     }
+}
+
+/// A descriptor of its own for the socket behind `fd`.
+fn duplicate(fd: i32) -> Option<OwnedFd> {
+    // SAFETY: `fd` is the open socket of the connection being served;
+    // F_DUPFD_CLOEXEC only reads it and returns a new descriptor (or -1),
+    // which becomes owned here.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    // SAFETY: a non-negative result is a descriptor nobody else owns.
+    (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
 }
 
 /// The headers includes start from: the request's as it arrived (before
@@ -364,7 +384,8 @@ fn start(
         return None;
     };
     let (tx, rx) = mpsc::channel(FRAGMENT_QUEUE);
-    let fc = Client::fragment(tx, c);
+    let socket = ctx.top.socket.as_ref().map(AsRawFd::as_raw_fd);
+    let fc = Client::fragment(tx, c, socket);
     let xid = next_vxid();
     req.log.link("req", xid, "esi");
     let task = tokio::spawn(include_task(

@@ -88,8 +88,9 @@ pub(crate) struct Client {
     pub listener: std::sync::Arc<str>,
     /// Reused for each request's hash key.
     pub key: Vec<u8>,
-    /// The socket's descriptor, for VCL's socket options; None for an
-    /// ESI include, which may run while its top request goes on.
+    /// The socket's descriptor, for VCL's socket options. An ESI
+    /// include has its page's duplicate (it may run on after the
+    /// connection closes), or none.
     pub fd: Option<i32>,
 }
 
@@ -115,8 +116,8 @@ impl Client {
     }
 
     /// The client of an ESI include, writing to `tx` and otherwise like
-    /// its parent's.
-    pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client) -> Self {
+    /// its parent's, with `socket` for socket options.
+    pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client, socket: Option<i32>) -> Self {
         Client {
             wire: Wire::Fragment(tx),
             rbuf: BytesMut::new(),
@@ -126,7 +127,7 @@ impl Client {
             local: parent.local,
             listener: parent.listener.clone(),
             key: Vec::with_capacity(128),
-            fd: None,
+            fd: socket,
         }
     }
 

@@ -310,6 +310,7 @@ impl Compiler {
                 .collect(),
             default_backend,
             warnings: std::mem::take(&mut self.warnings),
+            uses_client_socket: self.imports.iter().any(|i| i == "tcp" || i == "std"),
         })
     }
 

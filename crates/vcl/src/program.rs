@@ -30,6 +30,9 @@ pub struct Program {
     pub default_backend: BackendRef,
     /// Compile-time warnings (deprecated constructs and the like).
     pub warnings: Vec<String>,
+    /// It imports a vmod that sets options on the client's socket (`tcp`,
+    /// `std.set_ip_tos`): ESI includes need a descriptor of their own.
+    pub uses_client_socket: bool,
 }
 
 /// A vmod object declared with `new`, made when `vcl_init` runs.
