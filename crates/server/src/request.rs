@@ -428,6 +428,7 @@ async fn after_hash(
         Action::Synth { status, reason } => {
             return synth_after_body(c, cx, req, status, reason).await
         }
+        // `recv` lets only these choices and `restart` through.
         _ => return Step::Restart,
     };
     let keep = match consume_body(c, cx.sh, req).await {
