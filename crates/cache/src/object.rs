@@ -138,6 +138,10 @@ struct BodyState {
     len: u64,
     failed: bool,
     complete: bool,
+    /// The chunks, and their bytes, that the furthest reader is done
+    /// with (it asked for the ones after them).
+    taken_chunks: usize,
+    taken: u64,
 }
 
 /// A body that may still be arriving.
@@ -145,6 +149,8 @@ struct BodyState {
 pub struct Body {
     state: Mutex<BodyState>,
     notify: Notify,
+    /// Wakes a fill waiting for readers to catch up.
+    taken: Notify,
     done: OnceLock<Box<[Bytes]>>,
     /// The length announced before streaming (a backend Content-Length).
     pub expected_len: Option<u64>,
@@ -159,8 +165,11 @@ impl Body {
                 len: 0,
                 failed: false,
                 complete: false,
+                taken_chunks: 0,
+                taken: 0,
             }),
             notify: Notify::new(),
+            taken: Notify::new(),
             done: OnceLock::new(),
             expected_len,
         }
@@ -223,6 +232,28 @@ impl Body {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
     }
 
+    /// Waits until the furthest reader is no more than `ahead` bytes
+    /// behind what has been pushed, or `patience` has passed (so that the
+    /// caller can see whether anyone still reads). True when there is
+    /// room.
+    pub async fn wait_taken(&self, ahead: u64, patience: std::time::Duration) -> bool {
+        let room = async {
+            loop {
+                let notified = self.taken.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    if st.len - st.taken <= ahead || st.failed || st.complete {
+                        return;
+                    }
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(patience, room).await.is_ok()
+    }
+
     /// Waits for chunks from index `from` on. Returns the new chunks (empty
     /// with `Ok(true)` at the end of the body).
     pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
@@ -237,9 +268,18 @@ impl Body {
                 return Ok(true);
             }
             {
-                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if st.failed {
                     return Err(BodyFailed);
+                }
+                if from > st.taken_chunks && from <= st.chunks.len() {
+                    let done: u64 = st.chunks[st.taken_chunks..from]
+                        .iter()
+                        .map(|c| c.len() as u64)
+                        .sum();
+                    st.taken += done;
+                    st.taken_chunks = from;
+                    self.taken.notify_waiters();
                 }
                 if st.complete {
                     continue;

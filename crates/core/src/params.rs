@@ -254,6 +254,8 @@ param_table! {
         "How many fetches may wait in line for a connection to a backend at its .max_connections (a backend's .wait_limit overrides it). 0 means none wait: a fetch to a full backend fails at once as busy.";
     backend_wait_timeout: Seconds, "0", "seconds", min Some("0"), max None,
         "How long a fetch waits in line for a connection to a backend at its .max_connections before it fails as busy (a backend's .wait_timeout overrides it). 0 means no waiting.";
+    answer_half_closed: Bool, "off", "bool", min None, max None,
+        "Answer a client that closes its sending side (a half-close) after its request: the end of its stream is not taken as the client leaving. Off: a client whose stream ends while its answer is awaited is taken to have gone (a close and a half-close look alike until something is written), so a pass, a hit-for-miss fetch or the includes of its ESI page are given up at once. Lacquer-only; varnishd always answers, and notices a client has gone only when it writes.";
     ban_cutoff: Count, "0", "bans", min Some("0"), max None,
         "Keep the number of bans below this by expunging the objects that hold on to the oldest ones (counted in bans_lurker_obj_killed_cutoff). 0 disables.";
     ban_dups: Bool, "on", "bool", min None, max None,
@@ -332,6 +334,8 @@ param_table! {
         "Idle timeout for client connections: a connection is idle until a full request head has arrived, and is closed when this passes.";
     timeout_linger: Seconds, "0.050", "seconds", min Some("0"), max None,
         "How long to keep reading from a client after closing a connection on an error, so that the client receives the answer instead of a reset.";
+    transit_buffer: Bytes, "1M", "bytes", min Some("0b"), max None,
+        "How far the fetch of an uncacheable response (a pass, hit-for-miss or hit-for-pass) may read ahead of the client it is for; the backend is read no faster than the client takes the body, and not at all once the client has gone. 0 means no limit, as Varnish's default (Lacquer's is 1M, so that a slow client of a large response never holds it all in memory).";
     uncacheable_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
     varnish_compat_ttl: Bool, "off", "bool", min None, max None,

@@ -131,6 +131,19 @@ impl Gunzip {
         Ok(Bytes::from(self.scan.take_output()))
     }
 
+    /// Feeds compressed bytes and hands back what they inflate to in
+    /// slices of about `limit` bytes, one at a time as the caller asks:
+    /// however far the data inflates, no more than a slice (and the
+    /// inflater's 32 KiB window) is held at once.
+    pub fn slices<'z, 'd>(&'z mut self, data: &'d [u8], limit: usize) -> Slices<'z, 'd> {
+        Slices {
+            z: self,
+            rest: data,
+            limit: limit.max(1),
+            more: true,
+        }
+    }
+
     /// Ends the stream: fails if it was cut short or its CRC is wrong.
     /// Returns the last inflated bytes and what the scan found.
     pub fn finish(mut self) -> Result<(Bytes, Scanned), GzipError> {
@@ -143,6 +156,35 @@ impl Gunzip {
         self.scan.counts()
     }
 }
+
+/// The inflated slices of one piece of gzip data ([`Gunzip::slices`]).
+pub struct Slices<'z, 'd> {
+    z: &'z mut Gunzip,
+    rest: &'d [u8],
+    limit: usize,
+    /// The inflater may hold output not yet taken.
+    more: bool,
+}
+
+impl Slices<'_, '_> {
+    /// The next inflated slice; None once the piece is used up.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Bytes>, GzipError> {
+        while self.more || !self.rest.is_empty() {
+            let used = self.z.scan.push_some(self.rest, self.limit)?;
+            self.rest = &self.rest[used..];
+            let out = self.z.scan.take_output();
+            self.more = out.len() >= self.limit;
+            if !out.is_empty() {
+                return Ok(Some(Bytes::from(out)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// How much inflated output a delivery holds at once.
+pub const INFLATE_SLICE: usize = 64 * 1024;
 
 /// Compresses a whole buffer.
 pub fn gzip(data: &[u8], level: u32) -> Vec<u8> {
@@ -191,6 +233,30 @@ pub fn accepts_gzip(accept_encoding: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bomb_inflates_in_bounded_slices() {
+        let plain = vec![0u8; 20 << 20];
+        let gz = gzip(&plain, 9);
+        assert!(gz.len() < 100 << 10, "a bomb: {} bytes", gz.len());
+        let mut z = Gunzip::new();
+        let (mut total, mut largest) = (0usize, 0usize);
+        for piece in gz.chunks(7000) {
+            let mut slices = z.slices(piece, INFLATE_SLICE);
+            while let Some(s) = slices.next().unwrap() {
+                assert!(s.iter().all(|&b| b == 0));
+                total += s.len();
+                largest = largest.max(s.len());
+            }
+        }
+        let (tail, _) = z.finish().unwrap();
+        assert_eq!(total + tail.len(), plain.len());
+        assert!(tail.len() <= INFLATE_SLICE);
+        assert!(
+            largest <= INFLATE_SLICE + 32 * 1024,
+            "largest slice {largest}"
+        );
+    }
 
     #[test]
     fn round_trip_in_pieces() {

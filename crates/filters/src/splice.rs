@@ -170,7 +170,22 @@ impl Scan {
 
     /// Takes the next bytes of the body.
     pub fn push(&mut self, data: &[u8]) -> Result<(), GzipError> {
-        self.taken_in += data.len() as u64;
+        self.push_some(data, usize::MAX).map(|_| ())
+    }
+
+    /// Takes bytes from the front of `data` until the kept output (see
+    /// [`Scan::inflating`]) reaches `limit` bytes; returns how many it
+    /// took. When the output reached `limit` the inflater may hold more
+    /// even with all of `data` taken: call again (with what is left, or
+    /// nothing) after taking the output.
+    pub fn push_some(&mut self, data: &[u8], limit: usize) -> Result<usize, GzipError> {
+        let rest = self.take(data, limit)?;
+        let used = data.len() - rest.len();
+        self.taken_in += used as u64;
+        Ok(used)
+    }
+
+    fn take<'a>(&mut self, data: &'a [u8], limit: usize) -> Result<&'a [u8], GzipError> {
         let mut rest = data;
         loop {
             match &mut self.phase {
@@ -178,16 +193,16 @@ impl Scan {
                     let before = seen.len();
                     seen.extend_from_slice(rest);
                     let Some(n) = header_len(seen)? else {
-                        return Ok(());
+                        return Ok(&[]);
                     };
                     self.header_len = n as u64;
                     rest = &rest[n - before..];
                     self.phase = Phase::Deflate;
                 }
                 Phase::Deflate => {
-                    rest = self.inflate(rest)?;
+                    rest = self.inflate(rest, limit)?;
                     if matches!(self.phase, Phase::Deflate) {
-                        return Ok(());
+                        return Ok(rest);
                     }
                 }
                 Phase::Trailer(t) => {
@@ -196,7 +211,7 @@ impl Scan {
                     t.extend_from_slice(&rest[..n]);
                     rest = &rest[n..];
                     if t.len() < 8 {
-                        return Ok(());
+                        return Ok(rest);
                     }
                     let crc = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
                     let len = u32::from_le_bytes([t[4], t[5], t[6], t[7]]);
@@ -210,7 +225,7 @@ impl Scan {
                 }
                 Phase::Done => {
                     return if rest.is_empty() {
-                        Ok(())
+                        Ok(rest)
                     } else {
                         Err(GzipError("Junk after gzip data".into()))
                     };
@@ -219,12 +234,16 @@ impl Scan {
         }
     }
 
-    /// Runs the inflater over `input` up to the end of the deflate data;
-    /// returns what follows it. The final block's `BFINAL` bit is cleared
-    /// on its way in, so the inflater stops at its end like any other
-    /// block's, which is where the data stops.
-    fn inflate<'a>(&mut self, mut input: &'a [u8]) -> Result<&'a [u8], GzipError> {
+    /// Runs the inflater over `input` up to the end of the deflate data,
+    /// or until `limit` output bytes are kept; returns what is left. The
+    /// final block's `BFINAL` bit is cleared on its way in, so the
+    /// inflater stops at its end like any other block's, which is where
+    /// the data stops.
+    fn inflate<'a>(&mut self, mut input: &'a [u8], limit: usize) -> Result<&'a [u8], GzipError> {
         loop {
+            if self.output.as_ref().is_some_and(|o| o.len() >= limit) {
+                return Ok(input);
+            }
             if self.peek_next_byte {
                 let Some(&first) = input.first() else {
                     return Ok(input);
@@ -439,25 +458,60 @@ pub fn gzip_page(body: &[u8], program: &mut Program, level: u32) -> (Bytes, Scan
 /// Inflates deflate data that starts where the window is empty and ends
 /// on a flush (a piece of a gzip'd ESI page).
 pub fn inflate_piece(data: &[u8]) -> Result<Vec<u8>, GzipError> {
-    let mut d = flate2::Decompress::new(false);
-    let mut out = Vec::with_capacity(data.len() * 3 + 64);
-    let mut input = data;
-    loop {
-        if out.len() == out.capacity() {
-            out.reserve(out.capacity().max(4096));
+    let mut out = Vec::new();
+    let mut slices = PieceSlices::new(data, 64 * 1024);
+    while let Some(s) = slices.next()? {
+        out.extend_from_slice(&s);
+    }
+    Ok(out)
+}
+
+/// A piece of deflate data (as [`inflate_piece`] takes) inflated a slice
+/// of at most `limit` bytes at a time, so that what it inflates to is
+/// never held whole.
+pub struct PieceSlices<'d> {
+    d: flate2::Decompress,
+    input: &'d [u8],
+    limit: usize,
+    done: bool,
+}
+
+impl<'d> PieceSlices<'d> {
+    pub fn new(data: &'d [u8], limit: usize) -> Self {
+        PieceSlices {
+            d: flate2::Decompress::new(false),
+            input: data,
+            limit: limit.max(1),
+            done: data.is_empty(),
         }
-        let (in_before, out_before) = (d.total_in(), d.total_out());
-        d.decompress_vec(input, &mut out, flate2::FlushDecompress::Sync)
-            .map_err(|e| corrupt(&e.to_string()))?;
-        let used = (d.total_in() - in_before) as usize;
-        let made = d.total_out() - out_before;
-        input = &input[used..];
-        // Done once all is in and the output did not fill its room.
-        if input.is_empty() && out.len() < out.capacity() {
-            return Ok(out);
+    }
+
+    /// The next slice; None at the end of the piece.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Vec<u8>>, GzipError> {
+        if self.done {
+            return Ok(None);
         }
-        if used == 0 && made == 0 {
-            return Err(corrupt("stuck piece"));
+        let mut out = Vec::with_capacity(self.limit);
+        loop {
+            let (in_before, out_before) = (self.d.total_in(), self.d.total_out());
+            self.d
+                .decompress_vec(self.input, &mut out, flate2::FlushDecompress::Sync)
+                .map_err(|e| corrupt(&e.to_string()))?;
+            let used = (self.d.total_in() - in_before) as usize;
+            let made = self.d.total_out() - out_before;
+            self.input = &self.input[used..];
+            // Done once all is in and the output did not fill its room.
+            if self.input.is_empty() && out.len() < out.capacity() {
+                self.done = true;
+                return Ok((!out.is_empty()).then_some(out));
+            }
+            if out.len() == out.capacity() {
+                return Ok(Some(out));
+            }
+            if used == 0 && made == 0 {
+                return Err(corrupt("stuck piece"));
+            }
         }
     }
 }

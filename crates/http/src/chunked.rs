@@ -45,11 +45,13 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, ChunkError> {
     match buf.iter().position(|&b| b == b'\n') {
         Some(n) if n > MAX_LINE => Err(ChunkError("chunk line too long")),
         Some(n) => {
-            let line = buf.split_to(n + 1).freeze();
-            let mut end = n;
-            if end > 0 && line[end - 1] == b'\r' {
-                end -= 1;
+            // Every framing line ends in CRLF: a bare LF is read as a line
+            // end by some parsers and as data by others.
+            if n == 0 || buf[n - 1] != b'\r' {
+                return Err(ChunkError("bare LF in chunk line"));
             }
+            let line = buf.split_to(n + 1).freeze();
+            let end = n - 1;
             if line[..end].contains(&b'\r') {
                 return Err(ChunkError("bare CR in chunk line"));
             }
@@ -116,9 +118,7 @@ impl ChunkedDecoder {
                     if buf.is_empty() {
                         return Ok(None);
                     }
-                    if buf[0] == b'\n' {
-                        buf.advance(1);
-                    } else if buf[0] == b'\r' {
+                    if buf[0] == b'\r' {
                         if buf.len() < 2 {
                             return Ok(None);
                         }
@@ -195,6 +195,10 @@ mod tests {
         assert!(decode_all(b"-1\r\n").is_err());
         assert!(decode_all(b"5 x\r\n").is_err());
         assert!(decode_all(&[b'1'; 5000]).is_err());
+        assert!(decode_all(b"5;ext=1\nhello\r\n0\r\n\r\n").is_err());
+        assert!(decode_all(b"5\r\nhello\n0\r\n\r\n").is_err());
+        assert!(decode_all(b"0\r\n\n").is_err());
+        assert!(decode_all(b"0\r\nX: 1\n\r\n").is_err());
     }
 
     #[test]

@@ -28,6 +28,60 @@ pub const HOP_BY_HOP: &[&str] = &[
     "proxy-authenticate",
 ];
 
+/// Fields a `Connection` header may not name: a proxy that removed them
+/// as hop-by-hop would change how the message is framed, whom it is for,
+/// or who sent it (`Connection: Content-Length` smuggles a body as a
+/// request; `Connection: Host` or `X-Forwarded-For` hides them from the
+/// origin). Varnish refuses the same list, the standard fields it knows
+/// that are not hop-by-hop themselves.
+pub const NOT_NAMEABLE_BY_CONNECTION: &[&str] = &[
+    "accept",
+    "accept-charset",
+    "accept-encoding",
+    "accept-language",
+    "accept-ranges",
+    "age",
+    "allow",
+    "authorization",
+    "cache-control",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-md5",
+    "content-range",
+    "content-type",
+    "cookie",
+    "date",
+    "etag",
+    "expect",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "location",
+    "max-forwards",
+    "pragma",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "retry-after",
+    "server",
+    "set-cookie",
+    "user-agent",
+    "vary",
+    "via",
+    "warning",
+    "www-authenticate",
+    "x-forwarded-for",
+];
+
 impl Headers {
     pub fn new() -> Self {
         Headers { list: Vec::new() }
@@ -143,6 +197,37 @@ impl Headers {
         })
     }
 
+    /// The first field that a `Connection` token names although it may
+    /// not be removed as hop-by-hop ([`NOT_NAMEABLE_BY_CONNECTION`]).
+    pub fn connection_names_end_to_end(&self) -> Option<&'static str> {
+        self.get_all("connection").find_map(|v| {
+            v.split(|&b| b == b',').find_map(|t| {
+                let t = trim(t);
+                NOT_NAMEABLE_BY_CONNECTION
+                    .iter()
+                    .find(|n| t.eq_ignore_ascii_case(n.as_bytes()))
+                    .copied()
+            })
+        })
+    }
+
+    /// Every value of a field joined into one list (`a, b`), as a
+    /// repeated list-valued field means (RFC 9110 §5.3); None when absent.
+    pub fn get_joined(&self, name: &str) -> Option<Bytes> {
+        let mut values = self.get_all(name);
+        let first = values.next()?;
+        let Some(second) = values.next() else {
+            return Some(first.clone());
+        };
+        let mut out = Vec::with_capacity(first.len() + second.len() + 2);
+        out.extend_from_slice(first);
+        for v in std::iter::once(second).chain(values) {
+            out.extend_from_slice(b", ");
+            out.extend_from_slice(v);
+        }
+        Some(Bytes::from(out))
+    }
+
     /// Removes the hop-by-hop headers and every header that `Connection`
     /// names.
     pub fn remove_hop_by_hop(&mut self) {
@@ -226,6 +311,27 @@ mod tests {
         hs.remove_hop_by_hop();
         assert_eq!(hs.len(), 1);
         assert!(hs.contains("host"));
+    }
+
+    #[test]
+    fn connection_may_not_name_end_to_end_fields() {
+        let hs = h(&[("Connection", "keep-alive, X-Private, Upgrade")]);
+        assert_eq!(hs.connection_names_end_to_end(), None);
+        let hs = h(&[("Connection", "close"), ("Connection", " content-LENGTH ")]);
+        assert_eq!(hs.connection_names_end_to_end(), Some("content-length"));
+        let hs = h(&[("Connection", "Host")]);
+        assert_eq!(hs.connection_names_end_to_end(), Some("host"));
+        let hs = h(&[("Connection", "x-forwarded-for,te")]);
+        assert_eq!(hs.connection_names_end_to_end(), Some("x-forwarded-for"));
+    }
+
+    #[test]
+    fn repeated_fields_join_as_one_list() {
+        let hs = h(&[("XFF", "1.1.1.1"), ("A", "b"), ("xff", "2.2.2.2")]);
+        assert_eq!(hs.get_joined("xff").unwrap(), "1.1.1.1, 2.2.2.2");
+        let hs = h(&[("XFF", "1.1.1.1")]);
+        assert_eq!(hs.get_joined("xff").unwrap(), "1.1.1.1");
+        assert_eq!(hs.get_joined("nope"), None);
     }
 
     #[test]

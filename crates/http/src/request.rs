@@ -225,8 +225,8 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
     if path.is_empty()
         || !(path.starts_with('/')
             || path == "*"
-            || path.starts_with("http://")
-            || path.starts_with("https://")
+            || starts_with_ignore_case(path.as_bytes(), b"http://")
+            || starts_with_ignore_case(path.as_bytes(), b"https://")
             || method == "CONNECT")
     {
         return Err(RequestError::Bad("Bad Request: invalid URL"));
@@ -248,8 +248,10 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         if name.eq_ignore_ascii_case(b"content-length") {
             let n = parse_content_length(crate::headers::trim(value))
                 .ok_or(RequestError::Bad("Bad Request: invalid Content-Length"))?;
-            if content_length.is_some_and(|c| c != n) {
-                return Err(RequestError::Bad("Bad Request: conflicting Content-Length"));
+            if content_length.is_some() {
+                // Even an equal repeat: a proxy in front may have joined
+                // or picked otherwise.
+                return Err(RequestError::Bad("Bad Request: repeated Content-Length"));
             }
             content_length = Some(n);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -290,6 +292,11 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             "Bad Request: Transfer-Encoding in HTTP/1.0",
         ));
     }
+    if headers.connection_names_end_to_end().is_some() {
+        return Err(RequestError::Bad(
+            "Bad Request: Connection names an end-to-end header",
+        ));
+    }
     let framing = if chunked {
         Framing::Chunked
     } else {
@@ -298,9 +305,29 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             Some(n) => Framing::Length(n),
         }
     };
+    if method == "HEAD" && framing != Framing::None {
+        return Err(RequestError::Bad("Bad Request: HEAD with a body"));
+    }
+    let url = match absolute_form(path.as_bytes())? {
+        Some((authority, target)) => {
+            // RFC 9112 §3.2.2: the target's authority is the host.
+            headers.set("Host", head.slice_ref(authority));
+            match target {
+                [] => Bytes::from_static(b"/"),
+                [b'/', ..] => head.slice_ref(target),
+                _ => {
+                    let mut url = Vec::with_capacity(target.len() + 1);
+                    url.push(b'/');
+                    url.extend_from_slice(target);
+                    Bytes::from(url)
+                }
+            }
+        }
+        None => head.slice_ref(path.as_bytes()),
+    };
     Ok(RequestHead {
         method: head.slice_ref(method.as_bytes()),
-        url: head.slice_ref(path.as_bytes()),
+        url,
         version,
         headers,
         framing,
@@ -308,6 +335,37 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         expect_continue: expect_continue && framing != Framing::None,
         raw: head,
     })
+}
+
+/// An absolute-form target's authority and what follows it.
+type AbsoluteForm<'a> = (&'a [u8], &'a [u8]);
+
+/// Splits an absolute-form target (`http://authority/path?query`) into
+/// its authority and the rest; None for any other form. An authority that
+/// is empty, carries user information or holds bytes no host name or port
+/// may is refused.
+fn absolute_form(target: &[u8]) -> Result<Option<AbsoluteForm<'_>>, RequestError> {
+    let rest = if starts_with_ignore_case(target, b"http://") {
+        &target[7..]
+    } else if starts_with_ignore_case(target, b"https://") {
+        &target[8..]
+    } else {
+        return Ok(None);
+    };
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let host_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~:[]%".contains(b);
+    if authority.is_empty() || !authority.iter().all(host_byte) || path.starts_with(b"#") {
+        return Err(RequestError::Bad("Bad Request: invalid URL"));
+    }
+    Ok(Some((authority, path)))
+}
+
+fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
 #[cfg(test)]
@@ -364,10 +422,25 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(r.framing, Framing::Chunked);
-        let r = parse("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
+    }
+
+    #[test]
+    fn absolute_form_takes_its_authority() {
+        let r = parse("GET http://other.example/x?y HTTP/1.1\r\nHost: good.example\r\n\r\n")
             .unwrap()
             .unwrap();
-        assert_eq!(r.framing, Framing::Length(5));
+        assert_eq!(r.url, "/x?y");
+        assert_eq!(r.headers.get("host").unwrap(), "other.example");
+        assert_eq!(r.headers.get_all("host").count(), 1);
+        let r = parse("GET HTTPS://h:8443 HTTP/1.1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.url, "/");
+        assert_eq!(r.headers.get("host").unwrap(), "h:8443");
+        let r = parse("GET http://h?q HTTP/1.1\r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.url, "/?q");
+        assert_eq!(status("GET http:///x HTTP/1.1\r\n\r\n"), 400);
+        assert_eq!(status("GET http://u@h/x HTTP/1.1\r\n\r\n"), 400);
     }
 
     #[test]
@@ -396,6 +469,21 @@ mod tests {
             400
         );
         assert_eq!(status("GET / HTTP/1.1\r\nExpect: 200-ok\r\n\r\n"), 417);
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status("POST / HTTP/1.1\r\nConnection: Content-Length\r\nContent-Length: 5\r\n\r\n"),
+            400
+        );
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nConnection: close, Host\r\nHost: a\r\n\r\n"),
+            400
+        );
+        assert_eq!(status("HEAD / HTTP/1.1\r\nContent-Length: 3\r\n\r\n"), 400);
+        assert!(parse("HEAD / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").is_ok());
+        assert!(parse("GET / HTTP/1.1\r\nConnection: keep-alive, X-Private\r\n\r\n").is_ok());
     }
 
     #[test]

@@ -166,8 +166,16 @@ pub fn parse_response(
         Version::Http11 => !headers.has_token("connection", "close"),
         Version::Http10 => headers.has_token("connection", "keep-alive"),
     };
-    if framing == Framing::UntilClose {
+    // A response framed two ways may have been read differently by
+    // someone else on the way: never put another request behind it
+    // (RFC 9112 §6.1).
+    if framing == Framing::UntilClose || (te_chunked_last.is_some() && content_length.is_some()) {
         keep_alive = false;
+    }
+    if headers.connection_names_end_to_end().is_some() {
+        return Err(ResponseError::Malformed(
+            "Connection names an end-to-end header",
+        ));
     }
     Ok(Some(ResponseHead {
         version,
@@ -203,6 +211,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(r.framing, Framing::Chunked);
+        assert!(!r.keep_alive, "framed two ways: never reused");
         let r = parse("HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
         assert_eq!(r.framing, Framing::UntilClose);
         assert!(!r.keep_alive);
@@ -234,6 +243,11 @@ mod tests {
         )
         .is_err());
         assert!(parse("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", false).is_err());
+        assert!(parse(
+            "HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 1\r\n\r\n",
+            false
+        )
+        .is_err());
         assert!(parse("HTTP/1.1 200 OK\r\n", false).unwrap().is_none());
     }
 }

@@ -43,6 +43,25 @@ pub(crate) struct Bereq {
     pub acct: crate::request::Acct,
 }
 
+/// What follows a backend request head on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BereqBody {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+impl BereqBody {
+    /// The body a client request still has to send, framed as it came.
+    pub fn of(framing: lacquer_http::Framing) -> BereqBody {
+        match framing {
+            lacquer_http::Framing::Length(n) => BereqBody::Length(n),
+            lacquer_http::Framing::Chunked => BereqBody::Chunked,
+            lacquer_http::Framing::None | lacquer_http::Framing::UntilClose => BereqBody::None,
+        }
+    }
+}
+
 /// The backend response as VCL may change it before it is stored.
 pub(crate) struct Beresp {
     pub status: u16,
@@ -147,8 +166,32 @@ impl Bereq {
     }
 
     /// Serialises the request head for a backend, adding `Host` when it is
-    /// missing and `X-Varnish`.
-    pub fn head(&mut self, host_header: &str) -> Vec<u8> {
+    /// missing and `X-Varnish`. The framing fields say how `body`, what
+    /// really follows the head, is delimited: whatever the client sent or
+    /// VCL left in `Content-Length` and `Transfer-Encoding` is replaced,
+    /// so the backend can never read a body as a request of its own.
+    pub fn head(&mut self, host_header: &str, body: BereqBody) -> Vec<u8> {
+        match body {
+            BereqBody::None => {
+                self.headers.remove("transfer-encoding");
+                // A bodyless POST keeps its `Content-Length: 0`.
+                let zero = self
+                    .headers
+                    .get_all("content-length")
+                    .all(|v| lacquer_http::headers::trim(v) == b"0");
+                if !zero {
+                    self.headers.remove("content-length");
+                }
+            }
+            BereqBody::Length(n) => {
+                self.headers.remove("transfer-encoding");
+                self.headers.set("Content-Length", n.to_string());
+            }
+            BereqBody::Chunked => {
+                self.headers.remove("content-length");
+                self.headers.set("Transfer-Encoding", "chunked");
+            }
+        }
         if !self.headers.contains("host") {
             self.headers
                 .set("Host", Bytes::copy_from_slice(host_header.as_bytes()));

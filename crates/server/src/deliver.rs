@@ -15,7 +15,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
-use lacquer_filters::gzip::{accepts_gzip, is_gzip, Gunzip};
+use lacquer_filters::gzip::{accepts_gzip, is_gzip, Gunzip, INFLATE_SLICE};
 use lacquer_http::headers::trim;
 use lacquer_http::{Headers, Version};
 use lacquer_shm::packed::HeadKind;
@@ -540,26 +540,32 @@ async fn stream_gunzip(
             .await
             .map_err(|_| Outcome::Close(CloseReason::TxError))?;
         next += pieces.len();
-        let mut out = Vec::with_capacity(pieces.len() + 1);
+        let bad = |req: &mut Req, e: lacquer_filters::gzip::GzipError| {
+            req.log.fmt(Tag::FetchError, format_args!("{e}"));
+            Outcome::Close(CloseReason::TxError)
+        };
+        // Each piece goes out a bounded slice at a time, as the client
+        // takes it: a small object that inflates a thousandfold costs
+        // a slice of memory, not its inflated size.
         for piece in &pieces {
-            match z.push(piece) {
-                Ok(b) => out.push(b),
-                Err(e) => {
-                    req.log.fmt(Tag::FetchError, format_args!("{e}"));
-                    return Err(Outcome::Close(CloseReason::TxError));
-                }
+            let mut slices = z.slices(piece, INFLATE_SLICE);
+            while let Some(slice) = slices.next().map_err(|e| bad(req, e))? {
+                let n = c
+                    .send_body(&[slice], chunked, clock)
+                    .await
+                    .map_err(close_for)?;
+                count_sent(c, &mut req.acct, n);
             }
         }
         if end {
             let (input, output) = z.counts();
-            let (tail, scanned) = std::mem::take(&mut z).finish().map_err(|e| {
-                req.log.fmt(Tag::FetchError, format_args!("{e}"));
-                Outcome::Close(CloseReason::TxError)
-            })?;
+            let (tail, scanned) = std::mem::take(&mut z).finish().map_err(|e| bad(req, e))?;
             COUNTERS.inc(Counter::n_gunzip);
             let output = output + tail.len() as u64;
-            out.push(tail);
-            let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
+            let n = c
+                .send_body(&[tail], chunked, clock)
+                .await
+                .map_err(close_for)?;
             count_sent(c, &mut req.acct, n);
             let b = scanned.bits;
             req.log.fmt(
@@ -568,8 +574,6 @@ async fn stream_gunzip(
             );
             return Ok(());
         }
-        let n = c.send_body(&out, chunked, clock).await.map_err(close_for)?;
-        count_sent(c, &mut req.acct, n);
     }
 }
 

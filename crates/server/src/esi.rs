@@ -22,7 +22,8 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Feature;
 use lacquer_filters::esi::{Include, Program, Segment};
-use lacquer_filters::splice::{inflate_piece, Splicer, GZIP_HEADER};
+use lacquer_filters::gzip::INFLATE_SLICE;
+use lacquer_filters::splice::{PieceSlices, Splicer, GZIP_HEADER};
 use lacquer_http::{Headers, RequestHead, Version};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
@@ -131,13 +132,18 @@ impl Sink {
             }
             None if out.gzip => c.send_deflated(data, crc, len).await.map_err(close_for),
             None => {
-                // Plain output wanted after all: inflate the piece.
+                // Plain output wanted after all: inflate the piece, a
+                // slice at a time however far it inflates.
                 let joined = data.concat();
-                let text = inflate_piece(&joined).map_err(|e| {
-                    req.log.fmt(Tag::Error, format_args!("ESI: {e}"));
-                    Outcome::Close(CloseReason::TxError)
-                })?;
-                send(c, req, out, vec![Bytes::from(text)]).await
+                let mut slices = PieceSlices::new(&joined, INFLATE_SLICE);
+                loop {
+                    let slice = slices.next().map_err(|e| {
+                        req.log.fmt(Tag::Error, format_args!("ESI: {e}"));
+                        Outcome::Close(CloseReason::TxError)
+                    })?;
+                    let Some(text) = slice else { return Ok(()) };
+                    send(c, req, out, vec![Bytes::from(text)]).await?;
+                }
             }
         }
     }
@@ -232,7 +238,7 @@ pub(crate) async fn run(
                     continue;
                 }
                 let mut inc = running.pop_front().expect("checked above");
-                while let Some(piece) = next_piece(c, &mut inc.rx).await? {
+                while let Some(piece) = next_piece(c, &mut inc.rx, p.answer_half_closed()).await? {
                     match piece {
                         Piece::Failed if onerror && !inc.onerror_continue => {
                             req.log.bytes(
@@ -427,8 +433,9 @@ fn include_task(
 async fn next_piece(
     c: &mut Client,
     rx: &mut mpsc::Receiver<Piece>,
+    half_closed: bool,
 ) -> Result<Option<Piece>, Outcome> {
-    c.watching(rx.recv())
+    c.watching(rx.recv(), half_closed)
         .await
         .ok_or(Outcome::Close(CloseReason::RemClose))
 }

@@ -5,7 +5,7 @@
 //! retries, and `vcl_backend_error` building the answer when it fails.
 //! The body streams into storage while clients read it.
 
-use crate::backend_host::{self, Bereq, Beresp};
+use crate::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::client_host::ConnInfo;
 use crate::request::Req;
 use crate::vcl::Loaded;
@@ -196,7 +196,7 @@ async fn run(
                 break 'attempt (503, None);
             };
             let t = bereq.timeouts(&vcl, index, &sh.params);
-            let head = bereq.head(&backend.host_header);
+            let head = bereq.head(&backend.host_header, BereqBody::None);
             let limits = sh.response_limits();
             let exchange = backend.exchange(&head, &[], &t, &limits, false);
             // A hit-for-miss fetch serves only the request that started
@@ -495,7 +495,7 @@ async fn store(
     }
     let _ = tx.send(Fetched { obj, withheld });
     match filling {
-        Some(filling) => fill::fill(sh, &mut bereq, filling, conn, t).await,
+        Some(filling) => fill::fill(sh, &mut bereq, filling, conn, t, !cacheable).await,
         None => {
             // A 304: no body to read.
             COUNTERS.inc(Counter::fetch_304);

@@ -95,15 +95,23 @@ pub(crate) fn begin(
     })
 }
 
+/// How long a fill held back by `transit_buffer` waits before it looks
+/// again whether its reader is still there.
+const READER_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Reads the body into the object, through its filters, charging the
 /// store as it grows. A failure marks the body failed (its readers see
-/// it end short) and removes the object.
+/// it end short) and removes the object. A `private` object (uncacheable:
+/// only the requests holding it now can ever read it) is read no more
+/// than `transit_buffer` ahead of its furthest reader, and abandoned,
+/// its backend connection closed, once no reader holds it.
 pub(crate) async fn fill(
     sh: &Shared,
     bereq: &mut Bereq,
     filling: Filling,
     mut conn: Conn<'_>,
     t: &Timeouts,
+    private: bool,
 ) {
     let Filling {
         obj,
@@ -132,6 +140,16 @@ pub(crate) async fn fill(
         extra == 0 || sh.cache.grow(&obj, extra, nuke_limit)
     };
     loop {
+        if private && !reader_keeps_up(p.transit_buffer(), &obj).await {
+            COUNTERS.inc(Counter::fetch_failed);
+            bereq.log.fmt(
+                Tag::FetchError,
+                format_args!("abandoned: no client reads the body"),
+            );
+            obj.body.fail();
+            sh.cache.remove(&obj, Removal::Failed);
+            return;
+        }
         match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
                 received += chunk.len() as u64;
@@ -195,6 +213,20 @@ pub(crate) async fn fill(
                 body_failed(sh, &mut bereq.log, &obj, &e);
                 return;
             }
+        }
+    }
+}
+
+/// Waits until the readers of a private object are within `ahead` bytes
+/// of what is stored (any distance when `ahead` is 0); false once nobody
+/// but the fill holds the object.
+async fn reader_keeps_up(ahead: u64, obj: &Arc<Object>) -> bool {
+    loop {
+        if Arc::strong_count(obj) <= 1 {
+            return false;
+        }
+        if ahead == 0 || obj.body.wait_taken(ahead, READER_CHECK).await {
+            return true;
         }
     }
 }

@@ -243,11 +243,16 @@ impl Client {
 
     /// Awaits `fut` while watching the client's socket, so that a client
     /// that leaves is noticed at once instead of when its response is
-    /// written: `None` when it closed or reset. Bytes it sends meanwhile
+    /// written: `None` when it closed or reset (a half-close is waited
+    /// out when `answer_half_closed`). Bytes it sends meanwhile
     /// (a pipelined request) are kept for later, and a client sending a
     /// lot ahead is no longer watched. Only for a request whose body has
     /// been read. An include is not watched: its page cancels it.
-    pub async fn watching<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+    pub async fn watching<F: Future>(
+        &mut self,
+        fut: F,
+        answer_half_closed: bool,
+    ) -> Option<F::Output> {
         /// A client sending this much ahead is not watched further.
         const WATCH_LIMIT: usize = 64 * 1024;
         let mut fut = std::pin::pin!(fut);
@@ -266,6 +271,9 @@ impl Client {
             match event {
                 Ok(out) => return Some(out),
                 Err(Ok(n)) if n > 0 => continue,
+                // End of stream: a close, or a half-close after which
+                // the client still reads (`answer_half_closed`).
+                Err(Ok(_)) if answer_half_closed => return Some(fut.await),
                 Err(_) => return None,
             }
         }
@@ -369,7 +377,28 @@ enum ReqBodyState {
 
 /// The request body could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BodyError;
+pub(crate) enum BodyError {
+    /// The body's framing is broken (bad chunked coding): the client is
+    /// answered 400.
+    Malformed,
+    /// The client went away or stopped sending.
+    Gone,
+}
+
+impl Client {
+    /// Answers a request whose body could not be read as framed with a
+    /// 400 (nothing of a response has been written yet); the caller
+    /// closes the connection.
+    pub async fn refuse_body(&mut self, sh: &crate::Shared) {
+        use lacquer_core::counters::{Counter, COUNTERS};
+        COUNTERS.inc(Counter::client_req_400);
+        const MSG: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 30\r\nConnection: close\r\n\r\n400 Bad Request: request body\n";
+        let idle = lacquer_core::params::Params::duration(sh.params.idle_send_timeout());
+        if !self.is_fragment() {
+            let _ = self.write_small(MSG, idle).await;
+        }
+    }
+}
 
 impl ReqBody {
     pub fn new(framing: Framing) -> Self {
@@ -411,11 +440,11 @@ impl ReqBody {
                         return Ok(None);
                     }
                     Ok(None) => {}
-                    Err(_) => return Err(BodyError),
+                    Err(_) => return Err(BodyError::Malformed),
                 },
             }
             match c.read_more(limit).await {
-                Ok(0) | Err(_) => return Err(BodyError),
+                Ok(0) | Err(_) => return Err(BodyError::Gone),
                 Ok(_) => {}
             }
         }

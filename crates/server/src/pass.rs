@@ -10,10 +10,10 @@
 //! Failures go through `vcl_backend_error`, and the error object goes
 //! back to the client state machine for `vcl_deliver`.
 
-use crate::backend_host::{self, Bereq, Beresp};
+use crate::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::client_host::{ClientHost, ConnInfo, Resp};
 use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
-use crate::io::{Client, SendClock};
+use crate::io::{BodyError, Client, SendClock};
 use crate::request::{Outcome, Req};
 use crate::vcl::Loaded;
 use crate::{fetch, fill, synth, Shared};
@@ -23,7 +23,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
-use lacquer_filters::gzip::Gunzip;
+use lacquer_filters::gzip::{Gunzip, INFLATE_SLICE};
 use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::Tag;
@@ -54,10 +54,6 @@ pub(crate) async fn pass(
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
     headers.remove("expect");
-    let chunked_body = req.head.framing == Framing::Chunked && !req.body.is_done();
-    if chunked_body {
-        headers.set("Transfer-Encoding", "chunked");
-    }
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pass");
     bereq.version = Version::Http11;
     bereq.uncacheable = true;
@@ -86,17 +82,22 @@ pub(crate) async fn pass(
                 if let Err(reason) = crate::request::consume_body(c, sh, req).await {
                     return Passed::Done(Outcome::Close(reason));
                 }
-                bereq.headers.remove("content-length");
-                bereq.headers.remove("transfer-encoding");
             }
+            // The framing comes from the body still to be sent, not from
+            // the header list the client or VCL left.
+            let body = match req.body.is_done() {
+                true => BereqBody::None,
+                false => BereqBody::of(req.head.framing),
+            };
             let t = bereq.timeouts(vcl, index, &sh.params);
             let limits = sh.response_limits();
-            let head = bereq.head(&backend.host_header);
+            let head = bereq.head(&backend.host_header, body);
             let result: Result<(Conn<'_>, ResponseHead), FetchError> = if req.body.is_done() {
                 // Nobody else wants this response: a client that leaves
                 // ends the wait for it (and frees the connection slot).
                 let exchange = backend.exchange(&head, &[], &t, &limits, is_head);
-                let Some(result) = c.watching(exchange).await else {
+                let Some(result) = c.watching(exchange, sh.params.answer_half_closed()).await
+                else {
                     bereq.log.fmt(
                         Tag::FetchError,
                         format_args!("abandoned: the client has gone"),
@@ -114,7 +115,8 @@ pub(crate) async fn pass(
                         return Passed::Done(Outcome::Close(CloseReason::TxError));
                     }
                 }
-                match send_with_body(c, sh, req, &backend, &head, &t, chunked_body).await {
+                let chunked = body == BereqBody::Chunked;
+                match send_with_body(c, sh, req, &backend, &head, &t, chunked).await {
                     Ok(r) => r,
                     Err(outcome) => return Passed::Done(outcome),
                 }
@@ -254,7 +256,14 @@ async fn deliver_private(
         vcl,
     };
     let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
-    let filling = fill::fill(sh, backend.bereq, filling, backend.conn, backend.timeouts);
+    let filling = fill::fill(
+        sh,
+        backend.bereq,
+        filling,
+        backend.conn,
+        backend.timeouts,
+        true,
+    );
     Passed::Done(fill::alongside(delivery, filling).await)
 }
 
@@ -367,22 +376,28 @@ async fn stream_response(
         match be.read_body(&mut reader, t).await {
             Ok(Some(piece)) => {
                 body += piece.len() as u64;
-                let piece = match inflate.as_mut().map(|z| z.push(&piece)) {
-                    None => piece,
-                    Some(Ok(inflated)) => inflated,
-                    Some(Err(e)) => {
-                        fetch::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
-                        c.send_failed().await;
+                // Inflated (for an include) a bounded slice at a time.
+                let mut slices = inflate.as_mut().map(|z| z.slices(&piece, INFLATE_SLICE));
+                let mut whole = Some(piece.clone());
+                loop {
+                    let out = match slices.as_mut().map(|s| s.next()) {
+                        None => whole.take(),
+                        Some(Ok(slice)) => slice,
+                        Some(Err(e)) => {
+                            fetch::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                            c.send_failed().await;
+                            return Passed::Done(Outcome::Close(CloseReason::TxError));
+                        }
+                    };
+                    let Some(out) = out else { break };
+                    let Ok(n) = c.send_body(&[out], chunked, &clock).await else {
                         return Passed::Done(Outcome::Close(CloseReason::TxError));
+                    };
+                    if !fragment {
+                        COUNTERS.add(Counter::s_resp_bodybytes, n);
                     }
-                };
-                let Ok(n) = c.send_body(&[piece], chunked, &clock).await else {
-                    return Passed::Done(Outcome::Close(CloseReason::TxError));
-                };
-                if !fragment {
-                    COUNTERS.add(Counter::s_resp_bodybytes, n);
+                    req.acct.body_tx += n;
                 }
-                req.acct.body_tx += n;
             }
             Ok(None) => {
                 if let Some(z) = inflate.take() {
@@ -468,7 +483,11 @@ async fn send_with_body<'b>(
                 }
             }
             Ok(None) => break,
-            Err(_) => return Err(Outcome::Close(CloseReason::RxBody)),
+            Err(BodyError::Malformed) => {
+                c.refuse_body(sh).await;
+                return Err(Outcome::Close(CloseReason::RxBad));
+            }
+            Err(BodyError::Gone) => return Err(Outcome::Close(CloseReason::RxBody)),
         }
     }
     if chunked {

@@ -2,7 +2,7 @@
 //! backend connection and bytes flow both ways untouched until either
 //! side closes or nothing moves for `pipe_timeout`.
 
-use crate::backend_host::{self, Bereq};
+use crate::backend_host::{self, Bereq, BereqBody};
 use crate::client_host::ConnInfo;
 use crate::io::Client;
 use crate::request::{Outcome, Req};
@@ -62,7 +62,8 @@ pub(crate) async fn pipe(
         return Piped::Synth(503, None);
     };
     let t = bereq.timeouts(vcl, index, &sh.params);
-    let head = bereq.head(&backend.host_header);
+    // The client's bytes follow the head as it sent them.
+    let head = bereq.head(&backend.host_header, BereqBody::of(req.head.framing));
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {

@@ -8,7 +8,7 @@ use crate::client_host::{ClientHost, ConnInfo, Resp};
 use crate::deliver::{self, Delivery};
 use crate::esi::IncludeCtx;
 use crate::fetch::{self, FetchKind};
-use crate::io::{Client, ReqBody};
+use crate::io::{BodyError, Client, ReqBody};
 use crate::vcl::Loaded;
 use crate::{pass, pipe, synth, vsl, Shared};
 use bytes::Bytes;
@@ -298,9 +298,11 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
 /// Client address appended to `X-Forwarded-For`, as Varnish does before
 /// `vcl_recv`.
 fn append_forwarded_for(req: &mut Req, c: &Client) {
-    let value = forwarded_for(req.head.headers.get("x-forwarded-for"), &c.peer_ip);
+    // Repeated lines are one list: each proxy before us counts.
+    let prev = req.head.headers.get_joined("x-forwarded-for");
+    let value = forwarded_for(prev.as_ref(), &c.peer_ip);
     if req.log.active() {
-        if let Some(prev) = req.head.headers.get("x-forwarded-for") {
+        if let Some(prev) = &prev {
             req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
         }
         req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
@@ -368,7 +370,11 @@ pub(crate) async fn consume_body(
             req.acct.body_rx += n;
             Ok(req.head.keep_alive())
         }
-        Err(_) => Err(CloseReason::RxBody),
+        Err(BodyError::Malformed) => {
+            c.refuse_body(sh).await;
+            Err(CloseReason::RxBad)
+        }
+        Err(BodyError::Gone) => Err(CloseReason::RxBody),
     }
 }
 
@@ -586,7 +592,7 @@ async fn miss_step(
             let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn, key, slot, kind);
             // A client that leaves stops waiting; the fetch goes on for
             // the cache, unless it was this request's own (hit-for-miss).
-            let Some(answer) = c.watching(rx).await else {
+            let Some(answer) = c.watching(rx, cx.sh.params.answer_half_closed()).await else {
                 return Step::Done(Outcome::Close(CloseReason::RemClose));
             };
             let fetched = match answer {

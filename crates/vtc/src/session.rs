@@ -174,6 +174,17 @@ impl Session<'_> {
                 log(3, &self.actor, "closing fd");
                 Ok(())
             }
+            "shutdown" => {
+                // As varnishtest: both directions unless -read or -write.
+                let how = match (w.contains(&"-read"), w.contains(&"-write")) {
+                    (true, false) => std::net::Shutdown::Read,
+                    (false, true) => std::net::Shutdown::Write,
+                    _ => std::net::Shutdown::Both,
+                };
+                let _ = conn.stream.shutdown(how);
+                log(3, &self.actor, "Shutting down fd");
+                Ok(())
+            }
             "accept" => {
                 let Some(l) = self.listener else {
                     fail!("accept: only a server can accept");

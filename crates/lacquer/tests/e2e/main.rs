@@ -7,6 +7,7 @@ mod cache;
 mod cli;
 mod client_side;
 mod harness;
+mod hostile;
 mod mgmt;
 mod observability;
 mod origin;

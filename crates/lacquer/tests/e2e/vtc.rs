@@ -35,14 +35,27 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn the_behaviour_suite_passes() {
-    let mut files: Vec<String> = std::fs::read_dir(root().join("tests/vtc"))
-        .expect("tests/vtc exists")
+    suite_passes("tests/vtc", 8);
+}
+
+#[test]
+fn the_hostile_input_suite_passes() {
+    suite_passes("tests/hostile", 10);
+}
+
+/// Runs every `.vtc` file of a folder under `lacquer test`.
+fn suite_passes(folder: &str, at_least: usize) {
+    let mut files: Vec<String> = std::fs::read_dir(root().join(folder))
+        .expect("the suite's folder exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "vtc"))
         .map(|p| p.display().to_string())
         .collect();
     files.sort();
-    assert!(files.len() >= 8, "the suite has its tests: {files:?}");
+    assert!(
+        files.len() >= at_least,
+        "the suite has its tests: {files:?}"
+    );
     let mut args = vec!["-j", "2", "-k"];
     args.extend(files.iter().map(String::as_str));
     let out = run(&args);
