@@ -308,7 +308,7 @@ impl Cache {
                     if obj.body.is_failed() {
                         continue;
                     }
-                    if left > wants.min_fresh {
+                    if left > 0.0 && !obj.min_fresh_refuses(wants.min_fresh, left, now) {
                         let obj = obj.clone();
                         drop(map);
                         self.touch(&obj, now, lru_interval);

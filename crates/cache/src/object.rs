@@ -316,6 +316,8 @@ pub struct Object {
     /// here rather than on every delivery.
     pub gzipped: bool,
     t_origin: AtomicF64,
+    /// When a request's `min-fresh` last made this object a miss.
+    min_fresh_miss: AtomicF64,
     ttl: AtomicF64,
     grace: AtomicF64,
     keep: AtomicF64,
@@ -385,6 +387,7 @@ impl Object {
             accept_ranges,
             gzipped,
             t_origin: AtomicF64::new(init.timers.t_origin),
+            min_fresh_miss: AtomicF64::new(f64::NEG_INFINITY),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
@@ -470,6 +473,22 @@ impl Object {
 
     /// Seconds of TTL left (negative once stale).
     #[inline]
+    /// Whether a request's `min-fresh` (RFC 9111 §5.2.1.3) of `min_fresh`
+    /// seconds may make this object, with `left` seconds of freshness, a
+    /// miss now. Not when it asks more than the object's whole lifetime
+    /// (no copy could ever satisfy it), and at most once a second for one
+    /// object, so that clients cannot turn every hit into a revalidation.
+    pub fn min_fresh_refuses(&self, min_fresh: f64, left: f64, now: f64) -> bool {
+        if min_fresh <= 0.0 || left > min_fresh || min_fresh >= self.ttl.get() {
+            return false;
+        }
+        if now - self.min_fresh_miss.get() < 1.0 {
+            return false;
+        }
+        self.min_fresh_miss.set(now);
+        true
+    }
+
     pub fn ttl_left(&self, now: f64) -> f64 {
         self.t_origin.get() + self.ttl.get() - now
     }

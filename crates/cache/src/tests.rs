@@ -437,3 +437,38 @@ fn client_freshness_wants() {
     let found = c.lookup_wanting(b"/m", br(&req), 30.0, 2.0, max_stale);
     assert!(matches!(found, Lookup::Miss(_)));
 }
+
+#[test]
+fn min_fresh_revalidates_an_object_at_most_once_a_second() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let timers = Timers {
+        t_origin: 0.0,
+        ttl: 10.0,
+        grace: 0.0,
+        keep: 100.0,
+    };
+    let slot = miss(&c, b"/m", &req, 0.0);
+    let mut headers = Headers::new();
+    headers.append("ETag", "\"v1\"");
+    let stored = with_headers(headers, timers);
+    slot.insert(&stored, &req);
+    let look = |now: f64, min_fresh: f64| {
+        let wants = Wants {
+            min_fresh,
+            ..Wants::default()
+        };
+        c.lookup_wanting(b"/m", br(&req), now, 2.0, wants)
+    };
+    // More than the object's whole lifetime: no copy could satisfy it.
+    assert!(matches!(look(5.0, 10.0), Lookup::Hit(_)));
+    assert!(matches!(look(5.0, 60.0), Lookup::Hit(_)));
+    // Unmet: one revalidation, then hits for a second, then another.
+    match look(5.0, 8.0) {
+        Lookup::Miss(slot) => slot.abandon(None),
+        _ => panic!("min-fresh unmet: a miss"),
+    }
+    assert!(matches!(look(5.5, 8.0), Lookup::Hit(_)));
+    assert!(matches!(look(5.9, 8.0), Lookup::Hit(_)));
+    assert!(matches!(look(6.1, 8.0), Lookup::Miss(_)));
+}

@@ -169,7 +169,9 @@ pub fn parse_response(
     // A response framed two ways may have been read differently by
     // someone else on the way: never put another request behind it
     // (RFC 9112 §6.1).
-    if framing == Framing::UntilClose || (te_chunked_last.is_some() && content_length.is_some()) {
+    if framing == Framing::UntilClose
+        || (te_chunked_last.is_some() && (content_length.is_some() || bad_length))
+    {
         keep_alive = false;
     }
     if headers.connection_names_end_to_end().is_some() {
@@ -212,6 +214,14 @@ mod tests {
         .unwrap();
         assert_eq!(r.framing, Framing::Chunked);
         assert!(!r.keep_alive, "framed two ways: never reused");
+        let r = parse(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: x\r\n\r\n",
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.framing, Framing::Chunked);
+        assert!(!r.keep_alive, "even with a length that does not parse");
         let r = parse("HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
         assert_eq!(r.framing, Framing::UntilClose);
         assert!(!r.keep_alive);
