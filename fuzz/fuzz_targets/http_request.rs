@@ -22,6 +22,8 @@ fuzz_target!(|data: &[u8]| {
         if head.framing == Framing::Chunked {
             assert_eq!(te, 1);
         }
-        assert!(head.url.starts_with(b"/") || head.url.as_ref() == b"*" || head.method_is("CONNECT"));
+        assert!(
+            head.url.starts_with(b"/") || head.url.as_ref() == b"*" || head.method_is("CONNECT")
+        );
     }
 });

@@ -16,7 +16,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut buf = BytesMut::from(rest);
     if let Ok(Some(head)) = parse_response(&mut buf, &limits, first & 1 == 1) {
-        let both = head.headers.contains("content-length") && head.headers.contains("transfer-encoding");
+        let both =
+            head.headers.contains("content-length") && head.headers.contains("transfer-encoding");
         if both || head.framing == Framing::UntilClose {
             assert!(!head.keep_alive);
         }
