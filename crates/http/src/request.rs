@@ -224,7 +224,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
     };
     if path.is_empty()
         || !(path.starts_with('/')
-            || path == "*"
+            || (path == "*" && method == "OPTIONS")
             || starts_with_ignore_case(path.as_bytes(), b"http://")
             || starts_with_ignore_case(path.as_bytes(), b"https://")
             || method == "CONNECT")
@@ -439,6 +439,14 @@ mod tests {
         assert_eq!(r.headers.get("host").unwrap(), "h:8443");
         let r = parse("GET http://h?q HTTP/1.1\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.url, "/?q");
+        // A root URL without its path (VSV00018): the path is "/".
+        let r = parse("GET http://other.example HTTP/1.1\r\nHost: good\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.url, "/");
+        assert_eq!(r.headers.get("host").unwrap(), "other.example");
+        assert_eq!(status("GET * HTTP/1.1\r\n\r\n"), 400);
+        assert!(parse("OPTIONS * HTTP/1.1\r\n\r\n").unwrap().is_some());
         assert_eq!(status("GET http:///x HTTP/1.1\r\n\r\n"), 400);
         assert_eq!(status("GET http://u@h/x HTTP/1.1\r\n\r\n"), 400);
     }
