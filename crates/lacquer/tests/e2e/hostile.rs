@@ -96,19 +96,36 @@ fn streamer(size: u64) -> Streamer {
     }
 }
 
+impl Streamer {
+    /// Waits for the origin to stop writing, and checks it stopped long
+    /// before the end of its body.
+    fn stops_early(&self) {
+        assert!(eventually(Duration::from_secs(20), || self
+            .done
+            .load(Ordering::SeqCst)));
+        let sent = self.written.load(Ordering::SeqCst);
+        assert!(sent < 32 * MIB, "the origin sent {} MiB", sent / MIB);
+    }
+}
+
+/// Sends a request and reads the first MiB of its 200 response.
+fn read_a_mib(lq: &Lacquer, request: &[u8]) -> crate::harness::Client {
+    let mut c = lq.connect();
+    c.send(request);
+    assert_eq!(c.read_head().status, 200);
+    let mut got = 0;
+    while got < MIB as usize {
+        got += c.read_some(64 * 1024).len();
+    }
+    c
+}
+
 #[test]
 fn an_uncacheable_fetch_follows_its_client_and_stops_when_it_leaves() {
     let size = 100 * MIB;
     let origin = streamer(size);
     let lq = Lacquer::start(origin.addr, &[]);
-    let mut c = lq.connect();
-    c.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
-    let head = c.read_head();
-    assert_eq!(head.status, 200);
-    let mut got = 0;
-    while got < MIB as usize {
-        got += c.read_some(64 * 1024).len();
-    }
+    let c = read_a_mib(&lq, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     // A slow client: the origin is read about transit_buffer ahead of it
     // (plus what sockets hold), not to the end.
     let mut last = u64::MAX;
@@ -121,30 +138,19 @@ fn an_uncacheable_fetch_follows_its_client_and_stops_when_it_leaves() {
     assert!(held < 24 * MIB, "the origin sent {} MiB ahead", held / MIB);
     // The client leaves: the fetch is abandoned and its connection closed.
     drop(c);
-    assert!(eventually(Duration::from_secs(20), || origin
-        .done
-        .load(Ordering::SeqCst)));
-    let sent = origin.written.load(Ordering::SeqCst);
-    assert!(sent < 32 * MIB, "the origin sent {} MiB", sent / MIB);
+    origin.stops_early();
 }
 
 #[test]
 fn a_pass_stops_reading_when_its_client_leaves() {
     let origin = streamer(100 * MIB);
     let lq = Lacquer::start(origin.addr, &[]);
-    let mut c = lq.connect();
-    c.send(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx");
-    assert_eq!(c.read_head().status, 200);
-    let mut got = 0;
-    while got < MIB as usize {
-        got += c.read_some(64 * 1024).len();
-    }
+    let c = read_a_mib(
+        &lq,
+        b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx",
+    );
     drop(c);
-    assert!(eventually(Duration::from_secs(20), || origin
-        .done
-        .load(Ordering::SeqCst)));
-    let sent = origin.written.load(Ordering::SeqCst);
-    assert!(sent < 32 * MIB, "the origin sent {} MiB", sent / MIB);
+    origin.stops_early();
 }
 
 #[test]
