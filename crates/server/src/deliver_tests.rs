@@ -1,0 +1,115 @@
+//! Unit tests of delivery: conditional requests and byte ranges.
+
+use super::*;
+use lacquer_cache::object::{ObjKind, ObjectInit, Timers};
+use lacquer_cache::Body;
+
+fn obj(etag: Option<&'static str>, lm: Option<&'static str>) -> Object {
+    let mut h = Headers::new();
+    if let Some(e) = etag {
+        h.append("ETag", e);
+    }
+    if let Some(l) = lm {
+        h.append("Last-Modified", l);
+    }
+    Object::new(ObjectInit {
+        xid: 1,
+        kind: ObjKind::Normal,
+        status: 200,
+        head: Bytes::new(),
+        headers: h,
+        body: Body::complete(vec![]),
+        vary: None,
+        timers: Timers {
+            t_origin: 0.0,
+            ttl: 1.0,
+            grace: 0.0,
+            keep: 0.0,
+        },
+    })
+}
+
+fn req(pairs: &[(&'static str, &'static str)]) -> Headers {
+    Headers::from_static_pairs(pairs)
+}
+
+#[test]
+fn conditionals() {
+    let o = obj(Some("\"abc\""), Some("Sun, 06 Nov 1994 08:49:37 GMT"));
+    let now = 1e9;
+    assert!(not_modified(&req(&[("If-None-Match", "\"abc\"")]), &o, now));
+    assert!(not_modified(
+        &req(&[("If-None-Match", "\"x\", W/\"abc\"")]),
+        &o,
+        now
+    ));
+    assert!(not_modified(&req(&[("If-None-Match", "*")]), &o, now));
+    assert!(!not_modified(&req(&[("If-None-Match", "\"x\"")]), &o, now));
+    assert!(not_modified(
+        &req(&[("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),
+        &o,
+        now
+    ));
+    assert!(!not_modified(
+        &req(&[("If-Modified-Since", "Sat, 05 Nov 1994 08:49:37 GMT")]),
+        &o,
+        now
+    ));
+    // If-None-Match wins over If-Modified-Since.
+    assert!(!not_modified(
+        &req(&[
+            ("If-None-Match", "\"x\""),
+            ("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")
+        ]),
+        &o,
+        now
+    ));
+}
+
+#[test]
+fn ranges() {
+    let o = obj(Some("\"abc\""), None);
+    let r = |v: &'static str| range(&req(&[("Range", v)]), &o, 100);
+    assert_eq!(
+        r("bytes=0-9"),
+        Range::Partial {
+            start: 0,
+            end: 9,
+            total: 100
+        }
+    );
+    assert_eq!(
+        r("bytes=90-"),
+        Range::Partial {
+            start: 90,
+            end: 99,
+            total: 100
+        }
+    );
+    assert_eq!(
+        r("bytes=-10"),
+        Range::Partial {
+            start: 90,
+            end: 99,
+            total: 100
+        }
+    );
+    assert_eq!(
+        r("bytes=50-500"),
+        Range::Partial {
+            start: 50,
+            end: 99,
+            total: 100
+        }
+    );
+    assert_eq!(r("bytes=100-"), Range::Unsatisfiable { total: 100 });
+    assert_eq!(r("bytes=-0"), Range::Unsatisfiable { total: 100 });
+    assert_eq!(r("bytes=0-1,5-6"), Range::Full);
+    assert_eq!(r("bytes=9-1"), Range::Full);
+    assert_eq!(r("items=0-1"), Range::Full);
+    assert_eq!(r("bytes=x-1"), Range::Full);
+    let ir = req(&[("Range", "bytes=0-9"), ("If-Range", "\"other\"")]);
+    assert_eq!(range(&ir, &o, 100), Range::Full);
+    let ir = req(&[("Range", "bytes=0-9"), ("If-Range", "\"abc\"")]);
+    assert!(matches!(range(&ir, &o, 100), Range::Partial { .. }));
+}
