@@ -7,6 +7,10 @@ use bytes::{Buf, Bytes, BytesMut};
 /// Longest chunk-size line (size, extensions) or trailer line accepted.
 const MAX_LINE: usize = 4096;
 
+/// Most bytes of trailer lines accepted after the last chunk (they are
+/// read and dropped, never forwarded).
+const MAX_TRAILERS: usize = 32 * 1024;
+
 /// What the decoder produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {
@@ -33,6 +37,7 @@ enum State {
 #[derive(Debug)]
 pub struct ChunkedDecoder {
     state: State,
+    trailers: usize,
 }
 
 impl Default for ChunkedDecoder {
@@ -64,7 +69,10 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, ChunkError> {
 
 impl ChunkedDecoder {
     pub fn new() -> Self {
-        ChunkedDecoder { state: State::Size }
+        ChunkedDecoder {
+            state: State::Size,
+            trailers: 0,
+        }
     }
 
     pub fn is_done(&self) -> bool {
@@ -139,6 +147,10 @@ impl ChunkedDecoder {
                         self.state = State::Done;
                         return Ok(Some(Decoded::End));
                     }
+                    self.trailers += line.len() + 2;
+                    if self.trailers > MAX_TRAILERS {
+                        return Err(ChunkError("trailers too large"));
+                    }
                 }
                 State::Done => return Ok(Some(Decoded::End)),
             }
@@ -199,6 +211,12 @@ mod tests {
         assert!(decode_all(b"5\r\nhello\n0\r\n\r\n").is_err());
         assert!(decode_all(b"0\r\n\n").is_err());
         assert!(decode_all(b"0\r\nX: 1\n\r\n").is_err());
+        let mut many = b"0\r\n".to_vec();
+        for _ in 0..2000 {
+            many.extend_from_slice(b"X-Trailer: some value\r\n");
+        }
+        many.extend_from_slice(b"\r\n");
+        assert!(decode_all(&many).is_err());
     }
 
     #[test]
