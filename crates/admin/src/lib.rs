@@ -6,6 +6,8 @@
 //! and the SHA-256 challenge-response that proves knowledge of the `-S`
 //! secret.
 
+#![forbid(unsafe_code)]
+
 mod auth;
 mod client;
 pub mod commands;

@@ -4,6 +4,8 @@
 //! `backend_idle_timeout`), including the one retry on a fresh connection
 //! when a reused one turns out to have been closed.
 
+#![forbid(unsafe_code)]
+
 mod conn;
 mod limit;
 pub mod probe;

@@ -3,6 +3,8 @@
 //! list; expiry; storage with LRU eviction; bans. Locks here are short and
 //! never held across an await.
 
+#![forbid(unsafe_code)]
+
 pub mod ban;
 pub mod object;
 pub mod store;

@@ -3,6 +3,8 @@
 //! compilation. Every other crate depends on this one; it depends on nothing
 //! of ours.
 
+#![forbid(unsafe_code)]
+
 pub mod close;
 pub mod counters;
 pub mod glob;

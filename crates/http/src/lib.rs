@@ -2,6 +2,8 @@
 //! defences live here), backend response parsing, body framing and the
 //! chunked transfer coding. Nothing here touches a socket.
 
+#![forbid(unsafe_code)]
+
 pub mod chunked;
 pub mod headers;
 pub mod request;

@@ -4,6 +4,8 @@
 //! `top`, `hist` and `stat` read a daemon's shared memory as varnishlog,
 //! varnishncsa, varnishtop, varnishhist and varnishstat do.
 
+#![forbid(unsafe_code)]
+
 use lacquer_tools::{adm, hist, log, ncsa, stat, top};
 
 use lacquer_server::config::{parse_args, ServeAction};

@@ -20,8 +20,9 @@ use std::sync::atomic::Ordering;
 pub(crate) struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
-    /// The client socket (None for an ESI include).
-    pub fd: Option<i32>,
+    /// The client socket's options (an ESI include has its page's
+    /// duplicate, or none).
+    pub fd: Option<crate::sockopt::ClientFd>,
 }
 
 pub(crate) struct ClientHost<'a> {
@@ -471,8 +472,11 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
 
-    fn client_socket(&self) -> Option<i32> {
-        self.conn.fd
+    fn client_socket(&self) -> Option<&dyn lacquer_vcl::ClientSocket> {
+        self.conn
+            .fd
+            .as_ref()
+            .map(|fd| fd as &dyn lacquer_vcl::ClientSocket)
     }
 
     fn purge(&mut self, soft: Option<[f64; 3]>) -> i64 {

@@ -28,7 +28,7 @@ use lacquer_http::{Headers, RequestHead, Version};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
 use std::future::Future;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -288,10 +288,12 @@ fn child_ctx(c: &Client, out: &Out<'_>, req: &Req, level: u32, parallel: usize) 
             version: req.head.version,
             headers: req.head.headers.clone(),
             t_req: req.t_req,
-            socket: c
-                .fd
-                .filter(|_| out.vcl.program.uses_client_socket)
-                .and_then(duplicate),
+            socket: out
+                .vcl
+                .program
+                .uses_client_socket
+                .then(|| c.duplicate_socket())
+                .flatten(),
         }),
     };
     let ahead = match &req.include {
@@ -304,16 +306,6 @@ fn child_ctx(c: &Client, out: &Out<'_>, req: &Req, level: u32, parallel: usize) 
         gzip: out.gzip,
         ahead,
     }
-}
-
-/// A descriptor of its own for the socket behind `fd`.
-fn duplicate(fd: i32) -> Option<OwnedFd> {
-    // SAFETY: `fd` is the open socket of the connection being served;
-    // F_DUPFD_CLOEXEC only reads it and returns a new descriptor (or -1),
-    // which becomes owned here.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    // SAFETY: a non-negative result is a descriptor nobody else owns.
-    (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
 }
 
 /// The headers includes start from: the request's as it arrived (before

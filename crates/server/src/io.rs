@@ -131,6 +131,16 @@ impl Client {
         }
     }
 
+    /// A descriptor of its own for the client socket (close-on-exec), so
+    /// an ESI page's includes can reach its options even after the
+    /// connection closes; None for an include.
+    pub fn duplicate_socket(&self) -> Option<std::os::fd::OwnedFd> {
+        match &self.wire {
+            Wire::Tcp(stream) => std::os::fd::AsFd::as_fd(stream).try_clone_to_owned().ok(),
+            Wire::Fragment(_) => None,
+        }
+    }
+
     /// The socket, unless this is an ESI include.
     pub fn tcp(&mut self) -> Option<&mut TcpStream> {
         match &mut self.wire {

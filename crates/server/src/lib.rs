@@ -4,6 +4,8 @@
 //! delivery to clients; and the start-up that ties them to listening
 //! sockets.
 
+#![deny(unsafe_code)]
+
 mod backend_host;
 mod client_host;
 pub mod config;
@@ -26,6 +28,7 @@ mod request;
 mod resp;
 mod revalidate;
 mod session;
+mod sockopt;
 mod synth;
 mod vcl;
 mod vsl;

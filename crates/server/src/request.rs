@@ -246,7 +246,7 @@ async fn run(c: &mut Client, sh: &Arc<Shared>, vcl: &Arc<Loaded>, mut req: Req) 
         conn: ConnInfo {
             peer: c.peer,
             local: c.local,
-            fd: c.fd,
+            fd: c.fd.map(crate::sockopt::ClientFd),
         },
     };
     let outcome = steps(c, &cx, &mut req).await;

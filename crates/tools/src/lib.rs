@@ -3,6 +3,8 @@
 //! shared-memory log and `stat` its counters. They find the daemon through
 //! its work directory (`-n`) and never link the daemon itself.
 
+#![forbid(unsafe_code)]
+
 pub mod adm;
 pub mod hist;
 pub mod log;

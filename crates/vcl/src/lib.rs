@@ -3,6 +3,8 @@
 //! and the vmods Lacquer carries (`std`, `directors`). Independent of
 //! sockets: the daemon lends its requests through the `Host` trait.
 
+#![forbid(unsafe_code)]
+
 pub mod acl;
 pub mod ast;
 mod compile;
@@ -13,6 +15,7 @@ pub mod eval;
 pub mod lexer;
 pub mod parser;
 pub mod program;
+pub mod socket;
 pub mod source;
 pub mod types;
 pub mod vars;
@@ -26,6 +29,7 @@ mod vmod_xkey;
 pub use compile::{compile, Failure, Options};
 pub use eval::{init, run, VclFailure};
 pub use program::{BackendDef, Host, Lent, ProbeDef, Program};
+pub use socket::{ClientSocket, TcpInfo};
 pub use source::{CompileError, Source, Span};
 pub use types::{Action, BackendRef, HttpKind, Method, Type, Value};
 pub use vars::{StorageField, Var};

@@ -211,9 +211,9 @@ pub trait Host {
     fn cache_req_body(&mut self, _max: u64) -> bool {
         false
     }
-    /// The client connection's socket descriptor (`std.set_ip_tos`,
-    /// vmod tcp); None outside a client request.
-    fn client_socket(&self) -> Option<i32> {
+    /// The client connection's socket options (`std.set_ip_tos`, vmod
+    /// tcp); None outside a client request.
+    fn client_socket(&self) -> Option<&dyn crate::socket::ClientSocket> {
         None
     }
     /// vmod purge: purges every variant stored under the request's hash,

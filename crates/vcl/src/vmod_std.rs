@@ -56,19 +56,23 @@ fn log(c: &mut Ctx<'_>, a: &[Value]) -> R {
 }
 
 fn syslog(c: &mut Ctx<'_>, a: &[Value]) -> R {
-    let mut msg: Vec<u8> = s(&a[1]).iter().copied().filter(|&b| b != 0).collect();
-    msg.push(0);
-    let priority = a[0].as_i64() as libc::c_int;
-    // SAFETY: both strings are NUL-terminated and outlive the call.
-    unsafe {
-        libc::syslog(
-            priority,
-            c"%s".as_ptr(),
-            msg.as_ptr() as *const libc::c_char,
-        )
-    };
-    c.host.log(&msg[..msg.len() - 1]);
+    let msg: Vec<u8> = s(&a[1]).iter().copied().filter(|&b| b != 0).collect();
+    send_syslog(a[0].as_i64(), &msg);
+    c.host.log(&msg);
     Ok(Value::Unset)
+}
+
+/// Hands a message to the local syslog daemon (`/dev/log`, RFC 3164's
+/// `<PRI>tag: message`), with LOG_USER as the facility when the priority
+/// names none, as syslog(3) does. Nowhere to send it is not an error.
+fn send_syslog(priority: i64, msg: &[u8]) {
+    let priority = priority.clamp(0, 1023);
+    let priority = if priority < 8 { priority | 8 } else { priority };
+    let mut line = format!("<{priority}>lacquer[{}]: ", std::process::id()).into_bytes();
+    line.extend_from_slice(msg);
+    if let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() {
+        let _ = sock.send_to(&line, "/dev/log");
+    }
 }
 
 fn toupper(_: &mut Ctx<'_>, a: &[Value]) -> R {
@@ -363,26 +367,11 @@ fn timestamp(c: &mut Ctx<'_>, a: &[Value]) -> R {
 }
 
 fn set_ip_tos(c: &mut Ctx<'_>, a: &[Value]) -> R {
-    let Some(fd) = c.host.client_socket() else {
+    let tos = a[0].as_i64().clamp(0, 255) as u8;
+    let Some(sock) = c.host.client_socket() else {
         return Ok(Value::Unset);
     };
-    let tos = a[0].as_i64().clamp(0, 255) as libc::c_int;
-    let v6 = c.host.get(crate::vars::Var::LocalIp);
-    let (level, name) = match v6 {
-        Value::Ip(Some(a)) if a.is_ipv6() => (libc::IPPROTO_IPV6, libc::IPV6_TCLASS),
-        _ => (libc::IPPROTO_IP, libc::IP_TOS),
-    };
-    // SAFETY: the option takes an int; the descriptor is the client's.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&tos as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
+    if sock.set_tos(tos).is_err() {
         c.host.error("std.set_ip_tos(): setsockopt failed");
     }
     Ok(Value::Unset)

@@ -191,9 +191,9 @@ impl Server {
     pub fn stop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         if let Some(l) = &self.listener {
-            // SAFETY: shutting down a descriptor this server owns wakes a
-            // thread blocked in accept on it.
-            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+            // Shutting the listening socket down wakes a thread blocked in
+            // accept on it.
+            let _ = socket2::SockRef::from(l).shutdown(std::net::Shutdown::Both);
         }
         if let Some(s) = self
             .current

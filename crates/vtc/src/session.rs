@@ -383,21 +383,13 @@ pub fn delay(actor: &str, secs: &str) -> Step {
 }
 
 fn send_urgent(conn: &mut Conn, data: &[u8]) -> Step {
-    use std::os::unix::io::AsRawFd;
     crate::trace::dump(&conn.actor, "send_urgent", data);
-    for &byte in data {
-        // SAFETY: the descriptor is open for as long as `conn` lives, and
-        // the buffer is one valid byte.
-        let n = unsafe {
-            libc::send(
-                conn.stream.as_raw_fd(),
-                (&byte as *const u8).cast(),
-                1,
-                libc::MSG_OOB,
-            )
-        };
-        if n != 1 {
-            fail!("send_urgent failed: {}", std::io::Error::last_os_error());
+    let sock = socket2::SockRef::from(&conn.stream);
+    for byte in data.chunks(1) {
+        match sock.send_out_of_band(byte) {
+            Ok(1) => {}
+            Ok(_) => fail!("send_urgent failed: short write"),
+            Err(e) => fail!("send_urgent failed: {e}"),
         }
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! End-to-end behaviour of `lacquer serve`: the real binary in front of a
 //! real origin server, driven by a raw client.
 
+#![forbid(unsafe_code)]
+
 mod backend_side;
 mod bans;
 mod cache;

@@ -1,0 +1,156 @@
+//! The client socket's options as VCL sets and reads them (vmod tcp,
+//! `std.set_ip_tos`): the one module of the daemon that calls the C
+//! library, on a descriptor it is lent for one request.
+
+#![allow(unsafe_code)]
+
+use lacquer_vcl::{ClientSocket, TcpInfo};
+use std::io;
+use std::os::fd::RawFd;
+
+/// `SO_MAX_PACING_RATE` (Linux 3.13), not in every libc binding.
+const SO_MAX_PACING_RATE: libc::c_int = 47;
+
+/// A client connection's descriptor, valid while its request runs (an
+/// ESI include's is its page's own duplicate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClientFd(pub RawFd);
+
+impl ClientFd {
+    fn set<T>(&self, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+        // SAFETY: `value` is a live `T` and the length given is its size;
+        // the descriptor is open while the request that lent it runs.
+        let r = unsafe {
+            libc::setsockopt(
+                self.0,
+                level,
+                name,
+                (value as *const T).cast(),
+                std::mem::size_of::<T>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Reads an option into `out`; returns the length the kernel wrote.
+    fn get_into(&self, level: libc::c_int, name: libc::c_int, out: &mut [u8]) -> io::Result<usize> {
+        let mut len = out.len() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `out`.
+        let r = unsafe { libc::getsockopt(self.0, level, name, out.as_mut_ptr().cast(), &mut len) };
+        if r == 0 {
+            Ok((len as usize).min(out.len()))
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn is_ipv6(&self) -> bool {
+        let mut domain = [0u8; 4];
+        self.get_into(libc::SOL_SOCKET, libc::SO_DOMAIN, &mut domain)
+            .is_ok_and(|_| i32::from_ne_bytes(domain) == libc::AF_INET6)
+    }
+}
+
+impl ClientSocket for ClientFd {
+    fn set_pacing_rate(&self, rate: u32) -> io::Result<()> {
+        self.set(libc::SOL_SOCKET, SO_MAX_PACING_RATE, &rate)
+    }
+
+    fn pacing_rate(&self) -> io::Result<u32> {
+        let mut rate = [0u8; 4];
+        self.get_into(libc::SOL_SOCKET, SO_MAX_PACING_RATE, &mut rate)?;
+        Ok(u32::from_ne_bytes(rate))
+    }
+
+    fn set_congestion(&self, name: &[u8]) -> io::Result<()> {
+        let name = &name[..name.len().min(16)];
+        // SAFETY: the kernel reads `name.len()` bytes of the name.
+        let r = unsafe {
+            libc::setsockopt(
+                self.0,
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                name.as_ptr().cast(),
+                name.len() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    fn congestion(&self) -> io::Result<String> {
+        let mut name = [0u8; 16];
+        let len = self.get_into(libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut name)?;
+        let name = &name[..len];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+    }
+
+    fn tcp_info(&self) -> io::Result<TcpInfo> {
+        // SAFETY: tcp_info is plain data, valid all zeroes.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `info`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.0,
+                libc::SOL_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(TcpInfo {
+            snd_mss: info.tcpi_snd_mss,
+            rcv_mss: info.tcpi_rcv_mss,
+            lost: info.tcpi_lost,
+            retrans: info.tcpi_retrans,
+            pmtu: info.tcpi_pmtu,
+            rtt: info.tcpi_rtt,
+            rttvar: info.tcpi_rttvar,
+            snd_cwnd: info.tcpi_snd_cwnd,
+            advmss: info.tcpi_advmss,
+            reordering: info.tcpi_reordering,
+            pacing_rate: info.tcpi_pacing_rate,
+            max_pacing_rate: info.tcpi_max_pacing_rate,
+        })
+    }
+
+    fn set_tos(&self, tos: u8) -> io::Result<()> {
+        let tos = libc::c_int::from(tos);
+        if self.is_ipv6() {
+            self.set(libc::IPPROTO_IPV6, libc::IPV6_TCLASS, &tos)
+        } else {
+            self.set(libc::IPPROTO_IP, libc::IP_TOS, &tos)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn options_round_trip_on_a_real_socket() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let fd = ClientFd(client.as_raw_fd());
+        fd.set_pacing_rate(1024 * 1000).unwrap();
+        assert_eq!(fd.pacing_rate().unwrap(), 1024 * 1000);
+        assert!(!fd.congestion().unwrap().is_empty());
+        assert!(fd.tcp_info().unwrap().snd_mss > 0);
+        fd.set_tos(0x10).unwrap();
+        assert!(fd.set_congestion(b"no-such-algorithm").is_err());
+    }
+}

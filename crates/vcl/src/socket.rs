@@ -1,0 +1,40 @@
+//! What VCL may do to the client's TCP connection (vmod tcp,
+//! `std.set_ip_tos`), as the daemon provides it through
+//! [`crate::Host::client_socket`]: this crate never holds a descriptor.
+
+use std::io;
+
+/// The kernel's view of a TCP connection, the fields vmod tcp reports
+/// (`TCP_INFO`; times in microseconds, rates in bytes per second).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub lost: u32,
+    pub retrans: u32,
+    pub pmtu: u32,
+    pub rtt: u32,
+    pub rttvar: u32,
+    pub snd_cwnd: u32,
+    pub advmss: u32,
+    pub reordering: u32,
+    pub pacing_rate: u64,
+    pub max_pacing_rate: u64,
+}
+
+/// The client connection's socket options.
+pub trait ClientSocket {
+    /// Sets `SO_MAX_PACING_RATE` in bytes per second (`u32::MAX` lifts
+    /// the limit).
+    fn set_pacing_rate(&self, rate: u32) -> io::Result<()>;
+    /// `SO_MAX_PACING_RATE` as the kernel holds it.
+    fn pacing_rate(&self) -> io::Result<u32>;
+    /// Sets `TCP_CONGESTION` (at most 16 bytes of name).
+    fn set_congestion(&self, name: &[u8]) -> io::Result<()>;
+    /// `TCP_CONGESTION`: the algorithm's name.
+    fn congestion(&self) -> io::Result<String>;
+    /// `TCP_INFO`.
+    fn tcp_info(&self) -> io::Result<TcpInfo>;
+    /// `IP_TOS`, or `IPV6_TCLASS` on an IPv6 connection.
+    fn set_tos(&self, tos: u8) -> io::Result<()>;
+}
