@@ -3,7 +3,8 @@
 //! panic.*, ban, ban.list, storage.list and xkey.purge/xkey.softpurge.
 
 use super::{json, Mgmt, Reply};
-use lacquer_admin::commands::{find, CmdSpec, COMMANDS};
+use crate::vcl::VclSource;
+use lacquer_admin::commands::{find, Cmd, CmdSpec, COMMANDS};
 use lacquer_admin::status;
 use lacquer_core::params::{Kind, Params, PARAMS};
 
@@ -41,11 +42,11 @@ impl Mgmt {
             return Reply::with(status::TOOMANY, "Too many parameters\n");
         }
         let json = args.get(1).is_some_and(|a| a == "-j");
-        match spec.name {
-            "auth" => Reply::ok(banner()),
-            "banner" => Reply::ok(banner()),
-            "help" => help(args),
-            "debug.xid" => match args.get(1) {
+        match spec.cmd {
+            Cmd::Auth => Reply::ok(banner()),
+            Cmd::Banner => Reply::ok(banner()),
+            Cmd::Help => help(args),
+            Cmd::DebugXid => match args.get(1) {
                 None => Reply::ok(format!("XID is {}", lacquer_core::ids::peek())),
                 Some(v) => match v.parse::<u64>() {
                     Ok(n) => {
@@ -55,7 +56,7 @@ impl Mgmt {
                     Err(_) => Reply::with(status::PARAM, format!("Bad xid \"{v}\"\n")),
                 },
             },
-            "ping" => {
+            Cmd::Ping => {
                 let pong = format!("PONG {} 1.0", lacquer_core::time::now() as u64);
                 if json {
                     Reply::ok(format!(
@@ -67,7 +68,7 @@ impl Mgmt {
                     Reply::ok(pong)
                 }
             }
-            "pid" => {
+            Cmd::Pid => {
                 let pid = std::process::id();
                 if json {
                     Reply::ok(format!(
@@ -78,12 +79,12 @@ impl Mgmt {
                     Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
                 }
             }
-            "quit" => Reply {
+            Cmd::Quit => Reply {
                 status: status::CLOSE,
                 body: "Closing CLI connection".to_string(),
                 close: true,
             },
-            "status" => {
+            Cmd::Status => {
                 let state = if self.running() { "running" } else { "stopped" };
                 if json {
                     Reply::ok(format!(
@@ -95,28 +96,28 @@ impl Mgmt {
                     Reply::ok(format!("Child in state {state}"))
                 }
             }
-            "start" if self.registry_is_empty() => Reply::with(status::CANT, "No VCL available"),
-            "start" => match self.start() {
+            Cmd::Start if self.registry_is_empty() => Reply::with(status::CANT, "No VCL available"),
+            Cmd::Start => match self.start() {
                 Ok(true) => Reply::ok(""),
                 Ok(false) => Reply::with(status::CANT, "Child in state running"),
                 Err(e) => Reply::with(status::CANT, e),
             },
-            "stop" => {
+            Cmd::Stop => {
                 if self.stop() {
                     Reply::ok("")
                 } else {
                     Reply::with(status::CANT, "Child in state stopped")
                 }
             }
-            "param.show" => self.param_show(args),
-            "param.set" => {
+            Cmd::ParamShow => self.param_show(args),
+            Cmd::ParamSet => {
                 let rest = if json { &args[2..] } else { &args[1..] };
                 if rest.len() != 2 {
                     return Reply::with(status::TOOFEW, "Too few parameters\n");
                 }
                 self.param_set(&rest[0], &rest[1])
             }
-            "param.reset" => {
+            Cmd::ParamReset => {
                 let spec = Params::lookup(&args[1]).map(|(_, s)| s);
                 match spec {
                     None => {
@@ -125,7 +126,7 @@ impl Mgmt {
                     Some(spec) => self.param_set(&args[1], spec.default),
                 }
             }
-            "panic.show" => match crate::panics::last() {
+            Cmd::PanicShow => match crate::panics::last() {
                 None => Reply::with(
                     status::CANT,
                     "Child has not panicked or panic has been cleared",
@@ -137,7 +138,7 @@ impl Mgmt {
                 )),
                 Some((when, text)) => Reply::ok(format!("Panic at: {}\n{text}", http_date(when))),
             },
-            "panic.clear" => {
+            Cmd::PanicClear => {
                 if args.len() == 2 && args[1] != "-z" {
                     return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
                 }
@@ -147,8 +148,8 @@ impl Mgmt {
                     Reply::with(status::CANT, "No panic to clear")
                 }
             }
-            "storage.list" => self.storage_list(json, args),
-            "ban" => {
+            Cmd::StorageList => self.storage_list(json, args),
+            Cmd::Ban => {
                 let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
                 match lacquer_cache::ban::BanSpec::parse(&words) {
                     Ok(spec) => {
@@ -162,15 +163,29 @@ impl Mgmt {
                     Err(e) => Reply::with(status::PARAM, e),
                 }
             }
-            "ban.list" => self.ban_list(json, args),
-            "xkey.purge" | "xkey.softpurge" => {
-                let soft = spec.name == "xkey.softpurge";
+            Cmd::BanList => self.ban_list(json, args),
+            Cmd::XkeyPurge | Cmd::XkeySoftpurge => {
+                let soft = spec.cmd == Cmd::XkeySoftpurge;
                 let tags = args[1..].join(" ");
                 let n = crate::purge::by_tags(&self.sh, tags.as_bytes(), soft);
                 let verb = if soft { "Soft-purged" } else { "Purged" };
                 Reply::ok(format!("{verb} {n} objects\n"))
             }
-            _ => self.execute_vcl(spec.name, args, json),
+            Cmd::VclLoad => self.vcl_load(
+                &args[1],
+                VclSource::File(args[2].clone().into()),
+                args.get(3),
+            ),
+            Cmd::VclInline => {
+                self.vcl_load(&args[1], VclSource::Inline(args[2].clone()), args.get(3))
+            }
+            Cmd::VclUse => self.vcl_use(&args[1]),
+            Cmd::VclDiscard => self.vcl_discard(&args[1..]),
+            Cmd::VclList => self.vcl_list(json, args),
+            Cmd::VclShow => self.vcl_show(args),
+            Cmd::VclState => self.vcl_state(&args[1], &args[2]),
+            Cmd::BackendList => self.backend_list(args),
+            Cmd::BackendSetHealth => self.backend_set_health(&args[1], &args[2]),
         }
     }
 

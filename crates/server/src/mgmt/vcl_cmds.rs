@@ -31,28 +31,7 @@ impl Mgmt {
         self.sh.vcls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn execute_vcl(&self, name: &str, args: &[String], json_out: bool) -> Reply {
-        match name {
-            "vcl.load" => self.vcl_load(
-                &args[1],
-                VclSource::File(args[2].clone().into()),
-                args.get(3),
-            ),
-            "vcl.inline" => {
-                self.vcl_load(&args[1], VclSource::Inline(args[2].clone()), args.get(3))
-            }
-            "vcl.use" => self.vcl_use(&args[1]),
-            "vcl.discard" => self.vcl_discard(&args[1..]),
-            "vcl.list" => self.vcl_list(json_out, args),
-            "vcl.show" => self.vcl_show(args),
-            "vcl.state" => self.vcl_state(&args[1], &args[2]),
-            "backend.list" => self.backend_list(args),
-            "backend.set_health" => self.backend_set_health(&args[1], &args[2]),
-            _ => super::commands::unknown(),
-        }
-    }
-
-    fn vcl_load(&self, name: &str, source: VclSource, state: Option<&String>) -> Reply {
+    pub(super) fn vcl_load(&self, name: &str, source: VclSource, state: Option<&String>) -> Reply {
         if let Some(e) = bad_name(name) {
             return Reply::with(status::PARAM, e);
         }
@@ -99,7 +78,7 @@ impl Mgmt {
         Reply::ok(warnings)
     }
 
-    fn vcl_use(&self, name: &str) -> Reply {
+    pub(super) fn vcl_use(&self, name: &str) -> Reply {
         let mut reg = self.registry();
         let Some(entry) = reg.entries.iter_mut().find(|e| e.loaded.name == name) else {
             return no_such(name);
@@ -114,7 +93,7 @@ impl Mgmt {
         Reply::ok(format!("VCL '{name}' now active"))
     }
 
-    fn vcl_discard(&self, patterns: &[String]) -> Reply {
+    pub(super) fn vcl_discard(&self, patterns: &[String]) -> Reply {
         let mut reg = self.registry();
         let mut doomed = Vec::new();
         for pat in patterns {
@@ -141,7 +120,7 @@ impl Mgmt {
         Reply::ok("")
     }
 
-    fn vcl_list(&self, json_out: bool, args: &[String]) -> Reply {
+    pub(super) fn vcl_list(&self, json_out: bool, args: &[String]) -> Reply {
         let reg = self.registry();
         let rows: Vec<(&str, &str, &str, usize, &str)> = reg
             .entries
@@ -186,7 +165,7 @@ impl Mgmt {
         Reply::ok(out)
     }
 
-    fn vcl_show(&self, args: &[String]) -> Reply {
+    pub(super) fn vcl_show(&self, args: &[String]) -> Reply {
         let verbose = args.get(1).is_some_and(|a| a == "-v");
         let rest = &args[1 + usize::from(verbose)..];
         if rest.len() > 1 {
@@ -213,7 +192,7 @@ impl Mgmt {
         Reply::ok(out)
     }
 
-    fn vcl_state(&self, name: &str, state: &str) -> Reply {
+    pub(super) fn vcl_state(&self, name: &str, state: &str) -> Reply {
         let Some(state) = VclState::parse(state) else {
             return Reply::with(status::PARAM, "State must be one of auto, cold or warm.");
         };
@@ -254,7 +233,7 @@ impl Mgmt {
         out
     }
 
-    fn backend_list(&self, args: &[String]) -> Reply {
+    pub(super) fn backend_list(&self, args: &[String]) -> Reply {
         let mut json_out = false;
         let mut details = false;
         let mut pattern = None;
@@ -350,7 +329,7 @@ impl Mgmt {
         Reply::ok(out)
     }
 
-    fn backend_set_health(&self, pattern: &str, state: &str) -> Reply {
+    pub(super) fn backend_set_health(&self, pattern: &str, state: &str) -> Reply {
         let Some(health) = AdminHealth::parse(state) else {
             return Reply::with(status::PARAM, format!("Invalid state {state}\n"));
         };
