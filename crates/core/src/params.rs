@@ -22,69 +22,36 @@ pub enum Kind {
     Features,
 }
 
-/// The flags of the `feature` parameter, Varnish's names in its order.
-/// A flag's bit is its index here.
-pub const FEATURES: &[(&str, &str)] = &[
-    ("http2", "Enable HTTP/2 protocol support."),
-    ("short_panic", "Short panic message."),
-    ("no_coredump", "No coredumps."),
-    (
-        "https_scheme",
-        "Extract host from full URI in the HTTP/1 request line, if the scheme is https.",
-    ),
-    (
-        "http_date_postel",
-        "Tolerate non compliant timestamp headers like `Date`, `Last-Modified`, `Expires` etc.",
-    ),
-    (
-        "esi_ignore_https",
-        "Convert `<esi:include src\"https://...` to `http://...`",
-    ),
-    (
-        "esi_disable_xml_check",
-        "Allow ESI processing on non-XML ESI bodies",
-    ),
-    (
-        "esi_ignore_other_elements",
-        "Ignore XML syntax errors in ESI bodies.",
-    ),
-    ("esi_remove_bom", "Ignore UTF-8 BOM in ESI bodies."),
-    (
-        "esi_include_onerror",
-        "Parse the onerror attribute of <esi:include> tags.",
-    ),
-    (
-        "wait_silo",
-        "Wait for persistent silos to completely load before serving requests.",
-    ),
-    (
-        "validate_headers",
-        "Validate all header set operations to conform to RFC7230.",
-    ),
-    (
-        "busy_stats_rate",
-        "Make busy workers comply with thread_stats_rate.",
-    ),
-];
+macro_rules! feature_table {
+    ($( $name:ident: $help:literal; )*) => {
+        /// The flags of the `feature` parameter, Varnish's names in its
+        /// order, with their descriptions. A flag's bit is its index here.
+        pub const FEATURES: &[(&str, &str)] = &[ $( (stringify!($name), $help), )* ];
 
-/// One flag of the `feature` parameter, by its name in [`FEATURES`].
-#[allow(non_camel_case_types)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum Feature {
-    http2,
-    short_panic,
-    no_coredump,
-    https_scheme,
-    http_date_postel,
-    esi_ignore_https,
-    esi_disable_xml_check,
-    esi_ignore_other_elements,
-    esi_remove_bom,
-    esi_include_onerror,
-    wait_silo,
-    validate_headers,
-    busy_stats_rate,
+        /// One flag of the `feature` parameter, by its name in [`FEATURES`].
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u32)]
+        pub enum Feature {
+            $( $name, )*
+        }
+    };
+}
+
+feature_table! {
+    http2: "Enable HTTP/2 protocol support.";
+    short_panic: "Short panic message.";
+    no_coredump: "No coredumps.";
+    https_scheme: "Extract host from full URI in the HTTP/1 request line, if the scheme is https.";
+    http_date_postel: "Tolerate non compliant timestamp headers like `Date`, `Last-Modified`, `Expires` etc.";
+    esi_ignore_https: "Convert `<esi:include src\"https://...` to `http://...`";
+    esi_disable_xml_check: "Allow ESI processing on non-XML ESI bodies";
+    esi_ignore_other_elements: "Ignore XML syntax errors in ESI bodies.";
+    esi_remove_bom: "Ignore UTF-8 BOM in ESI bodies.";
+    esi_include_onerror: "Parse the onerror attribute of <esi:include> tags.";
+    wait_silo: "Wait for persistent silos to completely load before serving requests.";
+    validate_headers: "Validate all header set operations to conform to RFC7230.";
+    busy_stats_rate: "Make busy workers comply with thread_stats_rate.";
 }
 
 /// Applies a `feature` value (`+a,-b`, `none`, `default`) to `current`.

@@ -11,13 +11,9 @@ use lacquer_tools::{adm, hist, log, ncsa, stat, top};
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: lacquer serve [-a address[:port]] (-b host[:port] | -f file.vcl) [-n workdir]
-                     [-s [name=]malloc[,size]] [-t default_ttl] [-p param=value]
-                     [-i identity] [-P pidfile] [-F] [-d]
-                     [-T address[:port] | -T none] [-S secretfile | -S none]
-                     [--metrics address:port]
-       lacquer serve -C -f file.vcl
+/// The other commands' usage lines (`serve`'s come from its option
+/// table).
+const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
        lacquer serve -x parameter
        lacquer serve -V
        lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]
@@ -27,6 +23,10 @@ const USAGE: &str =
        lacquer hist [-n workdir] [-1] [-P profile] [-q query]
        lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
        lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...";
+
+fn usage() -> String {
+    format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,15 +44,15 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("-h") | Some("--help") | Some("help") => {
-            println!("{USAGE}");
+            println!("{}", usage());
             ExitCode::SUCCESS
         }
         Some(other) => {
-            eprintln!("lacquer: unknown command \"{other}\"\n{USAGE}");
+            eprintln!("lacquer: unknown command \"{other}\"\n{}", usage());
             ExitCode::from(2)
         }
         None => {
-            eprintln!("{USAGE}");
+            eprintln!("{}", usage());
             ExitCode::from(2)
         }
     }

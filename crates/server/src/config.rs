@@ -7,6 +7,62 @@ use lacquer_core::units::parse_bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+macro_rules! serve_options {
+    ($( $opt:ident = $flag:literal, $value:literal, $usage:literal; )*) => {
+        /// One option of `lacquer serve`, so that reading them is an
+        /// exhaustive `match`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ServeOption {
+            $( $opt, )*
+        }
+
+        /// Every `lacquer serve` option: its letter, whether it takes a
+        /// value, and how the usage text writes it.
+        pub const SERVE_OPTIONS: &[(char, ServeOption, bool, &str)] = &[
+            $( ($flag, ServeOption::$opt, $value, $usage), )*
+        ];
+    };
+}
+
+serve_options! {
+    Listen = 'a', true, "[-a [name=][address][:port][,HTTP]]";
+    Backend = 'b', true, "[-b host[:port]]";
+    VclFile = 'f', true, "[-f file.vcl]";
+    CompileOnly = 'C', false, "[-C]";
+    Stopped = 'd', false, "[-d]";
+    Workdir = 'n', true, "[-n workdir]";
+    Storage = 's', true, "[-s [name=]malloc[,size]]";
+    DefaultTtl = 't', true, "[-t default_ttl]";
+    Param = 'p', true, "[-p param=value]";
+    Identity = 'i', true, "[-i identity]";
+    PidFile = 'P', true, "[-P pidfile]";
+    Foreground = 'F', false, "[-F]";
+    Version = 'V', false, "[-V]";
+    Describe = 'x', true, "[-x parameter]";
+    Management = 'T', true, "[-T address[:port] | -T none]";
+    Secret = 'S', true, "[-S secretfile | -S none]";
+}
+
+/// The usage lines of `lacquer serve`, from [`SERVE_OPTIONS`].
+pub fn serve_usage() -> String {
+    let mut out = String::from("usage: lacquer serve");
+    let mut width = out.len();
+    let items = SERVE_OPTIONS
+        .iter()
+        .map(|o| o.3)
+        .chain(["[--metrics address:port]"]);
+    for item in items {
+        if width + 1 + item.len() > 78 {
+            out.push_str("\n                    ");
+            width = 20;
+        }
+        out.push(' ');
+        out.push_str(item);
+        width += 1 + item.len();
+    }
+    out
+}
+
 /// A listening endpoint from `-a`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenSpec {
@@ -281,7 +337,9 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         let Some(flag) = arg.strip_prefix('-').and_then(|f| f.chars().next()) else {
             return Err(format!("unexpected argument \"{arg}\""));
         };
-        let takes_value = "abnstpixPTSfjlMrWIh".contains(flag);
+        let Some(&(_, option, takes_value, _)) = SERVE_OPTIONS.iter().find(|o| o.0 == flag) else {
+            return Err(format!("unknown option \"-{flag}\""));
+        };
         let value = if takes_value {
             if arg.len() > 2 {
                 arg[2..].to_string()
@@ -297,14 +355,14 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             }
             String::new()
         };
-        match flag {
-            'a' => listen_specs.push(value),
-            'b' => backend = Some(parse_backend(&value)?),
-            'f' => vcl_file = Some(PathBuf::from(value)),
-            'C' => compile_only = true,
-            'd' => start_stopped = true,
-            'n' => workdir = Some(PathBuf::from(value)),
-            's' => {
+        match option {
+            ServeOption::Listen => listen_specs.push(value),
+            ServeOption::Backend => backend = Some(parse_backend(&value)?),
+            ServeOption::VclFile => vcl_file = Some(PathBuf::from(value)),
+            ServeOption::CompileOnly => compile_only = true,
+            ServeOption::Stopped => start_stopped = true,
+            ServeOption::Workdir => workdir = Some(PathBuf::from(value)),
+            ServeOption::Storage => {
                 let spec = parse_storage(&value, stores.len())?;
                 if spec.name == "Transient" {
                     transient_budget = Some(spec.budget);
@@ -318,30 +376,29 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     stores.push(spec);
                 }
             }
-            't' => params
+            ServeOption::DefaultTtl => params
                 .set("default_ttl", &value)
                 .map_err(|e| format!("-t {value}: {e}"))?,
-            'p' => params
+            ServeOption::Param => params
                 .set_pair(&value)
                 .map_err(|e| format!("-p {value}: {e}"))?,
-            'i' => identity = Some(value),
-            'P' => pid_file = Some(PathBuf::from(value)),
-            'F' => {}
-            'V' => return Ok(ServeAction::Version),
-            'x' => {
+            ServeOption::Identity => identity = Some(value),
+            ServeOption::PidFile => pid_file = Some(PathBuf::from(value)),
+            ServeOption::Foreground => {}
+            ServeOption::Version => return Ok(ServeAction::Version),
+            ServeOption::Describe => {
                 return match value.as_str() {
                     "parameter" => Ok(ServeAction::DescribeParams),
                     other => Err(format!("-x {other}: only -x parameter is supported")),
                 }
             }
-            'T' => mgmt = value,
-            'S' => {
+            ServeOption::Management => mgmt = value,
+            ServeOption::Secret => {
                 secret = match value.as_str() {
                     "none" => SecretSpec::Disabled,
                     path => SecretSpec::File(PathBuf::from(path)),
                 }
             }
-            _ => return Err(format!("unknown option \"-{flag}\"")),
         }
     }
     let vcl = match (backend, vcl_file) {
@@ -529,5 +586,18 @@ mod tests {
         assert!(e.contains("a port is needed"), "{e}");
         assert!(run("-b 127.0.0.1:1 --metrics").is_err());
         assert!(run("-b 127.0.0.1:1 --nosuch 1").is_err());
+    }
+
+    #[test]
+    fn every_option_has_one_letter_and_a_usage_line() {
+        for (i, o) in SERVE_OPTIONS.iter().enumerate() {
+            assert!(
+                SERVE_OPTIONS[i + 1..].iter().all(|p| p.0 != o.0),
+                "-{} twice",
+                o.0
+            );
+            assert!(serve_usage().contains(o.3), "{} in the usage", o.3);
+        }
+        assert_eq!(run("-j x").err().as_deref(), Some("unknown option \"-j\""));
     }
 }
