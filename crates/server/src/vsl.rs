@@ -4,7 +4,7 @@
 //! transaction by `lacquer_shm::Txn`.
 
 use lacquer_http::{Headers, ResponseHead, Version};
-use lacquer_shm::record::{mask_of, push_fixed6, push_u64, DEFAULT_MASK};
+use lacquer_shm::record::{default_mask, push_fixed6, push_u64};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::OnceLock;
@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 /// The tags left out of the log.
 pub(crate) fn mask() -> u128 {
     static MASK: OnceLock<u128> = OnceLock::new();
-    *MASK.get_or_init(|| mask_of(DEFAULT_MASK))
+    *MASK.get_or_init(default_mask)
 }
 
 fn proto(v: Version) -> &'static [u8] {

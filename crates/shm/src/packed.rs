@@ -245,7 +245,7 @@ pub(crate) fn expand(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{decode_into, Limits, DEFAULT_MASK};
+    use crate::record::{decode_into, Limits};
     use crate::ring::Log;
     use std::sync::Arc;
 
@@ -324,7 +324,7 @@ mod tests {
 
     #[test]
     fn packed_records_reach_readers_expanded() {
-        let mask = crate::record::mask_of(DEFAULT_MASK);
+        let mask = crate::record::default_mask();
         let got = round_trip(limits(255, mask), |t| {
             t.timestamp("Req", 100.25);
             t.head(HeadKind::Req, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");

@@ -143,17 +143,16 @@ pub struct Limits {
     pub mask: u128,
 }
 
-/// The tags Varnish leaves out of the log by default (`vsl_mask`).
-pub const DEFAULT_MASK: &[Tag] = &[
-    Tag::Debug,
-    Tag::ObjProtocol,
-    Tag::ObjStatus,
-    Tag::ObjReason,
-    Tag::ObjHeader,
-    Tag::VCL_trace,
-    Tag::ExpKill,
-    Tag::Hash,
-];
+/// The mask of the tags Varnish leaves out of the log by default
+/// (`vsl_mask`), as the tag table marks them.
+pub fn default_mask() -> u128 {
+    let masked: Vec<Tag> = crate::tags::TAGS
+        .iter()
+        .copied()
+        .filter(|t| t.masked_by_default())
+        .collect();
+    mask_of(&masked)
+}
 
 /// A mask with these tags set.
 pub fn mask_of(tags: &[Tag]) -> u128 {

@@ -3,7 +3,9 @@
 //! name lookup and `lacquer log --list-tags` all come from this table.
 
 macro_rules! tag_table {
-    ($( $name:ident = $code:literal, $doc:literal; )*) => {
+    (@masked masked) => { true };
+    (@masked) => { false };
+    ($( $name:ident = $code:literal $(, $masked:ident)?, $doc:literal; )*) => {
         /// A log record's type.
         #[allow(non_camel_case_types)]
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,6 +24,12 @@ macro_rules! tag_table {
             /// What the record carries.
             pub fn doc(self) -> &'static str {
                 match self { $( Tag::$name => $doc, )* }
+            }
+
+            /// Whether Varnish leaves the tag out of the log by default
+            /// (`vsl_mask`): marked `masked` in the table.
+            pub fn masked_by_default(self) -> bool {
+                match self { $( Tag::$name => tag_table!(@masked $($masked)?), )* }
             }
 
             /// The tag with this wire code.
@@ -62,10 +70,10 @@ tag_table! {
     BerespReason = 27, "Backend response reason.";
     BerespHeader = 28, "Backend response header, as `Name: value`.";
     BerespUnset = 29, "Backend response header removed.";
-    ObjProtocol = 30, "Object protocol.";
-    ObjStatus = 31, "Object status.";
-    ObjReason = 32, "Object reason.";
-    ObjHeader = 33, "Object header.";
+    ObjProtocol = 30, masked, "Object protocol.";
+    ObjStatus = 31, masked, "Object status.";
+    ObjReason = 32, masked, "Object reason.";
+    ObjHeader = 33, masked, "Object header.";
     ObjUnset = 34, "Object header removed.";
     VCL_call = 35, "VCL method called.";
     VCL_return = 36, "What the VCL method returned.";
@@ -73,13 +81,13 @@ tag_table! {
     VCL_Error = 38, "A VCL execution error.";
     VCL_acl = 39, "An ACL check: MATCH or NO_MATCH, the ACL, the address.";
     VCL_use = 40, "The VCL program the transaction runs.";
-    VCL_trace = 41, "VCL trace data.";
+    VCL_trace = 41, masked, "VCL trace data.";
     Timestamp = 42, "Timing: label, absolute time, time since the start of the transaction, time since the last timestamp.";
     TTL = 43, "TTL, grace and keep set on an object: source, ttl, grace, keep, reference time, [age, date, expires, max-age,] cacheable or uncacheable.";
     Hit = 44, "Object found in cache: its vxid, remaining ttl, grace, keep.";
     HitMiss = 45, "Hit-for-miss object found: its vxid, remaining ttl.";
     HitPass = 46, "Hit-for-pass object found: its vxid, remaining ttl.";
-    Hash = 47, "A value added to the lookup hash.";
+    Hash = 47, masked, "A value added to the lookup hash.";
     Storage = 48, "Where the object is stored: storage type and name.";
     Length = 49, "Size of the object body.";
     Filters = 50, "Body filters applied.";
@@ -92,7 +100,7 @@ tag_table! {
     FetchError = 57, "Why a backend fetch failed.";
     Error = 58, "Error messages.";
     Notice = 59, "Informational messages about request handling.";
-    Debug = 60, "Debug messages.";
+    Debug = 60, masked, "Debug messages.";
     LostHeader = 61, "A header that did not fit.";
     BogoHeader = 62, "The start of a header that could not be parsed.";
     HttpGarbage = 63, "An unparseable HTTP request.";
@@ -100,7 +108,7 @@ tag_table! {
     ESI_xmlerror = 65, "An ESI parser error or warning.";
     Gzip = 66, "Gzip or gunzip work done on a body.";
     ExpBan = 67, "Object removed by a ban.";
-    ExpKill = 68, "Object expiry event.";
+    ExpKill = 68, masked, "Object expiry event.";
     CLI = 69, "Management interface traffic.";
     Proxy = 70, "PROXY protocol information.";
     VSL = 71, "Log reader warnings and errors.";
@@ -137,6 +145,27 @@ fn tag_glob(pattern: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn varnish_masks_eight_tags_by_default() {
+        let masked: Vec<&str> = TAGS
+            .iter()
+            .filter(|t| t.masked_by_default())
+            .map(|t| t.name())
+            .collect();
+        let varnish = [
+            "ObjProtocol",
+            "ObjStatus",
+            "ObjReason",
+            "ObjHeader",
+            "VCL_trace",
+            "Hash",
+            "Debug",
+            "ExpKill",
+        ];
+        assert_eq!(masked, varnish);
+    }
+
     use super::*;
 
     #[test]

@@ -207,7 +207,12 @@ pub fn format_ip(out: &mut Vec<u8>, ip: Option<SocketAddr>) {
 }
 
 macro_rules! methods {
-    ($( $id:ident = $name:literal, $bit:literal, [$($ret:ident),*]; )*) => {
+    ($( $id:ident = $name:literal, $bit:literal, $scope:ident, [$($ret:ident),*]; )*) => {
+        /// Each method's bit in a method set ([`scope`]).
+        mod method_bits {
+            $( pub const $scope: u16 = 1 << $bit; )*
+        }
+
         /// The built-in subroutines, in the order of vcl-step(7).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Method { $( $id, )* }
@@ -240,38 +245,25 @@ macro_rules! methods {
 }
 
 methods! {
-    Recv = "vcl_recv", 0, [Fail, Synth, Restart, Pass, Pipe, Hash, Purge, Vcl];
-    Pipe = "vcl_pipe", 1, [Fail, Synth, Pipe];
-    Pass = "vcl_pass", 2, [Fail, Synth, Restart, Fetch];
-    Hash = "vcl_hash", 3, [Fail, Lookup];
-    Purge = "vcl_purge", 4, [Fail, Synth, Restart];
-    Miss = "vcl_miss", 5, [Fail, Synth, Restart, Pass, Fetch];
-    Hit = "vcl_hit", 6, [Fail, Synth, Restart, Pass, Deliver];
-    Deliver = "vcl_deliver", 7, [Fail, Synth, Restart, Deliver];
-    Synth = "vcl_synth", 8, [Fail, Restart, Deliver];
-    BackendFetch = "vcl_backend_fetch", 9, [Fail, Abandon, Fetch, Error];
-    BackendResponse = "vcl_backend_response", 10, [Fail, Abandon, Deliver, Retry, Error, Pass];
-    BackendError = "vcl_backend_error", 11, [Fail, Deliver, Retry];
-    Init = "vcl_init", 12, [Fail, Ok];
-    Fini = "vcl_fini", 13, [Ok];
+    Recv = "vcl_recv", 0, RECV, [Fail, Synth, Restart, Pass, Pipe, Hash, Purge, Vcl];
+    Pipe = "vcl_pipe", 1, PIPE, [Fail, Synth, Pipe];
+    Pass = "vcl_pass", 2, PASS, [Fail, Synth, Restart, Fetch];
+    Hash = "vcl_hash", 3, HASH, [Fail, Lookup];
+    Purge = "vcl_purge", 4, PURGE, [Fail, Synth, Restart];
+    Miss = "vcl_miss", 5, MISS, [Fail, Synth, Restart, Pass, Fetch];
+    Hit = "vcl_hit", 6, HIT, [Fail, Synth, Restart, Pass, Deliver];
+    Deliver = "vcl_deliver", 7, DELIVER, [Fail, Synth, Restart, Deliver];
+    Synth = "vcl_synth", 8, SYNTH, [Fail, Restart, Deliver];
+    BackendFetch = "vcl_backend_fetch", 9, BE_FETCH, [Fail, Abandon, Fetch, Error];
+    BackendResponse = "vcl_backend_response", 10, BE_RESPONSE, [Fail, Abandon, Deliver, Retry, Error, Pass];
+    BackendError = "vcl_backend_error", 11, BE_ERROR, [Fail, Deliver, Retry];
+    Init = "vcl_init", 12, INIT, [Fail, Ok];
+    Fini = "vcl_fini", 13, FINI, [Ok];
 }
 
 /// Method sets, as vcl-var(7) names them.
 pub mod scope {
-    pub const RECV: u16 = 1 << 0;
-    pub const PIPE: u16 = 1 << 1;
-    pub const PASS: u16 = 1 << 2;
-    pub const HASH: u16 = 1 << 3;
-    pub const PURGE: u16 = 1 << 4;
-    pub const MISS: u16 = 1 << 5;
-    pub const HIT: u16 = 1 << 6;
-    pub const DELIVER: u16 = 1 << 7;
-    pub const SYNTH: u16 = 1 << 8;
-    pub const BE_FETCH: u16 = 1 << 9;
-    pub const BE_RESPONSE: u16 = 1 << 10;
-    pub const BE_ERROR: u16 = 1 << 11;
-    pub const INIT: u16 = 1 << 12;
-    pub const FINI: u16 = 1 << 13;
+    pub use super::method_bits::*;
     pub const NONE: u16 = 0;
     pub const CLIENT: u16 = RECV | PIPE | PASS | HASH | PURGE | MISS | HIT | DELIVER | SYNTH;
     pub const BACKEND: u16 = BE_FETCH | BE_RESPONSE | BE_ERROR;
