@@ -116,7 +116,7 @@ pub fn parse(body: &[u8], base_url: &[u8], opts: &Options) -> Parsed {
         out: Parsed::default(),
         segments: Vec::new(),
     };
-    p.run(start);
+    p.scan_from(start);
     let mut out = p.out;
     out.program = Some(Program {
         segments: p.segments,
@@ -172,7 +172,7 @@ impl Parser<'_> {
         self.out.notes.push(format!("WARN after {at} {msg}"));
     }
 
-    fn run(&mut self, start: usize) {
+    fn scan_from(&mut self, start: usize) {
         let body = self.body;
         let mut i = start;
         let mut copied = start;
@@ -488,7 +488,7 @@ fn unescape(v: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn run(body: &str, opts: &Options) -> (String, Vec<String>, Parsed) {
+    fn parse_text(body: &str, opts: &Options) -> (String, Vec<String>, Parsed) {
         let parsed = parse(body.as_bytes(), b"/dir/page?x=1", opts);
         let mut text = String::new();
         let mut incs = Vec::new();
@@ -515,7 +515,7 @@ mod tests {
     #[test]
     fn includes_resolve_absolute_relative_and_hosted_sources() {
         let o = Options::default();
-        let (text, incs, p) = run(
+        let (text, incs, p) = parse_text(
             "<p>a<esi:include src=\"/abs\"/>b<esi:include src='rel?q=1&amp;r=2' />c\
              <esi:include src=\"http://other.example/x/y\"/><esi:include src=\"http://bare\"/></p>",
             &o,
@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn remove_comment_and_esi_comments() {
         let o = Options::default();
-        let (text, incs, p) = run(
+        let (text, incs, p) = parse_text(
             "<a>1<esi:remove>gone<esi:include src=\"/no\"/></esi:remove>2\
              <esi:comment text=\"x\"/>3<!--esi 4<esi:include src=\"/yes\"/>5-->6\
              <!-- plain <esi:include src=\"/kept\"/> -->7<![CDATA[<esi:include src=\"/c\"/>]]></a>",
@@ -562,10 +562,10 @@ mod tests {
             disable_xml_check: true,
             ..Options::default()
         };
-        let (text, incs, _) = run("text <esi:include src=\"/x\"/>", &o);
+        let (text, incs, _) = parse_text("text <esi:include src=\"/x\"/>", &o);
         assert_eq!((text.as_str(), incs.len()), ("text @", 1));
         // Leading white space is allowed before the first `<`.
-        let (text, _, _) = run("\n <b/>", &Options::default());
+        let (text, _, _) = parse_text("\n <b/>", &Options::default());
         assert_eq!(text, "\n <b/>");
     }
 
@@ -579,40 +579,40 @@ mod tests {
             remove_bom: true,
             ..Options::default()
         };
-        let (text, _, _) = run(body, &o);
+        let (text, _, _) = parse_text(body, &o);
         assert_eq!(text, "<b>x</b>");
     }
 
     #[test]
     fn onerror_is_read_only_with_the_feature() {
         let body = "<esi:include src=\"/f\" onerror=\"continue\"/>";
-        let (_, incs, _) = run(body, &Options::default());
+        let (_, incs, _) = parse_text(body, &Options::default());
         assert_eq!(incs, ["/f"]);
         let o = Options {
             include_onerror: true,
             ..Options::default()
         };
-        let (_, incs, _) = run(body, &o);
+        let (_, incs, _) = parse_text(body, &o);
         assert_eq!(incs, ["/f continue"]);
     }
 
     #[test]
     fn https_includes_are_ignored_unless_asked() {
         let body = "<esi:include src=\"https://h/p\"/>";
-        let (_, incs, p) = run(body, &Options::default());
+        let (_, incs, p) = parse_text(body, &Options::default());
         assert!(incs.is_empty());
         assert_eq!(p.warnings, 1);
         let o = Options {
             ignore_https: true,
             ..Options::default()
         };
-        assert_eq!(run(body, &o).1, ["h|/p"]);
+        assert_eq!(parse_text(body, &o).1, ["h|/p"]);
     }
 
     #[test]
     fn mistakes_are_counted_and_never_stop_the_page() {
         let o = Options::default();
-        let (text, incs, p) = run(
+        let (text, incs, p) = parse_text(
             "<x>a<esi:include/>b<esi:bogus>c</esi:bogus>d<esi:include src=\"/i\">e</x>",
             &o,
         );
@@ -624,7 +624,7 @@ mod tests {
             p.notes[3],
             "WARN after 44 ESI 1.0 <esi:include> lacks final '/'"
         );
-        let (_, _, p) = run("<x><esi:include src=\"/i\"/></esi:include></x>", &o);
+        let (_, _, p) = parse_text("<x><esi:include src=\"/i\"/></esi:include></x>", &o);
         assert_eq!(
             p.notes,
             ["ERR after 26 ESI 1.0 </esi:include> illegal end-tag"]
@@ -636,7 +636,7 @@ mod tests {
             "<x>a<!--esi b",
             "<x>a<esi:include src=\"/i",
         ] {
-            let (text, _, p) = run(body, &o);
+            let (text, _, p) = parse_text(body, &o);
             assert!(text.starts_with("<x>a"), "{body}: {text}");
             assert_eq!(p.errors, 1, "{body}");
         }
@@ -646,18 +646,18 @@ mod tests {
     fn other_elements_are_skipped_whole_unless_ignored() {
         let body = "<p><a title=\"<esi:include src='/t'/>\">x</a> a < b <esi:include src=\"/l\"/>\
                     <img alt=\"x>y\"><esi:include src=\"/i\"/></p>";
-        let (text, incs, _) = run(body, &Options::default());
+        let (text, incs, _) = parse_text(body, &Options::default());
         assert_eq!(incs, ["/i"]);
         assert!(text.starts_with("<p><a title=\"<esi:include"), "{text}");
         let ignore = Options {
             ignore_other_elements: true,
             ..Options::default()
         };
-        let (_, incs, p) = run(body, &ignore);
+        let (_, incs, p) = parse_text(body, &ignore);
         assert_eq!(incs, ["/t", "/l", "/i"]);
         assert_eq!(p.errors, 0);
         // Unknown esi: elements are errors either way.
-        assert_eq!(run("<x><esi:bogus/></x>", &ignore).2.errors, 1);
+        assert_eq!(parse_text("<x><esi:bogus/></x>", &ignore).2.errors, 1);
     }
 
     #[test]

@@ -48,16 +48,16 @@ impl Gzip {
     pub fn push(&mut self, data: &[u8]) -> Bytes {
         self.taken_in += data.len() as u64;
         self.crc.update(data);
-        self.run(data, FlushCompress::None)
+        self.deflate(data, FlushCompress::None)
     }
 
     /// Flushes to a byte and forgets the window: what follows inflates
     /// without what came before.
     pub fn cut(&mut self) -> Bytes {
-        self.run(&[], FlushCompress::Full)
+        self.deflate(&[], FlushCompress::Full)
     }
 
-    fn run(&mut self, mut input: &[u8], flush: FlushCompress) -> Bytes {
+    fn deflate(&mut self, mut input: &[u8], flush: FlushCompress) -> Bytes {
         let mut out = Vec::new();
         if !self.header_sent {
             self.header_sent = true;
@@ -81,7 +81,7 @@ impl Gzip {
 
     /// Ends the stream: the rest of the output and the trailer.
     pub fn finish(mut self) -> (Bytes, Scanned) {
-        let mut out = self.run(&[], FlushCompress::Sync).to_vec();
+        let mut out = self.deflate(&[], FlushCompress::Sync).to_vec();
         let last = self.taken_out * 8;
         let crc = self.crc.clone().finalize();
         let mut s = Splicer::new();

@@ -261,7 +261,7 @@ pub(crate) struct BackendHost<'a> {
 }
 
 /// Runs a backend method.
-pub(crate) fn run(
+pub(crate) fn call_method(
     method: Method,
     sh: &Shared,
     vcl: &Loaded,

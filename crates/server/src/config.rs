@@ -462,7 +462,7 @@ mod tests {
         s.split_whitespace().map(String::from).collect()
     }
 
-    fn run(s: &str) -> Result<ServeConfig, String> {
+    fn parse(s: &str) -> Result<ServeConfig, String> {
         match parse_args(&args(s))? {
             ServeAction::Run(c) => Ok(*c),
             _ => Err("not a run".into()),
@@ -471,7 +471,7 @@ mod tests {
 
     #[test]
     fn full_command_line() {
-        let c = run("-a 127.0.0.1:6081 -b 127.0.0.1:8080 -s malloc,256m -t 60 -p default_grace=30 -i edge1 -F -n /tmp/x")
+        let c = parse("-a 127.0.0.1:6081 -b 127.0.0.1:8080 -s malloc,256m -t 60 -p default_grace=30 -i edge1 -F -n /tmp/x")
             .unwrap();
         assert_eq!(c.listens[0].name, "a0");
         assert_eq!(c.listens[0].addrs, vec!["127.0.0.1:6081".parse().unwrap()]);
@@ -514,14 +514,14 @@ mod tests {
             "-a :6081",
             "-b",
         ] {
-            let err = run(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            let err = parse(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(!err.contains('\n'), "{err}");
         }
-        assert!(run("-b 127.0.0.1:8080 -s malloc,12q")
+        assert!(parse("-b 127.0.0.1:8080 -s malloc,12q")
             .err()
             .unwrap()
             .contains("12q"));
-        assert!(run("-b 127.0.0.1:8080 -p nosuch=1")
+        assert!(parse("-b 127.0.0.1:8080 -p nosuch=1")
             .err()
             .unwrap()
             .contains("nosuch"));
@@ -529,7 +529,7 @@ mod tests {
 
     #[test]
     fn storage_forms() {
-        let c = run("-b 127.0.0.1:1 -s mem=malloc,1g -s Transient=malloc,64m").unwrap();
+        let c = parse("-b 127.0.0.1:1 -s mem=malloc,1g -s Transient=malloc,64m").unwrap();
         assert_eq!(
             c.stores,
             vec![StoreSpec {
@@ -538,7 +538,7 @@ mod tests {
             }]
         );
         assert_eq!(c.transient_budget, Some(64 << 20));
-        let c = run("-b 127.0.0.1:1").unwrap();
+        let c = parse("-b 127.0.0.1:1").unwrap();
         assert_eq!(c.stores[0].budget, DEFAULT_STORE_SIZE);
         assert!(matches!(
             parse_args(&args("-x parameter")),
@@ -549,23 +549,23 @@ mod tests {
 
     #[test]
     fn management_flags() {
-        let c = run("-b 127.0.0.1:1").unwrap();
+        let c = parse("-b 127.0.0.1:1").unwrap();
         assert!(c.mgmt_listen.unwrap().iter().all(|a| a.port() == 0));
         assert_eq!(c.secret, SecretSpec::Generate);
-        let c = run("-b 127.0.0.1:1 -T 127.0.0.1:6082 -S /etc/lacquer/secret").unwrap();
+        let c = parse("-b 127.0.0.1:1 -T 127.0.0.1:6082 -S /etc/lacquer/secret").unwrap();
         assert_eq!(
             c.mgmt_listen.unwrap(),
             vec!["127.0.0.1:6082".parse().unwrap()]
         );
         assert_eq!(c.secret, SecretSpec::File("/etc/lacquer/secret".into()));
-        let c = run("-b 127.0.0.1:1 -T none -S none").unwrap();
+        let c = parse("-b 127.0.0.1:1 -T none -S none").unwrap();
         assert!(c.mgmt_listen.is_none());
         assert_eq!(c.secret, SecretSpec::Disabled);
     }
 
     #[test]
     fn vcl_file_and_compile_only() {
-        let c = run("-f /etc/lacquer/default.vcl").unwrap();
+        let c = parse("-f /etc/lacquer/default.vcl").unwrap();
         assert!(
             matches!(&c.vcl, Some(crate::VclSource::File(p)) if p == &PathBuf::from("/etc/lacquer/default.vcl"))
         );
@@ -577,15 +577,15 @@ mod tests {
 
     #[test]
     fn metrics_listener() {
-        let c = run("-b 127.0.0.1:1 --metrics 127.0.0.1:9131").unwrap();
+        let c = parse("-b 127.0.0.1:1 --metrics 127.0.0.1:9131").unwrap();
         assert_eq!(c.metrics_listen, vec!["127.0.0.1:9131".parse().unwrap()]);
-        let c = run("-b 127.0.0.1:1 --metrics=127.0.0.1:0").unwrap();
+        let c = parse("-b 127.0.0.1:1 --metrics=127.0.0.1:0").unwrap();
         assert_eq!(c.metrics_listen.len(), 1);
-        assert!(run("-b 127.0.0.1:1").unwrap().metrics_listen.is_empty());
-        let e = run("-b 127.0.0.1:1 --metrics 127.0.0.1").err().unwrap();
+        assert!(parse("-b 127.0.0.1:1").unwrap().metrics_listen.is_empty());
+        let e = parse("-b 127.0.0.1:1 --metrics 127.0.0.1").err().unwrap();
         assert!(e.contains("a port is needed"), "{e}");
-        assert!(run("-b 127.0.0.1:1 --metrics").is_err());
-        assert!(run("-b 127.0.0.1:1 --nosuch 1").is_err());
+        assert!(parse("-b 127.0.0.1:1 --metrics").is_err());
+        assert!(parse("-b 127.0.0.1:1 --nosuch 1").is_err());
     }
 
     #[test]
@@ -598,6 +598,9 @@ mod tests {
             );
             assert!(serve_usage().contains(o.3), "{} in the usage", o.3);
         }
-        assert_eq!(run("-j x").err().as_deref(), Some("unknown option \"-j\""));
+        assert_eq!(
+            parse("-j x").err().as_deref(),
+            Some("unknown option \"-j\"")
+        );
     }
 }

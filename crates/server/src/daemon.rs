@@ -167,7 +167,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        crate::probe::start(&shared, &active);
+        crate::probe::start_probes(&shared, &active);
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
@@ -190,7 +190,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
             let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(crate::metrics::serve(shared.clone(), l));
+            tokio::spawn(crate::metrics::serve_metrics(shared.clone(), l));
         }
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,
@@ -201,10 +201,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         )?)?;
         let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
         if !cfg.start_stopped {
-            mgmt.start()?;
+            mgmt.start_accepting()?;
         }
         for l in mgmt_tokio {
-            tokio::spawn(mgmt.clone().serve(l));
+            tokio::spawn(mgmt.clone().serve_cli(l));
         }
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
@@ -243,7 +243,13 @@ pub(crate) async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let local = stream.local_addr().unwrap_or(local);
-                tokio::spawn(session::run(sh.clone(), stream, peer, local, name.clone()));
+                tokio::spawn(session::serve_connection(
+                    sh.clone(),
+                    stream,
+                    peer,
+                    local,
+                    name.clone(),
+                ));
             }
             Err(_) => {
                 // Out of descriptors or a connection reset before accept:

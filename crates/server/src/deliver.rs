@@ -469,7 +469,7 @@ async fn filtered_body(
                 vcl: d.vcl,
                 gzip: splice,
             };
-            esi::run(c, sh, req, obj, program, out).await?;
+            esi::deliver_page(c, sh, req, obj, program, out).await?;
             return end_chunked(c, chunked, clock).await;
         }
     }

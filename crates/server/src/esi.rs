@@ -159,7 +159,7 @@ async fn send(c: &mut Client, req: &mut Req, out: &Out<'_>, b: Vec<Bytes>) -> Re
 }
 
 /// Delivers the body of `obj` (complete) by its ESI program.
-pub(crate) async fn run(
+pub(crate) async fn deliver_page(
     c: &mut Client,
     sh: &Arc<Shared>,
     req: &mut Req,
@@ -220,7 +220,7 @@ pub(crate) async fn run(
                 break;
             }
             todo.pop_front();
-            if let Some(r) = start(c, sh, req, &base, ctx, inc, segment, &out, ahead) {
+            if let Some(r) = start_include(c, sh, req, &base, ctx, inc, segment, &out, ahead) {
                 running.push_back(r);
             }
         }
@@ -360,7 +360,7 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
 
 /// Starts an include on its own task.
 #[allow(clippy::too_many_arguments)]
-fn start(
+fn start_include(
     c: &Client,
     sh: &Arc<Shared>,
     req: &mut Req,

@@ -107,7 +107,7 @@ pub(crate) fn spawn(
     let vcl = vcl.clone();
     tokio::spawn(async move {
         COUNTERS.inc(Counter::s_fetch);
-        run(sh, vcl, bereq, slot, tx).await;
+        fetch_for_cache(sh, vcl, bereq, slot, tx).await;
     });
     rx
 }
@@ -170,7 +170,7 @@ pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f
     }
 }
 
-async fn run(
+async fn fetch_for_cache(
     sh: Arc<Shared>,
     vcl: Arc<Loaded>,
     mut bereq: Bereq,
@@ -181,7 +181,7 @@ async fn run(
     let stale = slot.stale().cloned();
     'fetch: loop {
         let failure: (u16, Option<Bytes>) = 'attempt: {
-            match backend_host::run(Method::BackendFetch, &sh, &vcl, &mut bereq, None) {
+            match backend_host::call_method(Method::BackendFetch, &sh, &vcl, &mut bereq, None) {
                 Action::Fetch => {}
                 // Waiters look up again; this client gets a 503.
                 Action::Abandon => return,
@@ -271,7 +271,7 @@ async fn run(
                 },
             );
             let rfc_timers = beresp.timers;
-            let action = backend_host::run(
+            let action = backend_host::call_method(
                 Method::BackendResponse,
                 &sh,
                 &vcl,
@@ -323,7 +323,7 @@ async fn run(
         };
         let now = lacquer_core::time::now();
         let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
-        match backend_host::run(
+        match backend_host::call_method(
             Method::BackendError,
             &sh,
             &vcl,

@@ -289,7 +289,7 @@ mod tests {
         Txn::new(None, 1, lacquer_shm::Side::Backend, limits)
     }
 
-    fn run(f: &mut FetchFilters, body: &[u8]) -> Vec<u8> {
+    fn filter_whole(f: &mut FetchFilters, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
         for piece in body.chunks(10) {
             if let Some(b) = f.push(piece).unwrap() {
@@ -309,7 +309,7 @@ mod tests {
         };
         let mut f = FetchFilters::choose(&p, want, &mut h, false);
         assert!(f.changes_length());
-        let mut z = run(&mut f, b"hello hello hello hello");
+        let mut z = filter_whole(&mut f, b"hello hello hello hello");
         let mut log = quiet();
         let done = f.finish(&p, b"/", &mut log).unwrap();
         z.extend_from_slice(&done.tail.unwrap());
@@ -341,7 +341,10 @@ mod tests {
         let mut f = FetchFilters::choose(&p, want, &mut h, false);
         assert!(f.is_esi());
         assert_eq!(h.get("content-encoding").unwrap().as_ref(), b"gzip");
-        assert!(run(&mut f, &z).is_empty(), "collected until the end");
+        assert!(
+            filter_whole(&mut f, &z).is_empty(),
+            "collected until the end"
+        );
         let mut log = quiet();
         let done = f.finish(&p, b"/", &mut log).unwrap();
         let stored = done.tail.unwrap();
@@ -364,7 +367,7 @@ mod tests {
         };
         let mut f = FetchFilters::choose(&p, want, &mut h, false);
         assert!(h.get("content-encoding").is_none());
-        run(&mut f, &z);
+        filter_whole(&mut f, &z);
         let done = f.finish(&p, b"/", &mut log).unwrap();
         assert_eq!(done.tail.unwrap().as_ref(), page);
         assert!(done.gzip.is_none());

@@ -22,7 +22,7 @@ pub(crate) fn snapshot(sh: &Shared) -> Snapshot {
 }
 
 /// Accepts scrapes until the process ends.
-pub(crate) async fn serve(sh: Arc<Shared>, listener: TcpListener) {
+pub(crate) async fn serve_metrics(sh: Arc<Shared>, listener: TcpListener) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {

@@ -63,7 +63,7 @@ pub(crate) async fn pass(
     let is_head = req.is_head();
     'fetch: loop {
         let failure: (u16, Option<Bytes>) = 'attempt: {
-            match backend_host::run(Method::BackendFetch, sh, vcl, &mut bereq, None) {
+            match backend_host::call_method(Method::BackendFetch, sh, vcl, &mut bereq, None) {
                 Action::Fetch => {}
                 Action::Abandon => return Passed::Object(synth::fetch_failed(req.xid)),
                 Action::Error { status, reason } => break 'attempt (status, reason),
@@ -133,7 +133,7 @@ pub(crate) async fn pass(
             fetch::log_exchange(&mut bereq, &backend, &be, &head, &resp, now);
             let mut beresp = fetch::beresp_from(sh, &resp, index, now);
             beresp.uncacheable = true;
-            let action = backend_host::run(
+            let action = backend_host::call_method(
                 Method::BackendResponse,
                 sh,
                 vcl,
@@ -177,7 +177,13 @@ pub(crate) async fn pass(
         };
         let now = lacquer_core::time::now();
         let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
-        match backend_host::run(Method::BackendError, sh, vcl, &mut bereq, Some(&mut beresp)) {
+        match backend_host::call_method(
+            Method::BackendError,
+            sh,
+            vcl,
+            &mut bereq,
+            Some(&mut beresp),
+        ) {
             Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
                 bereq.retries += 1;
                 continue;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// Starts the probes of `loaded`'s backends that are not running yet.
 /// Needs a tokio runtime.
-pub(crate) fn start(sh: &Arc<Shared>, loaded: &Loaded) {
+pub(crate) fn start_probes(sh: &Arc<Shared>, loaded: &Loaded) {
     for backend in loaded.backends.iter().flatten() {
         let Some(probe) = backend.probe() else {
             continue;

@@ -206,7 +206,7 @@ pub(crate) async fn handle(
     }
     let mut req = Req::new(xid, head, log, t_req, &vcl);
     append_forwarded_for(&mut req, c);
-    run(c, sh, &vcl, req).await
+    client_steps(c, sh, &vcl, req).await
 }
 
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
@@ -235,11 +235,16 @@ pub(crate) async fn handle_include(
     req.acct.hdr_rx = 0;
     req.initial = Some(initial);
     req.include = Some(ctx);
-    run(c, sh, vcl, req).await;
+    client_steps(c, sh, vcl, req).await;
 }
 
 /// The steps of a request, then its byte counts and the end of its log.
-async fn run(c: &mut Client, sh: &Arc<Shared>, vcl: &Arc<Loaded>, mut req: Req) -> Outcome {
+async fn client_steps(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    mut req: Req,
+) -> Outcome {
     let cx = Ctx {
         sh,
         vcl,

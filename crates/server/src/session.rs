@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Serves one client connection until it closes.
-pub(crate) async fn run(
+pub(crate) async fn serve_connection(
     sh: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
@@ -54,7 +54,7 @@ pub(crate) async fn run(
         // hold no request-sized buffer while the connection idles.
         log.release();
     }
-    let reason = serve(&sh, &mut c, &mut log).await;
+    let reason = serve_requests(&sh, &mut c, &mut log).await;
     reason.count();
     if log.active() {
         let t = lacquer_core::time::now() - t_open;
@@ -93,7 +93,7 @@ async fn linger(sh: &Shared, c: &mut Client) {
     }
 }
 
-async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
+async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     loop {
         let limits = sh.request_limits();
         let deadline = Instant::now() + Params::duration(sh.params.timeout_idle());

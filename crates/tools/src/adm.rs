@@ -60,7 +60,7 @@ fn from_workdir(dir: &std::path::Path) -> Result<Target, String> {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
-    match run(args) {
+    match execute(args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{e}");
@@ -69,7 +69,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-fn run(args: &[String]) -> Result<ExitCode, String> {
+fn execute(args: &[String]) -> Result<ExitCode, String> {
     let mut addr = None;
     let mut secret = None;
     let mut workdir = None;

@@ -132,7 +132,7 @@ pub fn main(args: &[String]) -> ExitCode {
         once,
         last_draw: Instant::now(),
     };
-    let result = source::run(&opts, &mut hist);
+    let result = source::read_records(&opts, &mut hist);
     if once {
         let _ = std::io::stdout().write_all(hist.render(20).as_bytes());
     }

@@ -51,7 +51,7 @@ pub fn main(args: &[String]) -> ExitCode {
         eprintln!("lacquer log: cannot write the file");
         return ExitCode::FAILURE;
     }
-    let result = source::run(&opts, &mut printer);
+    let result = source::read_records(&opts, &mut printer);
     let _ = printer.out.flush();
     source::exit("log", result)
 }

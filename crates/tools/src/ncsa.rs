@@ -42,7 +42,7 @@ pub fn main(args: &[String]) -> ExitCode {
         out: std::io::BufWriter::new(std::io::stdout()),
         failed: false,
     };
-    let result = source::run(&opts, &mut sink);
+    let result = source::read_records(&opts, &mut sink);
     let _ = sink.out.flush();
     source::exit("ncsa", result)
 }

@@ -193,7 +193,7 @@ pub trait Sink {
 
 /// Reads, groups and filters until the source ends (`-d`, `-r`), the sink
 /// stops, or `-k` groups have been passed on.
-pub fn run(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String> {
+pub fn read_records(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String> {
     let mut grouper = Grouper::new(opts.grouping, opts.timeout, opts.limit);
     let mut groups = Vec::new();
     let mut passed = 0u64;

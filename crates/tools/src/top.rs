@@ -43,7 +43,7 @@ pub fn main(args: &[String]) -> ExitCode {
         decay: 1.0 - 1.0 / period.max(1.0),
         last_draw: Instant::now(),
     };
-    let result = source::run(&opts, &mut ranking);
+    let result = source::read_records(&opts, &mut ranking);
     if once {
         let text = ranking.render(usize::MAX);
         let _ = std::io::stdout().write_all(text.as_bytes());

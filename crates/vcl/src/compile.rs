@@ -118,7 +118,7 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         current: 0,
         warnings: Vec::new(),
     };
-    let result = user.and_then(|tokens| c.run(tokens, opts));
+    let result = user.and_then(|tokens| c.compile_program(tokens, opts));
     match result {
         Ok(p) => Ok(p),
         Err(error) => Err(Failure {
@@ -129,7 +129,11 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
 }
 
 impl Compiler {
-    fn run(&mut self, user_tokens: Vec<crate::lexer::Token>, opts: &Options) -> CResult<Program> {
+    fn compile_program(
+        &mut self,
+        user_tokens: Vec<crate::lexer::Token>,
+        opts: &Options,
+    ) -> CResult<Program> {
         let user = parse(user_tokens)?;
         match user.first() {
             Some(Decl::Vcl { version, .. }) => self.version = *version,

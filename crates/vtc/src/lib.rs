@@ -297,7 +297,7 @@ fn run_one(o: &Options) -> ! {
         w.macros.define(n, v);
     }
     let mut top = world::Top::new(w);
-    match top.run(&script) {
+    match top.run_script(&script) {
         Ok(outcome) => {
             top.reset();
             let _ = std::fs::remove_dir_all(&tmpdir);

@@ -36,10 +36,10 @@ impl Session<'_> {
     /// Runs a spec (the text of a `{...}` block).
     pub fn run_text(&mut self, conn: &mut Conn, text: &str) -> Step {
         let cmds = script::parse(text)?;
-        self.run(conn, &cmds)
+        self.run_commands(conn, &cmds)
     }
 
-    pub fn run(&mut self, conn: &mut Conn, cmds: &[Command]) -> Step {
+    pub fn run_commands(&mut self, conn: &mut Conn, cmds: &[Command]) -> Step {
         for cmd in cmds {
             // A loop's block holds commands, expanded as each runs.
             let blocks = cmd.words.first().is_none_or(|w| w.text != "loop");
@@ -204,7 +204,7 @@ impl Session<'_> {
                 let cmds = script::parse(text)?;
                 for i in 0..n {
                     log(3, &self.actor, &format!("Loop #{i}"));
-                    self.run(conn, &cmds)?;
+                    self.run_commands(conn, &cmds)?;
                 }
                 Ok(())
             }

@@ -75,7 +75,7 @@ impl Top {
     }
 
     /// Runs the test's script.
-    pub fn run(&mut self, script: &str) -> Step<Outcome> {
+    pub fn run_script(&mut self, script: &str) -> Step<Outcome> {
         let cmds = script::parse(script)?;
         for cmd in &cmds {
             let cmd = &cmd

@@ -97,7 +97,7 @@ impl Mgmt {
                 }
             }
             Cmd::Start if self.registry_is_empty() => Reply::with(status::CANT, "No VCL available"),
-            Cmd::Start => match self.start() {
+            Cmd::Start => match self.start_accepting() {
                 Ok(true) => Reply::ok(""),
                 Ok(false) => Reply::with(status::CANT, "Child in state running"),
                 Err(e) => Reply::with(status::CANT, e),

@@ -98,7 +98,7 @@ impl Mgmt {
     }
 
     /// Starts accepting clients; false if already accepting.
-    pub fn start(&self) -> Result<bool, String> {
+    pub fn start_accepting(&self) -> Result<bool, String> {
         let mut child = self.child();
         if !child.accepting.is_empty() {
             return Ok(false);
@@ -134,7 +134,7 @@ impl Mgmt {
     }
 
     /// Serves management connections on `listener` until the process ends.
-    pub async fn serve(self: Arc<Mgmt>, listener: TcpListener) {
+    pub async fn serve_cli(self: Arc<Mgmt>, listener: TcpListener) {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {

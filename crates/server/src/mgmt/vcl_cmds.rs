@@ -74,7 +74,7 @@ impl Mgmt {
         });
         // Counted first, so that a program loaded cold starts no probe.
         reg.count();
-        crate::probe::start(&self.sh, &loaded);
+        crate::probe::start_probes(&self.sh, &loaded);
         Reply::ok(warnings)
     }
 
