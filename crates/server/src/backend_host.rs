@@ -129,6 +129,15 @@ impl Bereq {
         }
     }
 
+    /// Starts the fetch over after a `return (retry)`, from
+    /// `vcl_backend_response` or `vcl_backend_error`, for a cache fetch or
+    /// a pass alike. Not counted in `MAIN.backend_retry`: as in Varnish,
+    /// that counts the one automatic retry of a request whose pooled
+    /// connection turned out closed.
+    pub fn retry(&mut self) {
+        self.retries += 1;
+    }
+
     /// The timeouts of this fetch: the backend's own, else the
     /// parameters, unless VCL set them on `bereq`.
     pub fn timeouts(&self, vcl: &Loaded, backend: usize, p: &Params) -> Timeouts {

@@ -280,14 +280,20 @@ async fn fetch_for_cache(
             );
             match action {
                 Action::Deliver | Action::Pass(_) => {}
-                Action::Retry if bereq.retries < max_retries => {
-                    bereq.retries += 1;
-                    COUNTERS.inc(Counter::backend_retry);
-                    continue 'fetch;
+                other => {
+                    // The response is not used: its connection can carry
+                    // the next request only if it had no body to read.
+                    conn.finish(resp.framing == lacquer_http::Framing::None);
+                    match other {
+                        Action::Retry if bereq.retries < max_retries => {
+                            bereq.retry();
+                            continue 'fetch;
+                        }
+                        Action::Abandon => return,
+                        Action::Error { status, reason } => break 'attempt (status, reason),
+                        _ => break 'attempt (503, None),
+                    }
                 }
-                Action::Abandon => return,
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
             }
             let hit_for_pass = match action {
                 Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
@@ -331,7 +337,7 @@ async fn fetch_for_cache(
             Some(&mut beresp),
         ) {
             Action::Retry if bereq.retries < max_retries => {
-                bereq.retries += 1;
+                bereq.retry();
                 continue;
             }
             Action::Deliver | Action::Retry => {}

@@ -142,12 +142,19 @@ pub(crate) async fn pass(
             );
             match action {
                 Action::Deliver | Action::Pass(_) => {}
-                Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
-                    bereq.retries += 1;
-                    continue 'fetch;
+                other => {
+                    // The response is not used: its connection can carry
+                    // the next request only if it had no body to read.
+                    be.finish(resp.framing == Framing::None);
+                    match other {
+                        Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
+                            bereq.retry();
+                            continue 'fetch;
+                        }
+                        Action::Error { status, reason } => break 'attempt (status, reason),
+                        _ => break 'attempt (503, None),
+                    }
                 }
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
             }
             crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
             let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
@@ -185,7 +192,7 @@ pub(crate) async fn pass(
             Some(&mut beresp),
         ) {
             Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
-                bereq.retries += 1;
+                bereq.retry();
                 continue;
             }
             Action::Deliver | Action::Retry => {}
