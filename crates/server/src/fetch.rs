@@ -1,11 +1,14 @@
-//! The backend side of a cache miss: `vcl_backend_fetch`, the exchange
-//! (in its own task, so it completes even if the client leaves, as every
-//! waiting client depends on it), `vcl_backend_response` deciding what is
-//! stored and for how long (or a hit-for-miss / hit-for-pass marker),
-//! retries, and `vcl_backend_error` building the answer when it fails.
-//! The body streams into storage while clients read it.
+//! The backend side of a cache miss, as a [`FetchMode`] of the one
+//! backend state machine (`backend_steps`): the fetch runs in its own task
+//! (so it completes even if the client leaves, as every waiting client
+//! depends on it), a 304 revalidates the stale object, `stale-if-error`
+//! stands in for a failed fetch, `vcl_backend_response` decides what is
+//! stored and for how long (or a hit-for-miss / hit-for-pass marker), and
+//! `vcl_backend_error`'s answer goes to every waiter. The body streams
+//! into storage while clients read it.
 
 use crate::backend_host::{self, Bereq, BereqBody, Beresp};
+use crate::backend_steps::{self, FetchMode};
 use crate::client_host::ConnInfo;
 use crate::request::Req;
 use crate::vcl::Loaded;
@@ -175,193 +178,228 @@ async fn fetch_for_cache(
     vcl: Arc<Loaded>,
     mut bereq: Bereq,
     slot: FetchSlot,
-    mut tx: oneshot::Sender<Fetched>,
+    tx: oneshot::Sender<Fetched>,
 ) {
-    let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
-    let stale = slot.stale().cloned();
-    'fetch: loop {
-        let failure: (u16, Option<Bytes>) = 'attempt: {
-            match backend_host::call_method(Method::BackendFetch, &sh, &vcl, &mut bereq, None) {
-                Action::Fetch => {}
-                // Waiters look up again; this client gets a 503.
-                Action::Abandon => return,
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
+    let mut mode = CacheFetch {
+        sh: &sh,
+        stale: slot.stale().cloned(),
+        slot: Some(slot),
+        tx: Some(tx),
+        revalidated: None,
+        rfc_timers: Timers {
+            t_origin: 0.0,
+            ttl: 0.0,
+            grace: 0.0,
+            keep: 0.0,
+        },
+    };
+    backend_steps::run_fetch(&sh, &vcl, &mut bereq, &mut mode).await;
+}
+
+/// A fetch for the cache: its answer fills a cache slot that other
+/// requests may be waiting on, and goes to the request that started it.
+struct CacheFetch<'s> {
+    sh: &'s Shared,
+    /// The stored object this fetch refreshes, if any (grace, keep).
+    stale: Option<Arc<Object>>,
+    slot: Option<FetchSlot>,
+    tx: Option<oneshot::Sender<Fetched>>,
+    /// The stale object a 304 revalidated: its body is reused.
+    revalidated: Option<Arc<Object>>,
+    /// The lifetimes the response itself gave, before VCL.
+    rfc_timers: Timers,
+}
+
+impl CacheFetch<'_> {
+    /// Hands the slot's waiters and the starting request `obj`.
+    fn answer(&mut self, obj: Arc<Object>) {
+        if let Some(slot) = self.slot.take() {
+            slot.abandon(Some(obj.clone()));
+        }
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(obj.into());
+        }
+    }
+}
+
+impl FetchMode for CacheFetch<'_> {
+    type Done = ();
+
+    /// Waiters look up again; the starting request gets a 503.
+    fn abandoned(&mut self, _bereq: &mut Bereq) {}
+
+    fn may_retry(&self) -> bool {
+        true
+    }
+
+    async fn body(&mut self, _bereq: &mut Bereq) -> Result<BereqBody, ()> {
+        Ok(BereqBody::None)
+    }
+
+    async fn exchange<'b>(
+        &mut self,
+        bereq: &mut Bereq,
+        backend: &'b lacquer_backend::Backend,
+        head: &[u8],
+        _body: BereqBody,
+        t: &lacquer_backend::Timeouts,
+        limits: &lacquer_http::ResponseLimits,
+    ) -> Result<Result<(lacquer_backend::Conn<'b>, ResponseHead), FetchError>, ()> {
+        let exchange = backend.exchange(head, &[], t, limits, false);
+        let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
+            return Ok(exchange.await);
+        };
+        // A hit-for-miss fetch serves only the request that started it:
+        // when that request is gone (a client that gave up, an ESI page
+        // whose client left) the wait for the backend, or for a connection
+        // at max_connections, is given up too.
+        let mut exchange = std::pin::pin!(exchange);
+        let mut gone = std::pin::pin!(tx.closed());
+        let answered = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
             }
-            bereq.log.timestamp("Fetch", lacquer_core::time::now());
-            let Some((index, backend)) = pick_backend(&sh, &vcl, &mut bereq) else {
-                COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::ConnectFailed("no backend".into());
-                log_fetch_error(&mut bereq.log, &e);
-                break 'attempt (503, None);
-            };
-            let t = bereq.timeouts(&vcl, index, &sh.params);
-            let head = bereq.head(&backend.host_header, BereqBody::None);
-            let limits = sh.response_limits();
-            let exchange = backend.exchange(&head, &[], &t, &limits, false);
-            // A hit-for-miss fetch serves only the request that started
-            // it: when that request is gone (a client that gave up, an
-            // ESI page whose client left) the wait for the backend, or
-            // for a connection at max_connections, is given up too.
-            let answered = if bereq.is_hitmiss {
-                let mut exchange = std::pin::pin!(exchange);
-                let mut gone = std::pin::pin!(tx.closed());
-                std::future::poll_fn(|cx| {
-                    if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
-                        return Poll::Ready(Some(r));
-                    }
-                    gone.as_mut().poll(cx).map(|()| None)
-                })
-                .await
-            } else {
-                Some(exchange.await)
-            };
-            let Some(answered) = answered else {
-                bereq.log.fmt(
-                    Tag::FetchError,
-                    format_args!("abandoned: the request that started this fetch has gone"),
+            gone.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        answered.ok_or_else(|| {
+            bereq.log.fmt(
+                Tag::FetchError,
+                format_args!("abandoned: the request that started this fetch has gone"),
+            );
+        })
+    }
+
+    fn response<'b>(
+        &mut self,
+        sh: &Shared,
+        bereq: &mut Bereq,
+        conn: lacquer_backend::Conn<'b>,
+        resp: ResponseHead,
+        index: usize,
+        now: f64,
+    ) -> Result<(lacquer_backend::Conn<'b>, ResponseHead, Beresp), ()> {
+        // A 304 to a conditional fetch stands for the stale object, its
+        // headers updated.
+        self.revalidated = self
+            .stale
+            .clone()
+            .filter(|s| resp.status == 304 && s.can_revalidate());
+        if (500..=504).contains(&resp.status) {
+            if let Some(stale) = self.stale.clone().filter(|s| usable_on_error(s)) {
+                // The backend's error is not delivered: the connection
+                // goes with its body.
+                drop(conn);
+                serve_stale(bereq, &stale, self.slot.take(), self.tx.take());
+                return Err(());
+            }
+        }
+        let resp = match &self.revalidated {
+            Some(stale) => {
+                let merged = revalidate::merged(stale, &resp);
+                vsl::numbers(
+                    &mut bereq.log,
+                    Tag::BerespStatus,
+                    &[u64::from(merged.status)],
                 );
-                return;
-            };
-            let (conn, resp) = match answered {
-                Ok(x) => x,
-                Err(e) => {
-                    COUNTERS.inc(Counter::fetch_failed);
-                    log_fetch_error(&mut bereq.log, &e);
-                    break 'attempt (503, None);
-                }
-            };
-            let now = lacquer_core::time::now();
-            log_exchange(&mut bereq, &backend, &conn, &head, &resp, now);
-            // A 304 to a conditional fetch stands for the stale object,
-            // its headers updated.
-            let revalidated = stale
-                .clone()
-                .filter(|s| resp.status == 304 && s.can_revalidate());
-            if (500..=504).contains(&resp.status) {
-                if let Some(stale) = stale.as_ref().filter(|s| usable_on_error(s)) {
-                    // The backend's error is not delivered: the
-                    // connection goes with its body.
-                    drop(conn);
-                    serve_stale(&mut bereq, stale, slot, tx);
-                    return;
-                }
+                merged
             }
-            let resp = match &revalidated {
-                Some(stale) => {
-                    let merged = revalidate::merged(stale, &resp);
-                    vsl::numbers(
-                        &mut bereq.log,
-                        Tag::BerespStatus,
-                        &[u64::from(merged.status)],
-                    );
-                    merged
-                }
-                None => resp,
+            None => resp,
+        };
+        let mut beresp = beresp_from(sh, &resp, index, now);
+        beresp.was_304 = self.revalidated.is_some();
+        vsl::ttl(
+            &mut bereq.log,
+            &vsl::TtlRecord {
+                source: "RFC",
+                timers: beresp.timers,
+                rfc: Some((&resp.headers, sh.params.varnish_compat_ttl())),
+                cacheable: true,
+            },
+        );
+        self.rfc_timers = beresp.timers;
+        Ok((conn, resp, beresp))
+    }
+
+    async fn respond(
+        &mut self,
+        bereq: &mut Bereq,
+        beresp: Beresp,
+        resp: ResponseHead,
+        conn: lacquer_backend::Conn<'_>,
+        action: Action,
+        t: &lacquer_backend::Timeouts,
+    ) {
+        let hit_for_pass = match action {
+            Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
+            _ => None,
+        };
+        if beresp.timers != self.rfc_timers || beresp.uncacheable || hit_for_pass.is_some() {
+            let (source, timers) = match hit_for_pass {
+                Some(ttl) => (
+                    "HFP",
+                    Timers {
+                        ttl,
+                        grace: 0.0,
+                        keep: 0.0,
+                        ..beresp.timers
+                    },
+                ),
+                None if beresp.uncacheable => ("HFM", beresp.timers),
+                None => ("VCL", beresp.timers),
             };
-            let mut beresp = beresp_from(&sh, &resp, index, now);
-            beresp.was_304 = revalidated.is_some();
             vsl::ttl(
                 &mut bereq.log,
                 &vsl::TtlRecord {
-                    source: "RFC",
-                    timers: beresp.timers,
-                    rfc: Some((&resp.headers, sh.params.varnish_compat_ttl())),
-                    cacheable: true,
+                    source,
+                    timers,
+                    rfc: None,
+                    cacheable: source == "VCL",
                 },
             );
-            let rfc_timers = beresp.timers;
-            let action = backend_host::call_method(
-                Method::BackendResponse,
-                &sh,
-                &vcl,
-                &mut bereq,
-                Some(&mut beresp),
-            );
-            match action {
-                Action::Deliver | Action::Pass(_) => {}
-                other => {
-                    // The response is not used: its connection can carry
-                    // the next request only if it had no body to read.
-                    conn.finish(resp.framing == lacquer_http::Framing::None);
-                    match other {
-                        Action::Retry if bereq.retries < max_retries => {
-                            bereq.retry();
-                            continue 'fetch;
-                        }
-                        Action::Abandon => return,
-                        Action::Error { status, reason } => break 'attempt (status, reason),
-                        _ => break 'attempt (503, None),
-                    }
-                }
-            }
-            let hit_for_pass = match action {
-                Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
-                _ => None,
-            };
-            if beresp.timers != rfc_timers || beresp.uncacheable || hit_for_pass.is_some() {
-                let (source, timers) = match hit_for_pass {
-                    Some(ttl) => (
-                        "HFP",
-                        Timers {
-                            ttl,
-                            grace: 0.0,
-                            keep: 0.0,
-                            ..beresp.timers
-                        },
-                    ),
-                    None if beresp.uncacheable => ("HFM", beresp.timers),
-                    None => ("VCL", beresp.timers),
-                };
-                vsl::ttl(
-                    &mut bereq.log,
-                    &vsl::TtlRecord {
-                        source,
-                        timers,
-                        rfc: None,
-                        cacheable: source == "VCL",
-                    },
-                );
-            }
-            let source = Source { conn, revalidated };
-            store(&sh, bereq, beresp, resp, hit_for_pass, slot, tx, source, &t).await;
+        }
+        let (Some(slot), Some(tx)) = (self.slot.take(), self.tx.take()) else {
             return;
         };
-        let now = lacquer_core::time::now();
-        let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
-        match backend_host::call_method(
-            Method::BackendError,
-            &sh,
-            &vcl,
-            &mut bereq,
-            Some(&mut beresp),
-        ) {
-            Action::Retry if bereq.retries < max_retries => {
-                bereq.retry();
-                continue;
-            }
-            Action::Deliver | Action::Retry => {}
-            _ => {
-                beresp = Beresp::error(503, None, now, bereq.backend);
-                beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
-            }
-        }
+        let source = Source {
+            conn,
+            revalidated: self.revalidated.take(),
+        };
+        store(
+            self.sh,
+            bereq,
+            beresp,
+            resp,
+            hit_for_pass,
+            slot,
+            tx,
+            source,
+            t,
+        )
+        .await;
+    }
+
+    fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) {
         if beresp.status >= 500 {
-            if let Some(stale) = stale.as_ref().filter(|s| usable_on_error(s)) {
-                serve_stale(&mut bereq, stale, slot, tx);
+            if let Some(stale) = self.stale.clone().filter(|s| usable_on_error(s)) {
+                serve_stale(bereq, &stale, self.slot.take(), self.tx.take());
                 return;
             }
         }
         let obj = error_object(&beresp, bereq.xid);
         if obj.timers().ttl > 0.0 && !beresp.uncacheable {
+            let sh = self.sh;
             sh.cache
                 .attach(&obj, sh.cache.transient().clone(), obj.head.len() as u64, 0);
-            slot.insert(&obj, &bereq.headers);
+            if let Some(slot) = self.slot.take() {
+                slot.insert(&obj, &bereq.headers);
+            }
+            if let Some(tx) = self.tx.take() {
+                let _ = tx.send(obj.into());
+            }
         } else {
-            slot.abandon(Some(obj.clone()));
+            self.answer(obj);
         }
-        let _ = tx.send(obj.into());
-        return;
     }
 }
 
@@ -377,8 +415,8 @@ fn usable_on_error(stale: &Object) -> bool {
 fn serve_stale(
     bereq: &mut Bereq,
     stale: &Arc<Object>,
-    slot: FetchSlot,
-    tx: oneshot::Sender<Fetched>,
+    slot: Option<FetchSlot>,
+    tx: Option<oneshot::Sender<Fetched>>,
 ) {
     bereq.log.fmt(
         Tag::Debug,
@@ -387,8 +425,12 @@ fn serve_stale(
             stale.xid
         ),
     );
-    slot.abandon(Some(stale.clone()));
-    let _ = tx.send(stale.clone().into());
+    if let Some(slot) = slot {
+        slot.abandon(Some(stale.clone()));
+    }
+    if let Some(tx) = tx {
+        let _ = tx.send(stale.clone().into());
+    }
 }
 
 /// The object `vcl_backend_error` built.
@@ -414,7 +456,7 @@ struct Source<'a> {
 #[allow(clippy::too_many_arguments)]
 async fn store(
     sh: &Shared,
-    mut bereq: Bereq,
+    bereq: &mut Bereq,
     beresp: Beresp,
     resp: ResponseHead,
     hit_for_pass: Option<f64>,
@@ -456,10 +498,10 @@ async fn store(
     let Source { conn, revalidated } = source;
     let (obj, filling) = match &revalidated {
         Some(stale) => {
-            let obj = fill::from_stale(sh, &mut bereq, beresp, &resp, vary.clone(), store, stale);
+            let obj = fill::from_stale(sh, bereq, beresp, &resp, vary.clone(), store, stale);
             (obj, None)
         }
-        None => match fill::begin(sh, &mut bereq, beresp, &resp, vary.clone(), store) {
+        None => match fill::begin(sh, bereq, beresp, &resp, vary.clone(), store) {
             Some(f) => (Some(f.obj.clone()), Some(f)),
             None => (None, None),
         },
@@ -501,11 +543,11 @@ async fn store(
     }
     let _ = tx.send(Fetched { obj, withheld });
     match filling {
-        Some(filling) => fill::fill(sh, &mut bereq, filling, conn, t, !cacheable).await,
+        Some(filling) => fill::fill(sh, bereq, filling, conn, t, !cacheable).await,
         None => {
             // A 304: no body to read.
             COUNTERS.inc(Counter::fetch_304);
-            log_body_end(&mut bereq, &conn, 0, 0, lacquer_core::time::now());
+            log_body_end(bereq, &conn, 0, 0, lacquer_core::time::now());
             conn.finish(true);
         }
     }

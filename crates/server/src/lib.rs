@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod backend_host;
+mod backend_steps;
 mod client_host;
 pub mod config;
 mod daemon;

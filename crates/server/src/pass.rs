@@ -1,16 +1,18 @@
-//! Pass: the request goes to the backend as the client sent it (less
-//! hop-by-hop headers) through `vcl_backend_fetch`, its body streamed
-//! through, and the response, after `vcl_backend_response`, streams back
-//! to this one client without touching the cache, after `vcl_deliver` has
-//! seen its head. A response VCL asked to filter (`do_esi`, `do_gzip`,
-//! `do_gunzip`) goes through a private object instead, filled and
-//! delivered as a miss's would be. A successful unsafe request
-//! invalidates what it changed (`invalidate.rs`). The wait for the
-//! backend watches the client: one that leaves abandons the pass.
-//! Failures go through `vcl_backend_error`, and the error object goes
-//! back to the client state machine for `vcl_deliver`.
+//! Pass, as a [`FetchMode`] of the one backend state machine
+//! (`backend_steps`): the request goes to the backend as the client sent
+//! it (less hop-by-hop headers), its body streamed through, and the
+//! response, after `vcl_backend_response`, streams back to this one client
+//! without touching the cache, after `vcl_deliver` has seen its head. A
+//! response VCL asked to filter (`do_esi`, `do_gzip`, `do_gunzip`) goes
+//! through a private object instead, filled and delivered as a miss's
+//! would be. A successful unsafe request invalidates what it changed
+//! (`invalidate.rs`). The wait for the backend watches the client: one
+//! that leaves abandons the pass. Failures go through `vcl_backend_error`,
+//! and the error object goes back to the client state machine for
+//! `vcl_deliver`.
 
-use crate::backend_host::{self, Bereq, BereqBody, Beresp};
+use crate::backend_host::{Bereq, BereqBody, Beresp};
+use crate::backend_steps::{self, FetchMode};
 use crate::client_host::{ClientHost, ConnInfo, Resp};
 use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::io::{BodyError, Client, SendClock};
@@ -58,150 +60,155 @@ pub(crate) async fn pass(
     bereq.version = Version::Http11;
     bereq.uncacheable = true;
     bereq.is_hitpass = req.is_hitpass;
-    let keep = req.head.keep_alive();
-    let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
-    let is_head = req.is_head();
-    'fetch: loop {
-        let failure: (u16, Option<Bytes>) = 'attempt: {
-            match backend_host::call_method(Method::BackendFetch, sh, vcl, &mut bereq, None) {
-                Action::Fetch => {}
-                Action::Abandon => return Passed::Object(synth::fetch_failed(req.xid)),
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
-            }
-            bereq.log.timestamp("Fetch", lacquer_core::time::now());
-            let Some((index, backend)) = fetch::pick_backend(sh, vcl, &mut bereq) else {
-                COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::ConnectFailed("no backend".into());
-                fetch::log_fetch_error(&mut bereq.log, &e);
-                break 'attempt (503, None);
-            };
-            if bereq.body_unset && !req.body.is_done() {
-                // VCL dropped the body: read it off the connection and
-                // send none.
-                if let Err(reason) = crate::request::consume_body(c, sh, req).await {
-                    return Passed::Done(Outcome::Close(reason));
-                }
-            }
-            // The framing comes from the body still to be sent, not from
-            // the header list the client or VCL left.
-            let body = match req.body.is_done() {
-                true => BereqBody::None,
-                false => BereqBody::of(req.head.framing),
-            };
-            let t = bereq.timeouts(vcl, index, &sh.params);
-            let limits = sh.response_limits();
-            let head = bereq.head(&backend.host_header, body);
-            let result: Result<(Conn<'_>, ResponseHead), FetchError> = if req.body.is_done() {
-                // Nobody else wants this response: a client that leaves
-                // ends the wait for it (and frees the connection slot).
-                let exchange = backend.exchange(&head, &[], &t, &limits, is_head);
-                let Some(result) = c.watching(exchange, sh.params.answer_half_closed()).await
-                else {
-                    bereq.log.fmt(
-                        Tag::FetchError,
-                        format_args!("abandoned: the client has gone"),
-                    );
-                    return Passed::Done(Outcome::Close(CloseReason::RemClose));
-                };
-                result
-            } else {
-                if req.head.expect_continue {
-                    let idle = Params::duration(sh.params.idle_send_timeout());
-                    if c.write_small(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
-                        .await
-                        .is_err()
-                    {
-                        return Passed::Done(Outcome::Close(CloseReason::TxError));
-                    }
-                }
-                let chunked = body == BereqBody::Chunked;
-                match send_with_body(c, sh, req, &backend, &head, &t, chunked).await {
-                    Ok(r) => r,
-                    Err(outcome) => return Passed::Done(outcome),
-                }
-            };
-            let (be, resp) = match result {
-                Ok(x) => x,
-                Err(e) => {
-                    COUNTERS.inc(Counter::fetch_failed);
-                    fetch::log_fetch_error(&mut bereq.log, &e);
-                    break 'attempt (503, None);
-                }
-            };
-            let now = lacquer_core::time::now();
-            fetch::log_exchange(&mut bereq, &backend, &be, &head, &resp, now);
-            let mut beresp = fetch::beresp_from(sh, &resp, index, now);
-            beresp.uncacheable = true;
-            let action = backend_host::call_method(
-                Method::BackendResponse,
-                sh,
-                vcl,
-                &mut bereq,
-                Some(&mut beresp),
-            );
-            match action {
-                Action::Deliver | Action::Pass(_) => {}
-                other => {
-                    // The response is not used: its connection can carry
-                    // the next request only if it had no body to read.
-                    be.finish(resp.framing == Framing::None);
-                    match other {
-                        Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
-                            bereq.retry();
-                            continue 'fetch;
-                        }
-                        Action::Error { status, reason } => break 'attempt (status, reason),
-                        _ => break 'attempt (503, None),
-                    }
-                }
-            }
-            crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
-            let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
-                // Filtered: through a private object, as a miss would be.
-                let transient = sh.cache.transient().clone();
-                match fill::begin(sh, &mut bereq, beresp, &resp, None, transient) {
-                    Some(filling) => PassBody::Private(filling),
-                    None => return Passed::Object(synth::fetch_failed(req.xid)),
-                }
-            } else {
-                PassBody::Stream(beresp)
-            };
-            let backend = Backend {
-                bereq: &mut bereq,
-                resp: &resp,
-                conn: be,
-                timeouts: &t,
-            };
-            return match body {
-                PassBody::Private(filling) => {
-                    deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
-                }
-                PassBody::Stream(beresp) => {
-                    stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
-                }
-            };
-        };
-        let now = lacquer_core::time::now();
-        let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
-        match backend_host::call_method(
-            Method::BackendError,
-            sh,
-            vcl,
-            &mut bereq,
-            Some(&mut beresp),
-        ) {
-            Action::Retry if bereq.retries < max_retries && req.body.is_done() => {
-                bereq.retry();
-                continue;
-            }
-            Action::Deliver | Action::Retry => {}
-            _ => {
-                beresp = Beresp::error(503, None, now, bereq.backend);
-                beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
+    let mut mode = PassFetch {
+        c,
+        sh,
+        vcl,
+        keep: req.head.keep_alive(),
+        req,
+        conn,
+    };
+    backend_steps::run_fetch(sh, vcl, &mut bereq, &mut mode).await
+}
+
+/// A pass: one client's request, its body streamed to the backend, and
+/// the response streamed back to it (or through a private object when VCL
+/// asked for filters).
+struct PassFetch<'a> {
+    c: &'a mut Client,
+    sh: &'a Arc<Shared>,
+    vcl: &'a Arc<Loaded>,
+    req: &'a mut Req,
+    conn: ConnInfo,
+    keep: bool,
+}
+
+impl FetchMode for PassFetch<'_> {
+    type Done = Passed;
+
+    fn abandoned(&mut self, _bereq: &mut Bereq) -> Passed {
+        Passed::Object(synth::fetch_failed(self.req.xid))
+    }
+
+    fn may_retry(&self) -> bool {
+        self.req.body.is_done()
+    }
+
+    async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
+        if bereq.body_unset && !self.req.body.is_done() {
+            // VCL dropped the body: read it off the connection and send
+            // none.
+            if let Err(reason) = crate::request::consume_body(self.c, self.sh, self.req).await {
+                return Err(Passed::Done(Outcome::Close(reason)));
             }
         }
-        return Passed::Object(fetch::error_object(&beresp, bereq.xid));
+        // The framing comes from the body still to be sent, not from the
+        // header list the client or VCL left.
+        Ok(match self.req.body.is_done() {
+            true => BereqBody::None,
+            false => BereqBody::of(self.req.head.framing),
+        })
+    }
+
+    async fn exchange<'b>(
+        &mut self,
+        bereq: &mut Bereq,
+        backend: &'b lacquer_backend::Backend,
+        head: &[u8],
+        body: BereqBody,
+        t: &lacquer_backend::Timeouts,
+        limits: &lacquer_http::ResponseLimits,
+    ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Passed> {
+        let (c, sh, req) = (&mut *self.c, self.sh, &mut *self.req);
+        if body == BereqBody::None {
+            // Nobody else wants this response: a client that leaves ends
+            // the wait for it (and frees the connection slot).
+            let exchange = backend.exchange(head, &[], t, limits, req.is_head());
+            let half_closed = sh.params.answer_half_closed();
+            let Some(result) = c.watching(exchange, half_closed).await else {
+                bereq.log.fmt(
+                    Tag::FetchError,
+                    format_args!("abandoned: the client has gone"),
+                );
+                return Err(Passed::Done(Outcome::Close(CloseReason::RemClose)));
+            };
+            return Ok(result);
+        }
+        if req.head.expect_continue {
+            let idle = Params::duration(sh.params.idle_send_timeout());
+            if c.write_small(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
+                .await
+                .is_err()
+            {
+                return Err(Passed::Done(Outcome::Close(CloseReason::TxError)));
+            }
+        }
+        let chunked = body == BereqBody::Chunked;
+        send_with_body(c, sh, req, backend, head, t, chunked)
+            .await
+            .map_err(Passed::Done)
+    }
+
+    fn response<'b>(
+        &mut self,
+        sh: &Shared,
+        _bereq: &mut Bereq,
+        conn: Conn<'b>,
+        resp: ResponseHead,
+        index: usize,
+        now: f64,
+    ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
+        let mut beresp = fetch::beresp_from(sh, &resp, index, now);
+        beresp.uncacheable = true;
+        Ok((conn, resp, beresp))
+    }
+
+    async fn respond(
+        &mut self,
+        bereq: &mut Bereq,
+        beresp: Beresp,
+        resp: ResponseHead,
+        be: Conn<'_>,
+        _action: Action,
+        t: &lacquer_backend::Timeouts,
+    ) -> Passed {
+        let (c, sh, vcl, req, conn, keep) = (
+            &mut *self.c,
+            self.sh,
+            self.vcl,
+            &mut *self.req,
+            self.conn,
+            self.keep,
+        );
+        crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
+        let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
+            // Filtered: through a private object, as a miss would be.
+            let transient = sh.cache.transient().clone();
+            match fill::begin(sh, bereq, beresp, &resp, None, transient) {
+                Some(filling) => PassBody::Private(filling),
+                None => return Passed::Object(synth::fetch_failed(req.xid)),
+            }
+        } else {
+            PassBody::Stream(beresp)
+        };
+        let backend = Backend {
+            bereq,
+            resp: &resp,
+            conn: be,
+            timeouts: t,
+        };
+        match body {
+            PassBody::Private(filling) => {
+                deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
+            }
+            PassBody::Stream(beresp) => {
+                stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
+            }
+        }
+    }
+
+    fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Passed {
+        Passed::Object(fetch::error_object(&beresp, bereq.xid))
     }
 }
 
