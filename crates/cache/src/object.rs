@@ -151,6 +151,10 @@ pub struct Body {
     notify: Notify,
     /// Wakes a fill waiting for readers to catch up.
     taken: Notify,
+    /// Chunks its reader is done with are dropped (an object only one
+    /// request will ever read: a pass, a hit-for-miss), so that memory
+    /// follows the read-ahead, not the body's size.
+    release_behind: std::sync::atomic::AtomicBool,
     done: OnceLock<Box<[Bytes]>>,
     /// The length announced before streaming (a backend Content-Length).
     pub expected_len: Option<u64>,
@@ -170,6 +174,7 @@ impl Body {
             }),
             notify: Notify::new(),
             taken: Notify::new(),
+            release_behind: std::sync::atomic::AtomicBool::new(false),
             done: OnceLock::new(),
             expected_len,
         }
@@ -232,6 +237,20 @@ impl Body {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
     }
 
+    /// Drops, from now on, the chunks a reader is done with: for a body
+    /// that exactly one reader will read, once, from the start.
+    pub fn release_behind_reader(&self) {
+        self.release_behind
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps every chunk after all: the reader needs the whole body at
+    /// once (an ESI page, a gzip'd include spliced into its page).
+    pub fn keep_whole(&self) {
+        self.release_behind
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Waits until the furthest reader is no more than `ahead` bytes
     /// behind what has been pushed, or `patience` has passed (so that the
     /// caller can see whether anyone still reads). True when there is
@@ -273,10 +292,17 @@ impl Body {
                     return Err(BodyFailed);
                 }
                 if from > st.taken_chunks && from <= st.chunks.len() {
-                    let done: u64 = st.chunks[st.taken_chunks..from]
+                    let behind = st.taken_chunks..from;
+                    let done: u64 = st.chunks[behind.clone()]
                         .iter()
                         .map(|c| c.len() as u64)
                         .sum();
+                    if self
+                        .release_behind
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                    {
+                        st.chunks[behind].fill(Bytes::new());
+                    }
                     st.taken += done;
                     st.taken_chunks = from;
                     self.taken.notify_waiters();

@@ -131,6 +131,22 @@ impl Gunzip {
         Ok(Bytes::from(self.scan.take_output()))
     }
 
+    /// Feeds compressed bytes from the front of `data` until about
+    /// `limit` bytes are inflated; returns the bytes taken, the inflated
+    /// ones, and whether the inflater may hold more (call again, with the
+    /// rest or nothing, before it can be finished).
+    pub fn push_some(
+        &mut self,
+        data: &[u8],
+        limit: usize,
+    ) -> Result<(usize, Bytes, bool), GzipError> {
+        let limit = limit.max(1);
+        let used = self.scan.push_some(data, limit)?;
+        let out = self.scan.take_output();
+        let more = out.len() >= limit;
+        Ok((used, Bytes::from(out), more))
+    }
+
     /// Feeds compressed bytes and hands back what they inflate to in
     /// slices of about `limit` bytes, one at a time as the caller asks:
     /// however far the data inflates, no more than a slice (and the
@@ -171,12 +187,11 @@ impl Slices<'_, '_> {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Bytes>, GzipError> {
         while self.more || !self.rest.is_empty() {
-            let used = self.z.scan.push_some(self.rest, self.limit)?;
+            let (used, out, more) = self.z.push_some(self.rest, self.limit)?;
             self.rest = &self.rest[used..];
-            let out = self.z.scan.take_output();
-            self.more = out.len() >= self.limit;
+            self.more = more;
             if !out.is_empty() {
-                return Ok(Some(Bytes::from(out)));
+                return Ok(Some(out));
             }
         }
         Ok(None)

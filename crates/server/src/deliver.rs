@@ -500,6 +500,7 @@ async fn end_chunked(c: &mut Client, chunked: bool, clock: &SendClock) -> Result
 
 /// Waits for the whole body (an ESI page is parsed once it is in).
 async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
+    obj.body.keep_whole();
     let mut next = 0;
     let mut pieces = Vec::new();
     loop {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::{Feature, Params};
 use lacquer_filters::esi::{self, Options, Program};
-use lacquer_filters::gzip::{is_gzip, Gunzip, Gzip, GzipError};
+use lacquer_filters::gzip::{is_gzip, Gunzip, Gzip, GzipError, INFLATE_SLICE};
 use lacquer_filters::splice::{self, GzipBits, Scan, Scanned};
 use lacquer_http::Headers;
 use lacquer_shm::{Tag, Txn};
@@ -39,6 +39,16 @@ pub(crate) struct FetchFilters {
     esi: Option<Vec<u8>>,
     /// An ESI page stored gzip'd, compressed at this level once parsed.
     esi_gzip: Option<u32>,
+}
+
+/// What one step of [`FetchFilters::push_some`] did.
+pub(crate) struct Pushed {
+    /// Input bytes taken.
+    pub used: usize,
+    /// Bytes to store now.
+    pub piece: Option<Bytes>,
+    /// The filter may hold more output: step again.
+    pub more: bool,
 }
 
 /// What a finished body leaves to store.
@@ -153,24 +163,55 @@ impl FetchFilters {
 
     /// Puts a piece of body through; returns what is to be stored now
     /// (nothing while the ESI parse collects the body).
+    #[cfg(test)]
     pub fn push(&mut self, chunk: &[u8]) -> Result<Option<Bytes>, GzipError> {
-        let out = match &mut self.zip {
-            Zip::None => None,
-            Zip::Gzip(z) => Some(z.push(chunk)),
-            Zip::Gunzip(z) => Some(z.push(chunk)?),
+        let mut rest = chunk;
+        let mut out: Option<Vec<u8>> = None;
+        loop {
+            let pushed = self.push_some(rest)?;
+            rest = &rest[pushed.used..];
+            if let Some(piece) = pushed.piece {
+                out.get_or_insert_with(Vec::new).extend_from_slice(&piece);
+            }
+            if rest.is_empty() && !pushed.more {
+                return Ok(out.map(Bytes::from));
+            }
+        }
+    }
+
+    /// Puts the front of a piece of body through, inflating at most
+    /// [`INFLATE_SLICE`] of it at a time (a thousandfold gzip body never
+    /// becomes one huge buffer): what it took, what is to be stored now
+    /// (nothing while the ESI parse collects the body), and whether to
+    /// call again even with nothing left.
+    pub fn push_some(&mut self, chunk: &[u8]) -> Result<Pushed, GzipError> {
+        let (used, out, more) = match &mut self.zip {
+            Zip::None => (chunk.len(), None, false),
+            Zip::Gzip(z) => (chunk.len(), Some(z.push(chunk)), false),
+            Zip::Gunzip(z) => {
+                let (used, out, more) = z.push_some(chunk, INFLATE_SLICE)?;
+                (used, Some(out), more)
+            }
             Zip::Test(z) => {
                 z.push(chunk)?;
-                None
+                (chunk.len(), None, false)
             }
         };
-        let bytes: &[u8] = out.as_deref().unwrap_or(chunk);
-        if let Some(collected) = &mut self.esi {
-            collected.extend_from_slice(bytes);
-            return Ok(None);
-        }
-        // Copied when untouched, so the object holds exactly its bytes
-        // and not the connection's read buffer.
-        Ok(Some(out.unwrap_or_else(|| Bytes::copy_from_slice(chunk))))
+        let bytes: &[u8] = out.as_deref().unwrap_or(&chunk[..used]);
+        let piece = match &mut self.esi {
+            Some(collected) => {
+                collected.extend_from_slice(bytes);
+                None
+            }
+            // Copied when untouched, so the object holds exactly its bytes
+            // and not the connection's read buffer.
+            None => Some(out.unwrap_or_else(|| Bytes::copy_from_slice(&chunk[..used]))),
+        };
+        Ok(Pushed {
+            used,
+            piece: piece.filter(|p| !p.is_empty()),
+            more,
+        })
     }
 
     /// Ends the body: the last bytes to store, the ESI program when the

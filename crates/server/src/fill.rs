@@ -129,6 +129,10 @@ pub(crate) async fn fill(
         });
     }
     let nuke_limit = p.nuke_limit();
+    if private && !filters.is_esi() {
+        // Its one reader reads it once: what it has sent is let go.
+        obj.body.release_behind_reader();
+    }
     let mut reader = conn.body(framing);
     let mut received = 0u64;
     let mut stored = 0u64;
@@ -141,37 +145,44 @@ pub(crate) async fn fill(
     };
     loop {
         if private && !reader_keeps_up(p.transit_buffer(), &obj).await {
-            COUNTERS.inc(Counter::fetch_failed);
-            bereq.log.fmt(
-                Tag::FetchError,
-                format_args!("abandoned: no client reads the body"),
-            );
-            obj.body.fail();
-            sh.cache.remove(&obj, Removal::Failed);
+            abandon(sh, &mut bereq.log, &obj);
             return;
         }
         match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
                 received += chunk.len() as u64;
-                let held = filters.held();
-                let piece = match filters.push(&chunk) {
-                    Ok(piece) => piece,
-                    Err(e) => {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
-                        return;
-                    }
-                };
-                let newly_held = (filters.held() - held) as u64;
-                if newly_held > 0 && !charge(&mut stored, newly_held) {
-                    body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                    return;
-                }
-                if let Some(piece) = piece {
-                    if !charge(&mut stored, piece.len() as u64) {
+                let mut rest: &[u8] = &chunk;
+                loop {
+                    let held = filters.held();
+                    let pushed = match filters.push_some(rest) {
+                        Ok(pushed) => pushed,
+                        Err(e) => {
+                            body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
+                            return;
+                        }
+                    };
+                    rest = &rest[pushed.used..];
+                    let newly_held = (filters.held() - held) as u64;
+                    if newly_held > 0 && !charge(&mut stored, newly_held) {
                         body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
                         return;
                     }
-                    obj.body.push(piece);
+                    if let Some(piece) = pushed.piece {
+                        if !charge(&mut stored, piece.len() as u64) {
+                            body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
+                            return;
+                        }
+                        obj.body.push(piece);
+                    }
+                    if rest.is_empty() && !pushed.more {
+                        break;
+                    }
+                    // A piece that inflates far goes in slices, each
+                    // waiting for the reader as a backend read would.
+                    if private && !reader_keeps_up(p.transit_buffer(), &obj).await {
+                        abandon(sh, &mut bereq.log, &obj);
+                        return;
+                    }
                 }
             }
             Ok(None) => {
@@ -229,6 +240,17 @@ async fn reader_keeps_up(ahead: u64, obj: &Arc<Object>) -> bool {
             return true;
         }
     }
+}
+
+/// Gives up the fill of a private object nobody reads any more.
+fn abandon(sh: &Shared, log: &mut Txn, obj: &Arc<Object>) {
+    COUNTERS.inc(Counter::fetch_failed);
+    log.fmt(
+        Tag::FetchError,
+        format_args!("abandoned: no client reads the body"),
+    );
+    obj.body.fail();
+    sh.cache.remove(obj, Removal::Failed);
 }
 
 fn body_failed(sh: &Shared, log: &mut Txn, obj: &Arc<Object>, e: &FetchError) {

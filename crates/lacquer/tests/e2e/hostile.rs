@@ -55,6 +55,48 @@ fn a_decompression_bomb_is_inflated_in_bounded_slices() {
     assert!(grew < 24 * MIB, "peak memory grew by {} MiB", grew / MIB);
 }
 
+#[test]
+fn a_filtered_pass_holds_a_slice_not_the_body() {
+    // 64 MiB that gzip to under 100 KB, inflated by do_gunzip into a
+    // private object that a slow client reads.
+    let plain = 64 * MIB as usize;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(&vec![0u8; plain]).unwrap();
+    let bomb = z.finish().unwrap();
+    let origin = Origin::start(move |_| {
+        Reply::ok("")
+            .header("Content-Encoding", "gzip")
+            .body_bytes(bomb.clone())
+    });
+    let vars = [
+        ("origin_host", origin.addr.ip().to_string()),
+        ("origin_port", origin.addr.port().to_string()),
+    ];
+    let lq = Lacquer::with_vcl("filtered_pass.vcl", &vars, &[]);
+    let before = peak_rss(lq.pid());
+    let mut c = lq.connect();
+    c.send(b"GET /bomb HTTP/1.1\r\nHost: x\r\n\r\n");
+    let head = c.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-encoding"), None);
+    let mut got = 0usize;
+    while got < plain {
+        let piece = c.read_some(256 * 1024);
+        assert!(!piece.is_empty() || got > 0, "the body comes");
+        if piece.is_empty() {
+            break;
+        }
+        got += piece.len();
+        if got < 4 * MIB as usize {
+            // Slow at first: the fill must wait for the reader.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(got >= plain, "read {got} of {plain}");
+    let grew = peak_rss(lq.pid()).saturating_sub(before);
+    assert!(grew < 24 * MIB, "peak memory grew by {} MiB", grew / MIB);
+}
+
 /// An origin that streams `size` bytes of an uncacheable response to each
 /// request and counts what it managed to write.
 struct Streamer {
