@@ -109,6 +109,9 @@ pub struct Wants {
     pub max_stale: Option<f64>,
     /// Time an object must stay fresh to be a hit.
     pub min_fresh: f64,
+    /// `req.hash_ignore_vary`: the first variant found will do, whatever
+    /// its `Vary` asks.
+    pub ignore_vary: bool,
 }
 
 impl Wants {
@@ -290,7 +293,7 @@ impl Cache {
         // fetch can revalidate or a failed one fall back on.
         let mut kept: Option<&Arc<Object>> = None;
         for obj in &head.objs {
-            if obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
+            if !wants.ignore_vary && obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
                 continue;
             }
             let left = obj.ttl_left(now);

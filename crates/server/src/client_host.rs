@@ -155,7 +155,7 @@ impl Host for ClientHost<'_> {
                 .map_or(Value::Unset, |h| Value::Blob(Bytes::copy_from_slice(h))),
             Var::ReqHashAlwaysMiss => Value::Bool(req.hash_always_miss),
             Var::ReqHashIgnoreBusy => Value::Bool(req.hash_ignore_busy),
-            Var::ReqHashIgnoreVary => Value::Bool(false),
+            Var::ReqHashIgnoreVary => Value::Bool(req.hash_ignore_vary),
             Var::ReqIsHitmiss => Value::Bool(req.is_hitmiss),
             Var::ReqIsHitpass => Value::Bool(req.is_hitpass),
             Var::ReqTopMethod if req.include.is_some() => Value::Str(top(req).method.clone()),
@@ -271,7 +271,7 @@ impl Host for ClientHost<'_> {
             Var::ReqTtl => req.ttl = Some(value.as_f64()),
             Var::ReqHashAlwaysMiss => req.hash_always_miss = value.as_bool(),
             Var::ReqHashIgnoreBusy => req.hash_ignore_busy = value.as_bool(),
-            Var::ReqHashIgnoreVary => {}
+            Var::ReqHashIgnoreVary => req.hash_ignore_vary = value.as_bool(),
             Var::ReqMethod => {
                 let m = value.as_bytes();
                 if m.is_empty() || !m.iter().all(|b| b.is_ascii_graphic()) {

@@ -38,6 +38,8 @@ pub(crate) struct Req {
     pub grace: Option<f64>,
     pub hash_always_miss: bool,
     pub hash_ignore_busy: bool,
+    /// `req.hash_ignore_vary`: any variant will do.
+    pub hash_ignore_vary: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
     pub identity: Option<Bytes>,
@@ -85,6 +87,7 @@ impl Req {
             grace: None,
             hash_always_miss: false,
             hash_ignore_busy: false,
+            hash_ignore_vary: false,
             is_hitmiss: false,
             is_hitpass: false,
             identity: None,
@@ -545,6 +548,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
 fn lookup_wants(sh: &Shared, req: &Req) -> Wants {
     let mut wants = Wants {
         grace: req.grace,
+        ignore_vary: req.hash_ignore_vary,
         ..Wants::default()
     };
     if !sh.params.varnish_compat_ttl() {
