@@ -174,14 +174,19 @@ impl Host for ClientHost<'_> {
             Var::SessXid => Value::str(&req.xid.to_string()),
             Var::Now => Value::Time(now()),
             Var::SessIdleSendTimeout => Value::Duration(
-                req.idle_send_timeout
+                req.sess
+                    .idle_send
                     .unwrap_or(self.sh.params.idle_send_timeout()),
             ),
             Var::SessSendTimeout => {
-                Value::Duration(req.send_timeout.unwrap_or(self.sh.params.send_timeout()))
+                Value::Duration(req.sess.send.unwrap_or(self.sh.params.send_timeout()))
             }
-            Var::SessTimeoutIdle => Value::Duration(self.sh.params.timeout_idle()),
-            Var::SessTimeoutLinger => Value::Duration(self.sh.params.timeout_linger()),
+            Var::SessTimeoutIdle => {
+                Value::Duration(req.sess.idle.unwrap_or(self.sh.params.timeout_idle()))
+            }
+            Var::SessTimeoutLinger => {
+                Value::Duration(req.sess.linger.unwrap_or(self.sh.params.timeout_linger()))
+            }
             Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
             Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
             Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
@@ -301,9 +306,10 @@ impl Host for ClientHost<'_> {
                     req.storage = Some(s);
                 }
             }
-            Var::SessIdleSendTimeout => req.idle_send_timeout = Some(value.as_f64()),
-            Var::SessSendTimeout => req.send_timeout = Some(value.as_f64()),
-            Var::SessTimeoutIdle | Var::SessTimeoutLinger => {}
+            Var::SessIdleSendTimeout => req.sess.idle_send = Some(value.as_f64()),
+            Var::SessSendTimeout => req.sess.send = Some(value.as_f64()),
+            Var::SessTimeoutIdle => req.sess.idle = Some(value.as_f64()),
+            Var::SessTimeoutLinger => req.sess.linger = Some(value.as_f64()),
             Var::RespStatus => {
                 let s = value.as_i64();
                 if !(100..=65535).contains(&s) || s % 1000 < 100 {

@@ -384,8 +384,8 @@ struct Shape {
 
 fn send_clock(p: &Params, req: &Req) -> SendClock {
     SendClock::new(
-        Params::duration(req.send_timeout.unwrap_or(p.send_timeout())),
-        Params::duration(req.idle_send_timeout.unwrap_or(p.idle_send_timeout())),
+        Params::duration(req.sess.send.unwrap_or(p.send_timeout())),
+        Params::duration(req.sess.idle_send.unwrap_or(p.idle_send_timeout())),
     )
 }
 

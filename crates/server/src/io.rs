@@ -92,6 +92,18 @@ pub(crate) struct Client {
     /// include has its page's duplicate (it may run on after the
     /// connection closes), or none.
     pub fd: Option<i32>,
+    /// The `sess.*` timeouts VCL set, for this connection's later
+    /// requests too (None: the parameter).
+    pub sess: SessTimeouts,
+}
+
+/// The timeouts of one session, as `sess.*` in VCL sets them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SessTimeouts {
+    pub send: Option<f64>,
+    pub idle_send: Option<f64>,
+    pub idle: Option<f64>,
+    pub linger: Option<f64>,
 }
 
 impl Client {
@@ -104,6 +116,7 @@ impl Client {
         let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
         Client {
             fd,
+            sess: SessTimeouts::default(),
             wire: Wire::Tcp(stream),
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
@@ -128,6 +141,7 @@ impl Client {
             listener: parent.listener.clone(),
             key: Vec::with_capacity(128),
             fd: socket,
+            sess: parent.sess,
         }
     }
 

@@ -376,11 +376,8 @@ async fn stream_response(
         req.acct.hdr_tx += c.wbuf.len() as u64;
     }
     let clock = SendClock::new(
-        Params::duration(req.send_timeout.unwrap_or(sh.params.send_timeout())),
-        Params::duration(
-            req.idle_send_timeout
-                .unwrap_or(sh.params.idle_send_timeout()),
-        ),
+        Params::duration(req.sess.send.unwrap_or(sh.params.send_timeout())),
+        Params::duration(req.sess.idle_send.unwrap_or(sh.params.idle_send_timeout())),
     );
     if c.write_head_and(&[], &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));

@@ -44,8 +44,9 @@ pub(crate) struct Req {
     pub is_hitpass: bool,
     pub identity: Option<Bytes>,
     pub storage: Option<Arc<str>>,
-    pub send_timeout: Option<f64>,
-    pub idle_send_timeout: Option<f64>,
+    /// The session's timeouts as VCL sees and sets them (`sess.*`),
+    /// handed back to the connection when the request is done.
+    pub sess: crate::io::SessTimeouts,
     /// The request's log transaction.
     pub log: Txn,
     /// Bytes in and out, for `ReqAcct`.
@@ -92,8 +93,7 @@ impl Req {
             is_hitpass: false,
             identity: None,
             storage: None,
-            send_timeout: None,
-            idle_send_timeout: None,
+            sess: Default::default(),
             esi_enabled: true,
             include: None,
             initial: None,
@@ -257,7 +257,9 @@ async fn client_steps(
             fd: c.fd.map(crate::sockopt::ClientFd),
         },
     };
+    req.sess = c.sess;
     let outcome = steps(c, &cx, &mut req).await;
+    c.sess = req.sess;
     let a = req.acct;
     vsl::numbers(
         &mut req.log,

@@ -81,7 +81,7 @@ pub(crate) async fn serve_connection(
 /// closed our side, so that closing with unread input does not reset the
 /// connection before the client has read our answer.
 async fn linger(sh: &Shared, c: &mut Client) {
-    let limit = Params::duration(sh.params.timeout_linger());
+    let limit = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
     let end = Instant::now() + limit;
     for _ in 0..16 {
         c.rbuf.clear();
@@ -96,7 +96,8 @@ async fn linger(sh: &Shared, c: &mut Client) {
 async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     loop {
         let limits = sh.request_limits();
-        let deadline = Instant::now() + Params::duration(sh.params.timeout_idle());
+        let idle = c.sess.idle.unwrap_or(sh.params.timeout_idle());
+        let deadline = Instant::now() + Params::duration(idle);
         let head = loop {
             match parse_request(&mut c.rbuf, &limits) {
                 Ok(Some(head)) => break head,
