@@ -503,7 +503,6 @@ impl Host for BackendHost<'_> {
                         );
                     }
                     Var::BerespReason => r.reason = Bytes::copy_from_slice(value.as_bytes()),
-                    Var::BerespProto => {}
                     Var::BerespStorage => {
                         if let Value::Stevedore(s) = value {
                             r.storage = Some(s);
@@ -513,7 +512,9 @@ impl Host for BackendHost<'_> {
                         r.storage = Some(String::from_utf8_lossy(value.as_bytes()).into())
                     }
                     Var::BerespBody => r.body = value.as_bytes().to_vec(),
-                    _ => {}
+                    // The compiler lets no other variable be set on the
+                    // backend side; never a silent no-op if that changes.
+                    other => return Err(format!("{other:?} cannot be set on the backend side")),
                 }
             }
         }

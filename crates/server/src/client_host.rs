@@ -333,7 +333,9 @@ impl Host for ClientHost<'_> {
                     r.body = value.as_bytes().to_vec();
                 }
             }
-            _ => {}
+            // The compiler lets no other variable be set on the client
+            // side; never a silent no-op if that changes.
+            other => return Err(format!("{other:?} cannot be set on the client side")),
         }
         Ok(())
     }

@@ -256,6 +256,12 @@ impl Compiler {
                         target.span,
                     ));
                 }
+                if let Some(why) = crate::vars::not_settable_in_lacquer(v) {
+                    return Err(CompileError::new(
+                        format!("'{}' cannot be set in Lacquer: {why}", spec.name),
+                        target.span,
+                    ));
+                }
                 self.use_(UseKind::Write(spec.name.to_string()), mask, target.span);
                 Ok(Place::Var(v))
             }
