@@ -3,7 +3,7 @@
 //! `vcl_backend_response` and `vcl_backend_error`, and the request head
 //! that goes to the backend.
 
-use crate::client_host::ConnInfo;
+use crate::req::{Acct, ConnInfo, Req};
 use crate::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
@@ -14,6 +14,20 @@ use lacquer_http::{Headers, Version};
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var};
 use std::sync::Arc;
+
+/// Request headers never sent on a cache fetch: the object fetched must be
+/// the whole, unconditional representation.
+pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
+    "if-modified-since",
+    "if-none-match",
+    "if-match",
+    "if-unmodified-since",
+    "if-range",
+    "range",
+    "expect",
+    "content-length",
+    "transfer-encoding",
+];
 
 /// The backend request being prepared.
 pub(crate) struct Bereq {
@@ -40,7 +54,7 @@ pub(crate) struct Bereq {
     /// The fetch's log transaction.
     pub log: Txn,
     /// Bytes sent and received, for `BereqAcct`.
-    pub acct: crate::request::Acct,
+    pub acct: Acct,
 }
 
 /// What follows a backend request head on the wire.
@@ -90,7 +104,7 @@ impl Bereq {
     pub fn from_req(
         sh: &Shared,
         vcl: &Loaded,
-        req: &mut crate::request::Req,
+        req: &mut Req,
         headers: Headers,
         conn: ConnInfo,
         reason: &'static str,
@@ -106,7 +120,7 @@ impl Bereq {
         }
         Bereq {
             log,
-            acct: crate::request::Acct::default(),
+            acct: Acct::default(),
             xid,
             method: req.head.method.clone(),
             url: req.head.url.clone(),
@@ -266,7 +280,7 @@ pub(crate) struct BackendHost<'a> {
     pub beresp: Option<&'a mut Beresp>,
     /// The client request, in `vcl_pipe` (a client method that also sees
     /// `bereq`).
-    pub req: Option<&'a crate::request::Req>,
+    pub req: Option<&'a Req>,
 }
 
 /// Runs a backend method.

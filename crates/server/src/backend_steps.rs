@@ -10,14 +10,19 @@
 //! the response (an object in the cache, or a stream to that client).
 
 use crate::backend_host::{self, Bereq, BereqBody, Beresp};
-use crate::fetch::{log_exchange, log_fetch_error, pick_backend};
 use crate::vcl::Loaded;
-use crate::{synth, Shared};
+use crate::{synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_backend::{Backend, Conn, FetchError, Timeouts};
+use lacquer_cache::object::Object;
+use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
-use lacquer_vcl::{Action, Method};
+use lacquer_shm::packed::HeadKind;
+use lacquer_shm::{Tag, Txn};
+use lacquer_vcl::{Action, BackendRef, Method};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What a fetch does where a cache fetch and a pass differ. A method that
 /// returns `Err(done)` ends the fetch with `done`.
@@ -167,4 +172,163 @@ pub(crate) async fn run_fetch<M: FetchMode>(
         }
         return mode.failed(bereq, beresp);
     }
+}
+
+static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
+static LOG_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// The backend a fetch goes to, through directors.
+pub(crate) fn pick_backend(
+    sh: &Shared,
+    vcl: &Loaded,
+    bereq: &mut Bereq,
+) -> Option<(usize, Arc<lacquer_backend::Backend>)> {
+    let mut host = backend_host::BackendHost {
+        method: Method::BackendFetch,
+        sh,
+        vcl,
+        bereq,
+        beresp: None,
+        req: None,
+    };
+    let target = host.bereq.backend;
+    let index = vcl.program.resolve(target, &mut host)?;
+    let backend = vcl.backend(index)?;
+    if !backend.healthy() {
+        backend.count_unhealthy();
+        return None;
+    }
+    Some((index, backend.clone()))
+}
+
+/// The response as `vcl_backend_response` first sees it.
+pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f64) -> Beresp {
+    let p = &sh.params;
+    let defaults = TtlDefaults {
+        default_ttl: p.default_ttl(),
+        default_grace: p.default_grace(),
+        default_keep: p.default_keep(),
+        varnish_compat: p.varnish_compat_ttl(),
+    };
+    let mut headers = resp.headers.clone();
+    headers.remove_hop_by_hop();
+    Beresp {
+        status: resp.status,
+        reason: if resp.reason.is_empty() {
+            Bytes::from_static(lacquer_http::reason_phrase(resp.status).as_bytes())
+        } else {
+            resp.reason.clone()
+        },
+        version: resp.version,
+        headers,
+        timers: rfc_ttl(resp.status, &resp.headers, now, &defaults),
+        uncacheable: false,
+        do_stream: true,
+        do_esi: false,
+        do_gzip: false,
+        do_gunzip: false,
+        was_304: false,
+        backend: BackendRef::Backend(index),
+        storage: None,
+        body: Vec::new(),
+        t_resp: now,
+    }
+}
+
+/// Logs a fetch error as a `FetchError` record, and on standard error at
+/// most ten a second so that a dead backend under load cannot flood it.
+pub(crate) fn log_fetch_error(log: &mut Txn, e: &FetchError) {
+    log.fmt(Tag::FetchError, format_args!("{e}"));
+    let second = lacquer_core::time::now() as u64;
+    if LOG_SECOND.swap(second, Ordering::Relaxed) != second {
+        LOG_COUNT.store(0, Ordering::Relaxed);
+    }
+    if LOG_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
+        eprintln!("FetchError {}: {e}", log.vxid());
+    }
+}
+
+/// Logs a backend exchange once the response head is in: the
+/// connection, the request as sent, the response as received.
+pub(crate) fn log_exchange(
+    bereq: &mut Bereq,
+    backend: &lacquer_backend::Backend,
+    conn: &lacquer_backend::Conn<'_>,
+    head: &[u8],
+    resp: &ResponseHead,
+    now: f64,
+) {
+    bereq.acct.hdr_tx += head.len() as u64;
+    bereq.acct.hdr_rx += resp.wire_len as u64;
+    let log = &mut bereq.log;
+    if !log.active() {
+        return;
+    }
+    if let Some((fd, local)) = conn.socket() {
+        log.fmt(
+            Tag::BackendOpen,
+            format_args!(
+                "{fd} {} {} {} {} {} {}",
+                backend.name,
+                backend.addr.ip(),
+                backend.addr.port(),
+                local.ip(),
+                local.port(),
+                if conn.reused() { "reuse" } else { "connect" }
+            ),
+        );
+    }
+    log.head(HeadKind::Bereq, head);
+    log.timestamp("Beresp", now);
+    vsl::beresp(log, resp);
+}
+
+/// The object `vcl_backend_error` built.
+pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
+    synth::object_from(
+        beresp.status,
+        &beresp.reason,
+        beresp.headers.clone(),
+        Bytes::from(beresp.body.clone()),
+        xid,
+        beresp.timers,
+    )
+}
+
+/// Logs the end of a body read from a backend: the connection's fate,
+/// the time, the length and the byte counts.
+pub(crate) fn log_body_end(
+    bereq: &mut Bereq,
+    conn: &lacquer_backend::Conn<'_>,
+    received: u64,
+    length: u64,
+    now: f64,
+) {
+    bereq.acct.body_rx += received;
+    let a = bereq.acct;
+    let log = &mut bereq.log;
+    if !log.active() {
+        return;
+    }
+    if let Some((fd, _)) = conn.socket() {
+        let fate = if conn.reusable() { "recycle" } else { "close" };
+        log.fmt(
+            Tag::BackendClose,
+            format_args!("{fd} {} {fate}", conn.backend_name()),
+        );
+    }
+    log.timestamp("BerespBody", now);
+    vsl::numbers(log, Tag::Length, &[length]);
+    vsl::numbers(
+        log,
+        Tag::BereqAcct,
+        &[
+            a.hdr_tx,
+            a.body_tx,
+            a.hdr_tx + a.body_tx,
+            a.hdr_rx,
+            a.body_rx,
+            a.hdr_rx + a.body_rx,
+        ],
+    );
 }

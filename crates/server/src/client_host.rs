@@ -3,7 +3,7 @@
 //! request in flight, the object it found and the response being built
 //! (see [`crate::resp`]).
 
-use crate::request::Req;
+use crate::req::{ConnInfo, Req, TopReq};
 pub(crate) use crate::resp::{obj_reason, Resp};
 use crate::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
@@ -12,18 +12,7 @@ use lacquer_cache::object::{ObjKind, Object};
 use lacquer_http::Version;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-
-/// Per-connection facts VCL can read.
-#[derive(Clone, Copy)]
-pub(crate) struct ConnInfo {
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
-    /// The client socket's options (an ESI include has its page's
-    /// duplicate, or none).
-    pub fd: Option<crate::sockopt::ClientFd>,
-}
 
 pub(crate) struct ClientHost<'a> {
     pub method: Method,
@@ -39,7 +28,7 @@ pub(crate) struct ClientHost<'a> {
 }
 
 /// The top request of an include.
-fn top(req: &Req) -> &crate::esi::TopReq {
+fn top(req: &Req) -> &TopReq {
     &req.include.as_ref().expect("only called for includes").top
 }
 
@@ -145,7 +134,7 @@ impl Host for ClientHost<'_> {
             Var::LocalSocket => Value::str("a0"),
             Var::Req => Value::Http(HttpKind::Req),
             Var::ReqBackendHint => Value::Backend(req.backend_hint),
-            Var::ReqCanGzip => Value::Bool(crate::deliver::can_gzip(&req.head.headers)),
+            Var::ReqCanGzip => Value::Bool(crate::req::can_gzip(&req.head.headers)),
             Var::ReqEsi => Value::Bool(req.esi_enabled),
             Var::ReqEsiLevel => Value::Int(i64::from(req.esi_level())),
             Var::ReqGrace => dur(req.grace),

@@ -143,6 +143,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     registry.count();
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
+    crate::esi::run_includes_with(crate::request::include_task);
     let shared = Arc::new(Shared {
         log: Some(Arc::new(log)),
         params: cfg.params,

@@ -5,9 +5,10 @@
 //! inflated for clients that do not take gzip, run as an ESI program
 //! (see [`crate::esi`]), or handed to an include's parent.
 
-use crate::client_host::Resp;
 use crate::io::{Client, SendClock, SendError};
-use crate::request::{Outcome, Req};
+use crate::req::can_gzip;
+use crate::req::{Acct, Outcome, Req};
+use crate::resp::Resp;
 use crate::vcl::Loaded;
 use crate::{esi, Shared};
 use bytes::Bytes;
@@ -15,7 +16,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
-use lacquer_filters::gzip::{accepts_gzip, is_gzip, Gunzip, INFLATE_SLICE};
+use lacquer_filters::gzip::{is_gzip, Gunzip, INFLATE_SLICE};
 use lacquer_http::headers::trim;
 use lacquer_http::{Headers, Version};
 use lacquer_shm::packed::HeadKind;
@@ -37,11 +38,6 @@ pub(crate) struct Delivery<'a> {
 /// Whether the stored body is gzip'd.
 pub(crate) fn is_gzipped(headers: &Headers) -> bool {
     headers.get("content-encoding").is_some_and(|v| is_gzip(v))
-}
-
-/// Whether the client takes gzip (`req.can_gzip`).
-pub(crate) fn can_gzip(req: &Headers) -> bool {
-    req.get("accept-encoding").is_some_and(|v| accepts_gzip(v))
 }
 
 /// Removes every `name:` line from a serialised head.
@@ -238,11 +234,8 @@ pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
     }
 }
 
-pub(crate) fn close_for(e: SendError) -> Outcome {
-    Outcome::Close(match e {
-        SendError::Io => CloseReason::TxError,
-        SendError::Timeout => CloseReason::SendTimeout,
-    })
+fn close_for(e: SendError) -> Outcome {
+    e.into()
 }
 
 /// Delivers an object (cached, being fetched, or synthetic).
@@ -515,11 +508,8 @@ async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
 
 /// Counts body bytes that reached a client socket (an include's bytes
 /// are counted by the page that writes them).
-pub(crate) fn count_sent(c: &Client, acct: &mut crate::request::Acct, n: u64) {
-    acct.body_tx += n;
-    if !c.is_fragment() {
-        COUNTERS.add(Counter::s_resp_bodybytes, n);
-    }
+fn count_sent(c: &Client, acct: &mut Acct, n: u64) {
+    acct.count_sent(c, n);
 }
 
 /// Streams a gzip'd body inflated.
@@ -608,7 +598,7 @@ async fn stream(
     mut take: u64,
     chunked: bool,
     clock: &SendClock,
-    acct: &mut crate::request::Acct,
+    acct: &mut Acct,
 ) -> Result<(), Outcome> {
     let mut next = 0;
     let mut pieces: Vec<Bytes> = Vec::new();

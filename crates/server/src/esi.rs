@@ -11,9 +11,8 @@
 //! once, instead of being carried to the end for nobody. An include loop
 //! ends at `max_esi_depth`, as in Varnish.
 
-use crate::deliver::{close_for, count_sent};
 use crate::io::{Client, Piece, SendClock};
-use crate::request::{self, Outcome, Req};
+use crate::req::{forwarded_for, IncludeCtx, Outcome, Req, TopReq};
 use crate::vcl::Loaded;
 use crate::Shared;
 use bytes::{Bytes, BytesMut};
@@ -24,41 +23,14 @@ use lacquer_core::params::Feature;
 use lacquer_filters::esi::{Include, Program, Segment};
 use lacquer_filters::gzip::INFLATE_SLICE;
 use lacquer_filters::splice::{PieceSlices, Splicer, GZIP_HEADER};
-use lacquer_http::{Headers, RequestHead, Version};
+use lacquer_http::{Headers, RequestHead};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
 use std::future::Future;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
-
-/// The top request as `req_top.*` shows it to includes.
-pub(crate) struct TopReq {
-    pub method: Bytes,
-    pub url: Bytes,
-    pub version: Version,
-    pub headers: Headers,
-    pub t_req: f64,
-    /// A duplicate of the client's socket descriptor for the includes'
-    /// socket options (vmod tcp, `std.set_ip_tos`): theirs to use while
-    /// any include runs, even after the connection itself has closed.
-    /// Made only when the program imports such a vmod.
-    pub socket: Option<OwnedFd>,
-}
-
-/// What an include knows of the page it belongs to.
-pub(crate) struct IncludeCtx {
-    /// `req.esi_level`.
-    pub level: u32,
-    pub top: Arc<TopReq>,
-    /// The top page goes out gzip'd: hand it deflate data to splice
-    /// where the body has it, plain bytes otherwise.
-    pub gzip: bool,
-    /// Includes fetched ahead of delivery, for the whole tree of pages
-    /// under one top request: `esi_parallel` of them.
-    pub ahead: Arc<Semaphore>,
-}
 
 /// How many pieces an include may have ready before it waits for the
 /// page to take them.
@@ -130,7 +102,7 @@ impl Sink {
                 s.deflated(crc, len);
                 send(c, req, out, data).await
             }
-            None if out.gzip => c.send_deflated(data, crc, len).await.map_err(close_for),
+            None if out.gzip => c.send_deflated(data, crc, len).await.map_err(Outcome::from),
             None => {
                 // Plain output wanted after all: inflate the piece, a
                 // slice at a time however far it inflates.
@@ -153,8 +125,8 @@ async fn send(c: &mut Client, req: &mut Req, out: &Out<'_>, b: Vec<Bytes>) -> Re
     let n = c
         .send_body(&b, out.chunked, out.clock)
         .await
-        .map_err(close_for)?;
-    count_sent(c, &mut req.acct, n);
+        .map_err(Outcome::from)?;
+    req.acct.count_sent(c, n);
     Ok(())
 }
 
@@ -319,7 +291,7 @@ fn initial_headers(c: &Client, sh: &Shared, req: &Req) -> Headers {
         Ok(Some(head)) => head.headers,
         _ => req.head.headers.clone(),
     };
-    let xff = request::forwarded_for(headers.get("x-forwarded-for"), &c.peer_ip);
+    let xff = forwarded_for(headers.get("x-forwarded-for"), &c.peer_ip);
     headers.set("X-Forwarded-For", xff);
     headers
 }
@@ -334,7 +306,7 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
         let name = std::str::from_utf8(&h.name).unwrap_or("");
         // A plain, whole GET, as a cache fetch is; and its encoding is
         // the page's business.
-        let skip = crate::fetch::NOT_FOR_CACHE_FETCH
+        let skip = crate::backend_host::NOT_FOR_CACHE_FETCH
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name))
             || name.eq_ignore_ascii_case("accept-encoding")
@@ -404,10 +376,32 @@ fn start_include(
     })
 }
 
-/// An include's request as a boxed future: the state machine runs
-/// includes inside itself, so its future type must not contain itself.
+/// Runs an include as a request of its own, through the whole client
+/// state machine, as a boxed future (the state machine runs includes
+/// inside itself, so its future type must not contain itself).
+pub(crate) type IncludeRunner = fn(
+    Client,
+    Arc<Shared>,
+    Arc<Loaded>,
+    RequestHead,
+    Arc<IncludeCtx>,
+    u64,
+    u64,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// The client state machine sits above ESI and hands it its runner when
+/// the daemon starts, so that imports run one way.
+static INCLUDE_RUNNER: OnceLock<IncludeRunner> = OnceLock::new();
+
+/// Registers the runner of includes (once, at start).
+pub(crate) fn run_includes_with(runner: IncludeRunner) {
+    let _ = INCLUDE_RUNNER.set(runner);
+}
+
+/// An include's request as a future, by the registered runner (none
+/// registered: an include that yields nothing).
 fn include_task(
-    mut fc: Client,
+    fc: Client,
     sh: Arc<Shared>,
     vcl: Arc<Loaded>,
     head: RequestHead,
@@ -415,9 +409,10 @@ fn include_task(
     xid: u64,
     parent: u64,
 ) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
-    Box::pin(async move {
-        request::handle_include(&mut fc, &sh, &vcl, head, ctx, xid, parent).await;
-    })
+    match INCLUDE_RUNNER.get() {
+        Some(run) => run(fc, sh, vcl, head, ctx, xid, parent),
+        None => Box::pin(async {}),
+    }
 }
 
 /// The next piece of an include, watching the client's socket meanwhile

@@ -9,39 +9,21 @@
 
 use crate::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::backend_steps::{self, FetchMode};
-use crate::client_host::ConnInfo;
-use crate::request::Req;
+use crate::req::{ConnInfo, Req};
 use crate::vcl::Loaded;
 use crate::{fill, revalidate, synth, vsl, Shared};
 use bytes::Bytes;
 use lacquer_backend::FetchError;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
-use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_cache::{Body, FetchSlot, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_http::{Header, Headers, ResponseHead, Version};
-use lacquer_shm::packed::HeadKind;
+use lacquer_http::{Headers, ResponseHead, Version};
 use lacquer_shm::{Tag, Txn};
-use lacquer_vcl::{Action, BackendRef, Method};
+use lacquer_vcl::Action;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use tokio::sync::oneshot;
-
-/// Request headers never sent on a cache fetch: the object fetched must be
-/// the whole, unconditional representation.
-pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
-    "if-modified-since",
-    "if-none-match",
-    "if-match",
-    "if-unmodified-since",
-    "if-range",
-    "range",
-    "expect",
-    "content-length",
-    "transfer-encoding",
-];
 
 /// What a fetch hands the client that started it.
 pub(crate) struct Fetched {
@@ -80,7 +62,7 @@ pub(crate) fn spawn(
     let (tx, rx) = oneshot::channel();
     let mut headers = req.head.headers.clone();
     headers.remove_hop_by_hop();
-    for name in NOT_FOR_CACHE_FETCH {
+    for name in backend_host::NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
     if sh.params.http_gzip_support() {
@@ -113,64 +95,6 @@ pub(crate) fn spawn(
         fetch_for_cache(sh, vcl, bereq, slot, tx).await;
     });
     rx
-}
-
-/// The backend a fetch goes to, through directors.
-pub(crate) fn pick_backend(
-    sh: &Shared,
-    vcl: &Loaded,
-    bereq: &mut Bereq,
-) -> Option<(usize, Arc<lacquer_backend::Backend>)> {
-    let mut host = backend_host::BackendHost {
-        method: Method::BackendFetch,
-        sh,
-        vcl,
-        bereq,
-        beresp: None,
-        req: None,
-    };
-    let target = host.bereq.backend;
-    let index = vcl.program.resolve(target, &mut host)?;
-    let backend = vcl.backend(index)?;
-    if !backend.healthy() {
-        backend.count_unhealthy();
-        return None;
-    }
-    Some((index, backend.clone()))
-}
-
-/// The response as `vcl_backend_response` first sees it.
-pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f64) -> Beresp {
-    let p = &sh.params;
-    let defaults = TtlDefaults {
-        default_ttl: p.default_ttl(),
-        default_grace: p.default_grace(),
-        default_keep: p.default_keep(),
-        varnish_compat: p.varnish_compat_ttl(),
-    };
-    let mut headers = resp.headers.clone();
-    headers.remove_hop_by_hop();
-    Beresp {
-        status: resp.status,
-        reason: if resp.reason.is_empty() {
-            Bytes::from_static(lacquer_http::reason_phrase(resp.status).as_bytes())
-        } else {
-            resp.reason.clone()
-        },
-        version: resp.version,
-        headers,
-        timers: rfc_ttl(resp.status, &resp.headers, now, &defaults),
-        uncacheable: false,
-        do_stream: true,
-        do_esi: false,
-        do_gzip: false,
-        do_gunzip: false,
-        was_304: false,
-        backend: BackendRef::Backend(index),
-        storage: None,
-        body: Vec::new(),
-        t_resp: now,
-    }
 }
 
 async fn fetch_for_cache(
@@ -306,7 +230,7 @@ impl FetchMode for CacheFetch<'_> {
             }
             None => resp,
         };
-        let mut beresp = beresp_from(sh, &resp, index, now);
+        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now);
         beresp.was_304 = self.revalidated.is_some();
         vsl::ttl(
             &mut bereq.log,
@@ -386,7 +310,7 @@ impl FetchMode for CacheFetch<'_> {
                 return;
             }
         }
-        let obj = error_object(&beresp, bereq.xid);
+        let obj = backend_steps::error_object(&beresp, bereq.xid);
         if obj.timers().ttl > 0.0 && !beresp.uncacheable {
             let sh = self.sh;
             sh.cache
@@ -431,18 +355,6 @@ fn serve_stale(
     if let Some(tx) = tx {
         let _ = tx.send(stale.clone().into());
     }
-}
-
-/// The object `vcl_backend_error` built.
-pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
-    synth::object_from(
-        beresp.status,
-        &beresp.reason,
-        beresp.headers.clone(),
-        Bytes::from(beresp.body.clone()),
-        xid,
-        beresp.timers,
-    )
 }
 
 /// Where a stored object's body comes from.
@@ -547,7 +459,7 @@ async fn store(
         None => {
             // A 304: no body to read.
             COUNTERS.inc(Counter::fetch_304);
-            log_body_end(bereq, &conn, 0, 0, lacquer_core::time::now());
+            backend_steps::log_body_end(bereq, &conn, 0, 0, lacquer_core::time::now());
             conn.finish(true);
         }
     }
@@ -581,141 +493,4 @@ fn withhold(log: &mut Txn, headers: &mut Headers, varnish_compat: bool) -> Optio
         ),
     );
     (!taken.is_empty()).then_some(taken)
-}
-
-static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
-static LOG_COUNT: AtomicU64 = AtomicU64::new(0);
-
-/// Logs a fetch error as a `FetchError` record, and on standard error at
-/// most ten a second so that a dead backend under load cannot flood it.
-pub(crate) fn log_fetch_error(log: &mut Txn, e: &FetchError) {
-    log.fmt(Tag::FetchError, format_args!("{e}"));
-    let second = lacquer_core::time::now() as u64;
-    if LOG_SECOND.swap(second, Ordering::Relaxed) != second {
-        LOG_COUNT.store(0, Ordering::Relaxed);
-    }
-    if LOG_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
-        eprintln!("FetchError {}: {e}", log.vxid());
-    }
-}
-
-/// Logs a backend exchange once the response head is in: the
-/// connection, the request as sent, the response as received.
-pub(crate) fn log_exchange(
-    bereq: &mut Bereq,
-    backend: &lacquer_backend::Backend,
-    conn: &lacquer_backend::Conn<'_>,
-    head: &[u8],
-    resp: &ResponseHead,
-    now: f64,
-) {
-    bereq.acct.hdr_tx += head.len() as u64;
-    bereq.acct.hdr_rx += resp.wire_len as u64;
-    let log = &mut bereq.log;
-    if !log.active() {
-        return;
-    }
-    if let Some((fd, local)) = conn.socket() {
-        log.fmt(
-            Tag::BackendOpen,
-            format_args!(
-                "{fd} {} {} {} {} {} {}",
-                backend.name,
-                backend.addr.ip(),
-                backend.addr.port(),
-                local.ip(),
-                local.port(),
-                if conn.reused() { "reuse" } else { "connect" }
-            ),
-        );
-    }
-    log.head(HeadKind::Bereq, head);
-    log.timestamp("Beresp", now);
-    vsl::beresp(log, resp);
-}
-
-/// Logs the end of a body read from a backend: the connection's fate,
-/// the time, the length and the byte counts.
-pub(crate) fn log_body_end(
-    bereq: &mut Bereq,
-    conn: &lacquer_backend::Conn<'_>,
-    received: u64,
-    length: u64,
-    now: f64,
-) {
-    bereq.acct.body_rx += received;
-    let a = bereq.acct;
-    let log = &mut bereq.log;
-    if !log.active() {
-        return;
-    }
-    if let Some((fd, _)) = conn.socket() {
-        let fate = if conn.reusable() { "recycle" } else { "close" };
-        log.fmt(
-            Tag::BackendClose,
-            format_args!("{fd} {} {fate}", conn.backend_name()),
-        );
-    }
-    log.timestamp("BerespBody", now);
-    vsl::numbers(log, Tag::Length, &[length]);
-    vsl::numbers(
-        log,
-        Tag::BereqAcct,
-        &[
-            a.hdr_tx,
-            a.body_tx,
-            a.hdr_tx + a.body_tx,
-            a.hdr_rx,
-            a.body_rx,
-            a.hdr_rx + a.body_rx,
-        ],
-    );
-}
-
-/// Builds the stored head of a response: its status line and the headers
-/// worth keeping, in one exact-size buffer that the parsed header list
-/// points into. Adds `Date` when there is none.
-pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Bytes, Headers) {
-    let mut kept = resp.headers.clone();
-    kept.remove_hop_by_hop();
-    for name in skip {
-        kept.remove(name);
-    }
-    let mut block = Vec::with_capacity(resp.wire_len + 64);
-    block.extend_from_slice(b"HTTP/1.1 ");
-    block.extend_from_slice(resp.status.to_string().as_bytes());
-    block.push(b' ');
-    if resp.reason.is_empty() {
-        block.extend_from_slice(lacquer_http::reason_phrase(resp.status).as_bytes());
-    } else {
-        block.extend_from_slice(&resp.reason);
-    }
-    block.extend_from_slice(b"\r\n");
-    let mut spans = Vec::with_capacity(kept.len() + 1);
-    let mut push = |block: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        let n0 = block.len();
-        block.extend_from_slice(name);
-        let n1 = block.len();
-        block.extend_from_slice(b": ");
-        let v0 = block.len();
-        block.extend_from_slice(value);
-        let v1 = block.len();
-        block.extend_from_slice(b"\r\n");
-        spans.push((n0, n1, v0, v1));
-    };
-    for h in kept.iter() {
-        push(&mut block, &h.name, &h.value);
-    }
-    if !kept.contains("date") {
-        lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
-    }
-    let block = Bytes::from(block);
-    let mut headers = Headers::with_capacity(spans.len());
-    for (n0, n1, v0, v1) in spans {
-        headers.push_raw(Header {
-            name: block.slice(n0..n1),
-            value: block.slice(v0..v1),
-        });
-    }
-    (block, headers)
 }

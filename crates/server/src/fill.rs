@@ -7,8 +7,9 @@
 //! the transient store and gone when that request is done with it.
 
 use crate::backend_host::{Bereq, Beresp};
-use crate::fetch::{log_body_end, log_fetch_error, stored_head};
+use crate::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch_filters::{FetchFilters, Wanted};
+use crate::resp::stored_head;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};

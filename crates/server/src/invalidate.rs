@@ -7,8 +7,8 @@
 //! with each URL in turn, so a site that hashes more than URL and Host
 //! still finds its objects.
 
-use crate::client_host::{ClientHost, ConnInfo};
-use crate::request::Req;
+use crate::client_host::ClientHost;
+use crate::req::{ConnInfo, Req};
 use crate::vcl::Loaded;
 use crate::Shared;
 use bytes::Bytes;

@@ -25,6 +25,7 @@ mod pass;
 mod pipe;
 mod probe;
 mod purge;
+mod req;
 mod request;
 mod resp;
 mod revalidate;

@@ -13,12 +13,12 @@
 
 use crate::backend_host::{Bereq, BereqBody, Beresp};
 use crate::backend_steps::{self, FetchMode};
-use crate::client_host::{ClientHost, ConnInfo, Resp};
+use crate::client_host::{ClientHost, Resp};
 use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::io::{BodyError, Client, SendClock};
-use crate::request::{Outcome, Req};
+use crate::req::{ConnInfo, Outcome, Req};
 use crate::vcl::Loaded;
-use crate::{fetch, fill, synth, Shared};
+use crate::{fill, synth, Shared};
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_cache::object::Object;
@@ -98,7 +98,7 @@ impl FetchMode for PassFetch<'_> {
         if bereq.body_unset && !self.req.body.is_done() {
             // VCL dropped the body: read it off the connection and send
             // none.
-            if let Err(reason) = crate::request::consume_body(self.c, self.sh, self.req).await {
+            if let Err(reason) = self.req.consume_body(self.c, self.sh).await {
                 return Err(Passed::Done(Outcome::Close(reason)));
             }
         }
@@ -158,7 +158,7 @@ impl FetchMode for PassFetch<'_> {
         index: usize,
         now: f64,
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
-        let mut beresp = fetch::beresp_from(sh, &resp, index, now);
+        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now);
         beresp.uncacheable = true;
         Ok((conn, resp, beresp))
     }
@@ -208,7 +208,7 @@ impl FetchMode for PassFetch<'_> {
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Passed {
-        Passed::Object(fetch::error_object(&beresp, bereq.xid))
+        Passed::Object(backend_steps::error_object(&beresp, bereq.xid))
     }
 }
 
@@ -332,7 +332,7 @@ async fn stream_response(
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
     };
-    let (block, _) = fetch::stored_head(&amended, now, skip);
+    let (block, _) = crate::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
         .get("age")
@@ -401,7 +401,10 @@ async fn stream_response(
                         None => whole.take(),
                         Some(Ok(slice)) => slice,
                         Some(Err(e)) => {
-                            fetch::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                            backend_steps::log_fetch_error(
+                                &mut bereq.log,
+                                &FetchError::BadBody(e.0),
+                            );
                             c.send_failed().await;
                             return Passed::Done(Outcome::Close(CloseReason::TxError));
                         }
@@ -427,7 +430,7 @@ async fn stream_response(
                         }
                         Err(e) => {
                             let e = FetchError::BadBody(e.0);
-                            fetch::log_fetch_error(&mut bereq.log, &e);
+                            backend_steps::log_fetch_error(&mut bereq.log, &e);
                             c.send_failed().await;
                             return Passed::Done(Outcome::Close(CloseReason::TxError));
                         }
@@ -437,13 +440,13 @@ async fn stream_response(
             }
             Err(e) => {
                 COUNTERS.inc(Counter::fetch_failed);
-                fetch::log_fetch_error(&mut bereq.log, &e);
+                backend_steps::log_fetch_error(&mut bereq.log, &e);
                 c.send_failed().await;
                 return Passed::Done(Outcome::Close(CloseReason::TxError));
             }
         }
     }
-    fetch::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
+    backend_steps::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
     be.finish(true);
     if chunked
         && c.write_parts(&[lacquer_http::chunked::LAST_CHUNK], &clock)

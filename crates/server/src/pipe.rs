@@ -3,11 +3,10 @@
 //! side closes or nothing moves for `pipe_timeout`.
 
 use crate::backend_host::{self, Bereq, BereqBody};
-use crate::client_host::ConnInfo;
 use crate::io::Client;
-use crate::request::{Outcome, Req};
+use crate::req::{ConnInfo, Outcome, Req};
 use crate::vcl::Loaded;
-use crate::{fetch, Shared};
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
@@ -58,7 +57,7 @@ pub(crate) async fn pipe(
         _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
     }
     COUNTERS.inc(Counter::s_pipe);
-    let Some((index, backend)) = fetch::pick_backend(sh, vcl, &mut bereq) else {
+    let Some((index, backend)) = crate::backend_steps::pick_backend(sh, vcl, &mut bereq) else {
         return Piped::Synth(503, None);
     };
     let t = bereq.timeouts(vcl, index, &sh.params);
@@ -67,7 +66,7 @@ pub(crate) async fn pipe(
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {
-            fetch::log_fetch_error(&mut bereq.log, &e);
+            crate::backend_steps::log_fetch_error(&mut bereq.log, &e);
             return Piped::Synth(503, None);
         }
     };

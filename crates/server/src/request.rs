@@ -4,11 +4,11 @@
 //! pipe, purge or synth, ending in deliver; restarts go round again.
 //! Returns whether the connection can carry the next request.
 
-use crate::client_host::{ClientHost, ConnInfo, Resp};
+use crate::client_host::{ClientHost, Resp};
 use crate::deliver::{self, Delivery};
-use crate::esi::IncludeCtx;
 use crate::fetch::{self, FetchKind};
-use crate::io::{BodyError, Client, ReqBody};
+use crate::io::Client;
+use crate::req::{forwarded_for, ConnInfo, IncludeCtx, Outcome, Req};
 use crate::vcl::Loaded;
 use crate::{pass, pipe, synth, vsl, Shared};
 use bytes::Bytes;
@@ -18,104 +18,12 @@ use lacquer_cache::{BusyState, FetchSlot, Lookup, Wants};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
-use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Side, Tag, Txn};
-use lacquer_vcl::{Action, BackendRef, Method};
+use lacquer_vcl::{Action, Method};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// One client request in flight, with what VCL set on it.
-pub(crate) struct Req {
-    pub xid: u64,
-    pub head: RequestHead,
-    pub body: ReqBody,
-    pub t_req: f64,
-    pub restarts: u32,
-    pub backend_hint: BackendRef,
-    pub ttl: Option<f64>,
-    pub grace: Option<f64>,
-    pub hash_always_miss: bool,
-    pub hash_ignore_busy: bool,
-    /// `req.hash_ignore_vary`: any variant will do.
-    pub hash_ignore_vary: bool,
-    pub is_hitmiss: bool,
-    pub is_hitpass: bool,
-    pub identity: Option<Bytes>,
-    pub storage: Option<Arc<str>>,
-    /// The session's timeouts as VCL sees and sets them (`sess.*`),
-    /// handed back to the connection when the request is done.
-    pub sess: crate::io::SessTimeouts,
-    /// The request's log transaction.
-    pub log: Txn,
-    /// Bytes in and out, for `ReqAcct`.
-    pub acct: Acct,
-    /// `req.esi` and `resp.do_esi`: whether this delivery runs ESI.
-    pub esi_enabled: bool,
-    /// Set on an ESI include: its depth, the top request, its ancestors.
-    pub include: Option<Arc<IncludeCtx>>,
-    /// An include's headers as it began, before `vcl_recv` (what its own
-    /// includes start from; the top request re-reads its wire head).
-    pub initial: Option<lacquer_http::Headers>,
-}
-
-/// A request's byte counts.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Acct {
-    pub hdr_rx: u64,
-    pub body_rx: u64,
-    pub hdr_tx: u64,
-    pub body_tx: u64,
-}
-
-impl Req {
-    fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
-        let body = ReqBody::new(head.framing);
-        Req {
-            acct: Acct {
-                hdr_rx: head.wire_len as u64,
-                ..Acct::default()
-            },
-            log,
-            xid,
-            head,
-            body,
-            t_req,
-            restarts: 0,
-            backend_hint: vcl.program.default_backend,
-            ttl: None,
-            grace: None,
-            hash_always_miss: false,
-            hash_ignore_busy: false,
-            hash_ignore_vary: false,
-            is_hitmiss: false,
-            is_hitpass: false,
-            identity: None,
-            storage: None,
-            sess: Default::default(),
-            esi_enabled: true,
-            include: None,
-            initial: None,
-        }
-    }
-
-    pub fn is_head(&self) -> bool {
-        self.head.method_is("HEAD")
-    }
-
-    /// `req.esi_level`.
-    pub fn esi_level(&self) -> u32 {
-        self.include.as_ref().map_or(0, |i| i.level)
-    }
-}
-
-/// How a request ended for its connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    KeepAlive,
-    Close(CloseReason),
-}
 
 /// Where a request goes after a step.
 enum Step {
@@ -290,7 +198,7 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
                 req.is_hitmiss = false;
                 req.is_hitpass = false;
                 if u64::from(req.restarts) > sh.params.max_restarts() {
-                    let keep = match consume_body(c, sh, req).await {
+                    let keep = match req.consume_body(c, sh).await {
                         Ok(keep) => keep,
                         Err(reason) => return Outcome::Close(reason),
                     };
@@ -326,7 +234,7 @@ fn append_forwarded_for(req: &mut Req, c: &Client) {
 /// inflates on delivery).
 fn normalise_accept_encoding(req: &mut Req) {
     let current = req.head.headers.get("accept-encoding").cloned();
-    let gzip = crate::deliver::can_gzip(&req.head.headers);
+    let gzip = crate::req::can_gzip(&req.head.headers);
     if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {
         return;
     }
@@ -340,51 +248,6 @@ fn normalise_accept_encoding(req: &mut Req) {
             .set("Accept-Encoding", Bytes::from_static(b"gzip"));
     } else {
         req.head.headers.remove("accept-encoding");
-    }
-}
-
-/// `X-Forwarded-For` with the client's address appended.
-pub(crate) fn forwarded_for(prev: Option<&Bytes>, ip: &str) -> Vec<u8> {
-    let ip = ip.as_bytes();
-    match prev {
-        Some(prev) => {
-            let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
-            v.extend_from_slice(prev);
-            v.extend_from_slice(b", ");
-            v.extend_from_slice(ip);
-            v
-        }
-        None => ip.to_vec(),
-    }
-}
-
-/// Reads and drops a request body that will not be forwarded. Returns
-/// whether the connection can still be kept.
-pub(crate) async fn consume_body(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    req: &mut Req,
-) -> Result<bool, CloseReason> {
-    if req.body.is_done() {
-        return Ok(req.head.keep_alive());
-    }
-    if req.head.expect_continue {
-        // The client waits for permission we will not give: answer and
-        // close rather than read a body nobody wants.
-        return Ok(false);
-    }
-    let limit = Params::duration(sh.params.timeout_idle());
-    match req.body.discard(c, limit).await {
-        Ok(n) => {
-            COUNTERS.add(Counter::s_req_bodybytes, n);
-            req.acct.body_rx += n;
-            Ok(req.head.keep_alive())
-        }
-        Err(BodyError::Malformed) => {
-            c.refuse_body(sh).await;
-            Err(CloseReason::RxBad)
-        }
-        Err(BodyError::Gone) => Err(CloseReason::RxBody),
     }
 }
 
@@ -447,7 +310,7 @@ async fn after_hash(
         // `recv` lets only these choices and `restart` through.
         _ => return Step::Restart,
     };
-    let keep = match consume_body(c, cx.sh, req).await {
+    let keep = match req.consume_body(c, cx.sh).await {
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
@@ -680,7 +543,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
             match pass::pass(c, cx.sh, cx.vcl, req, cx.conn).await {
                 pass::Passed::Done(outcome) => Step::Done(outcome),
                 pass::Passed::Object(obj) => {
-                    let keep = match consume_body(c, cx.sh, req).await {
+                    let keep = match req.consume_body(c, cx.sh).await {
                         Ok(keep) => keep,
                         Err(reason) => return Step::Done(Outcome::Close(reason)),
                     };
@@ -713,7 +576,7 @@ async fn synth_after_body(
     status: u16,
     reason: Option<Bytes>,
 ) -> Step {
-    let keep = match consume_body(c, cx.sh, req).await {
+    let keep = match req.consume_body(c, cx.sh).await {
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
@@ -792,4 +655,20 @@ fn log_hit(req: &mut Req, tag: Tag, obj: &Object, now: f64) {
         &[left]
     };
     vsl::vxid_and_secs(&mut req.log, tag, obj.xid, secs);
+}
+
+/// An ESI include's request as a boxed future, for `esi` to run (the
+/// daemon registers this with `esi::run_includes_with`).
+pub(crate) fn include_task(
+    mut fc: Client,
+    sh: Arc<Shared>,
+    vcl: Arc<Loaded>,
+    head: RequestHead,
+    ctx: Arc<IncludeCtx>,
+    xid: u64,
+    parent: u64,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
+    Box::pin(async move {
+        handle_include(&mut fc, &sh, &vcl, head, ctx, xid, parent).await;
+    })
 }

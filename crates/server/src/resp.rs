@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use lacquer_cache::object::Object;
-use lacquer_http::Headers;
+use lacquer_http::{Header, Headers, ResponseHead};
 
 pub(crate) struct Resp {
     pub status: u16,
@@ -226,6 +226,54 @@ impl Resp {
             }
         }
     }
+}
+
+/// Builds the stored head of a response: its status line and the headers
+/// worth keeping, in one exact-size buffer that the parsed header list
+/// points into. Adds `Date` when there is none.
+pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Bytes, Headers) {
+    let mut kept = resp.headers.clone();
+    kept.remove_hop_by_hop();
+    for name in skip {
+        kept.remove(name);
+    }
+    let mut block = Vec::with_capacity(resp.wire_len + 64);
+    block.extend_from_slice(b"HTTP/1.1 ");
+    block.extend_from_slice(resp.status.to_string().as_bytes());
+    block.push(b' ');
+    if resp.reason.is_empty() {
+        block.extend_from_slice(lacquer_http::reason_phrase(resp.status).as_bytes());
+    } else {
+        block.extend_from_slice(&resp.reason);
+    }
+    block.extend_from_slice(b"\r\n");
+    let mut spans = Vec::with_capacity(kept.len() + 1);
+    let mut push = |block: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        let n0 = block.len();
+        block.extend_from_slice(name);
+        let n1 = block.len();
+        block.extend_from_slice(b": ");
+        let v0 = block.len();
+        block.extend_from_slice(value);
+        let v1 = block.len();
+        block.extend_from_slice(b"\r\n");
+        spans.push((n0, n1, v0, v1));
+    };
+    for h in kept.iter() {
+        push(&mut block, &h.name, &h.value);
+    }
+    if !kept.contains("date") {
+        lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
+    }
+    let block = Bytes::from(block);
+    let mut headers = Headers::with_capacity(spans.len());
+    for (n0, n1, v0, v1) in spans {
+        headers.push_raw(Header {
+            name: block.slice(n0..n1),
+            value: block.slice(v0..v1),
+        });
+    }
+    (block, headers)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! answered in order), and ends the connection with a close reason.
 
 use crate::io::{Client, ReadError};
-use crate::request::{self, Outcome};
+use crate::req::Outcome;
+use crate::request;
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};

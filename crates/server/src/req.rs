@@ -1,0 +1,219 @@
+//! A client request's state as the steps hand it to each other: the
+//! request and what VCL set on it, its byte counts, how it ended for its
+//! connection, the connection's facts VCL can read, and what an ESI
+//! include knows of its page. Data only: every step imports it, it
+//! imports no step.
+
+use crate::io::{BodyError, Client, ReqBody, SendError, SessTimeouts};
+use crate::vcl::Loaded;
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_core::close::CloseReason;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
+use lacquer_http::{Headers, RequestHead, Version};
+use lacquer_shm::Txn;
+use lacquer_vcl::BackendRef;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// One client request in flight, with what VCL set on it.
+pub(crate) struct Req {
+    pub xid: u64,
+    pub head: RequestHead,
+    pub body: ReqBody,
+    pub t_req: f64,
+    pub restarts: u32,
+    pub backend_hint: BackendRef,
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+    pub hash_always_miss: bool,
+    pub hash_ignore_busy: bool,
+    /// `req.hash_ignore_vary`: any variant will do.
+    pub hash_ignore_vary: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    pub identity: Option<Bytes>,
+    pub storage: Option<Arc<str>>,
+    /// The session's timeouts as VCL sees and sets them (`sess.*`),
+    /// handed back to the connection when the request is done.
+    pub sess: SessTimeouts,
+    /// The request's log transaction.
+    pub log: Txn,
+    /// Bytes in and out, for `ReqAcct`.
+    pub acct: Acct,
+    /// `req.esi` and `resp.do_esi`: whether this delivery runs ESI.
+    pub esi_enabled: bool,
+    /// Set on an ESI include: its depth, the top request, its ancestors.
+    pub include: Option<Arc<IncludeCtx>>,
+    /// An include's headers as it began, before `vcl_recv` (what its own
+    /// includes start from; the top request re-reads its wire head).
+    pub initial: Option<Headers>,
+}
+
+/// A request's byte counts.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Acct {
+    pub hdr_rx: u64,
+    pub body_rx: u64,
+    pub hdr_tx: u64,
+    pub body_tx: u64,
+}
+
+impl Req {
+    pub fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
+        let body = ReqBody::new(head.framing);
+        Req {
+            acct: Acct {
+                hdr_rx: head.wire_len as u64,
+                ..Acct::default()
+            },
+            log,
+            xid,
+            head,
+            body,
+            t_req,
+            restarts: 0,
+            backend_hint: vcl.program.default_backend,
+            ttl: None,
+            grace: None,
+            hash_always_miss: false,
+            hash_ignore_busy: false,
+            hash_ignore_vary: false,
+            is_hitmiss: false,
+            is_hitpass: false,
+            identity: None,
+            storage: None,
+            sess: Default::default(),
+            esi_enabled: true,
+            include: None,
+            initial: None,
+        }
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.head.method_is("HEAD")
+    }
+
+    /// `req.esi_level`.
+    pub fn esi_level(&self) -> u32 {
+        self.include.as_ref().map_or(0, |i| i.level)
+    }
+}
+
+/// How a request ended for its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    KeepAlive,
+    Close(CloseReason),
+}
+
+/// Per-connection facts VCL can read.
+#[derive(Clone, Copy)]
+pub(crate) struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    /// The client socket's options (an ESI include has its page's
+    /// duplicate, or none).
+    pub fd: Option<crate::sockopt::ClientFd>,
+}
+
+/// The top request as `req_top.*` shows it to includes.
+pub(crate) struct TopReq {
+    pub method: Bytes,
+    pub url: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub t_req: f64,
+    /// A duplicate of the client's socket descriptor for the includes'
+    /// socket options (vmod tcp, `std.set_ip_tos`): theirs to use while
+    /// any include runs, even after the connection itself has closed.
+    /// Made only when the program imports such a vmod.
+    pub socket: Option<OwnedFd>,
+}
+
+/// What an include knows of the page it belongs to.
+pub(crate) struct IncludeCtx {
+    /// `req.esi_level`.
+    pub level: u32,
+    pub top: Arc<TopReq>,
+    /// The top page goes out gzip'd: hand it deflate data to splice
+    /// where the body has it, plain bytes otherwise.
+    pub gzip: bool,
+    /// Includes fetched ahead of delivery, for the whole tree of pages
+    /// under one top request: `esi_parallel` of them.
+    pub ahead: Arc<Semaphore>,
+}
+
+/// `X-Forwarded-For` with the client's address appended.
+pub(crate) fn forwarded_for(prev: Option<&Bytes>, ip: &str) -> Vec<u8> {
+    let ip = ip.as_bytes();
+    match prev {
+        Some(prev) => {
+            let mut v = Vec::with_capacity(prev.len() + 2 + ip.len());
+            v.extend_from_slice(prev);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(ip);
+            v
+        }
+        None => ip.to_vec(),
+    }
+}
+
+impl From<SendError> for Outcome {
+    /// A write to the client that failed ends its connection.
+    fn from(e: SendError) -> Outcome {
+        Outcome::Close(match e {
+            SendError::Io => CloseReason::TxError,
+            SendError::Timeout => CloseReason::SendTimeout,
+        })
+    }
+}
+
+impl Acct {
+    /// Counts body bytes that reached a client socket (an include's bytes
+    /// are counted by the page that writes them).
+    pub fn count_sent(&mut self, c: &Client, n: u64) {
+        self.body_tx += n;
+        if !c.is_fragment() {
+            COUNTERS.add(Counter::s_resp_bodybytes, n);
+        }
+    }
+}
+
+impl Req {
+    /// Reads and drops a request body that will not be forwarded. Returns
+    /// whether the connection can still be kept.
+    pub async fn consume_body(&mut self, c: &mut Client, sh: &Shared) -> Result<bool, CloseReason> {
+        let req = self;
+        if req.body.is_done() {
+            return Ok(req.head.keep_alive());
+        }
+        if req.head.expect_continue {
+            // The client waits for permission we will not give: answer and
+            // close rather than read a body nobody wants.
+            return Ok(false);
+        }
+        let limit = Params::duration(sh.params.timeout_idle());
+        match req.body.discard(c, limit).await {
+            Ok(n) => {
+                COUNTERS.add(Counter::s_req_bodybytes, n);
+                req.acct.body_rx += n;
+                Ok(req.head.keep_alive())
+            }
+            Err(BodyError::Malformed) => {
+                c.refuse_body(sh).await;
+                Err(CloseReason::RxBad)
+            }
+            Err(BodyError::Gone) => Err(CloseReason::RxBody),
+        }
+    }
+}
+
+/// Whether the client takes gzip (`req.can_gzip`).
+pub(crate) fn can_gzip(req: &Headers) -> bool {
+    req.get("accept-encoding")
+        .is_some_and(|v| lacquer_filters::gzip::accepts_gzip(v))
+}
