@@ -10,7 +10,8 @@ use crate::parser::{parse, tokens_with_includes, Loader};
 use crate::program::{BackendDef, ObjectSlot, ProbeDef, Program, Sub};
 use crate::source::{CompileError, Source, Span};
 use crate::types::{scope, ActionKind, BackendRef, Method};
-use crate::vmod::{self, ClassSpec};
+use crate::vmod::ClassSpec;
+use crate::vmods;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -176,12 +177,12 @@ impl Compiler {
             match d {
                 Decl::Vcl { .. } => {}
                 Decl::Import { name, from: _ } => {
-                    if vmod::vmod(&name.name).is_none() {
+                    if vmods::vmod(&name.name).is_none() {
                         return Err(CompileError::new(
                             format!(
                                 "Could not find VMOD {}: Lacquer carries the vmods {}",
                                 name.name,
-                                vmod::VMODS
+                                vmods::VMODS
                                     .iter()
                                     .map(|v| v.name)
                                     .collect::<Vec<_>>()
@@ -326,7 +327,7 @@ impl Compiler {
             )
             .note("First defined here:", Some(*at)));
         }
-        if crate::vars::Var::by_name(&name.name).is_some() || vmod::vmod(&name.name).is_some() {
+        if crate::vars::Var::by_name(&name.name).is_some() || vmods::vmod(&name.name).is_some() {
             return Err(CompileError::new(
                 format!("Name '{}' is reserved", name.name),
                 name.span,
@@ -391,12 +392,12 @@ impl Compiler {
                 if !self.imports.iter().any(|i| i == v) {
                     return None;
                 }
-                vmod::vmod(v)?.classes.iter().find(|k| k.name == c)
+                vmods::vmod(v)?.classes.iter().find(|k| k.name == c)
             });
             let Some(class) = class else {
                 let hint = match ctor.split_once('.') {
                     Some((v, _))
-                        if vmod::vmod(v).is_some() && !self.imports.iter().any(|i| i == v) =>
+                        if vmods::vmod(v).is_some() && !self.imports.iter().any(|i| i == v) =>
                     {
                         format!(" (add 'import {v};')")
                     }

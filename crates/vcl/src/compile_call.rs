@@ -7,7 +7,8 @@ use crate::compile::{CResult, Compiler, UseKind};
 use crate::program::Expr;
 use crate::source::{CompileError, Span};
 use crate::types::{Type, Value};
-use crate::vmod::{self, Dflt, Param};
+use crate::vmod::{Dflt, Param};
+use crate::vmods;
 use std::sync::Arc;
 
 impl Compiler {
@@ -56,7 +57,7 @@ impl Compiler {
                 name.span,
             ));
         };
-        if let Some(v) = vmod::vmod(prefix) {
+        if let Some(v) = vmods::vmod(prefix) {
             if !self.imports.iter().any(|i| i == prefix) {
                 return Err(CompileError::new(
                     format!("Symbol not found: '{n}' (add 'import {prefix};')"),

@@ -25,6 +25,7 @@ mod vmod_purge;
 pub mod vmod_std;
 mod vmod_tcp;
 mod vmod_xkey;
+pub mod vmods;
 
 pub use compile::{compile, Failure, Options};
 pub use eval::{init, run, VclFailure};

@@ -140,18 +140,6 @@ pub struct Vmod {
     pub classes: &'static [ClassSpec],
 }
 
-pub static VMODS: &[Vmod] = &[
-    crate::vmod_std::VMOD,
-    crate::vmod_directors::VMOD,
-    crate::vmod_purge::VMOD,
-    crate::vmod_xkey::VMOD,
-    crate::vmod_tcp::VMOD,
-];
-
-pub fn vmod(name: &str) -> Option<&'static Vmod> {
-    VMODS.iter().find(|v| v.name == name)
-}
-
 thread_local! {
     static RNG: Cell<u64> = Cell::new({
         let t = std::time::SystemTime::now()

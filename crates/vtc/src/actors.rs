@@ -5,8 +5,8 @@
 use crate::fail;
 use crate::http::Conn;
 use crate::session::Session;
+use crate::state::World;
 use crate::trace::{fatal, log, Fail, Step};
-use crate::world::World;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,6 +15,7 @@ pub mod logexpect;
 pub mod macros;
 pub mod script;
 pub mod session;
+mod state;
 pub mod trace;
 pub mod varnish;
 pub mod world;

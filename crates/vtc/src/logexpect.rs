@@ -7,8 +7,8 @@
 
 use crate::fail;
 use crate::script::Command;
+use crate::state::World;
 use crate::trace::{fatal, log, Fail, Step};
-use crate::world::World;
 use lacquer_shm::group::{Grouper, Grouping};
 use lacquer_shm::query::{Query, View};
 use lacquer_shm::{Reader, Record, Tag};

@@ -4,8 +4,8 @@
 //! `vcl.use` through the management CLI, then `start`.
 
 use crate::fail;
+use crate::state::World;
 use crate::trace::{log, Fail, Step};
-use crate::world::World;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

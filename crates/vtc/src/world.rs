@@ -1,50 +1,16 @@
-//! One test's world: its macros, barriers and temporary directory, shared
-//! with every actor thread, and the top level that runs the test file's
-//! commands in order (`varnishtest`, `server`, `client`, `varnish`,
-//! `barrier`, `delay`, `shell`, `feature`, …).
+//! The top level of one test: runs the test file's commands in order
+//! (`varnishtest`, `server`, `client`, `varnish`, `barrier`, `delay`,
+//! `shell`, `feature`, …) over the [`World`] its actors share.
 
 use crate::actors::{Client, Server};
 use crate::barrier::{self, Barrier};
 use crate::fail;
-use crate::macros::Macros;
 use crate::script::{self, Command};
+pub use crate::state::World;
 use crate::trace::{log, Fail, Step};
 use crate::varnish::Varnish;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-pub struct World {
-    pub macros: Macros,
-    pub tmpdir: PathBuf,
-    /// The `lacquer` binary `varnish vN` starts.
-    pub exe: PathBuf,
-    /// How long a read waits (`timeout` changes it per connection).
-    pub http_timeout: Duration,
-    barriers: Mutex<HashMap<String, Arc<Barrier>>>,
-}
-
-impl World {
-    pub fn new(tmpdir: PathBuf, exe: PathBuf, test_timeout: Duration) -> World {
-        World {
-            macros: Macros::new(),
-            tmpdir,
-            exe,
-            http_timeout: test_timeout / 2,
-            barriers: Mutex::new(HashMap::new()),
-        }
-    }
-
-    pub fn barrier(&self, name: &str) -> Step<Arc<Barrier>> {
-        self.barriers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Fail(format!("Barrier {name} is not defined")))
-    }
-}
+use std::sync::Arc;
 
 /// How a test ended, when it did not fail.
 pub enum Outcome {
@@ -365,11 +331,7 @@ impl Top {
                     );
                     barrier::serve_socket(b.clone(), l);
                 }
-                self.world
-                    .barriers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.to_string(), b);
+                self.world.define_barrier(name, b);
                 Ok(())
             }
             Some("sync") => self.world.barrier(name)?.sync("top"),

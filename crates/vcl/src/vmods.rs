@@ -1,0 +1,18 @@
+//! The vmods Lacquer carries, by name: what `import` finds. Apart from
+//! the vmods' own types (`vmod`), so that a vmod imports the types and
+//! only this table imports the vmods.
+
+use crate::vmod::Vmod;
+
+/// Every vmod, as `import` names it.
+pub static VMODS: &[Vmod] = &[
+    crate::vmod_std::VMOD,
+    crate::vmod_directors::VMOD,
+    crate::vmod_purge::VMOD,
+    crate::vmod_xkey::VMOD,
+    crate::vmod_tcp::VMOD,
+];
+
+pub fn vmod(name: &str) -> Option<&'static Vmod> {
+    VMODS.iter().find(|v| v.name == name)
+}
