@@ -6,37 +6,17 @@
 
 #![deny(unsafe_code)]
 
-mod backend_host;
-mod backend_steps;
-mod client_host;
-pub mod config;
+mod client;
 mod daemon;
-mod deliver;
-mod esi;
 mod fetch;
-mod fetch_filters;
-mod fill;
-mod invalidate;
-mod io;
-mod metrics;
+mod host;
 mod mgmt;
-mod panics;
-mod pass;
-mod pipe;
-mod probe;
-mod purge;
-mod req;
-mod request;
-mod resp;
-mod revalidate;
 mod session;
-mod sockopt;
-mod synth;
-mod vcl;
-mod vsl;
+mod transport;
 
+pub use daemon::config;
 pub use daemon::serve;
-pub use vcl::VclSource;
+pub use host::vcl::VclSource;
 
 use lacquer_cache::Cache;
 use lacquer_core::params::Params;
@@ -48,9 +28,9 @@ pub(crate) struct Shared {
     pub params: Params,
     pub cache: Arc<Cache>,
     /// The VCL program new requests start with.
-    pub active: RwLock<Arc<vcl::Loaded>>,
+    pub active: RwLock<Arc<host::vcl::Loaded>>,
     /// Every loaded program; `vcl.use` changes `active` under this lock.
-    pub vcls: Mutex<vcl::Registry>,
+    pub vcls: Mutex<host::vcl::Registry>,
     /// `-i`, or the host name.
     pub identity: String,
     /// The value this node adds to `Via`: `1.1 <identity> (Lacquer/x.y)`.
@@ -80,7 +60,7 @@ impl Shared {
             lacquer_shm::Limits {
                 reclen: p.vsl_reclen() as usize,
                 buffer: p.vsl_buffer() as usize,
-                mask: vsl::mask(),
+                mask: host::vsl::mask(),
             },
         )
     }

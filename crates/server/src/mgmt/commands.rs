@@ -3,7 +3,7 @@
 //! panic.*, ban, ban.list, storage.list and xkey.purge/xkey.softpurge.
 
 use super::{json, Mgmt, Reply};
-use crate::vcl::VclSource;
+use crate::host::vcl::VclSource;
 use lacquer_admin::commands::{find, Cmd, CmdSpec, COMMANDS};
 use lacquer_admin::status;
 use lacquer_core::params::{Kind, Params, PARAMS};
@@ -126,7 +126,7 @@ impl Mgmt {
                     Some(spec) => self.param_set(&args[1], spec.default),
                 }
             }
-            Cmd::PanicShow => match crate::panics::last() {
+            Cmd::PanicShow => match crate::daemon::panics::last() {
                 None => Reply::with(
                     status::CANT,
                     "Child has not panicked or panic has been cleared",
@@ -142,7 +142,7 @@ impl Mgmt {
                 if args.len() == 2 && args[1] != "-z" {
                     return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
                 }
-                if crate::panics::clear() {
+                if crate::daemon::panics::clear() {
                     Reply::ok("")
                 } else {
                     Reply::with(status::CANT, "No panic to clear")
@@ -167,7 +167,7 @@ impl Mgmt {
             Cmd::XkeyPurge | Cmd::XkeySoftpurge => {
                 let soft = spec.cmd == Cmd::XkeySoftpurge;
                 let tags = args[1..].join(" ");
-                let n = crate::purge::by_tags(&self.sh, tags.as_bytes(), soft);
+                let n = crate::host::purge::by_tags(&self.sh, tags.as_bytes(), soft);
                 let verb = if soft { "Soft-purged" } else { "Purged" };
                 Reply::ok(format!("{verb} {n} objects\n"))
             }

@@ -250,10 +250,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Reads the `-S` file, or makes `_.secret` in the work directory.
 pub(crate) fn load_secret(
-    spec: &crate::config::SecretSpec,
+    spec: &crate::daemon::config::SecretSpec,
     workdir: &Path,
 ) -> Result<(Option<Vec<u8>>, Option<std::path::PathBuf>), String> {
-    use crate::config::SecretSpec;
+    use crate::daemon::config::SecretSpec;
     match spec {
         SecretSpec::Disabled => Ok((None, None)),
         SecretSpec::File(path) => std::fs::read(path)

@@ -3,7 +3,7 @@
 //! backend.list and backend.set_health.
 
 use super::{json, Mgmt, Reply};
-use crate::vcl::{Loaded, VclEntry, VclSource, VclState};
+use crate::host::vcl::{Loaded, VclEntry, VclSource, VclState};
 use lacquer_admin::status;
 use lacquer_backend::{AdminHealth, Backend};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ fn no_such(name: &str) -> Reply {
 }
 
 impl Mgmt {
-    fn registry(&self) -> std::sync::MutexGuard<'_, crate::vcl::Registry> {
+    fn registry(&self) -> std::sync::MutexGuard<'_, crate::host::vcl::Registry> {
         self.sh.vcls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -74,7 +74,7 @@ impl Mgmt {
         });
         // Counted first, so that a program loaded cold starts no probe.
         reg.count();
-        crate::probe::start_probes(&self.sh, &loaded);
+        crate::daemon::probe::start_probes(&self.sh, &loaded);
         Reply::ok(warnings)
     }
 

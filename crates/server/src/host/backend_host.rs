@@ -3,8 +3,8 @@
 //! `vcl_backend_response` and `vcl_backend_error`, and the request head
 //! that goes to the backend.
 
-use crate::req::{Acct, ConnInfo, Req};
-use crate::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::host::req::{Acct, ConnInfo, Req};
+use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::Timeouts;
@@ -291,7 +291,7 @@ pub(crate) fn call_method(
     bereq: &mut Bereq,
     beresp: Option<&mut Beresp>,
 ) -> Action {
-    crate::vsl::vcl_call(&mut bereq.log, method);
+    crate::host::vsl::vcl_call(&mut bereq.log, method);
     let mut host = BackendHost {
         method,
         sh,
@@ -304,7 +304,7 @@ pub(crate) fn call_method(
     if action == Action::Fail {
         lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
     }
-    crate::vsl::vcl_return(&mut host.bereq.log, &action);
+    crate::host::vsl::vcl_return(&mut host.bereq.log, &action);
     action
 }
 
@@ -600,7 +600,7 @@ impl Host for BackendHost<'_> {
     }
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
-        crate::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
+        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
     }
 
     fn param(&self, index: usize) -> Value {
@@ -629,6 +629,6 @@ impl Host for BackendHost<'_> {
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
-        crate::purge::by_tags(self.sh, keys, soft) as i64
+        crate::host::purge::by_tags(self.sh, keys, soft) as i64
     }
 }

@@ -11,14 +11,16 @@
 //! and the error object goes back to the client state machine for
 //! `vcl_deliver`.
 
-use crate::backend_host::{Bereq, BereqBody, Beresp};
-use crate::backend_steps::{self, FetchMode};
-use crate::client_host::{ClientHost, Resp};
-use crate::deliver::{self, Delivery, DeliveryHeaders, WireBody};
-use crate::io::{BodyError, Client, SendClock};
-use crate::req::{ConnInfo, Outcome, Req};
-use crate::vcl::Loaded;
-use crate::{fill, synth, Shared};
+use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
+use crate::fetch::backend_steps::{self, FetchMode};
+use crate::fetch::fill;
+use crate::host::backend_host::{Bereq, BereqBody, Beresp};
+use crate::host::client_host::{ClientHost, Resp};
+use crate::host::req::{ConnInfo, Outcome, Req};
+use crate::host::synth;
+use crate::host::vcl::Loaded;
+use crate::transport::io::{BodyError, Client, SendClock};
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_cache::object::Object;
@@ -180,7 +182,7 @@ impl FetchMode for PassFetch<'_> {
             self.conn,
             self.keep,
         );
-        crate::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
+        crate::client::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
         let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
             // Filtered: through a private object, as a miss would be.
             let transient = sh.cache.transient().clone();
@@ -230,9 +232,9 @@ struct Backend<'a, 'b> {
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
 fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
-    crate::vsl::vcl_call(&mut host.req.log, Method::Deliver);
+    crate::host::vsl::vcl_call(&mut host.req.log, Method::Deliver);
     let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
-    crate::vsl::vcl_return(&mut host.req.log, &action);
+    crate::host::vsl::vcl_return(&mut host.req.log, &action);
     match action {
         Action::Deliver => {
             host.req.log.timestamp("Process", lacquer_core::time::now());
@@ -332,7 +334,7 @@ async fn stream_response(
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
     };
-    let (block, _) = crate::resp::stored_head(&amended, now, skip);
+    let (block, _) = crate::host::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
         .get("age")
@@ -351,7 +353,8 @@ async fn stream_response(
     let keep = keep && wire != WireBody::Close;
     // An include hands its parent the status and the body alone, inflated.
     let fragment = c.is_fragment();
-    let mut inflate = (fragment && crate::deliver::is_gzipped(&amended.headers)).then(Gunzip::new);
+    let mut inflate =
+        (fragment && crate::client::deliver::is_gzipped(&amended.headers)).then(Gunzip::new);
     c.wbuf.clear();
     c.wbuf.extend_from_slice(&block);
     deliver::write_delivery_headers(

@@ -3,14 +3,15 @@
 //! Accept-Ranges, framing, Connection), and the body — one gathered write
 //! when the object is complete, else streamed as the fetch fills it;
 //! inflated for clients that do not take gzip, run as an ESI program
-//! (see [`crate::esi`]), or handed to an include's parent.
+//! (see [`crate::client::esi`]), or handed to an include's parent.
 
-use crate::io::{Client, SendClock, SendError};
-use crate::req::can_gzip;
-use crate::req::{Acct, Outcome, Req};
-use crate::resp::Resp;
-use crate::vcl::Loaded;
-use crate::{esi, Shared};
+use crate::client::esi;
+use crate::host::req::can_gzip;
+use crate::host::req::{Acct, Outcome, Req};
+use crate::host::resp::Resp;
+use crate::host::vcl::Loaded;
+use crate::transport::io::{Client, SendClock, SendError};
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;

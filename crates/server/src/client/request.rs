@@ -4,13 +4,17 @@
 //! pipe, purge or synth, ending in deliver; restarts go round again.
 //! Returns whether the connection can carry the next request.
 
-use crate::client_host::{ClientHost, Resp};
-use crate::deliver::{self, Delivery};
-use crate::fetch::{self, FetchKind};
-use crate::io::Client;
-use crate::req::{forwarded_for, ConnInfo, IncludeCtx, Outcome, Req};
-use crate::vcl::Loaded;
-use crate::{pass, pipe, synth, vsl, Shared};
+use crate::client::deliver::{self, Delivery};
+use crate::client::pass;
+use crate::client::pipe;
+use crate::fetch::cache::{self as fetch, FetchKind};
+use crate::host::client_host::{ClientHost, Resp};
+use crate::host::req::{forwarded_for, ConnInfo, IncludeCtx, Outcome, Req};
+use crate::host::synth;
+use crate::host::vcl::Loaded;
+use crate::host::vsl;
+use crate::transport::io::Client;
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::ban::BanReq;
 use lacquer_cache::object::{Object, Timers};
@@ -162,7 +166,7 @@ async fn client_steps(
         conn: ConnInfo {
             peer: c.peer,
             local: c.local,
-            fd: c.fd.map(crate::sockopt::ClientFd),
+            fd: c.fd.map(crate::transport::sockopt::ClientFd),
         },
     };
     req.sess = c.sess;
@@ -234,7 +238,7 @@ fn append_forwarded_for(req: &mut Req, c: &Client) {
 /// inflates on delivery).
 fn normalise_accept_encoding(req: &mut Req) {
     let current = req.head.headers.get("accept-encoding").cloned();
-    let gzip = crate::req::can_gzip(&req.head.headers);
+    let gzip = crate::host::req::can_gzip(&req.head.headers);
     if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {
         return;
     }

@@ -11,9 +11,9 @@
 //! once, instead of being carried to the end for nobody. An include loop
 //! ends at `max_esi_depth`, as in Varnish.
 
-use crate::io::{Client, Piece, SendClock};
-use crate::req::{forwarded_for, IncludeCtx, Outcome, Req, TopReq};
-use crate::vcl::Loaded;
+use crate::host::req::{forwarded_for, IncludeCtx, Outcome, Req, TopReq};
+use crate::host::vcl::Loaded;
+use crate::transport::io::{Client, Piece, SendClock};
 use crate::Shared;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::object::Object;
@@ -306,7 +306,7 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
         let name = std::str::from_utf8(&h.name).unwrap_or("");
         // A plain, whole GET, as a cache fetch is; and its encoding is
         // the page's business.
-        let skip = crate::backend_host::NOT_FOR_CACHE_FETCH
+        let skip = crate::host::backend_host::NOT_FOR_CACHE_FETCH
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name))
             || name.eq_ignore_ascii_case("accept-encoding")

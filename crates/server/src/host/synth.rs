@@ -35,7 +35,7 @@ pub(crate) fn object_from(
         keep_alive: true,
         wire_len: 0,
     };
-    let (block, stored) = crate::resp::stored_head(&head, now, &["content-length", "age"]);
+    let (block, stored) = crate::host::resp::stored_head(&head, now, &["content-length", "age"]);
     Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,

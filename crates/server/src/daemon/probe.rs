@@ -5,7 +5,7 @@
 //! (vxid 0, as Varnish's), once per backend name. A task ends once every
 //! backend following its probe is gone (their programs discarded).
 
-use crate::vcl::Loaded;
+use crate::host::vcl::Loaded;
 use crate::Shared;
 use lacquer_shm::{Side, Tag};
 use std::sync::Arc;

@@ -4,10 +4,16 @@
 //! the ban lurker's thread and the once-a-second housekeeping (expiry, idle
 //! backend connections, uptime).
 
-use crate::config::ServeConfig;
+pub mod config;
+pub(crate) mod metrics;
+pub(crate) mod panics;
+pub(crate) mod probe;
+
+use crate::daemon::config::ServeConfig;
+use crate::host::vcl::{Loaded, Registry};
 use crate::mgmt::{self, Mgmt};
-use crate::vcl::{Loaded, Registry};
-use crate::{session, Shared};
+use crate::session;
+use crate::Shared;
 use lacquer_cache::ban::LurkConfig;
 use lacquer_cache::store::Store;
 use lacquer_cache::Cache;
@@ -81,7 +87,7 @@ fn bind_some(addrs: &[SocketAddr], option: &str) -> Result<Vec<std::net::TcpList
 
 /// Runs the daemon until the process is stopped.
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
-    crate::panics::install_hook();
+    crate::daemon::panics::install_hook();
     std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
         format!(
             "Cannot create work directory {}: {e}",
@@ -143,7 +149,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     registry.count();
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
-    crate::esi::run_includes_with(crate::request::include_task);
+    crate::client::esi::run_includes_with(crate::client::request::include_task);
     let shared = Arc::new(Shared {
         log: Some(Arc::new(log)),
         params: cfg.params,
@@ -168,7 +174,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        crate::probe::start_probes(&shared, &active);
+        crate::daemon::probe::start_probes(&shared, &active);
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
@@ -191,7 +197,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
             let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(crate::metrics::serve_metrics(shared.clone(), l));
+            tokio::spawn(crate::daemon::metrics::serve_metrics(shared.clone(), l));
         }
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,

@@ -7,9 +7,9 @@
 //! with each URL in turn, so a site that hashes more than URL and Host
 //! still finds its objects.
 
-use crate::client_host::ClientHost;
-use crate::req::{ConnInfo, Req};
-use crate::vcl::Loaded;
+use crate::host::client_host::ClientHost;
+use crate::host::req::{ConnInfo, Req};
+use crate::host::vcl::Loaded;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};

@@ -6,10 +6,10 @@
 //! `do_gunzip`): its object is private to the one request, charged to
 //! the transient store and gone when that request is done with it.
 
-use crate::backend_host::{Bereq, Beresp};
-use crate::backend_steps::{log_body_end, log_fetch_error};
-use crate::fetch_filters::{FetchFilters, Wanted};
-use crate::resp::stored_head;
+use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
+use crate::fetch::fetch_filters::{FetchFilters, Wanted};
+use crate::host::backend_host::{Bereq, Beresp};
+use crate::host::resp::stored_head;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};

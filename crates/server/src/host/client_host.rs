@@ -1,11 +1,11 @@
 //! The client side as VCL sees it: `req.*`, `req_top.*`, `resp.*`,
 //! `obj.*`, `client.*`/`server.*`/`local.*`/`remote.*` and `sess.*` over a
 //! request in flight, the object it found and the response being built
-//! (see [`crate::resp`]).
+//! (see [`crate::host::resp`]).
 
-use crate::req::{ConnInfo, Req, TopReq};
-pub(crate) use crate::resp::{obj_reason, Resp};
-use crate::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::host::req::{ConnInfo, Req, TopReq};
+pub(crate) use crate::host::resp::{obj_reason, Resp};
+use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object};
@@ -134,7 +134,7 @@ impl Host for ClientHost<'_> {
             Var::LocalSocket => Value::str("a0"),
             Var::Req => Value::Http(HttpKind::Req),
             Var::ReqBackendHint => Value::Backend(req.backend_hint),
-            Var::ReqCanGzip => Value::Bool(crate::req::can_gzip(&req.head.headers)),
+            Var::ReqCanGzip => Value::Bool(crate::host::req::can_gzip(&req.head.headers)),
             Var::ReqEsi => Value::Bool(req.esi_enabled),
             Var::ReqEsiLevel => Value::Int(i64::from(req.esi_level())),
             Var::ReqGrace => dur(req.grace),
@@ -441,7 +441,7 @@ impl Host for ClientHost<'_> {
     }
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
-        crate::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
+        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
     }
 
     fn param(&self, index: usize) -> Value {
@@ -478,13 +478,13 @@ impl Host for ClientHost<'_> {
 
     fn purge(&mut self, soft: Option<[f64; 3]>) -> i64 {
         match self.key {
-            Some(key) => crate::purge::by_key(self.sh, key, soft) as i64,
+            Some(key) => crate::host::purge::by_key(self.sh, key, soft) as i64,
             None => 0,
         }
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
-        crate::purge::by_tags(self.sh, keys, soft) as i64
+        crate::host::purge::by_tags(self.sh, keys, soft) as i64
     }
 }
 

@@ -3,9 +3,9 @@
 //! to the request state machine in order (so pipelined requests are
 //! answered in order), and ends the connection with a close reason.
 
-use crate::io::{Client, ReadError};
-use crate::req::Outcome;
-use crate::request;
+use crate::client::request;
+use crate::host::req::Outcome;
+use crate::transport::io::{Client, ReadError};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};

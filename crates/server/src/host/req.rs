@@ -4,8 +4,8 @@
 //! include knows of its page. Data only: every step imports it, it
 //! imports no step.
 
-use crate::io::{BodyError, Client, ReqBody, SendError, SessTimeouts};
-use crate::vcl::Loaded;
+use crate::host::vcl::Loaded;
+use crate::transport::io::{BodyError, Client, ReqBody, SendError, SessTimeouts};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
@@ -117,7 +117,7 @@ pub(crate) struct ConnInfo {
     pub local: SocketAddr,
     /// The client socket's options (an ESI include has its page's
     /// duplicate, or none).
-    pub fd: Option<crate::sockopt::ClientFd>,
+    pub fd: Option<crate::transport::sockopt::ClientFd>,
 }
 
 /// The top request as `req_top.*` shows it to includes.

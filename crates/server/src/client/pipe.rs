@@ -2,10 +2,10 @@
 //! backend connection and bytes flow both ways untouched until either
 //! side closes or nothing moves for `pipe_timeout`.
 
-use crate::backend_host::{self, Bereq, BereqBody};
-use crate::io::Client;
-use crate::req::{ConnInfo, Outcome, Req};
-use crate::vcl::Loaded;
+use crate::host::backend_host::{self, Bereq, BereqBody};
+use crate::host::req::{ConnInfo, Outcome, Req};
+use crate::host::vcl::Loaded;
+use crate::transport::io::Client;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
@@ -38,7 +38,7 @@ pub(crate) async fn pipe(
     headers.set("Connection", "close");
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pipe");
     bereq.uncacheable = true;
-    crate::vsl::vcl_call(&mut req.log, Method::Pipe);
+    crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {
         let mut host = backend_host::BackendHost {
             method: Method::Pipe,
@@ -50,14 +50,15 @@ pub(crate) async fn pipe(
         };
         lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
     };
-    crate::vsl::vcl_return(&mut req.log, &action);
+    crate::host::vsl::vcl_return(&mut req.log, &action);
     match action {
         Action::Pipe => {}
         Action::Synth { status, reason } => return Piped::Synth(status, reason),
         _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
     }
     COUNTERS.inc(Counter::s_pipe);
-    let Some((index, backend)) = crate::backend_steps::pick_backend(sh, vcl, &mut bereq) else {
+    let Some((index, backend)) = crate::fetch::backend_steps::pick_backend(sh, vcl, &mut bereq)
+    else {
         return Piped::Synth(503, None);
     };
     let t = bereq.timeouts(vcl, index, &sh.params);
@@ -66,7 +67,7 @@ pub(crate) async fn pipe(
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {
-            crate::backend_steps::log_fetch_error(&mut bereq.log, &e);
+            crate::fetch::backend_steps::log_fetch_error(&mut bereq.log, &e);
             return Piped::Synth(503, None);
         }
     };
@@ -135,7 +136,7 @@ pub(crate) async fn pipe(
     vbe.add(BackendCounter::pipe_out, from_client);
     vbe.add(BackendCounter::pipe_in, to_client);
     req.log.timestamp("PipeSess", lacquer_core::time::now());
-    crate::vsl::numbers(
+    crate::host::vsl::numbers(
         &mut req.log,
         lacquer_shm::Tag::PipeAcct,
         &[hdr_rx, head.len() as u64, from_client, to_client],

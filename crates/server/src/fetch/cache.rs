@@ -7,11 +7,15 @@
 //! `vcl_backend_error`'s answer goes to every waiter. The body streams
 //! into storage while clients read it.
 
-use crate::backend_host::{self, Bereq, BereqBody, Beresp};
-use crate::backend_steps::{self, FetchMode};
-use crate::req::{ConnInfo, Req};
-use crate::vcl::Loaded;
-use crate::{fill, revalidate, synth, vsl, Shared};
+use crate::fetch::backend_steps::{self, FetchMode};
+use crate::fetch::fill;
+use crate::fetch::revalidate;
+use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
+use crate::host::req::{ConnInfo, Req};
+use crate::host::synth;
+use crate::host::vcl::Loaded;
+use crate::host::vsl;
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::FetchError;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};

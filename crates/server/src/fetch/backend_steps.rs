@@ -9,9 +9,11 @@
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
-use crate::backend_host::{self, Bereq, BereqBody, Beresp};
-use crate::vcl::Loaded;
-use crate::{synth, vsl, Shared};
+use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
+use crate::host::synth;
+use crate::host::vcl::Loaded;
+use crate::host::vsl;
+use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::{Backend, Conn, FetchError, Timeouts};
 use lacquer_cache::object::Object;

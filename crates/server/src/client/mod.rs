@@ -1,0 +1,13 @@
+//! The client side of vcl-step(7) for one request: `request` walks the
+//! steps (recv, hash, lookup, hit, miss, pass, pipe, purge, synth,
+//! deliver) over the request state (`host::req`); `pass` and `pipe` are
+//! the steps that go to the backend for one client; `deliver` and `esi`
+//! put a response on the wire; `invalidate` removes what a successful
+//! unsafe request changed. `request` uses the others.
+
+pub(crate) mod deliver;
+pub(crate) mod esi;
+pub(crate) mod invalidate;
+pub(crate) mod pass;
+pub(crate) mod pipe;
+pub(crate) mod request;

@@ -1,0 +1,14 @@
+//! The VCL host glue, the bottom of the daemon: what `req.*` and
+//! `resp.*` are (`req`, `resp`) and mean at run time (`client_host`),
+//! `bereq.*` and `beresp.*` (`backend_host`), the actions VCL can take on
+//! the cache and on responses (`purge`, `synth`), the loaded programs
+//! (`vcl`), and the log records VCL's steps write (`vsl`).
+
+pub(crate) mod backend_host;
+pub(crate) mod client_host;
+pub(crate) mod purge;
+pub(crate) mod req;
+pub(crate) mod resp;
+pub(crate) mod synth;
+pub(crate) mod vcl;
+pub(crate) mod vsl;

@@ -1,0 +1,7 @@
+//! Below the seam: a client connection's bytes (`io`: reading heads and
+//! bodies, writing within the send timeouts, an ESI include's channel to
+//! its page) and its socket options (`sockopt`, the one module that calls
+//! the C library). TLS and other transports come in here.
+
+pub(crate) mod io;
+pub(crate) mod sockopt;
