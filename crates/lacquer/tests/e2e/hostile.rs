@@ -26,12 +26,18 @@ fn peak_rss(pid: u32) -> u64 {
     kib * 1024
 }
 
+/// `plain` zero bytes, gzip'd: a body a thousand times smaller than what
+/// it inflates to.
+fn gzip_bomb(plain: usize) -> Vec<u8> {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(&vec![0u8; plain]).unwrap();
+    z.finish().unwrap()
+}
+
 #[test]
 fn a_decompression_bomb_is_inflated_in_bounded_slices() {
     let plain = 64 * MIB as usize;
-    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    z.write_all(&vec![0u8; plain]).unwrap();
-    let bomb = z.finish().unwrap();
+    let bomb = gzip_bomb(plain);
     assert!(bomb.len() < 128 * 1024, "{} bytes", bomb.len());
     let origin = Origin::start(move |_| {
         Reply::ok("")
@@ -60,9 +66,7 @@ fn a_filtered_pass_holds_a_slice_not_the_body() {
     // 64 MiB that gzip to under 100 KB, inflated by do_gunzip into a
     // private object that a slow client reads.
     let plain = 64 * MIB as usize;
-    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    z.write_all(&vec![0u8; plain]).unwrap();
-    let bomb = z.finish().unwrap();
+    let bomb = gzip_bomb(plain);
     let origin = Origin::start(move |_| {
         Reply::ok("")
             .header("Content-Encoding", "gzip")
