@@ -6,6 +6,7 @@
 //! tables.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Whether a value only grows, goes up and down, or is a set of bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +142,32 @@ macro_rules! counter_table {
             pub fn snapshot(&self, out: &mut Vec<u64>) {
                 out.extend(self.values.iter().map(|v| v.load(Ordering::Relaxed)));
             }
+
+            /// Adds `n` (wrapping, so that a gauge's decrements add up
+            /// across blocks) to a value only this thread writes: a plain
+            /// load and store, no locked instruction.
+            #[inline]
+            #[allow(dead_code)]
+            fn bump(&self, c: $id, n: u64) {
+                let v = &self.values[c as usize];
+                v.store(v.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            }
+
+            /// Adds every value, wrapping, onto `out`.
+            #[allow(dead_code)]
+            fn sum_into(&self, out: &mut [u64]) {
+                for (o, v) in out.iter_mut().zip(self.values.iter()) {
+                    *o = o.wrapping_add(v.load(Ordering::Relaxed));
+                }
+            }
+
+            /// Adds every value of `other` into this block.
+            #[allow(dead_code)]
+            fn absorb(&self, other: &Self) {
+                for (v, o) in self.values.iter().zip(other.values.iter()) {
+                    v.fetch_add(o.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
+            }
         }
 
         impl Default for $block {
@@ -153,7 +180,7 @@ macro_rules! counter_table {
 
 counter_table! {
     /// One identifier per `MAIN` counter.
-    enum Counter; table MAIN; block Counters;
+    enum Counter; table MAIN; block CounterShard;
     uptime: Counter(Seconds), "Seconds the daemon has been running.";
     sess_conn: Counter, "Client connections accepted.";
     sess_fail: Counter, "Client connections that could not be accepted.";
@@ -258,6 +285,126 @@ counter_table! {
     sc_send_timeout: Counter, "Sessions closed because delivery exceeded send_timeout.";
 }
 
+/// The `MAIN` counters, counted by each thread in a block of its own and
+/// summed when read (as Varnish's workers keep their own counts and fold
+/// them into the shared ones): counting a request writes no memory
+/// another thread writes. `set` is for values only ever set (uptime,
+/// numbers of programs); a thread that ends leaves its counts behind.
+pub struct Counters {
+    /// What `set` stores, what ended threads counted, and what is counted
+    /// while a thread is ending.
+    base: CounterShard,
+    /// The blocks of the threads that count.
+    shards: Mutex<Vec<Arc<CounterShard>>>,
+}
+
+/// A thread's block, given back to [`COUNTERS`] when the thread ends.
+struct ThreadShard(Arc<CounterShard>);
+
+impl Drop for ThreadShard {
+    fn drop(&mut self) {
+        COUNTERS.retire(&self.0);
+    }
+}
+
+thread_local! {
+    static SHARD: ThreadShard = ThreadShard(COUNTERS.register());
+}
+
+impl Counters {
+    pub const fn new() -> Self {
+        Counters {
+            base: CounterShard::new(),
+            shards: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn shards(&self) -> std::sync::MutexGuard<'_, Vec<Arc<CounterShard>>> {
+        self.shards.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self) -> Arc<CounterShard> {
+        let shard = Arc::new(CounterShard::new());
+        self.shards().push(shard.clone());
+        shard
+    }
+
+    fn retire(&self, shard: &Arc<CounterShard>) {
+        let mut shards = self.shards();
+        self.base.absorb(shard);
+        shards.retain(|s| !Arc::ptr_eq(s, shard));
+    }
+
+    #[inline]
+    fn bump(&self, c: Counter, n: u64) {
+        // A thread that is ending counts into the shared block.
+        if SHARD.try_with(|s| s.0.bump(c, n)).is_err() {
+            self.base.add(c, n);
+        }
+    }
+
+    /// Adds one.
+    #[inline]
+    pub fn inc(&self, c: Counter) {
+        self.bump(c, 1);
+    }
+
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, c: Counter, n: u64) {
+        if n != 0 {
+            self.bump(c, n);
+        }
+    }
+
+    /// Subtracts one from a gauge.
+    #[inline]
+    pub fn dec(&self, c: Counter) {
+        self.bump(c, 1u64.wrapping_neg());
+    }
+
+    /// Subtracts `n` from a gauge.
+    #[inline]
+    pub fn sub(&self, c: Counter, n: u64) {
+        if n != 0 {
+            self.bump(c, n.wrapping_neg());
+        }
+    }
+
+    /// Sets a value outright (one that is only ever set).
+    pub fn set(&self, c: Counter, v: u64) {
+        self.base.set(c, v);
+    }
+
+    /// Reads a value: the sum over every thread.
+    pub fn get(&self, c: Counter) -> u64 {
+        let mut all = vec![0u64; MAIN.len()];
+        self.sum_into(&mut all);
+        all[c as usize]
+    }
+
+    /// Copies every value, in table order, onto `out`.
+    pub fn snapshot(&self, out: &mut Vec<u64>) {
+        let mut all = vec![0u64; MAIN.len()];
+        self.sum_into(&mut all);
+        out.extend_from_slice(&all);
+    }
+
+    fn sum_into(&self, out: &mut [u64]) {
+        let shards = self.shards();
+        self.base.sum_into(out);
+        for shard in shards.iter() {
+            shard.sum_into(out);
+        }
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The process-wide `MAIN` counters.
 pub static COUNTERS: Counters = Counters::new();
 
@@ -313,5 +460,33 @@ mod tests {
         let before = COUNTERS.get(Counter::losthdr);
         COUNTERS.inc(Counter::losthdr);
         assert!(COUNTERS.get(Counter::losthdr) > before);
+    }
+
+    #[test]
+    fn threads_count_apart_and_their_counts_outlive_them() {
+        let c = Counter::esi_errors;
+        let before = COUNTERS.get(c);
+        let gauge = Counter::n_object;
+        let gauge_before = COUNTERS.get(gauge);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        COUNTERS.inc(c);
+                    }
+                    // A gauge raised here and lowered on another thread.
+                    COUNTERS.add(gauge, 3);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        COUNTERS.sub(gauge, 12);
+        assert_eq!(COUNTERS.get(c).wrapping_sub(before), 4000);
+        assert_eq!(COUNTERS.get(gauge), gauge_before);
+        let mut all = Vec::new();
+        COUNTERS.snapshot(&mut all);
+        assert_eq!(all[c as usize], COUNTERS.get(c));
     }
 }
