@@ -155,6 +155,9 @@ pub struct Body {
     /// request will ever read: a pass, a hit-for-miss), so that memory
     /// follows the read-ahead, not the body's size.
     release_behind: std::sync::atomic::AtomicBool,
+    /// The reader needs the whole body: nothing is let go, whichever of
+    /// this and `release_behind` is said first.
+    keep_whole: std::sync::atomic::AtomicBool,
     done: OnceLock<Box<[Bytes]>>,
     /// The length announced before streaming (a backend Content-Length).
     pub expected_len: Option<u64>,
@@ -175,6 +178,7 @@ impl Body {
             notify: Notify::new(),
             taken: Notify::new(),
             release_behind: std::sync::atomic::AtomicBool::new(false),
+            keep_whole: std::sync::atomic::AtomicBool::new(false),
             done: OnceLock::new(),
             expected_len,
         }
@@ -247,8 +251,8 @@ impl Body {
     /// Keeps every chunk after all: the reader needs the whole body at
     /// once (an ESI page, a gzip'd include spliced into its page).
     pub fn keep_whole(&self) {
-        self.release_behind
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.keep_whole
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Waits until the furthest reader is no more than `ahead` bytes
@@ -297,10 +301,8 @@ impl Body {
                         .iter()
                         .map(|c| c.len() as u64)
                         .sum();
-                    if self
-                        .release_behind
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                    {
+                    let relaxed = std::sync::atomic::Ordering::Relaxed;
+                    if self.release_behind.load(relaxed) && !self.keep_whole.load(relaxed) {
                         st.chunks[behind].fill(Bytes::new());
                     }
                     st.taken += done;
@@ -653,5 +655,39 @@ mod tests {
         let got = reader.await.unwrap();
         assert_eq!(got.concat(), b"ab");
         assert_eq!(body.known_len(), Some(2));
+    }
+
+    #[test]
+    fn a_reader_lets_go_of_what_it_took_unless_it_keeps_the_whole() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for keep in [false, true] {
+                let body = Body::streaming(None);
+                if keep {
+                    // Said before the fill says to release: still kept.
+                    body.keep_whole();
+                }
+                body.release_behind_reader();
+                body.push(Bytes::from_static(b"one"));
+                body.push(Bytes::from_static(b"two"));
+                let mut out = Vec::new();
+                assert!(!body.wait_chunks(0, &mut out).await.unwrap());
+                assert_eq!(out.len(), 2);
+                body.push(Bytes::from_static(b"three"));
+                let mut rest = Vec::new();
+                assert!(!body.wait_chunks(2, &mut rest).await.unwrap());
+                assert_eq!(rest.concat(), b"three");
+                body.finish();
+                assert!(body.wait_chunks(3, &mut Vec::new()).await.unwrap());
+                let kept: Vec<u8> = body.chunks().unwrap().concat();
+                if keep {
+                    assert_eq!(kept, b"onetwothree");
+                } else {
+                    assert_eq!(kept, b"three", "what was taken is let go");
+                }
+            }
+        });
     }
 }
