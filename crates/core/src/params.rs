@@ -222,7 +222,7 @@ param_table! {
     backend_wait_timeout: Seconds, "0", "seconds", min Some("0"), max None,
         "How long a fetch waits in line for a connection to a backend at its .max_connections before it fails as busy (a backend's .wait_timeout overrides it). 0 means no waiting.";
     answer_half_closed: Bool, "on", "bool", min None, max None,
-        "Answer a client that closes its sending side (a half-close) after its request, as varnishd does: the end of its stream is not taken as the client leaving (a reset or an error still is). Off: a client whose stream ends while its answer is awaited is taken to have gone (a close and a half-close look alike until something is written), so a pass, a hit-for-miss fetch or the includes of its ESI page are given up at once instead of when the answer would be written. Lacquer-only.";
+        "Answer a client that closes its sending side (a half-close) after its request, as varnishd does: the end of its stream is not taken as the client leaving (a reset or an error still is). Off: a client whose stream ends while its answer is awaited is taken to have gone (a close and a half-close look alike until something is written), so a pass or a hit-for-miss fetch is given up at once instead of when the answer would be written. Once an ESI page is being written, the end of its client's stream always means the client has gone and cancels the page's includes. Lacquer-only.";
     ban_cutoff: Count, "0", "bans", min Some("0"), max None,
         "Keep the number of bans below this by expunging the objects that hold on to the oldest ones (counted in bans_lurker_obj_killed_cutoff). 0 disables.";
     ban_dups: Bool, "on", "bool", min None, max None,

@@ -210,7 +210,7 @@ pub(crate) async fn deliver_page(
                     continue;
                 }
                 let mut inc = running.pop_front().expect("checked above");
-                while let Some(piece) = next_piece(c, &mut inc.rx, p.answer_half_closed()).await? {
+                while let Some(piece) = next_piece(c, &mut inc.rx).await? {
                     match piece {
                         Piece::Failed if onerror && !inc.onerror_continue => {
                             req.log.bytes(
@@ -417,12 +417,15 @@ fn include_task(
 
 /// The next piece of an include, watching the client's socket meanwhile
 /// so that a client that leaves while the page waits is noticed at once.
+/// The page is already being written: the end of the client's stream now
+/// is taken as its leaving whatever `answer_half_closed` says (a client
+/// that half-closes does so after its request, and includes multiply
+/// what a client that gave up would cost the backends).
 async fn next_piece(
     c: &mut Client,
     rx: &mut mpsc::Receiver<Piece>,
-    half_closed: bool,
 ) -> Result<Option<Piece>, Outcome> {
-    c.watching(rx.recv(), half_closed)
+    c.watching(rx.recv(), false)
         .await
         .ok_or(Outcome::Close(CloseReason::RemClose))
 }
