@@ -6,7 +6,6 @@
 use crate::ban::BanRef;
 use crate::store::Store;
 use bytes::Bytes;
-use lacquer_filters::esi::Program;
 use lacquer_http::Headers;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -322,6 +321,10 @@ impl Body {
     }
 }
 
+/// What the daemon attaches to an object and the cache keeps without
+/// reading it: a page's ESI program, what splicing needs of a gzip'd body.
+pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
+
 /// One cached response (or a marker).
 #[derive(Debug)]
 pub struct Object {
@@ -366,10 +369,10 @@ pub struct Object {
     /// The fetch parses the body for ESI (`beresp.do_esi`).
     esi_expected: AtomicBool,
     /// The parsed program, set before the body completes.
-    esi: OnceLock<Arc<Program>>,
+    esi: OnceLock<Attr>,
     /// For a body stored gzip'd: its bits, CRC and length, known once
     /// the fetch has checked it.
-    gzip: OnceLock<lacquer_filters::splice::Scanned>,
+    gzip: OnceLock<Attr>,
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
 }
@@ -401,7 +404,7 @@ impl Object {
         let gzipped = init
             .headers
             .get("content-encoding")
-            .is_some_and(|v| lacquer_filters::gzip::is_gzip(v));
+            .is_some_and(|v| lacquer_http::headers::is_gzip(v));
         Object {
             xid: init.xid,
             kind: init.kind,
@@ -457,30 +460,37 @@ impl Object {
         self.esi_expected.load(Ordering::Acquire)
     }
 
-    /// Stores the parsed program; call before the body is finished.
-    pub fn set_esi(&self, program: Program) {
-        let _ = self.esi.set(Arc::new(program));
-    }
-
-    /// Takes over another object's program (a revalidated copy).
-    pub fn share_esi(&self, program: Arc<Program>) {
+    /// Stores the body's ESI program (parsed, or taken over from the
+    /// object a 304 revalidated); call before the body is finished.
+    pub fn set_esi(&self, program: Attr) {
         let _ = self.esi.set(program);
     }
 
-    /// Records what a gzip'd body's scan found.
-    pub fn set_gzip(&self, scanned: lacquer_filters::splice::Scanned) {
+    /// Records what a gzip'd body's scan found (what splicing needs).
+    pub fn set_gzip(&self, scanned: Attr) {
         let _ = self.gzip.set(scanned);
     }
 
-    /// What splicing needs of a gzip'd body, once it is complete.
-    pub fn gzip(&self) -> Option<&lacquer_filters::splice::Scanned> {
+    /// What splicing needs of a gzip'd body, once it is complete, as the
+    /// daemon stored it.
+    pub fn gzip<T: std::any::Any>(&self) -> Option<&T> {
+        self.gzip.get()?.downcast_ref()
+    }
+
+    /// The gzip attribute as stored, to share with another object.
+    pub fn gzip_attr(&self) -> Option<&Attr> {
         self.gzip.get()
     }
 
-    /// The ESI program, once parsed (`None` for a body that was not
-    /// processed).
-    pub fn esi_program(&self) -> Option<&Arc<Program>> {
+    /// The ESI attribute as stored, to share with another object.
+    pub fn esi_attr(&self) -> Option<&Attr> {
         self.esi.get()
+    }
+
+    /// The ESI program, once parsed (`None` for a body that was not
+    /// processed), as the daemon stored it.
+    pub fn esi<T: std::any::Any>(&self) -> Option<&T> {
+        self.esi.get()?.downcast_ref()
     }
 
     pub fn timers(&self) -> Timers {

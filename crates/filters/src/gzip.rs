@@ -217,11 +217,7 @@ pub fn gunzip(data: &[u8]) -> Result<Vec<u8>, GzipError> {
     Ok(out)
 }
 
-/// Whether a `Content-Encoding` value says gzip.
-pub fn is_gzip(content_encoding: &[u8]) -> bool {
-    let v = content_encoding.trim_ascii();
-    v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")
-}
+pub use lacquer_http::headers::is_gzip;
 
 /// Whether an `Accept-Encoding` value accepts gzip (a `gzip` token whose
 /// q-value is not zero).

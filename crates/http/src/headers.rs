@@ -259,6 +259,12 @@ impl Headers {
     }
 }
 
+/// Whether a `Content-Encoding` value says gzip (`gzip` or `x-gzip`).
+pub fn is_gzip(content_encoding: &[u8]) -> bool {
+    let v = trim(content_encoding);
+    v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")
+}
+
 /// Whether a byte may appear in a token such as a field name (RFC 9110
 /// `tchar`).
 pub fn is_token_byte(b: u8) -> bool {

@@ -456,7 +456,7 @@ async fn filtered_body(
     };
     if obj.esi_expected() && req.esi_enabled {
         wait_complete(obj).await?;
-        if let Some(program) = obj.esi_program() {
+        if let Some(program) = obj.esi::<lacquer_filters::esi::Program>() {
             let out = esi::Out {
                 chunked,
                 clock,
@@ -469,10 +469,12 @@ async fn filtered_body(
     }
     if c.is_fragment() && splice && obj.gzipped {
         wait_complete(obj).await?;
-        let stripped = obj.gzip().and_then(|g| {
-            let chunks = obj.body.chunks()?;
-            Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
-        });
+        let stripped = obj
+            .gzip::<lacquer_filters::splice::Scanned>()
+            .and_then(|g| {
+                let chunks = obj.body.chunks()?;
+                Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
+            });
         if let Some((data, g)) = stripped {
             count_sent(c, &mut req.acct, g.len);
             return c.send_deflated(data, g.crc, g.len).await.map_err(close_for);

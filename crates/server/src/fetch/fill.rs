@@ -210,10 +210,10 @@ pub(crate) async fn fill(
                     obj.body.push(tail);
                 }
                 if let Some(program) = done.program {
-                    obj.set_esi(program);
+                    obj.set_esi(Arc::new(program));
                 }
                 if let Some(gzip) = done.gzip {
-                    obj.set_gzip(gzip);
+                    obj.set_gzip(Arc::new(gzip));
                 }
                 obj.body.finish();
                 let now = lacquer_core::time::now();
@@ -300,12 +300,12 @@ pub(crate) fn from_stale(
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary);
-    if let Some(program) = stale.esi_program() {
+    if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
-        obj.share_esi(program.clone());
+        obj.set_esi(program.clone());
     }
-    if let Some(gzip) = stale.gzip() {
-        obj.set_gzip(*gzip);
+    if let Some(gzip) = stale.gzip_attr() {
+        obj.set_gzip(gzip.clone());
     }
     log_storage(bereq, &store);
     let charge = obj.head.len() as u64 + len;
