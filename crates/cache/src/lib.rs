@@ -317,6 +317,7 @@ impl Cache {
                         let obj = obj.clone();
                         drop(map);
                         self.touch(&obj, now, lru_interval);
+                        count_hit(&obj, false);
                         return Lookup::Hit(obj);
                     }
                     let t = obj.timers();
@@ -335,7 +336,10 @@ impl Cache {
         let grace = grace.cloned();
         if let Some(busy) = &head.busy {
             return match grace {
-                Some(obj) => Lookup::Grace { obj, refresh: None },
+                Some(obj) => {
+                    count_hit(&obj, true);
+                    Lookup::Grace { obj, refresh: None }
+                }
                 None => Lookup::Wait(busy.tx.subscribe()),
             };
         }
@@ -347,6 +351,7 @@ impl Cache {
         match grace {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
+                count_hit(&obj, true);
                 slot.stale = obj.body.chunks().is_some().then(|| obj.clone());
                 Lookup::Grace {
                     obj,
@@ -742,6 +747,17 @@ impl Drop for FetchSlot {
     fn drop(&mut self) {
         self.release(BusyState::Relookup);
     }
+}
+
+/// Counts a hit where the lookup makes it: `MAIN.cache_hit` (and
+/// `cache_hit_grace` for a stale object delivered in grace) and the
+/// object's own count (`obj.hits`).
+fn count_hit(obj: &Object, grace: bool) {
+    COUNTERS.inc(Counter::cache_hit);
+    if grace {
+        COUNTERS.inc(Counter::cache_hit_grace);
+    }
+    obj.hits.fetch_add(1, Ordering::Relaxed);
 }
 
 #[cfg(test)]

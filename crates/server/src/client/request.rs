@@ -26,7 +26,6 @@ use lacquer_http::RequestHead;
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, Method};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Where a request goes after a step.
@@ -353,17 +352,13 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
             log_hit(req, Tag::HitMiss, marker, now);
         }
         match lookup {
+            // Hits are counted by the lookup that makes them.
             Lookup::Hit(obj) => {
-                COUNTERS.inc(Counter::cache_hit);
                 log_hit(req, Tag::Hit, &obj, now);
-                obj.hits.fetch_add(1, Ordering::Relaxed);
                 return hit_step(c, cx, req, key, obj, keep).await;
             }
             Lookup::Grace { obj, refresh } => {
-                COUNTERS.inc(Counter::cache_hit);
-                COUNTERS.inc(Counter::cache_hit_grace);
                 log_hit(req, Tag::Hit, &obj, now);
-                obj.hits.fetch_add(1, Ordering::Relaxed);
                 if let Some(slot) = refresh {
                     COUNTERS.inc(Counter::s_bgfetch);
                     let kind = FetchKind {
