@@ -97,7 +97,7 @@ pub(crate) async fn pipe(
     let last = AtomicU64::new(0);
     let (from_client, to_client) = (AtomicU64::new(pending.len() as u64), AtomicU64::new(0));
     // ESI includes never pipe (the client side passes them instead).
-    let Some(client_stream) = c.tcp() else {
+    let Some(client_stream) = c.stream() else {
         return Piped::Synth(503, None);
     };
     let mut client = Watched {
@@ -146,21 +146,21 @@ pub(crate) async fn pipe(
 
 /// A stream that notes when bytes last moved through it, and counts
 /// the bytes read from it.
-struct Watched<'a, S> {
+struct Watched<'a, S: ?Sized> {
     inner: &'a mut S,
     last: &'a AtomicU64,
     moved: &'a AtomicU64,
     started: Instant,
 }
 
-impl<S> Watched<'_, S> {
+impl<S: ?Sized> Watched<'_, S> {
     fn touch(&self) {
         self.last
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
+impl<S: AsyncRead + Unpin + ?Sized> AsyncRead for Watched<'_, S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -177,7 +177,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<'_, S> {
+impl<S: AsyncWrite + Unpin + ?Sized> AsyncWrite for Watched<'_, S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -35,7 +35,7 @@ pub(crate) async fn serve_connection(
         use std::os::fd::AsRawFd;
         stream.as_raw_fd()
     };
-    let mut c = Client::new(stream, peer, local, listener);
+    let mut c = Client::new(Box::new(stream), peer, local, listener);
     let mut log = sh.txn(next_vxid(), Side::Client);
     log.begin("sess", 0, "HTTP/1", t_open);
     if log.active() {
@@ -65,12 +65,12 @@ pub(crate) async fn serve_connection(
     if matches!(reason, CloseReason::SendTimeout | CloseReason::TxError) {
         // The client is gone or stuck: reset rather than leave the kernel
         // holding (and retrying) what it could not take.
-        if let Some(stream) = c.tcp() {
-            let _ = socket2::SockRef::from(&*stream).set_linger(Some(std::time::Duration::ZERO));
+        if let Some(socket) = c.stream().and_then(|s| s.socket()) {
+            let _ = socket2::SockRef::from(socket).set_linger(Some(std::time::Duration::ZERO));
         }
         return;
     }
-    if let Some(stream) = c.tcp() {
+    if let Some(stream) = c.stream() {
         let _ = stream.shutdown().await;
     }
     if reason.is_error() {

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -31,9 +31,24 @@ pub(crate) enum Piece {
     Failed,
 }
 
+/// A client connection's byte stream, whatever carries it: TCP today; a
+/// Unix socket, TLS or a PROXY-prefixed stream next. The session and the
+/// steps read and write it as bytes.
+pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
+    /// The TCP socket underneath, for socket options, lingering and an
+    /// include's duplicate; None for a stream without one.
+    fn socket(&self) -> Option<&TcpStream>;
+}
+
+impl ClientStream for TcpStream {
+    fn socket(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
 /// Where a client's responses go.
 pub(crate) enum Wire {
-    Tcp(TcpStream),
+    Stream(Box<dyn ClientStream>),
     /// The parent of an ESI include.
     Fragment(mpsc::Sender<Piece>),
 }
@@ -108,16 +123,16 @@ pub(crate) struct SessTimeouts {
 
 impl Client {
     pub fn new(
-        stream: TcpStream,
+        stream: Box<dyn ClientStream>,
         peer: SocketAddr,
         local: SocketAddr,
         listener: std::sync::Arc<str>,
     ) -> Self {
-        let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&stream));
+        let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
         Client {
             fd,
             sess: SessTimeouts::default(),
-            wire: Wire::Tcp(stream),
+            wire: Wire::Stream(stream),
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
             peer,
@@ -150,15 +165,17 @@ impl Client {
     /// connection closes; None for an include.
     pub fn duplicate_socket(&self) -> Option<std::os::fd::OwnedFd> {
         match &self.wire {
-            Wire::Tcp(stream) => std::os::fd::AsFd::as_fd(stream).try_clone_to_owned().ok(),
+            Wire::Stream(stream) => stream
+                .socket()
+                .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok()),
             Wire::Fragment(_) => None,
         }
     }
 
-    /// The socket, unless this is an ESI include.
-    pub fn tcp(&mut self) -> Option<&mut TcpStream> {
+    /// The connection's stream, unless this is an ESI include.
+    pub fn stream(&mut self) -> Option<&mut dyn ClientStream> {
         match &mut self.wire {
-            Wire::Tcp(s) => Some(s),
+            Wire::Stream(s) => Some(&mut **s),
             Wire::Fragment(_) => None,
         }
     }
@@ -187,7 +204,7 @@ impl Client {
                 .send(Piece::Deflated { data, crc, len })
                 .await
                 .map_err(|_| SendError::Io),
-            Wire::Tcp(_) => Err(SendError::Io),
+            Wire::Stream(_) => Err(SendError::Io),
         }
     }
 
@@ -226,7 +243,7 @@ impl Client {
                         .map_err(|_| SendError::Io)?;
                 }
             }
-            Wire::Tcp(stream) if chunked => {
+            Wire::Stream(stream) if chunked => {
                 let mut size_line = Vec::with_capacity(16);
                 lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
                 let mut parts: Vec<&[u8]> = Vec::with_capacity(pieces.len() + 3);
@@ -236,9 +253,9 @@ impl Client {
                 if last {
                     parts.push(lacquer_http::chunked::LAST_CHUNK);
                 }
-                write_gathered(stream, &[], &parts, clock).await?;
+                write_gathered(&mut **stream, &[], &parts, clock).await?;
             }
-            Wire::Tcp(stream) => write_gathered(stream, &[], pieces, clock).await?,
+            Wire::Stream(stream) => write_gathered(&mut **stream, &[], pieces, clock).await?,
         }
         Ok(size)
     }
@@ -255,7 +272,7 @@ impl Client {
         if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
-        let Wire::Tcp(stream) = &mut self.wire else {
+        let Wire::Stream(stream) = &mut self.wire else {
             return Ok(0);
         };
         match tokio::time::timeout(limit, stream.read_buf(&mut self.rbuf)).await {
@@ -310,7 +327,7 @@ impl Client {
         clock: &SendClock,
     ) -> Result<(), SendError> {
         match &mut self.wire {
-            Wire::Tcp(stream) => write_gathered(stream, &[], parts, clock).await,
+            Wire::Stream(stream) => write_gathered(&mut **stream, &[], parts, clock).await,
             // An include's parent takes bodies through `send_body` only.
             Wire::Fragment(_) => Ok(()),
         }
@@ -323,7 +340,7 @@ impl Client {
         clock: &SendClock,
     ) -> Result<(), SendError> {
         let result = match &mut self.wire {
-            Wire::Tcp(stream) => write_gathered(stream, &self.wbuf, body, clock).await,
+            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, body, clock).await,
             Wire::Fragment(_) => self.send_body(body, false, clock).await.map(drop),
         };
         self.wbuf.clear();
@@ -332,7 +349,7 @@ impl Client {
 
     /// Writes a small complete message with the idle send timeout.
     pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
-        let Wire::Tcp(stream) = &mut self.wire else {
+        let Wire::Stream(stream) = &mut self.wire else {
             return Ok(());
         };
         match tokio::time::timeout(idle, stream.write_all(data)).await {
@@ -349,7 +366,7 @@ const IOV_BATCH: usize = 16;
 /// Writes `head` and then every piece, gathered in batches on the stack,
 /// with each write bounded by the clock.
 async fn write_gathered<B: AsRef<[u8]>>(
-    stream: &mut TcpStream,
+    stream: &mut dyn ClientStream,
     head: &[u8],
     pieces: &[B],
     clock: &SendClock,
