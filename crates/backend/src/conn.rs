@@ -2,20 +2,19 @@
 //! head and then its body in whatever framing it came, and going back to
 //! the pool only when the exchange ended cleanly.
 
-use crate::{try_parse, Backend, FetchError, Slot, Timeouts};
+use crate::{try_parse, Backend, FetchError, Slot, Stream, Timeouts};
 use bytes::{Bytes, BytesMut};
 use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const READ_SIZE: usize = 64 * 1024;
 
 /// A connection to a backend, checked out of its pool.
 pub struct Conn<'a> {
     backend: &'a Backend,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     buf: BytesMut,
     reused: bool,
     saw_bytes: bool,
@@ -27,12 +26,7 @@ pub struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
-    pub(crate) fn new(
-        backend: &'a Backend,
-        stream: TcpStream,
-        reused: bool,
-        slot: Slot<'a>,
-    ) -> Self {
+    pub(crate) fn new(backend: &'a Backend, stream: Stream, reused: bool, slot: Slot<'a>) -> Self {
         backend.stats.inc(BackendCounter::conn);
         Conn {
             backend,
@@ -61,7 +55,7 @@ impl<'a> Conn<'a> {
     /// backend connection.
     pub fn socket(&self) -> Option<(i32, std::net::SocketAddr)> {
         use std::os::fd::AsRawFd;
-        let s = self.stream.as_ref()?;
+        let s = self.stream.as_ref()?.socket();
         Some((s.as_raw_fd(), s.local_addr().ok()?))
     }
 
@@ -79,7 +73,7 @@ impl<'a> Conn<'a> {
         self.saw_bytes
     }
 
-    fn stream(&mut self) -> Result<&mut TcpStream, FetchError> {
+    fn stream(&mut self) -> Result<&mut Stream, FetchError> {
         self.stream
             .as_mut()
             .ok_or_else(|| FetchError::ReadFailed("connection closed".into()))
@@ -300,7 +294,7 @@ impl<'a> Conn<'a> {
     /// read past the response head, and its slot under `.max_connections`
     /// to hold while the tunnel lasts. The connection no longer counts as
     /// the backend's in `conn`.
-    pub fn detach(mut self) -> Option<(TcpStream, BytesMut, Slot<'a>)> {
+    pub fn detach(mut self) -> Option<(Stream, BytesMut, Slot<'a>)> {
         let stream = self.stream.take()?;
         self.backend.stats.dec(BackendCounter::conn);
         let slot = self.slot.take().unwrap_or(Slot::none());

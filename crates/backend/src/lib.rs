@@ -21,6 +21,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
+/// A connection to a backend, whatever carries it: TCP today, TLS next.
+/// The exchange reads and writes it as bytes.
+pub trait BackendStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + std::fmt::Debug
+{
+    /// The TCP socket underneath: for the log (descriptor, local
+    /// address) and to see whether a pooled connection is still quiet.
+    fn socket(&self) -> &TcpStream;
+}
+
+impl BackendStream for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+/// A boxed backend connection's stream.
+pub type Stream = Box<dyn BackendStream>;
+
 /// The timeouts of one fetch.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -89,7 +108,7 @@ pub struct Backend {
     pub addr: SocketAddr,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    idle: Mutex<Vec<(Stream, Instant)>>,
     /// Its `VBE.<vcl>.<name>.*` counters.
     pub stats: BackendCounters,
     /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
@@ -325,7 +344,7 @@ impl Backend {
         };
         let _ = stream.set_nodelay(true);
         COUNTERS.inc(Counter::backend_conn);
-        Ok(Conn::new(self, stream, false, slot))
+        Ok(Conn::new(self, Box::new(stream), false, slot))
     }
 
     /// Counts a connection that could not be opened, by its cause, and
@@ -359,7 +378,7 @@ impl Backend {
         self.stats.inc(BackendCounter::unhealthy);
     }
 
-    fn take_idle(&self, max_idle: Duration) -> Option<TcpStream> {
+    fn take_idle(&self, max_idle: Duration) -> Option<Stream> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((stream, since)) = idle.pop() {
             if since.elapsed() >= max_idle {
@@ -368,7 +387,7 @@ impl Backend {
             // A pooled connection that is readable has been closed by the
             // backend (or holds garbage): either way it is useless.
             let mut probe = [0u8; 1];
-            match stream.try_read(&mut probe) {
+            match stream.socket().try_read(&mut probe) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(stream),
                 _ => continue,
             }
@@ -376,7 +395,7 @@ impl Backend {
         None
     }
 
-    pub(crate) fn recycle(&self, stream: TcpStream) {
+    pub(crate) fn recycle(&self, stream: Stream) {
         COUNTERS.inc(Counter::backend_recycle);
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.push((stream, Instant::now()));
