@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ban;
+pub mod fill;
 pub mod object;
 pub mod store;
 pub mod tags;
@@ -24,6 +25,7 @@ use store::Store;
 use tags::TagIndex;
 use tokio::sync::watch;
 
+pub use fill::{FillHandle, NoRoom};
 pub use object::{Body, ObjectInit, Timers, VarySpec};
 
 const SHARDS: usize = 64;

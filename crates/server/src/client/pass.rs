@@ -215,9 +215,9 @@ impl FetchMode for PassFetch<'_> {
 }
 
 /// How a passed response's body reaches the client.
-enum PassBody {
+enum PassBody<'c> {
     /// Through the filters, into a private object.
-    Private(fill::Filling),
+    Private(fill::Filling<'c>),
     /// Straight through, as the backend sends it.
     Stream(Beresp),
 }
@@ -258,11 +258,11 @@ async fn deliver_private(
     vcl: &Arc<Loaded>,
     req: &mut Req,
     conn: ConnInfo,
-    filling: fill::Filling,
+    filling: fill::Filling<'_>,
     backend: Backend<'_, '_>,
     keep: bool,
 ) -> Passed {
-    let obj = filling.obj.clone();
+    let obj = filling.obj().clone();
     let mut resp = Resp::for_object(&obj, false);
     let mut host = ClientHost {
         obj: Some(&obj),

@@ -418,7 +418,7 @@ async fn store(
             (obj, None)
         }
         None => match fill::begin(sh, bereq, beresp, &resp, vary.clone(), store) {
-            Some(f) => (Some(f.obj.clone()), Some(f)),
+            Some(f) => (Some(f.obj().clone()), Some(f)),
             None => (None, None),
         },
     };

@@ -14,7 +14,7 @@ use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
 use lacquer_cache::store::Store;
-use lacquer_cache::{Body, Removal, VarySpec};
+use lacquer_cache::{Body, FillHandle, VarySpec};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead};
 use lacquer_shm::{Tag, Txn};
@@ -29,26 +29,32 @@ const NOT_STORED: &[&str] = &["content-length", "age"];
 /// own when it answers a range from the stored body.
 const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
 
-/// An object made from a response head, its body still to come.
-pub(crate) struct Filling {
-    pub obj: Arc<Object>,
+/// An object made from a response head, its body still to come through
+/// the cache's fill handle.
+pub(crate) struct Filling<'c> {
+    handle: FillHandle<'c>,
     filters: FetchFilters,
     framing: Framing,
-    /// Bytes charged up front for an announced length.
-    reserved: u64,
+}
+
+impl Filling<'_> {
+    /// The object being filled.
+    pub fn obj(&self) -> &Arc<Object> {
+        self.handle.obj()
+    }
 }
 
 /// Builds the object for a response that `vcl_backend_response` let
 /// through, with the filters VCL chose, and charges it to `store`. None
 /// (logged and counted) when the store has no room for it.
-pub(crate) fn begin(
-    sh: &Shared,
+pub(crate) fn begin<'c>(
+    sh: &'c Shared,
     bereq: &mut Bereq,
     mut beresp: Beresp,
     resp: &ResponseHead,
     vary: Option<VarySpec>,
     store: Arc<Store>,
-) -> Option<Filling> {
+) -> Option<Filling<'c>> {
     let p = &sh.params;
     let framing = resp.framing;
     let mut headers = std::mem::take(&mut beresp.headers);
@@ -82,17 +88,19 @@ pub(crate) fn begin(
         };
         bereq.log.bytes(Tag::Fetch_Body, mode);
     }
-    let first_charge = obj.head.len() as u64 + reserved;
-    if !sh.cache.attach(&obj, store, first_charge, p.nuke_limit()) {
+    let head = obj.head.len() as u64;
+    let Some(handle) = sh
+        .cache
+        .begin_fill(&obj, store, head, reserved, p.nuke_limit())
+    else {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
         return None;
-    }
+    };
     Some(Filling {
-        obj,
+        handle,
         filters,
         framing,
-        reserved,
     })
 }
 
@@ -109,44 +117,35 @@ const READER_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
 pub(crate) async fn fill(
     sh: &Shared,
     bereq: &mut Bereq,
-    filling: Filling,
+    filling: Filling<'_>,
     mut conn: Conn<'_>,
     t: &Timeouts,
     private: bool,
 ) {
     let Filling {
-        obj,
+        mut handle,
         mut filters,
         framing,
-        reserved,
     } = filling;
     let p = &sh.params;
     if framing == Framing::None {
-        COUNTERS.inc(match obj.status {
+        COUNTERS.inc(match handle.obj().status {
             204 => Counter::fetch_204,
             304 => Counter::fetch_304,
             100..=199 => Counter::fetch_1xx,
             _ => Counter::fetch_none,
         });
     }
-    let nuke_limit = p.nuke_limit();
     if private && !filters.is_esi() {
         // Its one reader reads it once: what it has sent is let go.
-        obj.body.release_behind_reader();
+        handle.obj().body.release_behind_reader();
     }
     let mut reader = conn.body(framing);
     let mut received = 0u64;
-    let mut stored = 0u64;
-    // Charges storage for bytes about to be kept; false when it is full.
-    let charge = |stored: &mut u64, n: u64| {
-        let before = *stored;
-        *stored += n;
-        let extra = stored.saturating_sub(reserved.max(before));
-        extra == 0 || sh.cache.grow(&obj, extra, nuke_limit)
-    };
+    // Every early return drops the handle, which fails the body.
     loop {
-        if private && !reader_keeps_up(p.transit_buffer(), &obj).await {
-            abandon(sh, &mut bereq.log, &obj);
+        if private && !reader_keeps_up(p.transit_buffer(), handle.obj()).await {
+            abandoned(&mut bereq.log);
             return;
         }
         match conn.read_body(&mut reader, t).await {
@@ -157,31 +156,25 @@ pub(crate) async fn fill(
                     let held = filters.held();
                     let pushed = match filters.push_some(rest) {
                         Ok(pushed) => pushed,
-                        Err(e) => {
-                            body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
-                            return;
-                        }
+                        Err(e) => return body_failed(&mut bereq.log, &FetchError::BadBody(e.0)),
                     };
                     rest = &rest[pushed.used..];
                     let newly_held = (filters.held() - held) as u64;
-                    if newly_held > 0 && !charge(&mut stored, newly_held) {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                        return;
+                    if newly_held > 0 && handle.charge(newly_held).is_err() {
+                        return body_failed(&mut bereq.log, &FetchError::NoStorage);
                     }
                     if let Some(piece) = pushed.piece {
-                        if !charge(&mut stored, piece.len() as u64) {
-                            body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                            return;
+                        if handle.push(piece).is_err() {
+                            return body_failed(&mut bereq.log, &FetchError::NoStorage);
                         }
-                        obj.body.push(piece);
                     }
                     if rest.is_empty() && !pushed.more {
                         break;
                     }
                     // A piece that inflates far goes in slices, each
                     // waiting for the reader as a backend read would.
-                    if private && !reader_keeps_up(p.transit_buffer(), &obj).await {
-                        abandon(sh, &mut bereq.log, &obj);
+                    if private && !reader_keeps_up(p.transit_buffer(), handle.obj()).await {
+                        abandoned(&mut bereq.log);
                         return;
                     }
                 }
@@ -190,41 +183,35 @@ pub(crate) async fn fill(
                 let whole = filters.is_esi();
                 let done = match filters.finish(p, &bereq.url, &mut bereq.log) {
                     Ok(done) => done,
-                    Err(e) => {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::BadBody(e.0));
-                        return;
-                    }
+                    Err(e) => return body_failed(&mut bereq.log, &FetchError::BadBody(e.0)),
                 };
                 if let Some(tail) = done.tail {
                     // An ESI body comes whole, and was charged while it
                     // was held.
                     let new = if whole {
-                        (tail.len() as u64).saturating_sub(stored)
+                        (tail.len() as u64).saturating_sub(handle.stored())
                     } else {
                         tail.len() as u64
                     };
-                    if !charge(&mut stored, new) {
-                        body_failed(sh, &mut bereq.log, &obj, &FetchError::NoStorage);
-                        return;
+                    if handle.charge(new).is_err() {
+                        return body_failed(&mut bereq.log, &FetchError::NoStorage);
                     }
-                    obj.body.push(tail);
+                    handle.push_charged(tail);
                 }
                 if let Some(program) = done.program {
-                    obj.set_esi(Arc::new(program));
+                    handle.obj().set_esi(Arc::new(program));
                 }
                 if let Some(gzip) = done.gzip {
-                    obj.set_gzip(Arc::new(gzip));
+                    handle.obj().set_gzip(Arc::new(gzip));
                 }
-                obj.body.finish();
+                let stored = handle.stored();
+                handle.finish();
                 let now = lacquer_core::time::now();
                 log_body_end(bereq, &conn, received, stored, now);
                 conn.finish(true);
                 return;
             }
-            Err(e) => {
-                body_failed(sh, &mut bereq.log, &obj, &e);
-                return;
-            }
+            Err(e) => return body_failed(&mut bereq.log, &e),
         }
     }
 }
@@ -243,22 +230,21 @@ async fn reader_keeps_up(ahead: u64, obj: &Arc<Object>) -> bool {
     }
 }
 
-/// Gives up the fill of a private object nobody reads any more.
-fn abandon(sh: &Shared, log: &mut Txn, obj: &Arc<Object>) {
+/// Logs the fill of a private object nobody reads any more as given up
+/// (dropping its handle then fails the body).
+fn abandoned(log: &mut Txn) {
     COUNTERS.inc(Counter::fetch_failed);
     log.fmt(
         Tag::FetchError,
         format_args!("abandoned: no client reads the body"),
     );
-    obj.body.fail();
-    sh.cache.remove(obj, Removal::Failed);
 }
 
-fn body_failed(sh: &Shared, log: &mut Txn, obj: &Arc<Object>, e: &FetchError) {
+/// Logs a body that could not be filled (dropping its handle then fails
+/// it).
+fn body_failed(log: &mut Txn, e: &FetchError) {
     COUNTERS.inc(Counter::fetch_failed);
     log_fetch_error(log, e);
-    obj.body.fail();
-    sh.cache.remove(obj, Removal::Failed);
 }
 
 /// Runs `delivery` while `filling` reads the body it delivers, in the
