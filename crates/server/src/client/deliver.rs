@@ -10,7 +10,7 @@ use crate::host::req::can_gzip;
 use crate::host::req::{Acct, Outcome, Req};
 use crate::host::resp::Resp;
 use crate::host::vcl::Loaded;
-use crate::transport::io::{Client, SendClock, SendError};
+use crate::transport::io::{Client, SendClock};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
@@ -235,10 +235,6 @@ pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
     }
 }
 
-fn close_for(e: SendError) -> Outcome {
-    e.into()
-}
-
 /// Delivers an object (cached, being fetched, or synthetic).
 pub(crate) async fn object(
     c: &mut Client,
@@ -406,7 +402,7 @@ async fn send(
     let chunked = wire == WireBody::Chunked;
     if send_body && (esi || gunzip) {
         if let Err(e) = c.write_head_and(&[], &clock).await {
-            return Some(close_for(e));
+            return Some(Outcome::from(e));
         }
         let r = filtered_body(c, sh, req, obj, d, chunked, &clock).await;
         if let Err(outcome) = r {
@@ -414,17 +410,17 @@ async fn send(
         }
     } else if !send_body {
         if let Err(e) = c.write_head_and(&[], &clock).await {
-            return Some(close_for(e));
+            return Some(Outcome::from(e));
         }
     } else if let (Some(chunks), None) = (obj.body.chunks(), window) {
         let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
         if let Err(e) = c.write_head_and(chunks, &clock).await {
-            return Some(close_for(e));
+            return Some(Outcome::from(e));
         }
-        count_sent(c, &mut req.acct, n);
+        req.acct.count_sent(c, n);
     } else {
         if let Err(e) = c.write_head_and(&[], &clock).await {
-            return Some(close_for(e));
+            return Some(Outcome::from(e));
         }
         let (skip, take) = match window {
             Some((start, end, _)) => (start, end - start + 1),
@@ -476,8 +472,11 @@ async fn filtered_body(
                 Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
             });
         if let Some((data, g)) = stripped {
-            count_sent(c, &mut req.acct, g.len);
-            return c.send_deflated(data, g.crc, g.len).await.map_err(close_for);
+            req.acct.count_sent(c, g.len);
+            return c
+                .send_deflated(data, g.crc, g.len)
+                .await
+                .map_err(Outcome::from);
         }
     }
     if obj.gzipped && (c.is_fragment() || !can_gzip(&req.head.headers)) {
@@ -489,7 +488,7 @@ async fn filtered_body(
 
 async fn end_chunked(c: &mut Client, chunked: bool, clock: &SendClock) -> Result<(), Outcome> {
     if chunked {
-        c.end_chunked(clock).await.map_err(close_for)?;
+        c.end_chunked(clock).await.map_err(Outcome::from)?;
     }
     Ok(())
 }
@@ -507,12 +506,6 @@ async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
             Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
         }
     }
-}
-
-/// Counts body bytes that reached a client socket (an include's bytes
-/// are counted by the page that writes them).
-fn count_sent(c: &Client, acct: &mut Acct, n: u64) {
-    acct.count_sent(c, n);
 }
 
 /// Streams a gzip'd body inflated.
@@ -547,8 +540,8 @@ async fn stream_gunzip(
                 let n = c
                     .send_body(&[slice], chunked, clock)
                     .await
-                    .map_err(close_for)?;
-                count_sent(c, &mut req.acct, n);
+                    .map_err(Outcome::from)?;
+                req.acct.count_sent(c, n);
             }
         }
         if end {
@@ -559,8 +552,8 @@ async fn stream_gunzip(
             let n = c
                 .send_body(&[tail], chunked, clock)
                 .await
-                .map_err(close_for)?;
-            count_sent(c, &mut req.acct, n);
+                .map_err(Outcome::from)?;
+            req.acct.count_sent(c, n);
             let b = scanned.bits;
             req.log.fmt(
                 Tag::Gzip,
@@ -633,8 +626,8 @@ async fn stream(
         let n = c
             .send_body_then(&out, chunked, done && chunked, clock)
             .await
-            .map_err(close_for)?;
-        count_sent(c, acct, n);
+            .map_err(Outcome::from)?;
+        acct.count_sent(c, n);
         if done {
             return Ok(());
         }
@@ -677,7 +670,7 @@ async fn unsatisfiable(
     match c.write_head_and(&[], &clock).await {
         Ok(()) if keep => Outcome::KeepAlive,
         Ok(()) => Outcome::Close(CloseReason::ReqClose),
-        Err(e) => close_for(e),
+        Err(e) => Outcome::from(e),
     }
 }
 
