@@ -19,6 +19,7 @@ pub struct NoRoom;
 pub struct FillHandle<'c> {
     cache: &'c Cache,
     obj: Arc<Object>,
+    store: Arc<Store>,
     /// Body bytes charged up front (an announced length).
     reserved: u64,
     /// Body bytes kept so far.
@@ -40,12 +41,13 @@ impl Cache {
         reserved: u64,
         nuke_limit: u64,
     ) -> Option<FillHandle<'_>> {
-        if !self.attach(obj, store, head + reserved, nuke_limit) {
+        if !self.attach(obj, store.clone(), head + reserved, nuke_limit) {
             return None;
         }
         Some(FillHandle {
             cache: self,
             obj: obj.clone(),
+            store,
             reserved,
             stored: 0,
             nuke_limit,
@@ -58,6 +60,11 @@ impl FillHandle<'_> {
     /// The object being filled.
     pub fn obj(&self) -> &Arc<Object> {
         &self.obj
+    }
+
+    /// The store it is charged to.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
     /// Body bytes kept so far.
@@ -81,27 +88,33 @@ impl FillHandle<'_> {
     /// Charges and appends bytes to the body (readers see them at once).
     pub fn push(&mut self, bytes: Bytes) -> Result<(), NoRoom> {
         self.charge(bytes.len() as u64)?;
-        self.obj.body.push(bytes);
-        Ok(())
+        self.push_charged(bytes)
     }
 
     /// Appends bytes already charged (a body held whole, charged as it
-    /// came in).
-    pub fn push_charged(&mut self, bytes: Bytes) {
-        self.obj.body.push(bytes);
+    /// came in): the store's engine places them, and readers get its
+    /// view of them.
+    pub fn push_charged(&mut self, bytes: Bytes) -> Result<(), NoRoom> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let engine = self.store.engine();
+        let extent = engine.allocate(bytes.len() as u64).ok_or(NoRoom)?;
+        self.obj.body().push(engine.write(extent, bytes));
+        Ok(())
     }
 
     /// Ends the body: it is whole.
     pub fn finish(mut self) {
         self.done = true;
-        self.obj.body.finish();
+        self.obj.body().finish();
     }
 }
 
 impl Drop for FillHandle<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.obj.body.fail();
+            self.obj.body().fail();
             self.cache.remove(&self.obj, Removal::Failed);
         }
     }

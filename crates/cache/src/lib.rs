@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 pub mod ban;
+pub mod body;
+pub mod engine;
 pub mod fill;
 pub mod object;
 pub mod store;
@@ -25,8 +27,9 @@ use store::Store;
 use tags::TagIndex;
 use tokio::sync::watch;
 
+pub use body::{Body, BodyFailed, RangeReader};
 pub use fill::{FillHandle, NoRoom};
-pub use object::{Body, ObjectInit, Timers, VarySpec};
+pub use object::{ObjectInit, Timers, VarySpec};
 
 const SHARDS: usize = 64;
 
@@ -129,7 +132,7 @@ impl Wants {
         let grace = obj.timers().grace;
         let mut usable = self.grace.map_or(grace, |g| g.min(grace));
         if let Some(max_stale) = self.max_stale {
-            if max_stale > usable && !ttl::forbids_stale(&obj.headers) {
+            if max_stale > usable && !ttl::forbids_stale(obj.headers()) {
                 usable = max_stale;
             }
         }
@@ -295,11 +298,11 @@ impl Cache {
         // fetch can revalidate or a failed one fall back on.
         let mut kept: Option<&Arc<Object>> = None;
         for obj in &head.objs {
-            if !wants.ignore_vary && obj.vary.as_ref().is_some_and(|v| !v.matches(req)) {
+            if !wants.ignore_vary && obj.vary().as_ref().is_some_and(|v| !v.matches(req)) {
                 continue;
             }
             let left = obj.ttl_left(now);
-            match obj.kind {
+            match obj.kind() {
                 ObjKind::HitMiss if left > 0.0 => {
                     let marker = obj.clone();
                     let key = head.key.clone();
@@ -312,7 +315,7 @@ impl Cache {
                 ObjKind::HitPass if left > 0.0 => return Lookup::HitPass(obj.clone()),
                 ObjKind::HitMiss | ObjKind::HitPass => continue,
                 ObjKind::Normal => {
-                    if obj.body.is_failed() {
+                    if obj.body().is_failed() {
                         continue;
                     }
                     if left > 0.0 && !obj.min_fresh_refuses(wants.min_fresh, left, now) {
@@ -328,7 +331,7 @@ impl Cache {
                         grace = Some(obj);
                     } else if kept.is_none()
                         && left + t.grace.max(0.0) + t.keep > 0.0
-                        && obj.body.chunks().is_some()
+                        && obj.body().chunks().is_some()
                     {
                         kept = Some(obj);
                     }
@@ -354,7 +357,7 @@ impl Cache {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
                 count_hit(&obj, true);
-                slot.stale = obj.body.chunks().is_some().then(|| obj.clone());
+                slot.stale = obj.body().chunks().is_some().then(|| obj.clone());
                 Lookup::Grace {
                     obj,
                     refresh: Some(slot),
@@ -392,13 +395,27 @@ impl Cache {
         }
     }
 
-    /// The store a new object goes to.
-    pub fn choose_store(&self, transient: bool) -> Arc<Store> {
+    /// The store a new object goes to: Transient for what will not be
+    /// kept (`transient`: uncacheable, or shorter-lived than
+    /// `shortlived`), else the one VCL named (`beresp.storage`), else the
+    /// next of the `-s` stores in turn.
+    pub fn store_for(&self, transient: bool, named: Option<&str>) -> Arc<Store> {
         if transient || self.stores.is_empty() {
             return self.transient.clone();
         }
+        if let Some(store) = named.and_then(|name| self.store_named(name)) {
+            return store;
+        }
         let i = self.next_store.fetch_add(1, Ordering::Relaxed) % self.stores.len();
         self.stores[i].clone()
+    }
+
+    /// The store called `name` (Transient included).
+    pub fn store_named(&self, name: &str) -> Option<Arc<Store>> {
+        if name == self.transient.name() {
+            return Some(self.transient.clone());
+        }
+        self.stores.iter().find(|s| s.name() == name).cloned()
     }
 
     /// Charges an object to a store (once), with its fixed overhead and the
@@ -569,7 +586,7 @@ impl Cache {
             exp.remove(&(obj.exp_at(), seq));
         }
         if obj.key.get().is_some() {
-            if obj.kind == ObjKind::Normal {
+            if obj.kind() == ObjKind::Normal {
                 COUNTERS.dec(Counter::n_object);
             }
             COUNTERS.dec(Counter::n_objectcore);
@@ -672,7 +689,7 @@ impl FetchSlot {
                 }
             });
             head.objs.retain(|old| {
-                let same_variant = old.vary.as_ref().is_none_or(|v| v.matches(req));
+                let same_variant = old.vary().as_ref().is_none_or(|v| v.matches(req));
                 if same_variant {
                     old.removed.store(true, Ordering::Release);
                     replaced.push(old.clone());
@@ -686,9 +703,9 @@ impl FetchSlot {
                 }
             }
         }
-        if obj.kind == ObjKind::Normal {
+        if obj.kind() == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
-            let tags = tags::tags_of(&obj.headers);
+            let tags = tags::tags_of(obj.headers());
             if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
                 let tags = obj.tags.get().expect("just set");
                 cache.tags.add(obj, tags);

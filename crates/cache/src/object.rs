@@ -4,12 +4,12 @@
 //! still arriving.
 
 use crate::ban::BanRef;
+pub use crate::body::{Body, BodyFailed};
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::Notify;
 
 /// An `f64` that can be read and written from several threads.
 #[derive(Debug)]
@@ -127,200 +127,6 @@ impl VarySpec {
     }
 }
 
-/// Why reading a body stopped early.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BodyFailed;
-
-#[derive(Debug)]
-struct BodyState {
-    chunks: Vec<Bytes>,
-    len: u64,
-    failed: bool,
-    complete: bool,
-    /// The chunks, and their bytes, that the furthest reader is done
-    /// with (it asked for the ones after them).
-    taken_chunks: usize,
-    taken: u64,
-}
-
-/// A body that may still be arriving.
-#[derive(Debug)]
-pub struct Body {
-    state: Mutex<BodyState>,
-    notify: Notify,
-    /// Wakes a fill waiting for readers to catch up.
-    taken: Notify,
-    /// Chunks its reader is done with are dropped (an object only one
-    /// request will ever read: a pass, a hit-for-miss), so that memory
-    /// follows the read-ahead, not the body's size.
-    release_behind: std::sync::atomic::AtomicBool,
-    /// The reader needs the whole body: nothing is let go, whichever of
-    /// this and `release_behind` is said first.
-    keep_whole: std::sync::atomic::AtomicBool,
-    done: OnceLock<Box<[Bytes]>>,
-    /// The length announced before streaming (a backend Content-Length).
-    pub expected_len: Option<u64>,
-}
-
-impl Body {
-    /// An empty body that will be filled by a fetch.
-    pub fn streaming(expected_len: Option<u64>) -> Self {
-        Body {
-            state: Mutex::new(BodyState {
-                chunks: Vec::new(),
-                len: 0,
-                failed: false,
-                complete: false,
-                taken_chunks: 0,
-                taken: 0,
-            }),
-            notify: Notify::new(),
-            taken: Notify::new(),
-            release_behind: std::sync::atomic::AtomicBool::new(false),
-            keep_whole: std::sync::atomic::AtomicBool::new(false),
-            done: OnceLock::new(),
-            expected_len,
-        }
-    }
-
-    /// A body that is complete from the start.
-    pub fn complete(chunks: Vec<Bytes>) -> Self {
-        let len = chunks.iter().map(|c| c.len() as u64).sum();
-        let body = Body::streaming(Some(len));
-        let _ = body.done.set(chunks.into_boxed_slice());
-        body
-    }
-
-    /// Appends bytes; wakes every reader.
-    pub fn push(&self, chunk: Bytes) {
-        if chunk.is_empty() {
-            return;
-        }
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.len += chunk.len() as u64;
-        st.chunks.push(chunk);
-        drop(st);
-        self.notify.notify_waiters();
-    }
-
-    /// Marks the body complete.
-    pub fn finish(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.complete = true;
-        let chunks = std::mem::take(&mut st.chunks);
-        let _ = self.done.set(chunks.into_boxed_slice());
-        drop(st);
-        self.notify.notify_waiters();
-    }
-
-    /// Marks the body failed: readers stop with an error.
-    pub fn fail(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.failed = true;
-        drop(st);
-        self.notify.notify_waiters();
-    }
-
-    /// The whole body, once complete.
-    #[inline]
-    pub fn chunks(&self) -> Option<&[Bytes]> {
-        self.done.get().map(|b| &b[..])
-    }
-
-    /// The final length if known: complete, or announced.
-    pub fn known_len(&self) -> Option<u64> {
-        match self.chunks() {
-            Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
-            None => self.expected_len,
-        }
-    }
-
-    /// Whether the fetch filling this body failed.
-    pub fn is_failed(&self) -> bool {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
-    }
-
-    /// Drops, from now on, the chunks a reader is done with: for a body
-    /// that exactly one reader will read, once, from the start.
-    pub fn release_behind_reader(&self) {
-        self.release_behind
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Keeps every chunk after all: the reader needs the whole body at
-    /// once (an ESI page, a gzip'd include spliced into its page).
-    pub fn keep_whole(&self) {
-        self.keep_whole
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Waits until the furthest reader is no more than `ahead` bytes
-    /// behind what has been pushed, or `patience` has passed (so that the
-    /// caller can see whether anyone still reads). True when there is
-    /// room.
-    pub async fn wait_taken(&self, ahead: u64, patience: std::time::Duration) -> bool {
-        let room = async {
-            loop {
-                let notified = self.taken.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                {
-                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                    if st.len - st.taken <= ahead || st.failed || st.complete {
-                        return;
-                    }
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(patience, room).await.is_ok()
-    }
-
-    /// Waits for chunks from index `from` on. Returns the new chunks (empty
-    /// with `Ok(true)` at the end of the body).
-    pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(done) = self.done.get() {
-                if from < done.len() {
-                    out.extend_from_slice(&done[from..]);
-                }
-                return Ok(true);
-            }
-            {
-                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if st.failed {
-                    return Err(BodyFailed);
-                }
-                if from > st.taken_chunks && from <= st.chunks.len() {
-                    let behind = st.taken_chunks..from;
-                    let done: u64 = st.chunks[behind.clone()]
-                        .iter()
-                        .map(|c| c.len() as u64)
-                        .sum();
-                    let relaxed = std::sync::atomic::Ordering::Relaxed;
-                    if self.release_behind.load(relaxed) && !self.keep_whole.load(relaxed) {
-                        st.chunks[behind].fill(Bytes::new());
-                    }
-                    st.taken += done;
-                    st.taken_chunks = from;
-                    self.taken.notify_waiters();
-                }
-                if st.complete {
-                    continue;
-                }
-                if from < st.chunks.len() {
-                    out.extend_from_slice(&st.chunks[from..]);
-                    return Ok(false);
-                }
-            }
-            notified.await;
-        }
-    }
-}
-
 /// What the daemon attaches to an object and the cache keeps without
 /// reading it: a page's ESI program, what splicing needs of a gzip'd body.
 pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
@@ -329,30 +135,30 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 #[derive(Debug)]
 pub struct Object {
     /// The vxid of the fetch that made it.
-    pub xid: u64,
-    pub kind: ObjKind,
-    pub status: u16,
+    xid: u64,
+    kind: ObjKind,
+    status: u16,
     /// Status line and stored headers, each line ending in CRLF, without
     /// the blank line that ends a head.
-    pub head: Bytes,
+    head: Bytes,
     /// The stored headers, parsed (for VCL, conditionals, Vary).
-    pub headers: Headers,
-    pub body: Body,
-    pub vary: Option<VarySpec>,
-    pub etag: Option<Bytes>,
-    pub last_modified: Option<f64>,
+    headers: Headers,
+    body: Body,
+    vary: Option<VarySpec>,
+    etag: Option<Bytes>,
+    last_modified: Option<f64>,
     /// The stored headers include `Accept-Ranges`.
-    pub accept_ranges: bool,
+    accept_ranges: bool,
     /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
     /// here rather than on every delivery.
-    pub gzipped: bool,
+    gzipped: bool,
     t_origin: AtomicF64,
     /// When a request's `min-fresh` last made this object a miss.
     min_fresh_miss: AtomicF64,
     ttl: AtomicF64,
     grace: AtomicF64,
     keep: AtomicF64,
-    pub hits: AtomicU64,
+    pub(crate) hits: AtomicU64,
     /// The key it is indexed under, once inserted.
     pub(crate) key: OnceLock<Arc<[u8]>>,
     pub(crate) removed: AtomicBool,
@@ -438,6 +244,73 @@ impl Object {
             gzip: OnceLock::new(),
             tags: OnceLock::new(),
         }
+    }
+
+    /// The vxid of the fetch that made it.
+    #[inline]
+    pub fn xid(&self) -> u64 {
+        self.xid
+    }
+
+    #[inline]
+    pub fn kind(&self) -> ObjKind {
+        self.kind
+    }
+
+    #[inline]
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Status line and stored headers, each line ending in CRLF, without
+    /// the blank line that ends a head.
+    #[inline]
+    pub fn head(&self) -> &Bytes {
+        &self.head
+    }
+
+    /// The stored headers, parsed.
+    #[inline]
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    #[inline]
+    pub fn body(&self) -> &Body {
+        &self.body
+    }
+
+    /// What its `Vary` asked of the request that fetched it.
+    #[inline]
+    pub fn vary(&self) -> Option<&VarySpec> {
+        self.vary.as_ref()
+    }
+
+    #[inline]
+    pub fn etag(&self) -> Option<&Bytes> {
+        self.etag.as_ref()
+    }
+
+    #[inline]
+    pub fn last_modified(&self) -> Option<f64> {
+        self.last_modified
+    }
+
+    /// The stored headers include `Accept-Ranges`.
+    #[inline]
+    pub fn accept_ranges(&self) -> bool {
+        self.accept_ranges
+    }
+
+    /// The stored body is gzip'd.
+    #[inline]
+    pub fn gzipped(&self) -> bool {
+        self.gzipped
+    }
+
+    /// How many times it was hit (`obj.hits`).
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
     }
 
     /// Whether a conditional fetch can revalidate it: a whole 200 with an
@@ -630,74 +503,5 @@ mod tests {
             .is_some());
         let empty = [Bytes::from_static(b" ")];
         assert!(VarySpec::build(empty.iter(), &req).unwrap().is_none());
-    }
-
-    #[test]
-    fn streaming_body_reaches_readers() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(streaming_body_reaches_readers_async());
-    }
-
-    async fn streaming_body_reaches_readers_async() {
-        let body = Arc::new(Body::streaming(None));
-        let reader = {
-            let body = body.clone();
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut n = 0;
-                loop {
-                    let mut out = Vec::new();
-                    let end = body.wait_chunks(n, &mut out).await.unwrap();
-                    n += out.len();
-                    got.extend(out);
-                    if end {
-                        return got;
-                    }
-                }
-            })
-        };
-        body.push(Bytes::from_static(b"a"));
-        tokio::task::yield_now().await;
-        body.push(Bytes::from_static(b"b"));
-        body.finish();
-        let got = reader.await.unwrap();
-        assert_eq!(got.concat(), b"ab");
-        assert_eq!(body.known_len(), Some(2));
-    }
-
-    #[test]
-    fn a_reader_lets_go_of_what_it_took_unless_it_keeps_the_whole() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            for keep in [false, true] {
-                let body = Body::streaming(None);
-                if keep {
-                    // Said before the fill says to release: still kept.
-                    body.keep_whole();
-                }
-                body.release_behind_reader();
-                body.push(Bytes::from_static(b"one"));
-                body.push(Bytes::from_static(b"two"));
-                let mut out = Vec::new();
-                assert!(!body.wait_chunks(0, &mut out).await.unwrap());
-                assert_eq!(out.len(), 2);
-                body.push(Bytes::from_static(b"three"));
-                let mut rest = Vec::new();
-                assert!(!body.wait_chunks(2, &mut rest).await.unwrap());
-                assert_eq!(rest.concat(), b"three");
-                body.finish();
-                assert!(body.wait_chunks(3, &mut Vec::new()).await.unwrap());
-                let kept: Vec<u8> = body.chunks().unwrap().concat();
-                if keep {
-                    assert_eq!(kept, b"onetwothree");
-                } else {
-                    assert_eq!(kept, b"three", "what was taken is let go");
-                }
-            }
-        });
     }
 }

@@ -1,8 +1,10 @@
 //! Storage: a named byte budget (`-s name=malloc,SIZE`) with its own LRU
 //! list, plus the unbounded Transient store for uncacheable and short-lived
 //! objects. Bytes are charged as a fetch stores them and released when the
-//! last reference to the object goes away.
+//! last reference to the object goes away; where they live is the
+//! store's engine's business (`engine.rs`).
 
+use crate::engine::{Engine, Malloc};
 use crate::object::Object;
 use lacquer_core::counters::{StoreCounter, StoreCounters};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,31 +92,49 @@ pub struct Store {
     /// in by [`Store::counters`].
     pub stats: StoreCounters,
     lru: Option<Mutex<Lru>>,
+    engine: Box<dyn Engine>,
 }
 
 impl Store {
     /// A `malloc` store with a budget and an LRU list.
     pub fn malloc(name: &str, budget: u64) -> Arc<Store> {
-        Arc::new(Store::build(name, budget, true))
+        Store::new(name, budget, Box::new(Malloc))
     }
 
-    /// The Transient store: unbounded unless given a budget, no LRU.
+    /// A store with a budget and an LRU list over any engine.
+    pub fn new(name: &str, budget: u64, engine: Box<dyn Engine>) -> Arc<Store> {
+        Arc::new(Store::build(name, budget, true, engine))
+    }
+
+    /// The Transient store: on the heap, unbounded unless given a
+    /// budget, no LRU.
     pub fn transient(budget: Option<u64>) -> Arc<Store> {
-        Arc::new(Store::build("Transient", budget.unwrap_or(u64::MAX), false))
+        Arc::new(Store::build(
+            "Transient",
+            budget.unwrap_or(u64::MAX),
+            false,
+            Box::new(Malloc),
+        ))
     }
 
-    fn build(name: &str, budget: u64, lru: bool) -> Store {
+    fn build(name: &str, budget: u64, lru: bool, engine: Box<dyn Engine>) -> Store {
         Store {
             name: name.to_string(),
             budget,
             used: AtomicU64::new(0),
             stats: StoreCounters::new(),
             lru: lru.then(|| Mutex::new(Lru::default())),
+            engine,
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Where its bytes live.
+    pub fn engine(&self) -> &dyn Engine {
+        &*self.engine
     }
 
     /// The byte budget (`u64::MAX` when unbounded).

@@ -50,7 +50,7 @@ fn miss_insert_hit() {
         Lookup::Wait(_)
     ));
     let o = obj(ObjKind::Normal, 60.0, 10.0, None, now);
-    assert!(c.attach(&o, c.choose_store(false), 5, 50));
+    assert!(c.attach(&o, c.store_for(false, None), 5, 50));
     slot.insert(&o, &req);
     assert!(matches!(
         c.lookup(b"/a", br(&req), now, 2.0),
@@ -173,7 +173,7 @@ fn eviction_respects_budget_and_nuke_limit() {
         let key = format!("/k{i}");
         let slot = miss(&c, key.as_bytes(), &req, 0.0);
         let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
-        assert!(c.attach(&o, c.choose_store(false), 100, 50));
+        assert!(c.attach(&o, c.store_for(false, None), 100, 50));
         slot.insert(&o, &req);
     }
     let store = &c.stores()[0];
@@ -191,14 +191,14 @@ fn eviction_respects_budget_and_nuke_limit() {
     ));
     // Larger than the whole store: fails even after nuking everything.
     let big = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
-    assert!(!c.attach(&big, c.choose_store(false), budget * 2, 50));
+    assert!(!c.attach(&big, c.store_for(false, None), budget * 2, 50));
     // With nuke_limit 0 nothing is evicted.
     let c2 = cache(object::OBJECT_OVERHEAD + 100);
     let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
-    assert!(c2.attach(&o, c2.choose_store(false), 100, 0));
+    assert!(c2.attach(&o, c2.store_for(false, None), 100, 0));
     miss(&c2, b"/x", &req, 0.0).insert(&o, &req);
     let o2 = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
-    assert!(!c2.attach(&o2, c2.choose_store(false), 100, 0));
+    assert!(!c2.attach(&o2, c2.store_for(false, None), 100, 0));
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn expiry_removes_and_frees() {
         let key = format!("/e{i}");
         let slot = miss(&c, key.as_bytes(), &req, 0.0);
         let o = obj(ObjKind::Normal, 5.0 + i as f64, 0.0, None, 0.0);
-        assert!(c.attach(&o, c.choose_store(false), 10, 50));
+        assert!(c.attach(&o, c.store_for(false, None), 10, 50));
         slot.insert(&o, &req);
     }
     assert_eq!(c.expire(4.0), 0);
@@ -325,7 +325,7 @@ fn soft_purge_makes_every_variant_stale_and_reschedules_expiry() {
     let req = Headers::new();
     let slot = miss(&c, b"/a", &req, now);
     let o = obj(ObjKind::Normal, 60.0, 30.0, None, now);
-    assert!(c.attach(&o, c.choose_store(false), 5, 50));
+    assert!(c.attach(&o, c.store_for(false, None), 5, 50));
     slot.insert(&o, &req);
     assert_eq!(c.soft_purge(b"/a", SoftPurge::STALE, now + 1.0), 1);
     match c.lookup(b"/a", br(&req), now + 2.0, 2.0) {

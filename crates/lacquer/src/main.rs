@@ -76,7 +76,7 @@ fn serve(args: &[String]) -> ExitCode {
             .vcl
             .as_ref()
             .expect("-C needs -b or -f")
-            .compile(&cfg.params)
+            .compile(&cfg.params, cfg.store_names())
         {
             Ok(program) => {
                 for w in &program.warnings {

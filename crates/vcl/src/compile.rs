@@ -71,6 +71,8 @@ pub(crate) struct Compiler {
     /// The sub being compiled.
     pub current: usize,
     pub warnings: Vec<String>,
+    /// The stores `storage.<name>` may name.
+    pub storages: Vec<String>,
 }
 
 /// A failed compilation, with the sources needed to show where.
@@ -91,12 +93,16 @@ pub struct Options {
     /// Unused backends, probes, ACLs and subs are errors (Varnish's
     /// `vcc_feature=+err_unref`, the default).
     pub unused_is_error: bool,
+    /// The stores the daemon has (`-s`), which `storage.<name>` may
+    /// name; Transient is always there.
+    pub storages: Vec<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             unused_is_error: true,
+            storages: vec!["s0".to_string()],
         }
     }
 }
@@ -118,6 +124,7 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         names: HashMap::new(),
         current: 0,
         warnings: Vec::new(),
+        storages: opts.storages.clone(),
     };
     let result = user.and_then(|tokens| c.compile_program(tokens, opts));
     match result {

@@ -329,10 +329,18 @@ impl Compiler {
             return Ok(Sym::Header(fam, header.to_string()));
         }
         if let Some(rest) = name.strip_prefix("storage.") {
-            if let Some((store, field)) = rest.rsplit_once('.') {
-                if let Some((f, ty)) = StorageField::by_name(field) {
-                    return Ok(Sym::Storage(store.into(), f, ty));
+            let known =
+                |store: &str| store == "Transient" || self.storages.iter().any(|s| s == store);
+            match rest.split_once('.') {
+                None if known(rest) => {
+                    return Ok(Sym::Value(Value::Stevedore(name.into()), Type::Stevedore));
                 }
+                Some((store, field)) if known(store) => {
+                    if let Some((f, ty)) = StorageField::by_name(field) {
+                        return Ok(Sym::Storage(store.into(), f, ty));
+                    }
+                }
+                _ => {}
             }
         }
         if let Some(p) = name.strip_prefix("param.") {

@@ -380,6 +380,8 @@ fn compile_errors_name_position_and_problem() {
         ("sub f { set beresp.ttl = 1s; } sub vcl_recv { call f; }", "'beresp.ttl': cannot be set or unset in vcl_recv"),
         ("sub vcl_backend_response { set beresp.filters = \"gzip\"; }", "'beresp.filters' cannot be set in Lacquer"),
         ("sub vcl_deliver { set resp.filters = \"esi\"; }", "'resp.filters' cannot be set in Lacquer"),
+        ("sub vcl_backend_response { set beresp.storage = storage.nope; }", "Symbol not found: 'storage.nope'"),
+        ("sub vcl_recv { if (storage.nope.happy) { } }", "Symbol not found: 'storage.nope.happy'"),
         ("sub vcl_deliver { set req.url = bereq.url; }", "'bereq.url': not readable in vcl_deliver"),
         ("import nosuch;", "Could not find VMOD nosuch"),
         ("sub vcl_recv { std.log(\"x\"); }", "add 'import std;'"),

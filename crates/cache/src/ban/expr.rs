@@ -169,10 +169,10 @@ impl Test {
                 None => return false,
             },
             Field::ObjStatus => {
-                status = obj.status.to_string();
+                status = obj.status().to_string();
                 Some(status.as_bytes())
             }
-            Field::ObjHttp(name) => obj.headers.get(name).map(|v| &v[..]),
+            Field::ObjHttp(name) => obj.headers().get(name).map(|v| &v[..]),
             Field::ObjTtl | Field::ObjAge | Field::ObjGrace | Field::ObjKeep => {
                 let t = obj.timers();
                 let v = match self.field {

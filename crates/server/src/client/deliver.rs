@@ -130,14 +130,16 @@ fn etag_matches(list: &[u8], etag: &[u8], weak: bool) -> bool {
 /// Whether a conditional GET/HEAD is answered 304 from this object.
 pub(crate) fn not_modified(req: &Headers, obj: &Object, now: f64) -> bool {
     if let Some(inm) = req.get("if-none-match") {
-        return match &obj.etag {
+        return match &obj.etag() {
             Some(etag) => etag_matches(inm, etag, true),
             None => trim(inm) == b"*",
         };
     }
     if let Some(ims) = req.get("if-modified-since") {
-        let (Some(ims), Some(lm)) = (lacquer_core::time::parse_http_date(ims), obj.last_modified)
-        else {
+        let (Some(ims), Some(lm)) = (
+            lacquer_core::time::parse_http_date(ims),
+            obj.last_modified(),
+        ) else {
             return false;
         };
         return ims <= now && lm <= ims;
@@ -170,13 +172,13 @@ pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
     if let Some(if_range) = req.get("if-range") {
         let if_range = trim(if_range);
         let ok = if if_range.starts_with(b"\"") || if_range.starts_with(b"W/") {
-            obj.etag
+            obj.etag()
                 .as_ref()
                 .is_some_and(|e| etag_matches(if_range, e, false))
         } else {
             match (
                 lacquer_core::time::parse_http_date(if_range),
-                obj.last_modified,
+                obj.last_modified(),
             ) {
                 (Some(a), Some(b)) => a == b,
                 _ => false,
@@ -252,17 +254,22 @@ pub(crate) async fn object(
     let is_head = req.is_head();
     let http10 = req.head.version == Version::Http10;
     let mut keep = d.keep;
-    let status = resp.map_or(obj.status, |r| r.status % 1000);
+    let status = resp.map_or(obj.status(), |r| r.status % 1000);
     let own = resp.is_some_and(|r| r.own_delivery_headers);
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, obj, now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
     let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
-    let gunzip = !bodyless && p.http_gzip_support() && obj.gzipped && !can_gzip(&req.head.headers);
+    let gunzip =
+        !bodyless && p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers);
     // The length is not the stored one: no ranges, chunked framing.
     let filtered = esi || gunzip;
-    let known = if filtered { None } else { obj.body.known_len() };
+    let known = if filtered {
+        None
+    } else {
+        obj.body().known_len()
+    };
     let mut window = None;
     if !bodyless && !filtered && status == 200 && p.http_range_support() {
         if let Some(total) = known {
@@ -287,12 +294,12 @@ pub(crate) async fn object(
         Some(r) => r.write_head(obj, status_line, &mut c.wbuf),
         None => match status_line {
             Some(line) => {
-                let head = &obj.head[..];
+                let head = &obj.head()[..];
                 let rest = head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
                 c.wbuf.extend_from_slice(line);
                 c.wbuf.extend_from_slice(&head[rest..]);
             }
-            None => c.wbuf.extend_from_slice(&obj.head),
+            None => c.wbuf.extend_from_slice(obj.head()),
         },
     }
     if gunzip {
@@ -319,14 +326,14 @@ pub(crate) async fn object(
     }
     let dh = DeliveryHeaders {
         xid: req.xid,
-        obj_xid: d.hit.then_some(obj.xid),
+        obj_xid: d.hit.then_some(obj.xid()),
         age: obj.age(now),
         // Once, as Varnish forces it: not beside the backend's own.
         accept_ranges: status == 200
             && p.http_range_support()
             && match resp.filter(|r| r.changed) {
                 Some(r) => !r.has_accept_ranges(obj),
-                None => !obj.accept_ranges,
+                None => !obj.accept_ranges(),
             },
         body: wire,
         keep,
@@ -412,7 +419,7 @@ async fn send(
         if let Err(e) = c.write_head_and(&[], &clock).await {
             return Some(Outcome::from(e));
         }
-    } else if let (Some(chunks), None) = (obj.body.chunks(), window) {
+    } else if let (Some(chunks), None) = (obj.body().chunks(), window) {
         let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
         if let Err(e) = c.write_head_and(chunks, &clock).await {
             return Some(Outcome::from(e));
@@ -448,7 +455,7 @@ async fn filtered_body(
     // An include of a page that goes out gzip'd hands it deflate data.
     let splice = match &req.include {
         Some(ctx) => ctx.gzip,
-        None => obj.gzipped && (can_gzip(&req.head.headers) || !sh.params.http_gzip_support()),
+        None => obj.gzipped() && (can_gzip(&req.head.headers) || !sh.params.http_gzip_support()),
     };
     if obj.esi_expected() && req.esi_enabled {
         wait_complete(obj).await?;
@@ -463,12 +470,12 @@ async fn filtered_body(
             return end_chunked(c, chunked, clock).await;
         }
     }
-    if c.is_fragment() && splice && obj.gzipped {
+    if c.is_fragment() && splice && obj.gzipped() {
         wait_complete(obj).await?;
         let stripped = obj
             .gzip::<lacquer_filters::splice::Scanned>()
             .and_then(|g| {
-                let chunks = obj.body.chunks()?;
+                let chunks = obj.body().chunks()?;
                 Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
             });
         if let Some((data, g)) = stripped {
@@ -479,7 +486,7 @@ async fn filtered_body(
                 .map_err(Outcome::from);
         }
     }
-    if obj.gzipped && (c.is_fragment() || !can_gzip(&req.head.headers)) {
+    if obj.gzipped() && (c.is_fragment() || !can_gzip(&req.head.headers)) {
         stream_gunzip(c, req, obj, chunked, clock).await?;
         return end_chunked(c, chunked, clock).await;
     }
@@ -495,12 +502,12 @@ async fn end_chunked(c: &mut Client, chunked: bool, clock: &SendClock) -> Result
 
 /// Waits for the whole body (an ESI page is parsed once it is in).
 async fn wait_complete(obj: &Object) -> Result<(), Outcome> {
-    obj.body.keep_whole();
+    obj.body().keep_whole();
     let mut next = 0;
     let mut pieces = Vec::new();
     loop {
         pieces.clear();
-        match obj.body.wait_chunks(next, &mut pieces).await {
+        match obj.body().wait_chunks(next, &mut pieces).await {
             Ok(true) => return Ok(()),
             Ok(false) => next += pieces.len(),
             Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
@@ -522,7 +529,7 @@ async fn stream_gunzip(
     loop {
         pieces.clear();
         let end = obj
-            .body
+            .body()
             .wait_chunks(next, &mut pieces)
             .await
             .map_err(|_| Outcome::Close(CloseReason::TxError))?;
@@ -590,39 +597,20 @@ async fn fragment(
 async fn stream(
     c: &mut Client,
     obj: &Object,
-    mut skip: u64,
-    mut take: u64,
+    skip: u64,
+    take: u64,
     chunked: bool,
     clock: &SendClock,
     acct: &mut Acct,
 ) -> Result<(), Outcome> {
-    let mut next = 0;
-    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut reader = obj.body().range(skip, take);
     let mut out: Vec<Bytes> = Vec::new();
     loop {
-        pieces.clear();
-        let end = match obj.body.wait_chunks(next, &mut pieces).await {
-            Ok(end) => end,
+        out.clear();
+        let done = match reader.next(&mut out).await {
+            Ok(done) => done,
             Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
         };
-        next += pieces.len();
-        out.clear();
-        for piece in pieces.drain(..) {
-            let len = piece.len() as u64;
-            if skip >= len {
-                skip -= len;
-                continue;
-            }
-            let from = skip as usize;
-            skip = 0;
-            let n = (len - from as u64).min(take) as usize;
-            if n == 0 {
-                break;
-            }
-            take -= n as u64;
-            out.push(piece.slice(from..from + n));
-        }
-        let done = end || take == 0;
         let n = c
             .send_body_then(&out, chunked, done && chunked, clock)
             .await
@@ -652,7 +640,7 @@ async fn unsatisfiable(
     });
     let dh = DeliveryHeaders {
         xid: req.xid,
-        obj_xid: hit.then_some(obj.xid),
+        obj_xid: hit.then_some(obj.xid()),
         age: obj.age(lacquer_core::time::now()),
         accept_ranges: true,
         body: WireBody::Length(0),

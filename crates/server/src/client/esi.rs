@@ -237,7 +237,7 @@ pub(crate) async fn deliver_page(
 
 /// The body in one piece (an ESI body is stored as one).
 fn whole_body(obj: &Object) -> Bytes {
-    match obj.body.chunks() {
+    match obj.body().chunks() {
         Some([one]) => one.clone(),
         Some(chunks) => {
             let mut all = BytesMut::new();

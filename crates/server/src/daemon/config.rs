@@ -173,6 +173,13 @@ fn resolve(
 }
 
 /// The default size of a malloc store.
+impl ServeConfig {
+    /// The names of the `-s` stores (Transient aside).
+    pub fn store_names(&self) -> Vec<String> {
+        self.stores.iter().map(|s| s.name.clone()).collect()
+    }
+}
+
 pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
 
 pub use lacquer_core::host::default_workdir;

@@ -126,10 +126,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     // `start` needs a program loaded through the CLI: the built-in one
     // only fills the slot until then and is never listed.
     let (program, listed) = match &cfg.vcl {
-        Some(source) => (source.compile(&cfg.params)?, true),
+        Some(source) => (source.compile(&cfg.params, cfg.store_names())?, true),
         None => (
             crate::VclSource::Inline("vcl 4.1; backend default none;".into())
-                .compile(&cfg.params)?,
+                .compile(&cfg.params, cfg.store_names())?,
             false,
         ),
     };

@@ -77,10 +77,10 @@ pub(crate) fn spawn(
     if let Some(stale) = slot.stale().filter(|s| s.can_revalidate()) {
         // Revalidate what is stored rather than fetch it whole (VCL may
         // still take these away in vcl_backend_fetch).
-        if let Some(etag) = stale.headers.get("etag") {
+        if let Some(etag) = stale.headers().get("etag") {
             headers.set("If-None-Match", etag.clone());
         }
-        if let Some(lm) = stale.headers.get("last-modified") {
+        if let Some(lm) = stale.headers().get("last-modified") {
             headers.set("If-Modified-Since", lm.clone());
         }
     }
@@ -317,8 +317,12 @@ impl FetchMode for CacheFetch<'_> {
         let obj = backend_steps::error_object(&beresp, bereq.xid);
         if obj.timers().ttl > 0.0 && !beresp.uncacheable {
             let sh = self.sh;
-            sh.cache
-                .attach(&obj, sh.cache.transient().clone(), obj.head.len() as u64, 0);
+            sh.cache.attach(
+                &obj,
+                sh.cache.transient().clone(),
+                obj.head().len() as u64,
+                0,
+            );
             if let Some(slot) = self.slot.take() {
                 slot.insert(&obj, &bereq.headers);
             }
@@ -335,7 +339,7 @@ impl FetchMode for CacheFetch<'_> {
 /// (`stale-if-error`, RFC 5861).
 fn usable_on_error(stale: &Object) -> bool {
     let now = lacquer_core::time::now();
-    lacquer_cache::ttl::stale_if_error(&stale.headers, &stale.timers(), now)
+    lacquer_cache::ttl::stale_if_error(stale.headers(), &stale.timers(), now)
 }
 
 /// Hands the stale object to the requests waiting on a failed fetch, and
@@ -350,7 +354,7 @@ fn serve_stale(
         Tag::Debug,
         format_args!(
             "stale-if-error: the fetch failed, object {} delivered stale",
-            stale.xid
+            stale.xid()
         ),
     );
     if let Some(slot) = slot {
@@ -408,9 +412,13 @@ async fn store(
     };
     let timers = beresp.timers;
     let remaining_life = timers.t_origin + timers.lifetime() - now;
-    let store = sh
-        .cache
-        .choose_store(!cacheable || remaining_life < p.shortlived());
+    let store = sh.cache.store_for(
+        !cacheable || remaining_life < p.shortlived(),
+        beresp
+            .storage
+            .as_deref()
+            .map(|s| s.strip_prefix("storage.").unwrap_or(s)),
+    );
     let Source { conn, revalidated } = source;
     let (obj, filling) = match &revalidated {
         Some(stale) => {

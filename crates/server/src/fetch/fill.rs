@@ -88,7 +88,7 @@ pub(crate) fn begin<'c>(
         };
         bereq.log.bytes(Tag::Fetch_Body, mode);
     }
-    let head = obj.head.len() as u64;
+    let head = obj.head().len() as u64;
     let Some(handle) = sh
         .cache
         .begin_fill(&obj, store, head, reserved, p.nuke_limit())
@@ -129,7 +129,7 @@ pub(crate) async fn fill(
     } = filling;
     let p = &sh.params;
     if framing == Framing::None {
-        COUNTERS.inc(match handle.obj().status {
+        COUNTERS.inc(match handle.obj().status() {
             204 => Counter::fetch_204,
             304 => Counter::fetch_304,
             100..=199 => Counter::fetch_1xx,
@@ -138,7 +138,7 @@ pub(crate) async fn fill(
     }
     if private && !filters.is_esi() {
         // Its one reader reads it once: what it has sent is let go.
-        handle.obj().body.release_behind_reader();
+        handle.obj().body().release_behind_reader();
     }
     let mut reader = conn.body(framing);
     let mut received = 0u64;
@@ -193,10 +193,9 @@ pub(crate) async fn fill(
                     } else {
                         tail.len() as u64
                     };
-                    if handle.charge(new).is_err() {
+                    if handle.charge(new).is_err() || handle.push_charged(tail).is_err() {
                         return body_failed(&mut bereq.log, &FetchError::NoStorage);
                     }
-                    handle.push_charged(tail);
                 }
                 if let Some(program) = done.program {
                     handle.obj().set_esi(Arc::new(program));
@@ -224,7 +223,7 @@ async fn reader_keeps_up(ahead: u64, obj: &Arc<Object>) -> bool {
         if Arc::strong_count(obj) <= 1 {
             return false;
         }
-        if ahead == 0 || obj.body.wait_taken(ahead, READER_CHECK).await {
+        if ahead == 0 || obj.body().wait_taken(ahead, READER_CHECK).await {
             return true;
         }
     }
@@ -280,7 +279,7 @@ pub(crate) fn from_stale(
     store: Arc<Store>,
     stale: &Object,
 ) -> Option<Arc<Object>> {
-    let chunks = stale.body.chunks().map(<[_]>::to_vec).unwrap_or_default();
+    let chunks = stale.body().chunks().map(<[_]>::to_vec).unwrap_or_default();
     let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
     let headers = std::mem::take(&mut beresp.headers);
     let body = Body::complete(chunks);
@@ -294,7 +293,7 @@ pub(crate) fn from_stale(
         obj.set_gzip(gzip.clone());
     }
     log_storage(bereq, &store);
-    let charge = obj.head.len() as u64 + len;
+    let charge = obj.head().len() as u64 + len;
     if !sh.cache.attach(&obj, store, charge, sh.params.nuke_limit()) {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
@@ -344,7 +343,7 @@ fn make_object(
 /// The `Storage` record: which store holds the object.
 fn log_storage(bereq: &mut Bereq, store: &Store) {
     if bereq.log.active() {
-        let name = store.name().to_string();
-        bereq.log.fmt(Tag::Storage, format_args!("malloc {name}"));
+        let (kind, name) = (store.engine().kind(), store.name());
+        bereq.log.fmt(Tag::Storage, format_args!("{kind} {name}"));
     }
 }

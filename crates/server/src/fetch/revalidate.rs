@@ -22,7 +22,7 @@ const NOT_UPDATED: &[&str] = &[
 
 /// The response a 304 stands for.
 pub(crate) fn merged(stale: &Object, resp: &ResponseHead) -> ResponseHead {
-    let mut headers: Headers = stale.headers.clone();
+    let mut headers: Headers = stale.headers().clone();
     let mut replaced: Vec<&[u8]> = Vec::new();
     for h in resp.headers.iter() {
         let name = &h.name[..];
@@ -40,8 +40,8 @@ pub(crate) fn merged(stale: &Object, resp: &ResponseHead) -> ResponseHead {
     }
     ResponseHead {
         version: resp.version,
-        status: stale.status,
-        reason: bytes::Bytes::from_static(lacquer_http::reason_phrase(stale.status).as_bytes()),
+        status: stale.status(),
+        reason: bytes::Bytes::from_static(lacquer_http::reason_phrase(stale.status()).as_bytes()),
         headers,
         framing: Framing::None,
         keep_alive: resp.keep_alive,

@@ -12,7 +12,6 @@ use lacquer_cache::object::{ObjKind, Object};
 use lacquer_http::Version;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
-use std::sync::atomic::Ordering;
 
 pub(crate) struct ClientHost<'a> {
     pub method: Method,
@@ -74,7 +73,7 @@ impl<'a> ClientHost<'a> {
         }
         if name.eq_ignore_ascii_case("x-varnish") {
             return Some(Bytes::from(match (resp.hit, self.obj) {
-                (true, Some(o)) => format!("{} {}", self.req.xid, o.xid),
+                (true, Some(o)) => format!("{} {}", self.req.xid, o.xid()),
                 _ => self.req.xid.to_string(),
             }));
         }
@@ -179,11 +178,11 @@ impl Host for ClientHost<'_> {
             Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
             Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
             Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
-            Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits.load(Ordering::Relaxed) as i64)),
+            Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits() as i64)),
             Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
             Var::ObjProto => Value::str("HTTP/1.1"),
             Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
-            Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status))),
+            Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status()))),
             Var::ObjStorage => Value::Stevedore(
                 obj.and_then(|o| o.store_name())
                     .unwrap_or("Transient")
@@ -192,12 +191,14 @@ impl Host for ClientHost<'_> {
             Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
             Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
             Var::ObjUncacheable => {
-                Value::Bool(obj.is_some_and(|o| o.kind != ObjKind::Normal || o.key_is_unset()))
+                Value::Bool(obj.is_some_and(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
             }
             Var::Resp => Value::Http(HttpKind::Resp),
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
             Var::RespFilters => Value::str(""),
-            Var::RespIsStreaming => Value::Bool(obj.is_some_and(|o| o.body.known_len().is_none())),
+            Var::RespIsStreaming => {
+                Value::Bool(obj.is_some_and(|o| o.body().known_len().is_none()))
+            }
             Var::RespProto => proto_text(Version::Http11),
             Var::RespReason => match (self.resp.as_deref(), obj) {
                 (Some(r), _) if !r.reason.is_empty() => Value::Str(r.reason.clone()),
@@ -343,7 +344,7 @@ impl Host for ClientHost<'_> {
         match kind {
             HttpKind::ReqTop if self.req.include.is_some() => lend(top(self.req).headers.get(name)),
             HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
-            HttpKind::Obj => lend(self.obj.and_then(|o| o.headers.get(name))),
+            HttpKind::Obj => lend(self.obj.and_then(|o| o.headers().get(name))),
             HttpKind::Resp => {
                 let Some(resp) = self.resp.as_deref() else {
                     return Lent::Absent;
@@ -380,7 +381,7 @@ impl Host for ClientHost<'_> {
                 .unwrap_or_default(),
             HttpKind::Obj => self
                 .obj
-                .map(|o| o.headers.get_all(name).cloned().collect())
+                .map(|o| o.headers().get_all(name).cloned().collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }

@@ -27,15 +27,15 @@ pub(crate) struct Resp {
 
 /// The reason phrase in an object's stored status line.
 pub(crate) fn obj_reason(obj: &Object) -> Bytes {
-    let line_end = obj.head.iter().position(|&b| b == b'\r').unwrap_or(0);
+    let line_end = obj.head().iter().position(|&b| b == b'\r').unwrap_or(0);
     let start = "HTTP/1.1 200 ".len().min(line_end);
-    obj.head.slice(start..line_end)
+    obj.head().slice(start..line_end)
 }
 
 impl Resp {
     pub fn for_object(obj: &Object, hit: bool) -> Resp {
         Resp {
-            status: obj.status,
+            status: obj.status(),
             reason: Bytes::new(),
             headers: None,
             edits: Vec::new(),
@@ -49,11 +49,11 @@ impl Resp {
     /// An object's response with `fields` added: those kept out of the
     /// stored object for the client whose request fetched it.
     pub fn with_fields(obj: &Object, fields: Headers) -> Resp {
-        let mut headers = obj.headers.clone();
+        let mut headers = obj.headers().clone();
         for h in fields.iter() {
             headers.append(h.name.clone(), h.value.clone());
         }
-        Resp::with_headers(obj.status, obj_reason(obj), headers)
+        Resp::with_headers(obj.status(), obj_reason(obj), headers)
     }
 
     /// A response with its own headers (a passed response's).
@@ -96,7 +96,7 @@ impl Resp {
         }
         match self.edit(name) {
             Some(edited) => edited.as_ref(),
-            None => obj.and_then(|o| o.headers.get(name)),
+            None => obj.and_then(|o| o.headers().get(name)),
         }
     }
 
@@ -108,7 +108,7 @@ impl Resp {
         }
         match self.edit("accept-ranges") {
             Some(edited) => edited.is_some(),
-            None => obj.accept_ranges,
+            None => obj.accept_ranges(),
         }
     }
 
@@ -120,7 +120,7 @@ impl Resp {
         match self.edit(name) {
             Some(edited) => edited.iter().cloned().collect(),
             None => obj
-                .map(|o| o.headers.get_all(name).cloned().collect())
+                .map(|o| o.headers().get_all(name).cloned().collect())
                 .unwrap_or_default(),
         }
     }
@@ -172,7 +172,7 @@ impl Resp {
         }
         match &self.headers {
             Some(h) => h.write_to(out),
-            None => self.write_edited(&obj.headers, out),
+            None => self.write_edited(obj.headers(), out),
         }
     }
 
@@ -282,7 +282,14 @@ mod tests {
     use lacquer_cache::object::{Body, ObjKind, ObjectInit, Timers};
 
     fn object() -> Object {
+        object_with(&[])
+    }
+
+    fn object_with(extra: &[(&str, &str)]) -> Object {
         let mut headers = Headers::new();
+        for (name, value) in extra {
+            headers.append(name.to_string(), value.to_string());
+        }
         headers.append("Server", "origin");
         headers.append("X-Dup", "1");
         headers.append("Content-Type", "text/html");
@@ -332,7 +339,7 @@ mod tests {
             "HTTP/1.1 200 Fine\r\nX-Dup: new\r\nContent-Type: text/html\r\nX-Cache: HIT\r\n"
         );
         // The same changes on a copy of the headers give the same head.
-        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers.clone());
+        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers().clone());
         copy.set("x-dup", Some(Bytes::from_static(b"new")));
         copy.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         copy.set("server", None);
@@ -370,14 +377,15 @@ mod tests {
 
     #[test]
     fn accept_ranges_follows_the_object_unless_vcl_edits_it() {
-        let mut obj = object();
-        obj.accept_ranges = true;
+        let obj = object_with(&[("Accept-Ranges", "bytes")]);
         let mut resp = Resp::for_object(&obj, true);
         resp.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         assert!(resp.has_accept_ranges(&obj));
         resp.set("accept-ranges", None);
         assert!(!resp.has_accept_ranges(&obj));
-        obj.accept_ranges = false;
+        let obj = object();
+        let mut resp = Resp::for_object(&obj, true);
+        assert!(!resp.has_accept_ranges(&obj));
         resp.set("Accept-Ranges", Some(Bytes::from_static(b"bytes")));
         assert!(resp.has_accept_ranges(&obj));
     }

@@ -35,10 +35,12 @@ pub enum VclSource {
 }
 
 impl VclSource {
-    /// Compiles the program, or returns the compiler's message.
-    pub fn compile(&self, params: &Params) -> Result<Program, String> {
+    /// Compiles the program for a daemon with the named stores, or
+    /// returns the compiler's message.
+    pub fn compile(&self, params: &Params, storages: Vec<String>) -> Result<Program, String> {
         let opts = lacquer_vcl::Options {
             unused_is_error: params.vcc_err_unref(),
+            storages,
         };
         let result = match self {
             VclSource::File(path) => lacquer_vcl::compile_file(path, Vec::new(), &opts),
@@ -252,11 +254,7 @@ pub(crate) fn param_value(params: &Params, index: usize) -> Value {
 
 /// `storage.<name>.*` over the cache's stores.
 pub(crate) fn storage_value(sh: &Shared, name: &str, field: StorageField) -> Value {
-    let store = if name == "Transient" {
-        Some(sh.cache.transient().clone())
-    } else {
-        sh.cache.stores().iter().find(|s| s.name() == name).cloned()
-    };
+    let store = sh.cache.store_named(name);
     let Some(store) = store else {
         return match field {
             StorageField::Happy => Value::Bool(false),

@@ -45,7 +45,9 @@ impl Mgmt {
         if self.registry().find(name).is_some() {
             return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
         }
-        let program = match source.compile(&self.sh.params) {
+        let stores = self.sh.cache.stores().iter();
+        let names = stores.map(|s| s.name().to_string()).collect();
+        let program = match source.compile(&self.sh.params, names) {
             Ok(p) => p,
             Err(e) => return Reply::with(status::PARAM, e),
         };

@@ -1,0 +1,361 @@
+//! A body: shared byte chunks that grow while a fetch streams them in,
+//! read by many clients at once, each from where it is; and the reader
+//! of a byte range of it. Chunks are the views a store's engine gave
+//! for the bytes it placed.
+
+use bytes::Bytes;
+use std::sync::{Mutex, OnceLock};
+use tokio::sync::Notify;
+
+/// Why reading a body stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFailed;
+
+#[derive(Debug)]
+struct BodyState {
+    chunks: Vec<Bytes>,
+    len: u64,
+    failed: bool,
+    complete: bool,
+    /// The chunks, and their bytes, that the furthest reader is done
+    /// with (it asked for the ones after them).
+    taken_chunks: usize,
+    taken: u64,
+}
+
+/// A body that may still be arriving.
+#[derive(Debug)]
+pub struct Body {
+    state: Mutex<BodyState>,
+    notify: Notify,
+    /// Wakes a fill waiting for readers to catch up.
+    taken: Notify,
+    /// Chunks its reader is done with are dropped (an object only one
+    /// request will ever read: a pass, a hit-for-miss), so that memory
+    /// follows the read-ahead, not the body's size.
+    release_behind: std::sync::atomic::AtomicBool,
+    /// The reader needs the whole body: nothing is let go, whichever of
+    /// this and `release_behind` is said first.
+    keep_whole: std::sync::atomic::AtomicBool,
+    done: OnceLock<Box<[Bytes]>>,
+    /// The length announced before streaming (a backend Content-Length).
+    pub expected_len: Option<u64>,
+}
+
+impl Body {
+    /// An empty body that will be filled by a fetch.
+    pub fn streaming(expected_len: Option<u64>) -> Self {
+        Body {
+            state: Mutex::new(BodyState {
+                chunks: Vec::new(),
+                len: 0,
+                failed: false,
+                complete: false,
+                taken_chunks: 0,
+                taken: 0,
+            }),
+            notify: Notify::new(),
+            taken: Notify::new(),
+            release_behind: std::sync::atomic::AtomicBool::new(false),
+            keep_whole: std::sync::atomic::AtomicBool::new(false),
+            done: OnceLock::new(),
+            expected_len,
+        }
+    }
+
+    /// A body that is complete from the start.
+    pub fn complete(chunks: Vec<Bytes>) -> Self {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        let body = Body::streaming(Some(len));
+        let _ = body.done.set(chunks.into_boxed_slice());
+        body
+    }
+
+    /// Appends bytes; wakes every reader.
+    pub fn push(&self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.len += chunk.len() as u64;
+        st.chunks.push(chunk);
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the body complete.
+    pub fn finish(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.complete = true;
+        let chunks = std::mem::take(&mut st.chunks);
+        let _ = self.done.set(chunks.into_boxed_slice());
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// Marks the body failed: readers stop with an error.
+    pub fn fail(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.failed = true;
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// The whole body, once complete.
+    #[inline]
+    pub fn chunks(&self) -> Option<&[Bytes]> {
+        self.done.get().map(|b| &b[..])
+    }
+
+    /// The final length if known: complete, or announced.
+    pub fn known_len(&self) -> Option<u64> {
+        match self.chunks() {
+            Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
+            None => self.expected_len,
+        }
+    }
+
+    /// Whether the fetch filling this body failed.
+    pub fn is_failed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
+    }
+
+    /// Drops, from now on, the chunks a reader is done with: for a body
+    /// that exactly one reader will read, once, from the start.
+    pub fn release_behind_reader(&self) {
+        self.release_behind
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps every chunk after all: the reader needs the whole body at
+    /// once (an ESI page, a gzip'd include spliced into its page).
+    pub fn keep_whole(&self) {
+        self.keep_whole
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits until the furthest reader is no more than `ahead` bytes
+    /// behind what has been pushed, or `patience` has passed (so that the
+    /// caller can see whether anyone still reads). True when there is
+    /// room.
+    pub async fn wait_taken(&self, ahead: u64, patience: std::time::Duration) -> bool {
+        let room = async {
+            loop {
+                let notified = self.taken.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    if st.len - st.taken <= ahead || st.failed || st.complete {
+                        return;
+                    }
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(patience, room).await.is_ok()
+    }
+
+    /// Waits for chunks from index `from` on. Returns the new chunks (empty
+    /// with `Ok(true)` at the end of the body).
+    pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(done) = self.done.get() {
+                if from < done.len() {
+                    out.extend_from_slice(&done[from..]);
+                }
+                return Ok(true);
+            }
+            {
+                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if st.failed {
+                    return Err(BodyFailed);
+                }
+                if from > st.taken_chunks && from <= st.chunks.len() {
+                    let behind = st.taken_chunks..from;
+                    let done: u64 = st.chunks[behind.clone()]
+                        .iter()
+                        .map(|c| c.len() as u64)
+                        .sum();
+                    let relaxed = std::sync::atomic::Ordering::Relaxed;
+                    if self.release_behind.load(relaxed) && !self.keep_whole.load(relaxed) {
+                        st.chunks[behind].fill(Bytes::new());
+                    }
+                    st.taken += done;
+                    st.taken_chunks = from;
+                    self.taken.notify_waiters();
+                }
+                if st.complete {
+                    continue;
+                }
+                if from < st.chunks.len() {
+                    out.extend_from_slice(&st.chunks[from..]);
+                    return Ok(false);
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Reads the bytes `skip..skip + take` of a body as they arrive: each
+/// call gives the next slices of that range, zero-copy views of the
+/// stored chunks.
+#[derive(Debug)]
+pub struct RangeReader<'b> {
+    body: &'b Body,
+    next: usize,
+    skip: u64,
+    take: u64,
+    pieces: Vec<Bytes>,
+}
+
+impl Body {
+    /// A reader of `take` bytes after the first `skip` (`u64::MAX` for
+    /// all of the rest).
+    pub fn range(&self, skip: u64, take: u64) -> RangeReader<'_> {
+        RangeReader {
+            body: self,
+            next: 0,
+            skip,
+            take,
+            pieces: Vec::new(),
+        }
+    }
+}
+
+impl RangeReader<'_> {
+    /// Appends to `out` the next slices of the range, waiting for the
+    /// fetch when it has none yet; true once the range is complete (the
+    /// body ended, or the range did).
+    pub async fn next(&mut self, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
+        self.pieces.clear();
+        let end = self.body.wait_chunks(self.next, &mut self.pieces).await?;
+        self.next += self.pieces.len();
+        for piece in self.pieces.drain(..) {
+            let len = piece.len() as u64;
+            if self.skip >= len {
+                self.skip -= len;
+                continue;
+            }
+            let from = self.skip as usize;
+            self.skip = 0;
+            let n = (len - from as u64).min(self.take) as usize;
+            if n == 0 {
+                break;
+            }
+            self.take -= n as u64;
+            out.push(piece.slice(from..from + n));
+        }
+        Ok(end || self.take == 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn streaming_body_reaches_readers() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(streaming_body_reaches_readers_async());
+    }
+
+    async fn streaming_body_reaches_readers_async() {
+        let body = Arc::new(Body::streaming(None));
+        let reader = {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut n = 0;
+                loop {
+                    let mut out = Vec::new();
+                    let end = body.wait_chunks(n, &mut out).await.unwrap();
+                    n += out.len();
+                    got.extend(out);
+                    if end {
+                        return got;
+                    }
+                }
+            })
+        };
+        body.push(Bytes::from_static(b"a"));
+        tokio::task::yield_now().await;
+        body.push(Bytes::from_static(b"b"));
+        body.finish();
+        let got = reader.await.unwrap();
+        assert_eq!(got.concat(), b"ab");
+        assert_eq!(body.known_len(), Some(2));
+    }
+
+    #[test]
+    fn a_reader_lets_go_of_what_it_took_unless_it_keeps_the_whole() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for keep in [false, true] {
+                let body = Body::streaming(None);
+                if keep {
+                    // Said before the fill says to release: still kept.
+                    body.keep_whole();
+                }
+                body.release_behind_reader();
+                body.push(Bytes::from_static(b"one"));
+                body.push(Bytes::from_static(b"two"));
+                let mut out = Vec::new();
+                assert!(!body.wait_chunks(0, &mut out).await.unwrap());
+                assert_eq!(out.len(), 2);
+                body.push(Bytes::from_static(b"three"));
+                let mut rest = Vec::new();
+                assert!(!body.wait_chunks(2, &mut rest).await.unwrap());
+                assert_eq!(rest.concat(), b"three");
+                body.finish();
+                assert!(body.wait_chunks(3, &mut Vec::new()).await.unwrap());
+                let kept: Vec<u8> = body.chunks().unwrap().concat();
+                if keep {
+                    assert_eq!(kept, b"onetwothree");
+                } else {
+                    assert_eq!(kept, b"three", "what was taken is let go");
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn a_range_reader_gives_slices_of_the_range_only() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let body = Body::streaming(None);
+            body.push(Bytes::from_static(b"0123"));
+            body.push(Bytes::from_static(b"4567"));
+            let mut reader = body.range(2, 4);
+            let mut out = Vec::new();
+            assert!(
+                reader.next(&mut out).await.unwrap(),
+                "the range is complete"
+            );
+            assert_eq!(out.concat(), b"2345");
+            let whole = Body::streaming(None);
+            whole.push(Bytes::from_static(b"ab"));
+            let mut reader = whole.range(0, u64::MAX);
+            let mut out = Vec::new();
+            assert!(!reader.next(&mut out).await.unwrap());
+            whole.push(Bytes::from_static(b"cd"));
+            whole.finish();
+            assert!(reader.next(&mut out).await.unwrap());
+            assert_eq!(out.concat(), b"abcd");
+            let failed = Body::streaming(None);
+            failed.fail();
+            assert_eq!(failed.range(0, 1).next(&mut out).await, Err(BodyFailed));
+        });
+    }
+}
