@@ -9,18 +9,18 @@ pub mod ban;
 pub mod body;
 pub mod engine;
 pub mod fill;
+mod index;
 pub mod object;
 pub mod store;
 pub mod tags;
 pub mod ttl;
 
 use ban::{BanRef, BanReq, Bans};
+use index::{Hashed, Index};
 use lacquer_core::counters::{Counter, StoreCounter, COUNTERS};
 use lacquer_http::Headers;
 use object::{ObjKind, Object};
-use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use store::Store;
@@ -30,8 +30,6 @@ use tokio::sync::watch;
 pub use body::{Body, BodyFailed, RangeReader};
 pub use fill::{FillHandle, NoRoom};
 pub use object::{ObjectInit, Timers, VarySpec};
-
-const SHARDS: usize = 64;
 
 /// What waiters on a busy object are told when it resolves.
 #[derive(Debug, Clone)]
@@ -49,7 +47,8 @@ struct Busy {
 }
 
 #[derive(Debug)]
-struct Head {
+pub(crate) struct Head {
+    hash: u64,
     key: Arc<[u8]>,
     /// Newest first.
     objs: Vec<Arc<Object>>,
@@ -83,6 +82,8 @@ pub enum Lookup {
 /// it without using it wakes the waiters to look up again.
 pub struct FetchSlot {
     cache: Arc<Cache>,
+    /// The key and its hash, computed once at lookup.
+    hash: u64,
     key: Arc<[u8]>,
     busy: Option<Arc<Busy>>,
     /// The newest ban when the fetch began: the object's place in the list.
@@ -140,13 +141,9 @@ impl Wants {
     }
 }
 
-/// One shard of the index.
-type Shard = Mutex<HashMap<Arc<[u8]>, Head>>;
-
 /// The object index and its stores.
 pub struct Cache {
-    shards: Box<[Shard]>,
-    hasher: RandomState,
+    index: Index,
     stores: Vec<Arc<Store>>,
     transient: Arc<Store>,
     next_store: AtomicUsize,
@@ -194,10 +191,8 @@ impl SoftPurge {
 impl Cache {
     /// A cache over the given stores (round-robin) and a Transient store.
     pub fn new(stores: Vec<Arc<Store>>, transient: Arc<Store>) -> Arc<Cache> {
-        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
         Arc::new(Cache {
-            shards,
-            hasher: RandomState::new(),
+            index: Index::new(),
             stores,
             transient,
             next_store: AtomicUsize::new(0),
@@ -219,11 +214,6 @@ impl Cache {
 
     pub fn transient(&self) -> &Arc<Store> {
         &self.transient
-    }
-
-    fn shard(&self, key: &[u8]) -> &Shard {
-        let h = self.hasher.hash_one(key) as usize;
-        &self.shards[h % SHARDS]
     }
 
     /// Looks a key up for a request. Objects found are first tested
@@ -266,20 +256,19 @@ impl Cache {
         wants: Wants,
         banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
-        let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        let Some(head) = map.get_mut(key) else {
+        let hashed = self.index.hash(key);
+        let mut map = self.index.lock(hashed.hash);
+        let Some(head) = map.get_mut(hashed) else {
             let key: Arc<[u8]> = Arc::from(key);
             let (busy, _) = Busy::new();
-            map.insert(
-                key.clone(),
-                Head {
-                    key: key.clone(),
-                    objs: Vec::new(),
-                    busy: Some(busy.clone()),
-                },
-            );
+            map.insert(Head {
+                hash: hashed.hash,
+                key: key.clone(),
+                objs: Vec::new(),
+                busy: Some(busy.clone()),
+            });
             COUNTERS.inc(Counter::n_objecthead);
-            return Lookup::Miss(self.slot(key, Some(busy)));
+            return Lookup::Miss(self.slot(hashed.hash, key, Some(busy)));
         };
         let head_seq = self.bans.head_seq();
         if head.objs.iter().any(|o| o.ban_seq() < head_seq) {
@@ -309,7 +298,7 @@ impl Cache {
                     drop(map);
                     return Lookup::HitMiss {
                         marker,
-                        slot: self.slot(key, None),
+                        slot: self.slot(hashed.hash, key, None),
                     };
                 }
                 ObjKind::HitPass if left > 0.0 => return Lookup::HitPass(obj.clone()),
@@ -351,7 +340,7 @@ impl Cache {
         let kept = kept.cloned();
         let (busy, _) = Busy::new();
         head.busy = Some(busy.clone());
-        let mut slot = self.slot(head.key.clone(), Some(busy));
+        let mut slot = self.slot(hashed.hash, head.key.clone(), Some(busy));
         drop(map);
         match grace {
             Some(obj) => {
@@ -374,12 +363,14 @@ impl Cache {
     /// request fetches a fresh copy that replaces its variant, without
     /// making others wait on it.
     pub fn lookup_fresh_fetch(self: &Arc<Self>, key: &[u8]) -> Lookup {
-        Lookup::Miss(self.slot(Arc::from(key), None))
+        let hash = self.index.hash(key).hash;
+        Lookup::Miss(self.slot(hash, Arc::from(key), None))
     }
 
-    fn slot(self: &Arc<Self>, key: Arc<[u8]>, busy: Option<Arc<Busy>>) -> FetchSlot {
+    fn slot(self: &Arc<Self>, hash: u64, key: Arc<[u8]>, busy: Option<Arc<Busy>>) -> FetchSlot {
         FetchSlot {
             cache: self.clone(),
+            hash,
             key,
             busy,
             ban: Some(self.bans.head()),
@@ -477,11 +468,12 @@ impl Cache {
             return;
         }
         if let Some(key) = obj.key.get() {
-            let mut map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(head) = map.get_mut(&key[..]) {
+            let hashed = self.index.hash(key);
+            let mut map = self.index.lock(hashed.hash);
+            if let Some(head) = map.get_mut(hashed) {
                 head.objs.retain(|o| !Arc::ptr_eq(o, obj));
                 if head.objs.is_empty() && head.busy.is_none() {
-                    map.remove(&key[..]);
+                    map.remove(hashed);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
             }
@@ -491,8 +483,9 @@ impl Cache {
 
     /// The objects stored under a key, every variant.
     fn variants(&self, key: &[u8]) -> Vec<Arc<Object>> {
-        let map = self.shard(key).lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key).map(|h| h.objs.clone()).unwrap_or_default()
+        let hashed = self.index.hash(key);
+        let map = self.index.lock(hashed.hash);
+        map.get(hashed).map(|h| h.objs.clone()).unwrap_or_default()
     }
 
     /// Removes every variant stored under a key (`return (purge)`);
@@ -645,10 +638,7 @@ impl Cache {
 
     /// Distinct keys in the index (`n_objecthead`).
     pub fn heads(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        self.index.len()
     }
 }
 
@@ -676,13 +666,15 @@ impl FetchSlot {
         }
         let mut replaced = Vec::new();
         {
-            let mut map = cache
-                .shard(&self.key)
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let head = map.entry(self.key.clone()).or_insert_with(|| {
+            let mut map = cache.index.lock(self.hash);
+            let hashed = Hashed {
+                hash: self.hash,
+                key: &self.key,
+            };
+            let head = map.get_or_insert_with(hashed, || {
                 COUNTERS.inc(Counter::n_objecthead);
                 Head {
+                    hash: self.hash,
                     key: self.key.clone(),
                     objs: Vec::new(),
                     busy: None,
@@ -743,17 +735,17 @@ impl FetchSlot {
     fn release(&mut self, state: BusyState) {
         let Some(busy) = self.busy.take() else { return };
         {
-            let mut map = self
-                .cache
-                .shard(&self.key)
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if let Some(head) = map.get_mut(&self.key[..]) {
+            let mut map = self.cache.index.lock(self.hash);
+            let hashed = Hashed {
+                hash: self.hash,
+                key: &self.key,
+            };
+            if let Some(head) = map.get_mut(hashed) {
                 if head.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
                     head.busy = None;
                 }
                 if head.objs.is_empty() && head.busy.is_none() {
-                    map.remove(&self.key[..]);
+                    map.remove(hashed);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
             }

@@ -3,6 +3,7 @@
 //! counters, and the log — its tag table, record format, ring, and the
 //! per-transaction buffers that write to it.
 
+pub mod batch;
 pub mod counters;
 pub mod group;
 pub mod packed;

@@ -322,11 +322,12 @@ impl Txn {
         self.flush();
     }
 
-    /// Sends what is buffered to the ring.
+    /// Sends what is buffered to the ring (through its worker's batch,
+    /// on a worker that gathers them).
     pub fn flush(&mut self) {
         if let Some(log) = &self.log {
             if !self.buf.is_empty() {
-                log.write(&self.buf);
+                crate::batch::write(log, &self.buf);
                 self.buf.clear();
             }
         }

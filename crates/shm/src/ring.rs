@@ -110,6 +110,13 @@ impl Log {
         })
     }
 
+    /// The most bytes a batch gathered for this ring should hold: `want`,
+    /// or less for a small ring (a batch longer than a quarter of the
+    /// ring is not written).
+    pub(crate) fn batch_limit(&self, want: usize) -> usize {
+        want.min((self.space / 8) as usize)
+    }
+
     /// Appends a batch of whole records.
     pub fn write(&self, batch: &[u8]) {
         let len = batch.len() as u64;

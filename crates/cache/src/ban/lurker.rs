@@ -65,7 +65,7 @@ impl Cache {
             .max(cutoff_seq);
         let mut examined = 0u64;
         let mut in_batch = 0u64;
-        for shard in 0..self.shards.len() {
+        for shard in 0..self.index.shards().len() {
             for obj in self.older_objects(shard, upto, cfg.holdoff) {
                 examined += 1;
                 in_batch += 1;
@@ -86,7 +86,7 @@ impl Cache {
     /// The objects in one shard whose place in the ban list is before
     /// `upto`. Waits `holdoff` for the shard if lookups hold it.
     fn older_objects(&self, shard: usize, upto: u64, holdoff: f64) -> Vec<Arc<Object>> {
-        let map = match self.shards[shard].try_lock() {
+        let map = match self.index.shards()[shard].try_lock() {
             Ok(map) => map,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => {
@@ -94,10 +94,12 @@ impl Cache {
                 if holdoff > 0.0 {
                     std::thread::sleep(Duration::from_secs_f64(holdoff));
                 }
-                self.shards[shard].lock().unwrap_or_else(|e| e.into_inner())
+                self.index.shards()[shard]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
             }
         };
-        map.values()
+        map.iter()
             .flat_map(|h| h.objs.iter())
             .filter(|o| o.ban_seq() < upto && !o.is_removed())
             .cloned()

@@ -113,6 +113,13 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("lacquer-worker")
+        // Workers gather their log records into batches, written when a
+        // batch fills or the worker goes idle (only workers park, so
+        // blocking threads keep writing at once).
+        .on_thread_park(|| {
+            lacquer_shm::batch::flush_this_thread();
+            lacquer_shm::batch::batch_on_this_thread();
+        })
         .enable_all()
         .build()
         .map_err(|e| format!("Cannot start the runtime: {e}"))?;

@@ -1,0 +1,100 @@
+//! The index: a key's head (its variants and busy fetch) found through
+//! one of many small locked tables. A request's key is hashed once; that
+//! hash picks the table and finds the entry in it, and travels with the
+//! fetch slot so that the insert hashes nothing again.
+
+use crate::Head;
+use hashbrown::HashTable;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard};
+
+const SHARDS: usize = 64;
+
+/// A key with its hash.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hashed<'k> {
+    pub hash: u64,
+    pub key: &'k [u8],
+}
+
+/// The sharded index.
+pub(crate) struct Index {
+    shards: Box<[Mutex<Table>]>,
+    hasher: RandomState,
+}
+
+/// One shard's table.
+#[derive(Default)]
+pub(crate) struct Table(HashTable<Head>);
+
+impl Index {
+    pub fn new() -> Index {
+        Index {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// Hashes a key (keyed per process, so that nobody outside can aim
+    /// keys at one table).
+    pub fn hash<'k>(&self, key: &'k [u8]) -> Hashed<'k> {
+        Hashed {
+            hash: self.hasher.hash_one(key),
+            key,
+        }
+    }
+
+    /// Locks the table a hash falls in. The table's own probe uses the
+    /// hash's low and top bits; the shard takes bits from the middle.
+    pub fn lock(&self, hash: u64) -> MutexGuard<'_, Table> {
+        let shard = (hash >> 32) as usize % SHARDS;
+        self.shards[shard].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shards, for a walk over every head (the ban lurker).
+    pub fn shards(&self) -> &[Mutex<Table>] {
+        &self.shards
+    }
+
+    /// Heads in the index.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).0.len())
+            .sum()
+    }
+}
+
+impl Table {
+    pub fn iter(&self) -> impl Iterator<Item = &Head> {
+        self.0.iter()
+    }
+
+    pub fn get(&self, k: Hashed<'_>) -> Option<&Head> {
+        self.0.find(k.hash, |h| *h.key == *k.key)
+    }
+
+    pub fn get_mut(&mut self, k: Hashed<'_>) -> Option<&mut Head> {
+        self.0.find_mut(k.hash, |h| *h.key == *k.key)
+    }
+
+    /// Adds a head for a key not in the table.
+    pub fn insert(&mut self, head: Head) -> &mut Head {
+        self.0.insert_unique(head.hash, head, |h| h.hash).into_mut()
+    }
+
+    /// The key's head, made by `make` when there is none.
+    pub fn get_or_insert_with(&mut self, k: Hashed<'_>, make: impl FnOnce() -> Head) -> &mut Head {
+        self.0
+            .entry(k.hash, |h| *h.key == *k.key, |h| h.hash)
+            .or_insert_with(make)
+            .into_mut()
+    }
+
+    pub fn remove(&mut self, k: Hashed<'_>) {
+        if let Ok(entry) = self.0.find_entry(k.hash, |h| *h.key == *k.key) {
+            entry.remove();
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Per-worker log batches: a worker thread that asks for it gathers the
+//! records of the transactions it finishes in a buffer of its own and
+//! hands them to the ring together, when the buffer is full or the
+//! worker runs out of work (it is about to park), so that the ring's
+//! writer lock is taken once per batch rather than once per transaction.
+//! Threads that never asked (the CLI, tests) write straight to the ring.
+//!
+//! A batch waits at most until its worker goes idle: under load, for a
+//! buffer's worth of transactions; otherwise not at all.
+
+use crate::ring::Log;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// Bytes a worker gathers before it writes them to the ring.
+const BATCH: usize = 32 << 10;
+
+#[derive(Default)]
+struct Pending {
+    enabled: bool,
+    log: Option<Arc<Log>>,
+    buf: Vec<u8>,
+}
+
+impl Pending {
+    fn flush(&mut self) {
+        if let Some(log) = &self.log {
+            if !self.buf.is_empty() {
+                log.write(&self.buf);
+            }
+        }
+        self.buf.clear();
+    }
+}
+
+impl Drop for Pending {
+    /// A thread that ends writes what it gathered.
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+thread_local! {
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+}
+
+/// Makes this thread gather its transactions' records into batches; it
+/// must then call [`flush_this_thread`] before it parks (what is left
+/// when it ends is written then).
+pub fn batch_on_this_thread() {
+    PENDING.with(|p| p.borrow_mut().enabled = true);
+}
+
+/// Writes what this thread has gathered to the ring.
+pub fn flush_this_thread() {
+    // A thread being torn down may have lost its locals already.
+    let _ = PENDING.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            p.flush();
+        }
+    });
+}
+
+/// Hands whole records to `log`: gathered on a batching thread, written
+/// at once on any other.
+pub(crate) fn write(log: &Arc<Log>, records: &[u8]) {
+    let direct = PENDING
+        .try_with(|p| {
+            let Ok(mut p) = p.try_borrow_mut() else {
+                return true;
+            };
+            if !p.enabled {
+                return true;
+            }
+            if !p.log.as_ref().is_some_and(|l| Arc::ptr_eq(l, log)) {
+                p.flush();
+                p.log = Some(log.clone());
+            }
+            if p.buf.len() + records.len() > log.batch_limit(BATCH) {
+                p.flush();
+            }
+            p.buf.extend_from_slice(records);
+            false
+        })
+        .unwrap_or(true);
+    if direct {
+        log.write(records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::Reader;
+
+    fn records_in(reader: &mut Reader) -> usize {
+        let mut out = Vec::new();
+        reader.poll(&mut out).unwrap();
+        out.len()
+    }
+
+    #[test]
+    fn a_batching_thread_writes_when_it_flushes_or_ends_others_at_once() {
+        let dir = std::env::temp_dir().join(format!("lq-batch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Arc::new(Log::create(&dir, 1 << 20).unwrap());
+        let mut reader = Reader::open(&dir, true).unwrap();
+        let mut rec = Vec::new();
+        crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
+        write(&log, &rec);
+        assert_eq!(records_in(&mut reader), 1, "a plain thread writes at once");
+        let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
+        let worker = {
+            let (log, rec) = (log.clone(), rec.clone());
+            let (gathered, go) = (gathered.0, go.1);
+            std::thread::spawn(move || {
+                batch_on_this_thread();
+                write(&log, &rec);
+                write(&log, &rec);
+                gathered.send(()).unwrap();
+                go.recv().unwrap();
+                flush_this_thread();
+                gathered.send(()).unwrap();
+                go.recv().unwrap();
+                write(&log, &rec);
+            })
+        };
+        gathered.1.recv().unwrap();
+        assert_eq!(records_in(&mut reader), 0, "gathered, not yet written");
+        go.0.send(()).unwrap();
+        gathered.1.recv().unwrap();
+        assert_eq!(records_in(&mut reader), 2, "flushed together");
+        go.0.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
