@@ -55,18 +55,7 @@ fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
     *head = out;
 }
 
-/// How the body is delimited on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WireBody {
-    /// No body and no length (204, 304, 1xx).
-    Bodyless,
-    Length(u64),
-    Chunked,
-    /// Delimited by closing the connection (HTTP/1.0, unknown length).
-    Close,
-    /// A HEAD response whose length is not known.
-    HeadUnknown,
-}
+pub(crate) use crate::transport::io::WireBody;
 
 /// The per-delivery fields of a response.
 pub(crate) struct DeliveryHeaders {
@@ -406,27 +395,26 @@ async fn send(
     } = shape;
     let clock = send_clock(&sh.params, req);
     let send_body = !(bodyless || is_head);
-    let chunked = wire == WireBody::Chunked;
     if send_body && (esi || gunzip) {
-        if let Err(e) = c.write_head_and(&[], &clock).await {
+        if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
-        let r = filtered_body(c, sh, req, obj, d, chunked, &clock).await;
+        let r = filtered_body(c, sh, req, obj, d, &clock).await;
         if let Err(outcome) = r {
             return Some(outcome);
         }
     } else if !send_body {
-        if let Err(e) = c.write_head_and(&[], &clock).await {
+        if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
     } else if let (Some(chunks), None) = (obj.body().chunks(), window) {
         let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
-        if let Err(e) = c.write_head_and(chunks, &clock).await {
+        if let Err(e) = c.send_head(wire, chunks, &clock).await {
             return Some(Outcome::from(e));
         }
         req.acct.count_sent(c, n);
     } else {
-        if let Err(e) = c.write_head_and(&[], &clock).await {
+        if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
         let (skip, take) = match window {
@@ -434,7 +422,7 @@ async fn send(
             None => (0, u64::MAX),
         };
         // The last chunk goes with the body's last write.
-        if let Err(outcome) = stream(c, obj, skip, take, chunked, &clock, &mut req.acct).await {
+        if let Err(outcome) = stream(c, obj, skip, take, &clock, &mut req.acct).await {
             return Some(outcome);
         }
     }
@@ -449,7 +437,6 @@ async fn filtered_body(
     req: &mut Req,
     obj: &Object,
     d: Delivery<'_>,
-    chunked: bool,
     clock: &SendClock,
 ) -> Result<(), Outcome> {
     // An include of a page that goes out gzip'd hands it deflate data.
@@ -461,13 +448,12 @@ async fn filtered_body(
         wait_complete(obj).await?;
         if let Some(program) = obj.esi::<lacquer_filters::esi::Program>() {
             let out = esi::Out {
-                chunked,
                 clock,
                 vcl: d.vcl,
                 gzip: splice,
             };
             esi::deliver_page(c, sh, req, obj, program, out).await?;
-            return end_chunked(c, chunked, clock).await;
+            return finish_body(c, clock).await;
         }
     }
     if c.is_fragment() && splice && obj.gzipped() {
@@ -487,17 +473,14 @@ async fn filtered_body(
         }
     }
     if obj.gzipped() && (c.is_fragment() || !can_gzip(&req.head.headers)) {
-        stream_gunzip(c, req, obj, chunked, clock).await?;
-        return end_chunked(c, chunked, clock).await;
+        stream_gunzip(c, req, obj, clock).await?;
+        return finish_body(c, clock).await;
     }
-    stream(c, obj, 0, u64::MAX, chunked, clock, &mut req.acct).await
+    stream(c, obj, 0, u64::MAX, clock, &mut req.acct).await
 }
 
-async fn end_chunked(c: &mut Client, chunked: bool, clock: &SendClock) -> Result<(), Outcome> {
-    if chunked {
-        c.end_chunked(clock).await.map_err(Outcome::from)?;
-    }
-    Ok(())
+async fn finish_body(c: &mut Client, clock: &SendClock) -> Result<(), Outcome> {
+    c.finish_body(clock).await.map_err(Outcome::from)
 }
 
 /// Waits for the whole body (an ESI page is parsed once it is in).
@@ -520,7 +503,6 @@ async fn stream_gunzip(
     c: &mut Client,
     req: &mut Req,
     obj: &Object,
-    chunked: bool,
     clock: &SendClock,
 ) -> Result<(), Outcome> {
     let mut z = Gunzip::new();
@@ -544,10 +526,7 @@ async fn stream_gunzip(
         for piece in &pieces {
             let mut slices = z.slices(piece, INFLATE_SLICE);
             while let Some(slice) = slices.next().map_err(|e| bad(req, e))? {
-                let n = c
-                    .send_body(&[slice], chunked, clock)
-                    .await
-                    .map_err(Outcome::from)?;
+                let n = c.send_body(&[slice], clock).await.map_err(Outcome::from)?;
                 req.acct.count_sent(c, n);
             }
         }
@@ -556,10 +535,7 @@ async fn stream_gunzip(
             let (tail, scanned) = std::mem::take(&mut z).finish().map_err(|e| bad(req, e))?;
             COUNTERS.inc(Counter::n_gunzip);
             let output = output + tail.len() as u64;
-            let n = c
-                .send_body(&[tail], chunked, clock)
-                .await
-                .map_err(Outcome::from)?;
+            let n = c.send_body(&[tail], clock).await.map_err(Outcome::from)?;
             req.acct.count_sent(c, n);
             let b = scanned.bits;
             req.log.fmt(
@@ -581,7 +557,7 @@ async fn fragment(
     d: Delivery<'_>,
 ) -> Outcome {
     let clock = send_clock(&sh.params, req);
-    let result = filtered_body(c, sh, req, obj, d, false, &clock).await;
+    let result = filtered_body(c, sh, req, obj, d, &clock).await;
     req.log.timestamp("Resp", lacquer_core::time::now());
     match result {
         Ok(()) => Outcome::KeepAlive,
@@ -599,7 +575,6 @@ async fn stream(
     obj: &Object,
     skip: u64,
     take: u64,
-    chunked: bool,
     clock: &SendClock,
     acct: &mut Acct,
 ) -> Result<(), Outcome> {
@@ -612,7 +587,7 @@ async fn stream(
             Err(_) => return Err(Outcome::Close(CloseReason::TxError)),
         };
         let n = c
-            .send_body_then(&out, chunked, done && chunked, clock)
+            .send_body_then(&out, done, clock)
             .await
             .map_err(Outcome::from)?;
         acct.count_sent(c, n);
@@ -655,7 +630,7 @@ async fn unsatisfiable(
         Params::duration(sh.params.send_timeout()),
         Params::duration(sh.params.idle_send_timeout()),
     );
-    match c.write_head_and(&[], &clock).await {
+    match c.send_head(WireBody::Length(0), &[], &clock).await {
         Ok(()) if keep => Outcome::KeepAlive,
         Ok(()) => Outcome::Close(CloseReason::ReqClose),
         Err(e) => Outcome::from(e),

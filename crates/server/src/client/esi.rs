@@ -55,7 +55,6 @@ impl Drop for Running {
 
 /// Where the page's bytes go and how.
 pub(crate) struct Out<'a> {
-    pub chunked: bool,
     pub clock: &'a SendClock,
     pub vcl: &'a Arc<Loaded>,
     /// The page goes out as gzip: one spliced stream on the client's
@@ -122,10 +121,7 @@ impl Sink {
 }
 
 async fn send(c: &mut Client, req: &mut Req, out: &Out<'_>, b: Vec<Bytes>) -> Result<(), Outcome> {
-    let n = c
-        .send_body(&b, out.chunked, out.clock)
-        .await
-        .map_err(Outcome::from)?;
+    let n = c.send_body(&b, out.clock).await.map_err(Outcome::from)?;
     req.acct.count_sent(c, n);
     Ok(())
 }

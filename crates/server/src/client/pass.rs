@@ -382,10 +382,9 @@ async fn stream_response(
         Params::duration(req.sess.send.unwrap_or(sh.params.send_timeout())),
         Params::duration(req.sess.idle_send.unwrap_or(sh.params.idle_send_timeout())),
     );
-    if c.write_head_and(&[], &clock).await.is_err() {
+    if c.send_head(wire, &[], &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
-    let chunked = wire == WireBody::Chunked && !fragment;
     let mut reader = be.body(if bodyless {
         Framing::None
     } else {
@@ -413,7 +412,7 @@ async fn stream_response(
                         }
                     };
                     let Some(out) = out else { break };
-                    let Ok(n) = c.send_body(&[out], chunked, &clock).await else {
+                    let Ok(n) = c.send_body(&[out], &clock).await else {
                         return Passed::Done(Outcome::Close(CloseReason::TxError));
                     };
                     if !fragment {
@@ -426,7 +425,7 @@ async fn stream_response(
                 if let Some(z) = inflate.take() {
                     match z.finish() {
                         Ok((tail, _)) => {
-                            let Ok(n) = c.send_body(&[tail], false, &clock).await else {
+                            let Ok(n) = c.send_body(&[tail], &clock).await else {
                                 return Passed::Done(Outcome::Close(CloseReason::TxError));
                             };
                             req.acct.body_tx += n;
@@ -451,11 +450,7 @@ async fn stream_response(
     }
     backend_steps::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
     be.finish(true);
-    if chunked
-        && c.write_parts(&[lacquer_http::chunked::LAST_CHUNK], &clock)
-            .await
-            .is_err()
-    {
+    if c.finish_body(&clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
     req.log.timestamp("Resp", lacquer_core::time::now());

@@ -46,6 +46,21 @@ impl ClientStream for TcpStream {
     }
 }
 
+/// How a response body is delimited on the wire. The steps say which
+/// the response needs; the transport frames the body accordingly
+/// (HTTP/1 chunks, or nothing; an include's parent takes bare pieces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WireBody {
+    /// No body and no length (204, 304, 1xx).
+    Bodyless,
+    Length(u64),
+    Chunked,
+    /// Delimited by closing the connection (HTTP/1.0, unknown length).
+    Close,
+    /// A HEAD response whose length is not known.
+    HeadUnknown,
+}
+
 /// Where a client's responses go.
 pub(crate) enum Wire {
     Stream(Box<dyn ClientStream>),
@@ -110,6 +125,8 @@ pub(crate) struct Client {
     /// The `sess.*` timeouts VCL set, for this connection's later
     /// requests too (None: the parameter).
     pub sess: SessTimeouts,
+    /// The response being sent has a chunk-framed body.
+    chunked: bool,
 }
 
 /// The timeouts of one session, as `sess.*` in VCL sets them.
@@ -140,6 +157,7 @@ impl Client {
             local,
             listener,
             key: Vec::with_capacity(128),
+            chunked: false,
         }
     }
 
@@ -157,6 +175,7 @@ impl Client {
             key: Vec::with_capacity(128),
             fd: socket,
             sess: parent.sess,
+            chunked: false,
         }
     }
 
@@ -208,32 +227,35 @@ impl Client {
         }
     }
 
-    /// Sends body pieces: chunk-framed when `chunked` on a socket, as
-    /// they are to an include's parent.
+    /// Sends body pieces of the response whose head went out, framed as
+    /// that head said (chunks on a socket when its length was unknown;
+    /// as they are to an include's parent).
     pub async fn send_body(
         &mut self,
         pieces: &[Bytes],
-        chunked: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
-        self.send_body_then(pieces, chunked, false, clock).await
+        self.send_body_then(pieces, false, clock).await
     }
 
-    /// [`Client::send_body`], with the last chunk of a chunked body in
-    /// the same write when `last`.
+    /// [`Client::send_body`], ending the body in the same write when
+    /// `last`.
     pub async fn send_body_then(
         &mut self,
         pieces: &[Bytes],
-        chunked: bool,
         last: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
+        let chunked = self.chunked;
         let size: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         if size == 0 {
             if last {
-                self.end_chunked(clock).await?;
+                self.finish_body(clock).await?;
             }
             return Ok(0);
+        }
+        if last {
+            self.chunked = false;
         }
         match &mut self.wire {
             Wire::Fragment(tx) => {
@@ -260,8 +282,12 @@ impl Client {
         Ok(size)
     }
 
-    /// Ends a chunked body on a socket (nothing for an include).
-    pub async fn end_chunked(&mut self, clock: &SendClock) -> Result<(), SendError> {
+    /// Ends the body of the response being sent (its last chunk, when
+    /// chunk-framed; nothing otherwise).
+    pub async fn finish_body(&mut self, clock: &SendClock) -> Result<(), SendError> {
+        if !std::mem::take(&mut self.chunked) {
+            return Ok(());
+        }
         self.write_parts(&[lacquer_http::chunked::LAST_CHUNK], clock)
             .await
     }
@@ -321,11 +347,7 @@ impl Client {
     }
 
     /// Writes every byte of `parts`, gathered, within the clock's limits.
-    pub async fn write_parts(
-        &mut self,
-        parts: &[&[u8]],
-        clock: &SendClock,
-    ) -> Result<(), SendError> {
+    async fn write_parts(&mut self, parts: &[&[u8]], clock: &SendClock) -> Result<(), SendError> {
         match &mut self.wire {
             Wire::Stream(stream) => write_gathered(&mut **stream, &[], parts, clock).await,
             // An include's parent takes bodies through `send_body` only.
@@ -333,15 +355,21 @@ impl Client {
         }
     }
 
-    /// Writes the header buffer followed by body pieces.
-    pub async fn write_head_and(
+    /// Sends a response head (the header buffer, as the steps wrote it)
+    /// whose body is delimited as `wire` says, followed by `body` pieces
+    /// (the whole body when it is at hand, or none). The body that
+    /// follows goes through [`Client::send_body`] and ends with
+    /// [`Client::finish_body`].
+    pub async fn send_head(
         &mut self,
+        wire: WireBody,
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
+        self.chunked = wire == WireBody::Chunked && !self.is_fragment();
         let result = match &mut self.wire {
             Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, body, clock).await,
-            Wire::Fragment(_) => self.send_body(body, false, clock).await.map(drop),
+            Wire::Fragment(_) => self.send_body(body, clock).await.map(drop),
         };
         self.wbuf.clear();
         result
