@@ -93,6 +93,7 @@ pub struct Store {
     pub stats: StoreCounters,
     lru: Option<Mutex<Lru>>,
     engine: Box<dyn Engine>,
+    vcl_name: Arc<str>,
 }
 
 impl Store {
@@ -125,11 +126,18 @@ impl Store {
             stats: StoreCounters::new(),
             lru: lru.then(|| Mutex::new(Lru::default())),
             engine,
+            vcl_name: format!("storage.{name}").into(),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its name as VCL writes it (`storage.s0`), which is also how a
+    /// STEVEDORE value prints.
+    pub fn vcl_name(&self) -> Arc<str> {
+        self.vcl_name.clone()
     }
 
     /// Where its bytes live.

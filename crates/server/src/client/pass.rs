@@ -160,8 +160,7 @@ impl FetchMode for PassFetch<'_> {
         index: usize,
         now: f64,
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
-        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now);
-        beresp.uncacheable = true;
+        let beresp = backend_steps::beresp_from(sh, &resp, index, now, true);
         Ok((conn, resp, beresp))
     }
 

@@ -203,8 +203,17 @@ pub(crate) fn pick_backend(
     Some((index, backend.clone()))
 }
 
-/// The response as `vcl_backend_response` first sees it.
-pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f64) -> Beresp {
+/// The response as `vcl_backend_response` first sees it; `uncacheable`
+/// for a pass. Its `beresp.storage` is the store it would go to: the
+/// next of the `-s` stores, Transient for a pass (VCL may name another;
+/// uncacheable and short-lived objects go to Transient whatever it says).
+pub(crate) fn beresp_from(
+    sh: &Shared,
+    resp: &ResponseHead,
+    index: usize,
+    now: f64,
+    uncacheable: bool,
+) -> Beresp {
     let p = &sh.params;
     let defaults = TtlDefaults {
         default_ttl: p.default_ttl(),
@@ -224,14 +233,14 @@ pub(crate) fn beresp_from(sh: &Shared, resp: &ResponseHead, index: usize, now: f
         version: resp.version,
         headers,
         timers: rfc_ttl(resp.status, &resp.headers, now, &defaults),
-        uncacheable: false,
+        uncacheable,
         do_stream: true,
         do_esi: false,
         do_gzip: false,
         do_gunzip: false,
         was_304: false,
         backend: BackendRef::Backend(index),
-        storage: None,
+        storage: Some(sh.cache.store_for(uncacheable, None).vcl_name()),
         body: Vec::new(),
         t_resp: now,
     }

@@ -234,7 +234,7 @@ impl FetchMode for CacheFetch<'_> {
             }
             None => resp,
         };
-        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now);
+        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now, false);
         beresp.was_304 = self.revalidated.is_some();
         vsl::ttl(
             &mut bereq.log,

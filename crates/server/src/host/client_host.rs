@@ -184,9 +184,11 @@ impl Host for ClientHost<'_> {
             Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
             Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status()))),
             Var::ObjStorage => Value::Stevedore(
-                obj.and_then(|o| o.store_name())
-                    .unwrap_or("Transient")
-                    .into(),
+                format!(
+                    "storage.{}",
+                    obj.and_then(|o| o.store_name()).unwrap_or("Transient")
+                )
+                .into(),
             ),
             Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
             Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
