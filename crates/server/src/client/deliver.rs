@@ -236,7 +236,7 @@ pub(crate) async fn object(
     resp: Option<&Resp>,
 ) -> Outcome {
     if c.is_fragment() {
-        return fragment(c, sh, req, obj, d).await;
+        return Box::pin(fragment(c, sh, req, obj, d)).await;
     }
     let now = lacquer_core::time::now();
     let p = &sh.params;
@@ -266,7 +266,7 @@ pub(crate) async fn object(
                 Range::Full => {}
                 Range::Partial { start, end, total } => window = Some((start, end, total)),
                 Range::Unsatisfiable { total } => {
-                    return unsatisfiable(c, sh, req, obj, total, keep, d.hit).await;
+                    return Box::pin(unsatisfiable(c, sh, req, obj, total, keep, d.hit)).await;
                 }
             }
         }
@@ -399,7 +399,9 @@ async fn send(
         if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
-        let r = filtered_body(c, sh, req, obj, d, &clock).await;
+        // Boxed, as every rare path here: an ESI page's or an inflated
+        // body's state would otherwise grow every connection's task.
+        let r = Box::pin(filtered_body(c, sh, req, obj, d, &clock)).await;
         if let Err(outcome) = r {
             return Some(outcome);
         }

@@ -539,7 +539,9 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     match cx.call(Method::Pass, req, None, None, None) {
         Action::Fetch => {
             COUNTERS.inc(Counter::s_pass);
-            match pass::pass(c, cx.sh, cx.vcl, req, cx.conn).await {
+            // Boxed: a pass's state is large and most requests never need it;
+            // inline, it would grow every connection's task.
+            match Box::pin(pass::pass(c, cx.sh, cx.vcl, req, cx.conn)).await {
                 pass::Passed::Done(outcome) => Step::Done(outcome),
                 pass::Passed::Object(obj) => {
                     let keep = match req.consume_body(c, cx.sh).await {
@@ -562,7 +564,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
 }
 
 async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
-    match pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn).await {
+    match Box::pin(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn)).await {
         pipe::Piped::Done(outcome) => Step::Done(outcome),
         pipe::Piped::Synth(status, reason) => synth_after_body(c, cx, req, status, reason).await,
     }
@@ -670,4 +672,30 @@ pub(crate) fn include_task(
     Box::pin(async move {
         handle_include(&mut fc, &sh, &vcl, head, ctx, xid, parent).await;
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection holds its session's state, boxed, for as long as
+    /// it is open: an idle keep-alive connection costs this much memory.
+    /// The rare paths (pass, pipe, ESI, inflating, 416) are boxed apart
+    /// so that they do not grow it; a change that inlines one fails here.
+    #[test]
+    #[allow(unreachable_code, clippy::diverging_sub_expression)]
+    fn a_connections_state_stays_small() {
+        fn size<F: FnOnce() -> R, R>(_: &F) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let session = || {
+            crate::session::serve_connection(
+                unreachable!(),
+                unreachable!(),
+                unreachable!(),
+                unreachable!(),
+                unreachable!(),
+            )
+        };
+        let bytes = size(&session);
+        assert!(bytes <= 6 * 1024, "a session's state is {bytes} bytes");
+    }
 }

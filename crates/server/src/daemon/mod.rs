@@ -35,6 +35,9 @@ fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener
     };
     let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    // Accepted connections inherit it where the kernel lets them (the
+    // accept loop checks once), saving a system call per connection.
+    socket.set_nodelay(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
@@ -253,17 +256,31 @@ pub(crate) async fn accept_loop(
     local: SocketAddr,
     name: Arc<str>,
 ) {
+    // Only a wildcard listener needs to ask which address a connection
+    // came to.
+    let wildcard = local.ip().is_unspecified();
+    let mut nodelay_inherited = None;
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let local = stream.local_addr().unwrap_or(local);
-                tokio::spawn(session::serve_connection(
+                let local = match wildcard {
+                    true => stream.local_addr().unwrap_or(local),
+                    false => local,
+                };
+                let inherited =
+                    *nodelay_inherited.get_or_insert_with(|| stream.nodelay().unwrap_or(false));
+                if !inherited {
+                    let _ = stream.set_nodelay(true);
+                }
+                // Boxed: the task then holds a pointer, and the session's
+                // state is not copied as the task is made and ends.
+                tokio::spawn(Box::pin(session::serve_connection(
                     sh.clone(),
                     stream,
                     peer,
                     local,
                     name.clone(),
-                ));
+                )));
             }
             Err(_) => {
                 // Out of descriptors or a connection reset before accept:

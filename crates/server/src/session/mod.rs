@@ -29,7 +29,6 @@ pub(crate) async fn serve_connection(
 ) {
     COUNTERS.inc(Counter::sess_conn);
     COUNTERS.inc(Counter::s_sess);
-    let _ = stream.set_nodelay(true);
     let t_open = lacquer_core::time::now();
     let fd = {
         use std::os::fd::AsRawFd;

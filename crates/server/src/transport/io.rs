@@ -301,6 +301,11 @@ impl Client {
         let Wire::Stream(stream) = &mut self.wire else {
             return Ok(0);
         };
+        // Bytes already waiting (a pipelined or quick client) are taken
+        // without arming a timer.
+        if let Some(ready) = now_or_never(stream.read_buf(&mut self.rbuf)).await {
+            return ready.map_err(|_| ReadError::Io);
+        }
         match tokio::time::timeout(limit, stream.read_buf(&mut self.rbuf)).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
@@ -388,6 +393,18 @@ impl Client {
     }
 }
 
+/// Polls an I/O operation once: its result if it is ready now, None
+/// if it would wait (it is then dropped, having done nothing, and the
+/// caller waits for it again with a deadline).
+async fn now_or_never<F: Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await
+}
+
 /// Slices handed to one `writev`; more pieces go in further calls.
 const IOV_BATCH: usize = 16;
 
@@ -423,10 +440,17 @@ async fn write_gathered<B: AsRef<[u8]>>(
         let mut rest: &mut [IoSlice<'_>] = &mut batch[..n];
         while !rest.is_empty() {
             let limit = clock.next_limit().ok_or(SendError::Timeout)?;
-            let written = match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
-                Ok(Ok(w)) => w,
-                Err(_) => return Err(SendError::Timeout),
+            // A write the socket takes at once needs no timer (most
+            // responses); one that has to wait is bounded by the clock.
+            let at_once = now_or_never(stream.write_vectored(rest)).await;
+            let written = match at_once {
+                Some(Ok(0)) | Some(Err(_)) => return Err(SendError::Io),
+                Some(Ok(w)) => w,
+                None => match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
+                    Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
+                    Ok(Ok(w)) => w,
+                    Err(_) => return Err(SendError::Timeout),
+                },
             };
             IoSlice::advance_slices(&mut rest, written);
         }
