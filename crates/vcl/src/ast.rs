@@ -91,6 +91,10 @@ pub enum Stmt {
         args: Vec<Expr>,
         span: Span,
     },
+    /// `return;` without an action: leaves a subroutine for its caller.
+    Leave {
+        span: Span,
+    },
     If {
         branches: Vec<(Expr, Vec<Stmt>)>,
         otherwise: Option<Vec<Stmt>>,

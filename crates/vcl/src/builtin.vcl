@@ -1,15 +1,36 @@
-# The built-in VCL: appended after every loaded program, so that a
-# method which does not return falls through to the default behaviour.
+# The built-in VCL: appended after every loaded program. Each method
+# calls its `vcl_builtin_*` part, which calls small subroutines a program
+# may extend or cut short with `return;` (a `sub vcl_req_cookie
+# { return; }` caches requests with cookies), then returns the default.
 vcl 4.1;
 
 sub vcl_recv {
+    call vcl_builtin_recv;
+    return (hash);
+}
+
+sub vcl_builtin_recv {
+    call vcl_req_host;
+    call vcl_req_method;
+    call vcl_req_authorization;
+    call vcl_req_cookie;
+}
+
+sub vcl_req_host {
+    if (req.http.host ~ "[[:upper:]]") {
+        # One cache key whatever the case of the name.
+        set req.http.host = req.http.host.lower();
+    }
+    if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
+        # HTTP/1.1 requires a Host header.
+        return (synth(400));
+    }
+}
+
+sub vcl_req_method {
     if (req.method == "PRI") {
         # An HTTP/2 preface on an HTTP/1 connection.
         return (synth(405));
-    }
-    if (!req.http.host && req.esi_level == 0 && req.proto ~ "^(?i)HTTP/1\.1") {
-        # HTTP/1.1 requires a Host header.
-        return (synth(400));
     }
     if (req.method != "GET" && req.method != "HEAD" && req.method != "PUT" &&
         req.method != "POST" && req.method != "TRACE" && req.method != "OPTIONS" &&
@@ -20,103 +41,191 @@ sub vcl_recv {
     if (req.method != "GET" && req.method != "HEAD") {
         return (pass);
     }
-    if (req.http.Authorization || req.http.Cookie) {
+}
+
+sub vcl_req_authorization {
+    if (req.http.Authorization) {
         # Personal content is not cached by default.
         return (pass);
     }
-    return (hash);
+}
+
+sub vcl_req_cookie {
+    if (req.http.Cookie) {
+        # Nor is what a cookie may personalise.
+        return (pass);
+    }
 }
 
 sub vcl_pipe {
+    call vcl_builtin_pipe;
     return (pipe);
 }
 
+sub vcl_builtin_pipe {
+}
+
 sub vcl_pass {
+    call vcl_builtin_pass;
     return (fetch);
 }
 
+sub vcl_builtin_pass {
+}
+
 sub vcl_hash {
+    call vcl_builtin_hash;
+    return (lookup);
+}
+
+sub vcl_builtin_hash {
     hash_data(req.url);
     if (req.http.host) {
         hash_data(req.http.host);
     } else {
         hash_data(server.ip);
     }
-    return (lookup);
 }
 
 sub vcl_purge {
+    call vcl_builtin_purge;
     return (synth(200, "Purged"));
 }
 
+sub vcl_builtin_purge {
+}
+
 sub vcl_hit {
+    call vcl_builtin_hit;
     return (deliver);
+}
+
+sub vcl_builtin_hit {
 }
 
 sub vcl_miss {
+    call vcl_builtin_miss;
     return (fetch);
 }
 
+sub vcl_builtin_miss {
+}
+
 sub vcl_deliver {
+    call vcl_builtin_deliver;
     return (deliver);
 }
 
+sub vcl_builtin_deliver {
+}
+
 sub vcl_synth {
+    call vcl_builtin_synth;
+    return (deliver);
+}
+
+sub vcl_builtin_synth {
     set resp.http.Content-Type = "text/html; charset=utf-8";
     set resp.http.Retry-After = "5";
     set resp.body = {"<!DOCTYPE html>
 <html>
-<head><title>"} + resp.status + " " + resp.reason + {"</title></head>
-<body>
-<h1>Error "} + resp.status + " " + resp.reason + {"</h1>
-<p>Guru Meditation: XID "} + req.xid + {"</p>
-<hr>
-<p>Lacquer</p>
-</body>
+  <head>
+    <title>"} + resp.status + " " + resp.reason + {"</title>
+  </head>
+  <body>
+    <h1>Error "} + resp.status + " " + resp.reason + {"</h1>
+    <p>"} + resp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
+    <p>XID: "} + req.xid + {"</p>
+    <hr>
+    <p>Lacquer</p>
+  </body>
 </html>
 "};
-    return (deliver);
 }
 
 sub vcl_backend_fetch {
-    if (bereq.method == "GET") {
-        unset bereq.body;
-    }
+    call vcl_builtin_backend_fetch;
     return (fetch);
 }
 
+sub vcl_builtin_backend_fetch {
+    if (bereq.method == "GET") {
+        unset bereq.body;
+    }
+}
+
 sub vcl_backend_response {
+    call vcl_builtin_backend_response;
+    return (deliver);
+}
+
+sub vcl_builtin_backend_response {
     if (bereq.uncacheable) {
         return (deliver);
     }
-    if (beresp.ttl <= 0s ||
-        beresp.http.Set-Cookie ||
-        beresp.http.Surrogate-Control ~ "(?i)no-store" ||
-        (!beresp.http.Surrogate-Control &&
-         beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)") ||
-        beresp.http.Vary == "*") {
-        # Remember that this is uncacheable: hit-for-miss.
-        set beresp.ttl = param.uncacheable_ttl;
-        set beresp.uncacheable = true;
+    call vcl_beresp_stale;
+    call vcl_beresp_cookie;
+    call vcl_beresp_control;
+    call vcl_beresp_vary;
+}
+
+sub vcl_beresp_stale {
+    if (beresp.ttl <= 0s) {
+        call vcl_beresp_hitmiss;
     }
+}
+
+sub vcl_beresp_cookie {
+    if (beresp.http.Set-Cookie) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_control {
+    if (beresp.http.Surrogate-Control ~ "(?i)no-store" ||
+        (!beresp.http.Surrogate-Control &&
+         beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)")) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_vary {
+    if (beresp.http.Vary == "*") {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_hitmiss {
+    # Remember that this is uncacheable: hit-for-miss.
+    set beresp.ttl = param.uncacheable_ttl;
+    set beresp.uncacheable = true;
     return (deliver);
 }
 
 sub vcl_backend_error {
+    call vcl_builtin_backend_error;
+    return (deliver);
+}
+
+sub vcl_builtin_backend_error {
     set beresp.http.Content-Type = "text/html; charset=utf-8";
     set beresp.http.Retry-After = "5";
     set beresp.body = {"<!DOCTYPE html>
 <html>
-<head><title>"} + beresp.status + " " + beresp.reason + {"</title></head>
-<body>
-<h1>Error "} + beresp.status + " " + beresp.reason + {"</h1>
-<p>Guru Meditation: XID "} + bereq.xid + {"</p>
-<hr>
-<p>Lacquer</p>
-</body>
+  <head>
+    <title>"} + beresp.status + " " + beresp.reason + {"</title>
+  </head>
+  <body>
+    <h1>Error "} + beresp.status + " " + beresp.reason + {"</h1>
+    <p>"} + beresp.reason + {"</p>
+    <h3>Guru Meditation:</h3>
+    <p>XID: "} + bereq.xid + {"</p>
+    <hr>
+    <p>Lacquer</p>
+  </body>
 </html>
 "};
-    return (deliver);
 }
 
 sub vcl_init {

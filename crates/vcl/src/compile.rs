@@ -161,13 +161,11 @@ impl Compiler {
         }
         let mut decls = Vec::new();
         for (i, d) in user.into_iter().enumerate() {
-            if i > 0 {
-                if let Decl::Vcl { span, .. } = d {
-                    return Err(CompileError::new(
-                        "Duplicate 'vcl' version declaration",
-                        span,
-                    ));
-                }
+            // A later version line (an included file's, or one after the
+            // line varnishtest puts first) is accepted as Varnish accepts
+            // it; the first one sets the syntax.
+            if i > 0 && matches!(d, Decl::Vcl { .. }) {
+                continue;
             }
             decls.push((d, false));
         }
@@ -216,8 +214,12 @@ impl Compiler {
                 }
                 Decl::Sub { name, body } => {
                     let is_method = Method::by_name(&name.name).is_some();
-                    if !is_method {
-                        if self.subs.iter().any(|s| s.name == name.name) {
+                    let exists = self.subs.iter().any(|s| s.name == name.name);
+                    // The built-in VCL's own subroutines (`vcl_req_cookie`
+                    // …) are concatenated to the program's, as methods are.
+                    let merged = is_builtin && exists;
+                    if !is_method && !merged {
+                        if exists {
                             return Err(CompileError::new(
                                 format!("Subroutine '{}' redefined", name.name),
                                 name.span,

@@ -57,6 +57,16 @@ impl Compiler {
                 name.span,
             ));
         };
+        if let (Some(f), true) = (string_method(func), args.is_empty()) {
+            // VCL 4.1's methods of a STRING value (`req.http.host.lower()`).
+            let receiver = ast::Ident {
+                name: prefix.to_string(),
+                span: name.span,
+            };
+            if let Ok((value, Type::String)) = self.ident_expr(&receiver) {
+                return Ok((Expr::Func(f, vec![value]), Type::String));
+            }
+        }
         if let Some(v) = vmods::vmod(prefix) {
             if !self.imports.iter().any(|i| i == prefix) {
                 return Err(CompileError::new(
@@ -212,4 +222,18 @@ pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<lacquer_core::rege
             span,
         )),
     }
+}
+
+/// The function behind a STRING method: `lower()` and `upper()`, which
+/// are std's `tolower` and `toupper` bound to the value.
+fn string_method(name: &str) -> Option<&'static crate::vmod::FuncSpec> {
+    let std_name = match name {
+        "lower" => "tolower",
+        "upper" => "toupper",
+        _ => return None,
+    };
+    vmods::vmod("std")?
+        .functions
+        .iter()
+        .find(|f| f.name == std_name)
 }

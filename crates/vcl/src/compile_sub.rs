@@ -69,6 +69,15 @@ impl Compiler {
                 Stmt::Call(i)
             }
             ast::Stmt::Return { action, args, span } => self.ret(action, args, *span)?,
+            ast::Stmt::Leave { span } => {
+                if self.subs[self.current].method.is_some() {
+                    return Err(CompileError::new(
+                        "Expected a return action: a method must say what comes next ('return;' only leaves a subroutine)",
+                        *span,
+                    ));
+                }
+                Stmt::Leave
+            }
             ast::Stmt::If {
                 branches,
                 otherwise,
@@ -296,10 +305,12 @@ impl Compiler {
 
     fn symbol(&mut self, id: &ast::Ident) -> CResult<Sym> {
         let name = id.name.as_str();
-        match name {
-            "true" => return Ok(Sym::Value(Value::Bool(true), Type::Bool)),
-            "false" => return Ok(Sym::Value(Value::Bool(false), Type::Bool)),
-            _ => {}
+        // Varnish reads the boolean literals without regard to case.
+        if name.eq_ignore_ascii_case("true") {
+            return Ok(Sym::Value(Value::Bool(true), Type::Bool));
+        }
+        if name.eq_ignore_ascii_case("false") {
+            return Ok(Sym::Value(Value::Bool(false), Type::Bool));
         }
         if let Some(v) = Var::by_name(name) {
             let spec = v.spec();
@@ -387,7 +398,7 @@ impl Compiler {
     }
 
     /// An identifier used as a value.
-    fn ident_expr(&mut self, id: &ast::Ident) -> CResult<(Expr, Type)> {
+    pub(crate) fn ident_expr(&mut self, id: &ast::Ident) -> CResult<(Expr, Type)> {
         match self.symbol(id)? {
             Sym::Var(v) => {
                 let spec = v.spec();
@@ -587,7 +598,8 @@ impl Compiler {
                     {
                         CmpKind::Num
                     }
-                    (Type::String, Type::String) if !ordered => CmpKind::Str,
+                    // Strings order byte by byte, as strcmp does.
+                    (Type::String, Type::String) => CmpKind::Str,
                     (Type::Bool, Type::Bool) if !ordered => CmpKind::Bool,
                     (Type::Backend, Type::Backend) if !ordered => CmpKind::Backend,
                     (Type::Ip, Type::Ip) if !ordered => CmpKind::Ip,

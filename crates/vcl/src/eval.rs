@@ -18,6 +18,8 @@ type E<T> = Result<T, VclFailure>;
 enum Flow {
     Next,
     Return(Action),
+    /// `return;`: out of the subroutine, on in its caller.
+    Leave,
 }
 
 /// Runs one method. A method that ends without `return` (impossible with
@@ -27,7 +29,7 @@ pub fn run(prog: &Program, method: Method, host: &mut dyn Host) -> Action {
     let body = &prog.method(method).body;
     match ev.block(body, 0) {
         Ok(Flow::Return(a)) => a,
-        Ok(Flow::Next) => {
+        Ok(Flow::Next | Flow::Leave) => {
             ev.host
                 .error(&format!("{} ended without return", method.name()));
             Action::Fail
@@ -59,8 +61,9 @@ const MAX_CALL_DEPTH: usize = 64;
 impl<'a> Eval<'a> {
     fn block(&mut self, stmts: &'a [Stmt], depth: usize) -> E<Flow> {
         for s in stmts {
-            if let Flow::Return(a) = self.stmt(s, depth)? {
-                return Ok(Flow::Return(a));
+            match self.stmt(s, depth)? {
+                Flow::Next => {}
+                flow => return Ok(flow),
             }
         }
         Ok(Flow::Next)
@@ -84,9 +87,13 @@ impl<'a> Eval<'a> {
                 if depth >= MAX_CALL_DEPTH {
                     return Err(VclFailure("subroutine calls nested too deeply".into()));
                 }
-                return self.block(&self.prog.subs[*i].body, depth + 1);
+                return match self.block(&self.prog.subs[*i].body, depth + 1)? {
+                    Flow::Leave => Ok(Flow::Next),
+                    flow => Ok(flow),
+                };
             }
             Stmt::Return(kind, args) => return Ok(Flow::Return(self.action(*kind, args)?)),
+            Stmt::Leave => return Ok(Flow::Leave),
             Stmt::If(branches, otherwise) => {
                 for (cond, body) in branches {
                     if self.test(cond)? {
@@ -250,9 +257,13 @@ impl<'a> Eval<'a> {
     /// A string comparison; a constant side is borrowed from the program.
     fn compare_str(&mut self, op: BinOp, a: &Expr, b: &Expr) -> E<bool> {
         match (a, b) {
-            (x, Expr::Const(c)) | (Expr::Const(c), x) => {
+            (x, Expr::Const(c)) => {
                 let c = (!c.is_unset()).then(|| c.as_bytes());
                 self.with_str(x, |s| compare_bytes(op, s, c))
+            }
+            (Expr::Const(c), x) => {
+                let c = (!c.is_unset()).then(|| c.as_bytes());
+                self.with_str(x, |s| compare_bytes(op, c, s))
             }
             _ => {
                 let (x, y) = (self.eval(a)?, self.eval(b)?);

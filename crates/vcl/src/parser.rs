@@ -197,7 +197,7 @@ impl Parser {
             }
             "backend" => {
                 let name = self.ident("a backend name")?;
-                if self.is_word("none") {
+                if matches!(self.peek(), Tok::Ident(s) if s.eq_ignore_ascii_case("none")) {
                     self.bump();
                     self.expect_op(";")?;
                     return Ok(Decl::Backend { name, fields: None });
@@ -357,6 +357,7 @@ impl Parser {
             "call" => Stmt::Call {
                 name: self.ident("a subroutine name")?,
             },
+            "return" if self.is_op(";") => Stmt::Leave { span: word.span },
             "return" => {
                 let parens = self.eat_op("(");
                 let action = self.ident("a return action")?;
@@ -427,7 +428,7 @@ impl Parser {
             self.expect_op(")")?;
             let body = self.block()?;
             branches.push((cond, body));
-            if self.is_word("elseif") || self.is_word("elsif") {
+            if self.is_word("elseif") || self.is_word("elsif") || self.is_word("elif") {
                 self.bump();
                 continue;
             }

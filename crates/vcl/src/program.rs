@@ -110,6 +110,8 @@ pub enum Stmt {
     Unset(Place),
     Call(usize),
     Return(ActionKind, Vec<Expr>),
+    /// Leaves the subroutine; its caller goes on.
+    Leave,
     If(Vec<(Expr, Vec<Stmt>)>, Vec<Stmt>),
     Synthetic(Expr),
     HashData(Expr),

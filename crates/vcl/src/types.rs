@@ -256,7 +256,7 @@ methods! {
     Synth = "vcl_synth", 8, SYNTH, [Fail, Restart, Deliver];
     BackendFetch = "vcl_backend_fetch", 9, BE_FETCH, [Fail, Abandon, Fetch, Error];
     BackendResponse = "vcl_backend_response", 10, BE_RESPONSE, [Fail, Abandon, Deliver, Retry, Error, Pass];
-    BackendError = "vcl_backend_error", 11, BE_ERROR, [Fail, Deliver, Retry];
+    BackendError = "vcl_backend_error", 11, BE_ERROR, [Fail, Deliver, Retry, Abandon];
     Init = "vcl_init", 12, INIT, [Fail, Ok];
     Fini = "vcl_fini", 13, FINI, [Ok];
 }

@@ -88,8 +88,9 @@ struct PassFetch<'a> {
 impl FetchMode for PassFetch<'_> {
     type Done = Passed;
 
+    /// The client side answers with vcl_synth's 503, as Varnish does.
     fn abandoned(&mut self, _bereq: &mut Bereq) -> Passed {
-        Passed::Object(synth::fetch_failed(self.req.xid))
+        Passed::Synth(503, None)
     }
 
     fn may_retry(&self) -> bool {

@@ -470,8 +470,12 @@ async fn miss_step(
             };
             let fetched = match answer {
                 Ok(fetched) => fetched,
-                // The fetch was abandoned or ended without an answer.
-                Err(_) => synth::fetch_failed(req.xid).into(),
+                // The fetch was abandoned (or failed in VCL): as in
+                // Varnish, vcl_synth answers with a 503.
+                Err(_) => {
+                    req.log.timestamp("Fetch", lacquer_core::time::now());
+                    return synth_step(c, cx, req, 503, None, keep).await;
+                }
             };
             req.log.timestamp("Fetch", lacquer_core::time::now());
             let resp = match fetched.withheld {
@@ -609,7 +613,7 @@ async fn synth_step(
     let mut keep = keep;
     match cx.call(Method::Synth, req, None, None, Some(&mut resp)) {
         Action::Deliver => {}
-        Action::Restart if u64::from(req.restarts) < cx.sh.params.max_restarts() => {
+        Action::Restart if u64::from(req.restarts) <= cx.sh.params.max_restarts() => {
             return Step::Restart
         }
         Action::Restart => {}

@@ -95,7 +95,10 @@ pub(crate) async fn run_fetch<M: FetchMode>(
         let failure: (u16, Option<Bytes>) = 'attempt: {
             match backend_host::call_method(Method::BackendFetch, sh, vcl, bereq, None) {
                 Action::Fetch => {}
-                Action::Abandon => return mode.abandoned(bereq),
+                // As in Varnish, a fetch VCL abandons or fails ends at
+                // once (the client side answers 503); only `error`
+                // goes to vcl_backend_error.
+                Action::Abandon | Action::Fail => return mode.abandoned(bereq),
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
@@ -152,7 +155,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                     bereq.retry();
                     continue 'fetch;
                 }
-                Action::Abandon => return mode.abandoned(bereq),
+                Action::Abandon | Action::Fail => return mode.abandoned(bereq),
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
@@ -167,6 +170,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 continue;
             }
             Action::Deliver | Action::Retry => {}
+            Action::Abandon => return mode.abandoned(bereq),
             _ => {
                 beresp = Beresp::error(503, None, now, bereq.backend);
                 beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
