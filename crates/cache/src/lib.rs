@@ -628,6 +628,8 @@ impl Cache {
         };
         let seq = self.expiry_seq.fetch_add(1, Ordering::Relaxed) + 1;
         obj.set_expiry(at_ms, seq);
+        COUNTERS.inc(Counter::exp_mailed);
+        COUNTERS.inc(Counter::exp_received);
         let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
         exp.insert((at_ms, seq), Arc::downgrade(obj));
         // Removed meanwhile: its removal could not see this entry.

@@ -283,6 +283,54 @@ counter_table! {
     sc_overload: Counter, "Sessions closed because resources were exhausted.";
     sc_range_short: Counter, "Sessions closed because a body was shorter than announced.";
     sc_send_timeout: Counter, "Sessions closed because delivery exceeded send_timeout.";
+    sc_req_http20: Counter, "Sessions closed after an HTTP/2 request on a connection that does not speak it (not counted: such a preface gets a 405 from the built-in VCL).";
+    sc_rx_close_idle: Counter, "Sessions closed by the client while idle past timeout_idle (counted as sc_rx_timeout here).";
+    sc_pipe_overflow: Counter, "Sessions closed because a pipe overflowed (never: pipes are bounded by their buffers).";
+    sess_readahead: Counter, "Requests read from bytes already received with the one before (pipelined).";
+    sess_herd: Counter, "Keep-alive sessions that waited longer than timeout_linger for their next request.";
+    sess_queued: Counter, "Sessions queued for a thread (never: a session needs no thread of its own).";
+    sess_dropped: Counter, "Sessions dropped for want of a thread (never).";
+    req_dropped: Counter, "Requests dropped for want of a thread (never).";
+    sess_fail_econnaborted: Counter, "Accepts that failed because the connection was aborted before it was accepted.";
+    sess_fail_eintr: Counter, "Accepts that failed because they were interrupted.";
+    sess_fail_emfile: Counter, "Accepts that failed because the process had no descriptor left.";
+    sess_fail_ebadf: Counter, "Accepts that failed on a bad listen socket.";
+    sess_fail_enomem: Counter, "Accepts that failed for want of memory.";
+    sess_fail_other: Counter, "Accepts that failed for any other reason.";
+    client_resp_500: Counter, "Deliveries that failed for want of workspace (never: there is no workspace to run out of).";
+    n_pipe: Gauge, "Pipes open now.";
+    pipe_limited: Counter, "Pipes refused at a limit (never: pipes are not limited in number).";
+    beresp_uncacheable: Counter, "Backend responses kept only for the request that fetched them (uncacheable).";
+    beresp_shortlived: Counter, "Backend responses stored in Transient because they live shorter than shortlived.";
+    busy_killed: Counter, "Requests given up while waiting on a busy object (never: waiters follow the fetch).";
+    exp_mailed: Counter, "Objects handed to expiry.";
+    exp_received: Counter, "Objects expiry took in (handed over in place, so equal to exp_mailed).";
+    hcb_nolock: Counter, "Lookups without the index lock (never: the index is sharded, not Varnish's critbit tree).";
+    hcb_lock: Counter, "Lookups that took the index lock (never, as hcb_nolock).";
+    hcb_insert: Counter, "Critbit inserts (never, as hcb_nolock; see n_objecthead).";
+    n_vampireobject: Gauge, "Unresurrected objects of a persistent store (never: there is no persistent store yet).";
+    bans_persisted_bytes: Gauge(Bytes), "Bytes of the ban list kept for a persistent store (never).";
+    bans_persisted_fragmentation: Gauge(Bytes), "Unused bytes of that list (never).";
+    threads: Gauge, "Worker threads serving requests.";
+    threads_created: Counter, "Worker threads started.";
+    threads_destroyed: Counter, "Worker threads stopped.";
+    threads_failed: Counter, "Worker threads that could not be started.";
+    threads_limited: Counter, "Times a thread was wanted beyond the limit (never: sessions do not need threads).";
+    thread_queue_len: Gauge, "Sessions waiting for a thread (never).";
+    pools: Gauge, "Thread pools (one runtime).";
+    summs: Counter, "Times the workers' counters were summed.";
+    vmods: Gauge, "VMODs imported by loaded programs.";
+    n_vcl_discard: Gauge, "Programs discarded but not yet let go (never: a discarded program goes when its last request ends, unseen).";
+    ws_backend_overflow: Counter, "Backend workspace overflows (never: there are no workspaces).";
+    ws_client_overflow: Counter, "Client workspace overflows (never).";
+    ws_thread_overflow: Counter, "Thread workspace overflows (never).";
+    ws_session_overflow: Counter, "Session workspace overflows (never).";
+    shm_records: Counter, "Log records written.";
+    shm_writes: Counter, "Batches of records written to the log ring.";
+    shm_flushes: Counter, "Batches written because a worker's batch was full.";
+    shm_cont: Counter, "Batches that waited for another writer of the ring.";
+    shm_cycles: Counter, "Times the log ring wrapped around.";
+    shm_bytes: Counter(Bytes), "Bytes written to the log ring.";
 }
 
 /// The `MAIN` counters, counted by each thread in a block of its own and
@@ -383,8 +431,10 @@ impl Counters {
         all[c as usize]
     }
 
-    /// Copies every value, in table order, onto `out`.
+    /// Copies every value, in table order, onto `out` (a summing that
+    /// `summs` counts).
     pub fn snapshot(&self, out: &mut Vec<u64>) {
+        self.base.add(Counter::summs, 1);
         let mut all = vec![0u64; MAIN.len()];
         self.sum_into(&mut all);
         out.extend_from_slice(&all);

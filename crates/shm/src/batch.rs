@@ -9,6 +9,7 @@
 //! buffer's worth of transactions; otherwise not at all.
 
 use crate::ring::Log;
+use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -77,6 +78,7 @@ pub(crate) fn write(log: &Arc<Log>, records: &[u8]) {
                 p.log = Some(log.clone());
             }
             if p.buf.len() + records.len() > log.batch_limit(BATCH) {
+                COUNTERS.inc(Counter::shm_flushes);
                 p.flush();
             }
             p.buf.extend_from_slice(records);

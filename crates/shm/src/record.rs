@@ -8,6 +8,7 @@
 use crate::ring::Log;
 use crate::tags::Tag;
 use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::Arc;
 
 /// Bytes before a record's payload.
@@ -179,6 +180,8 @@ pub struct Txn {
     t_last: f64,
     /// `Begin` written and `End` not yet.
     open: bool,
+    /// Records buffered since the last flush (`MAIN.shm_records`).
+    records: u64,
 }
 
 impl Txn {
@@ -199,6 +202,7 @@ impl Txn {
             t_start: 0.0,
             t_last: 0.0,
             open: false,
+            records: 0,
         }
     }
 
@@ -227,6 +231,7 @@ impl Txn {
         }
         let start = self.buf.len();
         push_header(&mut self.buf, 0, tag, self.side, self.vxid);
+        self.records += 1;
         fill(&mut self.buf);
         let max = self.limits.reclen.min(u16::MAX as usize);
         let len = (self.buf.len() - start - HEADER).min(max);
@@ -246,6 +251,7 @@ impl Txn {
         let start = self.buf.len();
         self.buf
             .extend_from_slice(&[l[0], l[1], code, side, v[0], v[1], v[2], v[3]]);
+        self.records += 1;
         fill(&mut self.buf);
         debug_assert_eq!(self.buf.len(), start + HEADER + len);
         if self.buf.len() >= self.limits.buffer {
@@ -329,6 +335,8 @@ impl Txn {
             if !self.buf.is_empty() {
                 crate::batch::write(log, &self.buf);
                 self.buf.clear();
+                let records = std::mem::take(&mut self.records);
+                COUNTERS.add(Counter::shm_records, records);
             }
         }
     }

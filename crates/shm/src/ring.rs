@@ -21,6 +21,7 @@
 //! reader is told it was overrun instead of being given records.
 
 use crate::record::{decode_into, Record};
+use lacquer_core::counters::{Counter, COUNTERS};
 use memmap2::{Mmap, MmapMut};
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -123,11 +124,23 @@ impl Log {
         if len == 0 || len > self.space / 4 {
             return;
         }
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                COUNTERS.inc(Counter::shm_cont);
+                self.state.lock().unwrap_or_else(|e| e.into_inner())
+            }
+        };
+        COUNTERS.inc(Counter::shm_writes);
+        COUNTERS.add(Counter::shm_bytes, len);
         let base = self.map.as_ptr() as *mut u8;
         let h = header(base);
         let start = st.head;
         let end = start + len;
+        if start / self.space != end / self.space {
+            COUNTERS.inc(Counter::shm_cycles);
+        }
         h.reserve.store(end, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         // The first batch starting in each sixteenth of the ring marks

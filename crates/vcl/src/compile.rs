@@ -323,6 +323,7 @@ impl Compiler {
                 })
                 .collect(),
             default_backend,
+            imports: self.imports.clone(),
             warnings: std::mem::take(&mut self.warnings),
             uses_client_socket: self.imports.iter().any(|i| i == "tcp" || i == "std"),
         })

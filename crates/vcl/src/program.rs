@@ -33,6 +33,8 @@ pub struct Program {
     /// It imports a vmod that sets options on the client's socket (`tcp`,
     /// `std.set_ip_tos`): ESI includes need a descriptor of their own.
     pub uses_client_socket: bool,
+    /// The vmods it imports.
+    pub imports: Vec<String>,
 }
 
 /// A vmod object declared with `new`, made when `vcl_init` runs.

@@ -126,6 +126,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("Cannot start the runtime: {e}"))?;
+    COUNTERS.set(Counter::pools, 1);
+    COUNTERS.set(Counter::threads, workers as u64);
+    COUNTERS.set(Counter::threads_created, workers as u64);
     let stores: Vec<Arc<Store>> = cfg
         .stores
         .iter()
@@ -282,10 +285,18 @@ pub(crate) async fn accept_loop(
                     name.clone(),
                 )));
             }
-            Err(_) => {
+            Err(e) => {
                 // Out of descriptors or a connection reset before accept:
                 // count it and pause briefly rather than spin.
                 COUNTERS.inc(Counter::sess_fail);
+                COUNTERS.inc(match e.raw_os_error() {
+                    Some(libc::ECONNABORTED) => Counter::sess_fail_econnaborted,
+                    Some(libc::EINTR) => Counter::sess_fail_eintr,
+                    Some(libc::EMFILE | libc::ENFILE) => Counter::sess_fail_emfile,
+                    Some(libc::EBADF) => Counter::sess_fail_ebadf,
+                    Some(libc::ENOMEM | libc::ENOBUFS) => Counter::sess_fail_enomem,
+                    _ => Counter::sess_fail_other,
+                });
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }

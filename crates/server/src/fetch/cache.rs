@@ -412,8 +412,14 @@ async fn store(
     };
     let timers = beresp.timers;
     let remaining_life = timers.t_origin + timers.lifetime() - now;
+    let shortlived = remaining_life < p.shortlived();
+    if !cacheable {
+        COUNTERS.inc(Counter::beresp_uncacheable);
+    } else if shortlived {
+        COUNTERS.inc(Counter::beresp_shortlived);
+    }
     let store = sh.cache.store_for(
-        !cacheable || remaining_life < p.shortlived(),
+        !cacheable || shortlived,
         beresp
             .storage
             .as_deref()

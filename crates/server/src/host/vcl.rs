@@ -228,6 +228,15 @@ impl Registry {
             .map(|e| e.loaded.backends.iter().flatten().count())
             .sum();
         COUNTERS.set(Counter::n_backend, backends as u64);
+        let mut vmods: Vec<&str> = Vec::new();
+        for e in &self.entries {
+            for m in &e.loaded.program.imports {
+                if !vmods.contains(&m.as_str()) {
+                    vmods.push(m);
+                }
+            }
+        }
+        COUNTERS.set(Counter::vmods, vmods.len() as u64);
     }
 }
 

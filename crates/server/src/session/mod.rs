@@ -94,10 +94,16 @@ async fn linger(sh: &Shared, c: &mut Client) {
 }
 
 async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
+    let mut served = false;
     loop {
         let limits = sh.request_limits();
         let idle = c.sess.idle.unwrap_or(sh.params.timeout_idle());
         let deadline = Instant::now() + Params::duration(idle);
+        // A keep-alive session with nothing to read yet waits
+        // `timeout_linger` first; past it, it counts as herded (as
+        // Varnish hands such a session to its waiter).
+        let mut herd = served && c.rbuf.is_empty();
+        let mut read = false;
         let head = loop {
             match parse_request(&mut c.rbuf, &limits) {
                 Ok(Some(head)) => break head,
@@ -105,14 +111,26 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 Err(e) => return refuse(sh, c, &e, log).await,
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            match c.read_more(left).await {
+            let linger = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
+            let wait = if herd { linger.min(left) } else { left };
+            read = true;
+            match c.read_more(wait).await {
                 Ok(0) if c.rbuf.is_empty() => return CloseReason::RemClose,
                 Ok(0) => return CloseReason::RxJunk,
-                Ok(_) => {}
+                Ok(_) => herd = false,
+                Err(ReadError::Timeout) if herd && wait < left => {
+                    COUNTERS.inc(Counter::sess_herd);
+                    herd = false;
+                }
                 Err(ReadError::Timeout) => return CloseReason::RxTimeout,
                 Err(ReadError::Io) => return CloseReason::RemClose,
             }
         };
+        if !read {
+            // Sent with the request before it (pipelined).
+            COUNTERS.inc(Counter::sess_readahead);
+        }
+        served = true;
         match request::handle(c, sh, head, log).await {
             Outcome::KeepAlive => continue,
             Outcome::Close(reason) => return reason,
