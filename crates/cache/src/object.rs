@@ -69,7 +69,8 @@ pub struct VarySpec {
 
 impl VarySpec {
     /// Builds the spec from a `Vary` value list and the request headers.
-    /// Returns `Err(VaryStar)` for `Vary: *` (anywhere in the list).
+    /// Returns `Err(VaryStar)` for `Vary: *` (anywhere in the list) and
+    /// for a malformed list.
     pub fn build<'a>(
         vary_values: impl Iterator<Item = &'a Bytes>,
         req: &Headers,
@@ -93,7 +94,15 @@ impl VarySpec {
                 if token.is_empty() {
                     continue;
                 }
-                if token == b"*" {
+                // `*`, and (as in Varnish) a name that is no field name
+                // or is longer than 127 bytes: no variant can be told
+                // apart by it, so nothing is shared.
+                if token == b"*"
+                    || token.len() > 127
+                    || !token
+                        .iter()
+                        .all(|&b| lacquer_http::headers::is_token_byte(b))
+                {
                     return Err(VaryStar);
                 }
                 let name = String::from_utf8_lossy(token).to_ascii_lowercase();
@@ -494,6 +503,12 @@ mod tests {
         assert!(!spec.matches(&extra));
         let star = [Bytes::from_static(b"Cookie, *")];
         assert!(VarySpec::build(star.iter(), &req).is_err());
+        let colon = [Bytes::from_static(b": foo")];
+        assert!(VarySpec::build(colon.iter(), &req).is_err(), "malformed");
+        let long = [Bytes::from("a".repeat(128))];
+        assert!(VarySpec::build(long.iter(), &req).is_err(), "too long");
+        let fine = [Bytes::from("a".repeat(127))];
+        assert!(VarySpec::build(fine.iter(), &req).is_ok());
         let ae = [Bytes::from_static(b"Accept-Encoding")];
         assert!(VarySpec::build_skipping(ae.iter(), &req, true)
             .unwrap()

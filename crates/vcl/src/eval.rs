@@ -104,8 +104,13 @@ impl<'a> Eval<'a> {
             }
             Stmt::Synthetic(e) => {
                 let v = self.eval(e)?;
-                let b = to_bytes(self.prog, v);
-                self.host.synthetic(&b);
+                if v.is_unset() {
+                    // What varnishd writes for an unset string here.
+                    self.host.synthetic(b"(null)");
+                } else {
+                    let b = to_bytes(self.prog, v);
+                    self.host.synthetic(&b);
+                }
             }
             Stmt::HashData(e) => {
                 let v = self.eval(e)?;
@@ -410,11 +415,11 @@ fn str_side(v: &Value) -> Option<&[u8]> {
     (!v.is_unset()).then(|| v.as_bytes())
 }
 
-/// Compares two strings (`None`: unset, equal only to unset).
+/// Compares two strings (`None`: unset).
 fn compare_bytes(op: BinOp, x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
-    use std::cmp::Ordering;
+    // As Varnish's string comparison: an unset side equals nothing, not
+    // even another unset one.
     let ord = match (x, y) {
-        (None, None) => Some(Ordering::Equal),
         (Some(a), Some(b)) => Some(a.cmp(b)),
         _ => None,
     };

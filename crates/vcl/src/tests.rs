@@ -500,3 +500,34 @@ fn strings_order_byte_by_byte_on_either_side() {
     let mut h = TestHost::req("GET", "/", &[("Host", "h"), ("X", "c"), ("Y", "c")]);
     assert_eq!(h.run(&p, Method::Recv), Action::Hash);
 }
+
+#[test]
+fn an_unset_string_equals_nothing_not_even_another_unset_one() {
+    let p = prog(
+        r#"sub vcl_recv {
+            if (req.http.a == req.http.b) {
+                return (pass);
+            }
+            if (req.http.a != req.http.b) {
+                return (pipe);
+            }
+        }"#,
+    );
+    let mut h = TestHost::req("GET", "/", &[("Host", "h")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pipe);
+    let mut h = TestHost::req("GET", "/", &[("Host", "h"), ("A", "x"), ("B", "x")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+}
+
+#[test]
+fn synthetic_of_an_unset_string_writes_null_as_varnishd_does() {
+    let p = prog(
+        r#"sub vcl_synth {
+            synthetic(resp.http.blank);
+            return (deliver);
+        }"#,
+    );
+    let mut h = TestHost::default();
+    assert_eq!(h.run(&p, Method::Synth), Action::Deliver);
+    assert_eq!(h.body, b"(null)");
+}

@@ -71,8 +71,8 @@ impl Session<'_> {
                 .ok_or_else(|| Fail(format!("{}: missing argument", w[0])))
         };
         match w[0] {
-            "txreq" => self.tx(conn, &w, true),
-            "txresp" => self.tx(conn, &w, false),
+            "txreq" => self.tx(conn, cmd, &w, true),
+            "txresp" => self.tx(conn, cmd, &w, false),
             "rxreq" => {
                 conn.rx_head(true)?;
                 conn.rx_body(true, false)
@@ -236,7 +236,7 @@ impl Session<'_> {
     }
 
     /// `txreq` and `txresp`.
-    fn tx(&mut self, conn: &mut Conn, w: &[&str], request: bool) -> Step {
+    fn tx(&mut self, conn: &mut Conn, cmd: &Command, w: &[&str], request: bool) -> Step {
         let (mut a, mut b, mut c) = if request {
             ("GET".to_string(), "/".to_string(), "HTTP/1.1".to_string())
         } else {
@@ -281,7 +281,18 @@ impl Session<'_> {
                 }
                 ("-nolen", _) => nolen = true,
                 ("-chunked", _) => chunked = true,
-                ("-body", _) => body = Some(value(&mut i)?.into_bytes()),
+                ("-body", _) => {
+                    let text = value(&mut i)?;
+                    // As varnishtest, a `{...}` body has its backslash
+                    // escapes read too (`\0` is a NUL byte); a quoted one
+                    // had them read already.
+                    let block = cmd.words.get(i).is_some_and(|w| w.block);
+                    body = Some(if block {
+                        crate::script::unescape(&text)
+                    } else {
+                        text.into_bytes()
+                    });
+                }
                 ("-bodylen", _) => body = Some(synth_body(parse_num(&value(&mut i)?)? as usize)),
                 ("-bodyfrom", _) => {
                     let path = value(&mut i)?;

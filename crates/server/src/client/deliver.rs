@@ -55,6 +55,28 @@ fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
     *head = out;
 }
 
+/// Makes the head's `ETag` weak (`W/"…"`): the body goes out transformed
+/// (inflated), so it is no longer the bytes a strong validator names.
+fn weaken_etag_line(head: &mut Vec<u8>) {
+    const NAME: &[u8] = b"etag:";
+    let mut at = 0;
+    for line in head.split_inclusive(|&b| b == b'\n') {
+        if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
+            let value = NAME.len()
+                + line[NAME.len()..]
+                    .iter()
+                    .take_while(|&&b| b == b' ' || b == b'\t')
+                    .count();
+            if !line[value..].starts_with(b"W/") {
+                let pos = at + value;
+                head.splice(pos..pos, *b"W/");
+            }
+            return;
+        }
+        at += line.len();
+    }
+}
+
 pub(crate) use crate::transport::io::WireBody;
 
 /// The per-delivery fields of a response.
@@ -293,6 +315,10 @@ pub(crate) async fn object(
     }
     if gunzip {
         remove_header_line(&mut c.wbuf, b"content-encoding");
+    }
+    if gunzip || esi {
+        // The body goes out transformed (inflated, includes expanded).
+        weaken_etag_line(&mut c.wbuf);
     }
     if let Some((start, end, total)) = window {
         let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");

@@ -134,7 +134,9 @@ impl FetchFilters {
         } else {
             Zip::None
         };
-        if esi_gzip && plain {
+        // Stored re-compressed: not the backend's bytes. (A page
+        // delivered with its includes expanded is weakened then.)
+        if esi_gzip {
             weaken_etag(headers);
         }
         FetchFilters {

@@ -38,6 +38,18 @@ pub(crate) fn merged(stale: &Object, resp: &ResponseHead) -> ResponseHead {
         }
         headers.append(h.name.clone(), h.value.clone());
     }
+    // A stored body Lacquer transformed (gzip'd, inflated) carries a weak
+    // validator; the backend's 304 names its own bytes with a strong one,
+    // which must be weakened the same way.
+    let stale_weak = stale.etag().is_some_and(|e| e.starts_with(b"W/"));
+    if let Some(etag) = headers
+        .get("etag")
+        .filter(|e| stale_weak && !e.starts_with(b"W/"))
+    {
+        let mut weak = b"W/".to_vec();
+        weak.extend_from_slice(etag);
+        headers.set("ETag", weak);
+    }
     ResponseHead {
         version: resp.version,
         status: stale.status(),
