@@ -163,6 +163,47 @@ fn read_word(b: &[u8], mut i: usize, line: usize) -> Step<(Word, usize, usize)> 
     }
 }
 
+/// Reads the escape after a backslash at `b[i]` onto `out` (`\n`, `\r`,
+/// `\t`, up to three octal digits, or the character itself); returns
+/// the index of its last byte.
+fn escape(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> usize {
+    match b[i] {
+        b'n' => out.push(b'\n'),
+        b'r' => out.push(b'\r'),
+        b't' => out.push(b'\t'),
+        b'0'..=b'7' => {
+            let mut v = 0u32;
+            let mut n = 0;
+            while n < 3 && i < b.len() && (b'0'..=b'7').contains(&b[i]) {
+                v = v * 8 + u32::from(b[i] - b'0');
+                i += 1;
+                n += 1;
+            }
+            i -= 1;
+            out.push(v as u8);
+        }
+        other => out.push(other),
+    }
+    i
+}
+
+/// A text with its backslash escapes read, as in a quoted string.
+pub(crate) fn unescape(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            i = escape(b, i + 1, &mut out);
+        } else {
+            out.push(b[i]);
+        }
+        i += 1;
+    }
+    out
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,44 +266,4 @@ mod tests {
         let later = parse("a ${nope}").unwrap();
         assert!(later[0].expand(&m).unwrap_err().0.contains("nope"));
     }
-}
-
-/// Reads the escape after a backslash at `b[i]` onto `out` (`\n`, `\r`,
-/// `\t`, up to three octal digits, or the character itself); returns
-/// the index of its last byte.
-fn escape(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> usize {
-    match b[i] {
-        b'n' => out.push(b'\n'),
-        b'r' => out.push(b'\r'),
-        b't' => out.push(b'\t'),
-        b'0'..=b'7' => {
-            let mut v = 0u32;
-            let mut n = 0;
-            while n < 3 && i < b.len() && (b'0'..=b'7').contains(&b[i]) {
-                v = v * 8 + u32::from(b[i] - b'0');
-                i += 1;
-                n += 1;
-            }
-            i -= 1;
-            out.push(v as u8);
-        }
-        other => out.push(other),
-    }
-    i
-}
-
-/// A text with its backslash escapes read, as in a quoted string.
-pub(crate) fn unescape(text: &str) -> Vec<u8> {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 1 < b.len() {
-            i = escape(b, i + 1, &mut out);
-        } else {
-            out.push(b[i]);
-        }
-        i += 1;
-    }
-    out
 }
