@@ -130,13 +130,13 @@ pub fn parse_response(
                 _ => bad_length = true,
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            let last = h
-                .value
-                .split(|&b| b == b',')
-                .next_back()
-                .map(trim)
-                .unwrap_or(b"");
-            te_chunked_last = Some(last.eq_ignore_ascii_case(b"chunked"));
+            // Only `chunked` is read: a body in another transfer coding
+            // could be passed on only as bytes no client can decode, so
+            // such a response is refused (a 503), as Varnish does.
+            if te_chunked_last.is_some() || !trim(h.value).eq_ignore_ascii_case(b"chunked") {
+                return Err(ResponseError::Malformed("unsupported Transfer-Encoding"));
+            }
+            te_chunked_last = Some(true);
         }
         headers.push_raw(Header {
             name: head.slice_ref(name),
@@ -222,6 +222,13 @@ mod tests {
         .unwrap();
         assert_eq!(r.framing, Framing::Chunked);
         assert!(!r.keep_alive, "even with a length that does not parse");
+        for te in ["foobar", "gzip, chunked", "chunked, chunked", "identity"] {
+            let text = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert!(parse(&text, false).is_err(), "{te}");
+        }
+        let text =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(parse(text, false).is_err(), "twice");
         let r = parse("HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
         assert_eq!(r.framing, Framing::UntilClose);
         assert!(!r.keep_alive);

@@ -562,8 +562,9 @@ impl<'a> Spliced<'a> {
     }
 }
 
-/// Appends `replacement` with `\0`…`\9` replaced by the groups and `\\`
-/// by one backslash.
+/// Appends `replacement` with `\0`…`\9` replaced by the groups and a
+/// backslash before any other character dropped (`\\` is one backslash,
+/// `\&` an ampersand); a backslash at the very end stays.
 fn expand(out: &mut Vec<u8>, caps: &regex::bytes::Captures, replacement: &[u8]) {
     let mut i = 0;
     while i < replacement.len() {
@@ -577,11 +578,10 @@ fn expand(out: &mut Vec<u8>, caps: &regex::bytes::Captures, replacement: &[u8]) 
                 i += 2;
                 continue;
             }
-            if n == b'\\' {
-                out.push(b'\\');
-                i += 2;
-                continue;
-            }
+            // Any other escaped character stands for itself (`\\`, `\&`).
+            out.push(n);
+            i += 2;
+            continue;
         }
         out.push(c);
         i += 1;
@@ -601,6 +601,7 @@ mod tests {
             b"x<ab>y<ab>"
         );
         assert_eq!(&regsub(&re, b"none", b"z", true)[..], b"none");
+        assert_eq!(&regsub(&re, b"ab", b"\\&\\\\\\1\\", false)[..], b"&\\a\\");
         assert_eq!(&regsub(&re, b"xab", b"\\\\", true)[..], b"x\\");
         let empty = lacquer_core::regex::compile("x*").unwrap();
         assert_eq!(&regsub(&empty, b"ab", b"-", true)[..], b"-a-b-");

@@ -203,7 +203,6 @@ pub(crate) fn unescape(text: &str) -> Vec<u8> {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

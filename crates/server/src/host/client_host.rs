@@ -192,8 +192,10 @@ impl Host for ClientHost<'_> {
             ),
             Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
             Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
+            // Without an object in vcl_deliver, the response is a pass
+            // streamed straight through: uncacheable.
             Var::ObjUncacheable => {
-                Value::Bool(obj.is_some_and(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
+                Value::Bool(obj.is_none_or(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
             }
             Var::Resp => Value::Http(HttpKind::Resp),
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
