@@ -228,6 +228,32 @@ impl Headers {
         Some(Bytes::from(out))
     }
 
+    /// Folds a repeated list-valued field into its first line (`a, b`),
+    /// as Varnish does with `Cache-Control` and `Vary`; nothing changes
+    /// when it appears once or not at all.
+    pub fn collect(&mut self, name: &str) {
+        let mut lines = self
+            .list
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.name.eq_ignore_ascii_case(name.as_bytes()));
+        let Some((first, _)) = lines.next() else {
+            return;
+        };
+        if lines.next().is_none() {
+            return;
+        }
+        let joined = self.get_joined(name).expect("present");
+        let mut seen = false;
+        self.list.retain(|h| {
+            let this = h.name.eq_ignore_ascii_case(name.as_bytes());
+            let keep = !this || !seen;
+            seen |= this;
+            keep
+        });
+        self.list[first].value = joined;
+    }
+
     /// Removes the hop-by-hop headers and every header that `Connection`
     /// names.
     pub fn remove_hop_by_hop(&mut self) {
@@ -346,5 +372,26 @@ mod tests {
         assert!(hs.has_token("connection", "keep-alive"));
         assert!(hs.has_token("connection", "upgrade"));
         assert!(!hs.has_token("connection", "close"));
+    }
+}
+
+#[cfg(test)]
+mod collect_tests {
+    use super::*;
+
+    #[test]
+    fn collect_folds_repeats_into_the_first_line() {
+        let mut h = Headers::new();
+        h.append("Cache-Control", "foo");
+        h.append("X", "1");
+        h.append("cache-control", "bar");
+        h.collect("cache-control");
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.get("cache-control").unwrap(), "foo, bar");
+        assert_eq!(h.iter().next().unwrap().name, "Cache-Control");
+        let mut once = Headers::new();
+        once.append("Vary", "a");
+        once.collect("vary");
+        assert_eq!(once.get("vary").unwrap(), "a");
     }
 }

@@ -143,6 +143,12 @@ pub fn parse_response(
             value: head.slice_ref(h.value),
         });
     }
+    // A 204 cannot have a body (RFC 9110 §15.3.5): one that announces
+    // one would leave bytes on the connection that read as the next
+    // response. Refused, as Varnish does (a 0 length is harmless).
+    if status == 204 && (content_length.is_some_and(|n| n > 0) || te_chunked_last.is_some()) {
+        return Err(ResponseError::Malformed("204 with a body"));
+    }
     let no_body =
         request_was_head || (100..200).contains(&status) || status == 204 || status == 304;
     let framing = if no_body {
@@ -232,6 +238,16 @@ mod tests {
         let r = parse("HTTP/1.1 200 OK\r\n\r\n", false).unwrap().unwrap();
         assert_eq!(r.framing, Framing::UntilClose);
         assert!(!r.keep_alive);
+        assert!(parse(
+            "HTTP/1.1 204 No Content\r\nContent-Length: 4\r\n\r\n",
+            false
+        )
+        .is_err());
+        let r = parse(
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            false,
+        );
+        assert_eq!(r.unwrap().unwrap().framing, Framing::None);
         let r = parse(
             "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
             false,

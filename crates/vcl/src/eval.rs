@@ -197,7 +197,8 @@ impl<'a> Eval<'a> {
             Expr::And(a, b) => self.test(a)? && self.test(b)?,
             Expr::Or(a, b) => self.test(a)? || self.test(b)?,
             Expr::Regex(x, re, negate) => {
-                let hit = self.with_str(x, |s| s.is_some_and(|s| re.is_match(s)))?;
+                // An unset string matches as the empty one, as in Varnish.
+                let hit = self.with_str(x, |s| re.is_match(s.unwrap_or(b"")))?;
                 hit != *negate
             }
             Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {

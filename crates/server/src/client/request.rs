@@ -119,6 +119,8 @@ pub(crate) async fn handle(
         log.head(HeadKind::Req, &head.raw);
     }
     let mut req = Req::new(xid, head, log, t_req, &vcl);
+    // One Cache-Control line, as Varnish folds them, for VCL to read.
+    req.head.headers.collect("cache-control");
     append_forwarded_for(&mut req, c);
     client_steps(c, sh, &vcl, req).await
 }

@@ -145,6 +145,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 Some(&mut beresp),
             );
             if let Action::Deliver | Action::Pass(_) = action {
+                beresp.headers.remove_hop_by_hop();
                 return mode.respond(bereq, beresp, resp, conn, action, &t).await;
             }
             // The response is not used: its connection can carry the next
@@ -225,8 +226,12 @@ pub(crate) fn beresp_from(
         default_keep: p.default_keep(),
         varnish_compat: p.varnish_compat_ttl(),
     };
+    // Hop-by-hop fields stay visible to vcl_backend_response (as in
+    // Varnish) and are dropped after it, before anything is stored or
+    // sent.
     let mut headers = resp.headers.clone();
-    headers.remove_hop_by_hop();
+    headers.collect("cache-control");
+    headers.collect("vary");
     Beresp {
         status: resp.status,
         reason: if resp.reason.is_empty() {
