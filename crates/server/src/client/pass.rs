@@ -12,7 +12,7 @@
 //! `vcl_deliver`.
 
 use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
-use crate::fetch::backend_steps::{self, FetchMode};
+use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
 use crate::fetch::fill;
 use crate::host::backend_host::{Bereq, BereqBody, Beresp};
 use crate::host::client_host::{ClientHost, Resp};
@@ -173,7 +173,7 @@ impl FetchMode for PassFetch<'_> {
         be: Conn<'_>,
         _action: Action,
         t: &lacquer_backend::Timeouts,
-    ) -> Passed {
+    ) -> Result<Passed, BodyFailed> {
         let (c, sh, vcl, req, conn, keep) = (
             &mut *self.c,
             self.sh,
@@ -188,7 +188,7 @@ impl FetchMode for PassFetch<'_> {
             let transient = sh.cache.transient().clone();
             match fill::begin(sh, bereq, beresp, &resp, None, transient) {
                 Some(filling) => PassBody::Private(filling),
-                None => return Passed::Object(synth::fetch_failed(req.xid)),
+                None => return Ok(Passed::Object(synth::fetch_failed(req.xid))),
             }
         } else {
             PassBody::Stream(beresp)
@@ -199,14 +199,14 @@ impl FetchMode for PassFetch<'_> {
             conn: be,
             timeouts: t,
         };
-        match body {
+        Ok(match body {
             PassBody::Private(filling) => {
                 deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
             }
             PassBody::Stream(beresp) => {
                 stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
             }
-        }
+        })
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Passed {

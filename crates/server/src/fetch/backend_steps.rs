@@ -26,6 +26,9 @@ use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A body that had to be read whole could not be.
+pub(crate) struct BodyFailed;
+
 /// What a fetch does where a cache fetch and a pass differ. A method that
 /// returns `Err(done)` ends the fetch with `done`.
 pub(crate) trait FetchMode {
@@ -68,7 +71,9 @@ pub(crate) trait FetchMode {
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Self::Done>;
 
     /// `vcl_backend_response` let the response through (`deliver`, or
-    /// `pass` with its hit-for-pass lifetime in `action`).
+    /// `pass` with its hit-for-pass lifetime in `action`). `Err` when a
+    /// body read whole before anyone saw it (`beresp.do_stream = false`)
+    /// failed: the fetch goes on to `vcl_backend_error`.
     async fn respond(
         &mut self,
         bereq: &mut Bereq,
@@ -77,7 +82,7 @@ pub(crate) trait FetchMode {
         conn: Conn<'_>,
         action: Action,
         t: &Timeouts,
-    ) -> Self::Done;
+    ) -> Result<Self::Done, BodyFailed>;
 
     /// What `vcl_backend_error` built, after any retries.
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Self::Done;
@@ -146,7 +151,10 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             );
             if let Action::Deliver | Action::Pass(_) = action {
                 beresp.headers.remove_hop_by_hop();
-                return mode.respond(bereq, beresp, resp, conn, action, &t).await;
+                match mode.respond(bereq, beresp, resp, conn, action, &t).await {
+                    Ok(done) => return done,
+                    Err(BodyFailed) => break 'attempt (503, None),
+                }
             }
             // The response is not used: its connection can carry the next
             // request only if it had no body to read.

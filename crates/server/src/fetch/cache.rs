@@ -7,7 +7,7 @@
 //! `vcl_backend_error`'s answer goes to every waiter. The body streams
 //! into storage while clients read it.
 
-use crate::fetch::backend_steps::{self, FetchMode};
+use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
 use crate::fetch::fill;
 use crate::fetch::revalidate;
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
@@ -257,7 +257,7 @@ impl FetchMode for CacheFetch<'_> {
         conn: lacquer_backend::Conn<'_>,
         action: Action,
         t: &lacquer_backend::Timeouts,
-    ) {
+    ) -> Result<(), BodyFailed> {
         let hit_for_pass = match action {
             Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
             _ => None,
@@ -287,13 +287,13 @@ impl FetchMode for CacheFetch<'_> {
             );
         }
         let (Some(slot), Some(tx)) = (self.slot.take(), self.tx.take()) else {
-            return;
+            return Ok(());
         };
         let source = Source {
             conn,
             revalidated: self.revalidated.take(),
         };
-        store(
+        let unfinished = store(
             self.sh,
             bereq,
             beresp,
@@ -305,6 +305,15 @@ impl FetchMode for CacheFetch<'_> {
             t,
         )
         .await;
+        match unfinished {
+            // The slot and the waiting client go to vcl_backend_error.
+            Some((slot, tx)) => {
+                self.slot = Some(slot);
+                self.tx = Some(tx);
+                Err(BodyFailed)
+            }
+            None => Ok(()),
+        }
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) {
@@ -384,7 +393,7 @@ async fn store(
     tx: oneshot::Sender<Fetched>,
     source: Source<'_>,
     t: &lacquer_backend::Timeouts,
-) {
+) -> Option<(FetchSlot, oneshot::Sender<Fetched>)> {
     let now = beresp.t_resp;
     let p = &sh.params;
     let xid = bereq.xid;
@@ -405,6 +414,7 @@ async fn store(
         cacheable = false;
     }
     let mut beresp = beresp;
+    let stream = beresp.do_stream;
     let withheld = if cacheable {
         withhold(&mut bereq.log, &mut beresp.headers, p.varnish_compat_ttl())
     } else {
@@ -440,8 +450,20 @@ async fn store(
         let err = synth::fetch_failed(xid);
         slot.abandon(Some(err.clone()));
         let _ = tx.send(err.into());
-        return;
+        return None;
     };
+    let mut body = Some((filling, conn));
+    if !stream {
+        // beresp.do_stream = false: the body is read whole before anyone
+        // sees the object; a body that fails makes the fetch fail (the
+        // client answers 503), as in Varnish.
+        if let Some((filling, conn)) = body.take() {
+            read_body(sh, bereq, filling, conn, t, false).await;
+        }
+        if obj.body().chunks().is_none() {
+            return Some((slot, tx));
+        }
+    }
     if cacheable {
         slot.insert(&obj, &bereq.headers);
     } else {
@@ -472,10 +494,25 @@ async fn store(
         }
     }
     let _ = tx.send(Fetched { obj, withheld });
+    if let Some((filling, conn)) = body {
+        read_body(sh, bereq, filling, conn, t, !cacheable).await;
+    }
+    None
+}
+
+/// Reads the body into the object being filled (none for a 304, whose
+/// body is the stale object's).
+async fn read_body(
+    sh: &Shared,
+    bereq: &mut Bereq,
+    filling: Option<fill::Filling<'_>>,
+    conn: lacquer_backend::Conn<'_>,
+    t: &lacquer_backend::Timeouts,
+    private: bool,
+) {
     match filling {
-        Some(filling) => fill::fill(sh, bereq, filling, conn, t, !cacheable).await,
+        Some(filling) => fill::fill(sh, bereq, filling, conn, t, private).await,
         None => {
-            // A 304: no body to read.
             COUNTERS.inc(Counter::fetch_304);
             backend_steps::log_body_end(bereq, &conn, 0, 0, lacquer_core::time::now());
             conn.finish(true);
