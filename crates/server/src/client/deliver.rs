@@ -138,19 +138,53 @@ fn etag_matches(list: &[u8], etag: &[u8], weak: bool) -> bool {
     })
 }
 
-/// Whether a conditional GET/HEAD is answered 304 from this object.
-pub(crate) fn not_modified(req: &Headers, obj: &Object, now: f64) -> bool {
+/// The validators a response goes out with.
+pub(crate) struct Validators<'a> {
+    pub etag: Option<&'a Bytes>,
+    pub last_modified: Option<f64>,
+}
+
+impl<'a> Validators<'a> {
+    /// The object's, or, once vcl_deliver has run, the response's as VCL
+    /// left them (a `Last-Modified` it rewrote is the one compared).
+    /// Without a `Last-Modified`, the time the object was fetched stands
+    /// for it, as in Varnish.
+    pub fn of(obj: &'a Object, resp: Option<&'a Resp>) -> Self {
+        let (etag, last_modified) = match resp {
+            Some(r) => (
+                r.get(Some(obj), "etag"),
+                r.get(Some(obj), "last-modified")
+                    .map(|v| lacquer_core::time::parse_http_date(v)),
+            ),
+            None => (
+                obj.etag(),
+                obj.headers()
+                    .contains("last-modified")
+                    .then(|| obj.last_modified()),
+            ),
+        };
+        Validators {
+            etag,
+            last_modified: match last_modified {
+                Some(parsed) => parsed,
+                None => Some(obj.timers().t_origin.floor()),
+            },
+        }
+    }
+}
+
+/// Whether a conditional GET/HEAD is answered 304 given the response's
+/// validators.
+pub(crate) fn not_modified(req: &Headers, v: &Validators<'_>, now: f64) -> bool {
     if let Some(inm) = req.get("if-none-match") {
-        return match &obj.etag() {
+        return match v.etag {
             Some(etag) => etag_matches(inm, etag, true),
             None => trim(inm) == b"*",
         };
     }
     if let Some(ims) = req.get("if-modified-since") {
-        let (Some(ims), Some(lm)) = (
-            lacquer_core::time::parse_http_date(ims),
-            obj.last_modified(),
-        ) else {
+        let (Some(ims), Some(lm)) = (lacquer_core::time::parse_http_date(ims), v.last_modified)
+        else {
             return false;
         };
         return ims <= now && lm <= ims;
@@ -269,7 +303,7 @@ pub(crate) async fn object(
     let own = resp.is_some_and(|r| r.own_delivery_headers);
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
-        && not_modified(&req.head.headers, obj, now);
+        && not_modified(&req.head.headers, &Validators::of(obj, resp), now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
     let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
     let gunzip =

@@ -325,7 +325,7 @@ async fn stream_response(
         (false, true) => &["content-length"],
     };
     let status = vresp.status % 1000;
-    let amended = ResponseHead {
+    let mut amended = ResponseHead {
         version: beresp.version,
         status,
         reason: vresp.reason,
@@ -334,6 +334,25 @@ async fn stream_response(
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
     };
+    // The client's own conditions hold for a passed 200 too (as in
+    // Varnish): it gets a 304, and the backend's body is not read.
+    let not_modified =
+        !c.is_fragment() && status == 200 && (is_head || req.head.method_is("GET")) && {
+            let h = &amended.headers;
+            let validators = deliver::Validators {
+                etag: h.get("etag"),
+                last_modified: match h.get("last-modified") {
+                    Some(v) => lacquer_core::time::parse_http_date(v),
+                    None => Some(now.floor()),
+                },
+            };
+            deliver::not_modified(&req.head.headers, &validators, lacquer_core::time::now())
+        };
+    if not_modified {
+        amended.status = 304;
+        amended.reason = Bytes::from_static(b"Not Modified");
+    }
+    let status = amended.status;
     let (block, _) = crate::host::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
@@ -384,6 +403,17 @@ async fn stream_response(
     );
     if c.send_head(wire, &[], &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
+    }
+    if not_modified {
+        // The body the backend is sending is not wanted: its connection
+        // cannot carry another request.
+        be.finish(false);
+        req.log.timestamp("Resp", lacquer_core::time::now());
+        return Passed::Done(match keep {
+            true => Outcome::KeepAlive,
+            false if http10 => Outcome::Close(CloseReason::ReqHttp10),
+            false => Outcome::Close(CloseReason::ReqClose),
+        });
     }
     let mut reader = be.body(if bodyless {
         Framing::None
