@@ -177,8 +177,11 @@ impl<'a> Validators<'a> {
 /// validators.
 pub(crate) fn not_modified(req: &Headers, v: &Validators<'_>, now: f64) -> bool {
     if let Some(inm) = req.get("if-none-match") {
+        // A range asks for bytes: only a strong validator vouches for
+        // them (as in Varnish); otherwise weak comparison.
+        let weak = !req.contains("range");
         return match v.etag {
-            Some(etag) => etag_matches(inm, etag, true),
+            Some(etag) => etag_matches(inm, etag, weak),
             None => trim(inm) == b"*",
         };
     }

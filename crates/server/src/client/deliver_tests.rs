@@ -44,6 +44,10 @@ fn conditionals() {
     assert!(nm(&req(&[("If-None-Match", "\"abc\"")]), &o, now));
     assert!(nm(&req(&[("If-None-Match", "\"x\", W/\"abc\"")]), &o, now));
     assert!(nm(&req(&[("If-None-Match", "*")]), &o, now));
+    // With a range, only a strong match counts.
+    let range = |inm| req(&[("If-None-Match", inm), ("Range", "bytes=1-2")]);
+    assert!(nm(&range("\"abc\""), &o, now));
+    assert!(!nm(&range("W/\"abc\""), &o, now));
     assert!(!nm(&req(&[("If-None-Match", "\"x\"")]), &o, now));
     assert!(nm(
         &req(&[("If-Modified-Since", "Sun, 06 Nov 1994 08:49:37 GMT")]),

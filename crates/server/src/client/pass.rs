@@ -97,6 +97,11 @@ impl FetchMode for PassFetch<'_> {
         self.req.body.is_done()
     }
 
+    /// A pass carries the client's own conditions.
+    fn asked_conditionally(&self) -> bool {
+        true
+    }
+
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
         if bereq.body_unset && !self.req.body.is_done() {
             // VCL dropped the body: read it off the connection and send

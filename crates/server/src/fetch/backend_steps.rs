@@ -42,6 +42,9 @@ pub(crate) trait FetchMode {
     /// streamed to the backend cannot be sent again).
     fn may_retry(&self) -> bool;
 
+    /// Whether a 304 may answer the request: it asked conditionally.
+    fn asked_conditionally(&self) -> bool;
+
     /// Readies the request body once `vcl_backend_fetch` is done: what
     /// follows the head on the wire.
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Self::Done>;
@@ -138,6 +141,14 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             };
             let now = lacquer_core::time::now();
             log_exchange(bereq, &backend, &conn, &head, &resp, now);
+            if resp.status == 304 && !mode.asked_conditionally() {
+                // A 304 stands for an object the fetch does not have.
+                COUNTERS.inc(Counter::fetch_failed);
+                let e = FetchError::BadResponse("304 response but not conditional fetch".into());
+                log_fetch_error(&mut bereq.log, &e);
+                conn.finish(false);
+                break 'attempt (503, None);
+            }
             let (conn, resp, mut beresp) = match mode.response(sh, bereq, conn, resp, index, now) {
                 Ok(x) => x,
                 Err(done) => return done,

@@ -160,6 +160,10 @@ impl FetchMode for CacheFetch<'_> {
         true
     }
 
+    fn asked_conditionally(&self) -> bool {
+        self.stale.as_ref().is_some_and(|s| s.can_revalidate())
+    }
+
     async fn body(&mut self, _bereq: &mut Bereq) -> Result<BereqBody, ()> {
         Ok(BereqBody::None)
     }
