@@ -236,47 +236,45 @@ pub(crate) fn range(req: &Headers, obj: &Object, total: u64) -> Range {
             return Range::Full;
         }
     }
+    // As varnishd: an empty body goes out whole; any range it cannot
+    // serve (another unit, several ranges, a malformed or reversed one,
+    // one past the end) is answered 416.
+    if total == 0 {
+        return Range::Full;
+    }
+    let refused = Range::Unsatisfiable { total };
     let value = trim(value);
     if value.len() < 6 || !value[..6].eq_ignore_ascii_case(b"bytes=") {
-        return Range::Full;
+        return refused;
     }
     let spec = trim(&value[6..]);
-    if spec.contains(&b',') {
-        return Range::Full;
-    }
     let Some(dash) = spec.iter().position(|&b| b == b'-') else {
-        return Range::Full;
+        return refused;
     };
     let (a, b) = (trim(&spec[..dash]), trim(&spec[dash + 1..]));
     if a.is_empty() {
-        let Some(n) = parse_u64(b) else {
-            return Range::Full;
-        };
-        if n == 0 || total == 0 {
-            return Range::Unsatisfiable { total };
-        }
-        return Range::Partial {
-            start: total.saturating_sub(n),
-            end: total - 1,
-            total,
+        return match parse_u64(b) {
+            Some(n) if n > 0 => Range::Partial {
+                start: total.saturating_sub(n),
+                end: total - 1,
+                total,
+            },
+            _ => refused,
         };
     }
     let Some(start) = parse_u64(a) else {
-        return Range::Full;
+        return refused;
     };
     let end = if b.is_empty() {
         u64::MAX
     } else {
         match parse_u64(b) {
             Some(e) => e,
-            None => return Range::Full,
+            None => return refused,
         }
     };
-    if end < start {
-        return Range::Full;
-    }
-    if start >= total {
-        return Range::Unsatisfiable { total };
+    if end < start || start >= total {
+        return refused;
     }
     Range::Partial {
         start,
