@@ -70,8 +70,6 @@ pub enum RequestError {
     HeadersTooLarge(&'static str),
     /// 417: an Expect other than 100-continue.
     ExpectationFailed,
-    /// 501: a transfer coding we do not implement.
-    NotImplemented(&'static str),
 }
 
 impl RequestError {
@@ -81,7 +79,6 @@ impl RequestError {
             RequestError::UriTooLong => 414,
             RequestError::HeadersTooLarge(_) => 431,
             RequestError::ExpectationFailed => 417,
-            RequestError::NotImplemented(_) => 501,
         }
     }
 
@@ -91,7 +88,6 @@ impl RequestError {
             RequestError::UriTooLong => "URI Too Long",
             RequestError::HeadersTooLarge(r) => r,
             RequestError::ExpectationFailed => "Expectation Failed",
-            RequestError::NotImplemented(r) => r,
         }
     }
 }
@@ -259,10 +255,10 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
                 return Err(RequestError::Bad("Bad Request: repeated Transfer-Encoding"));
             }
             has_te = true;
+            // Another coding, or a list: its body could not be read (a
+            // 400, as varnishd answers).
             if !crate::headers::trim(value).eq_ignore_ascii_case(b"chunked") {
-                return Err(RequestError::NotImplemented(
-                    "Not Implemented: transfer coding",
-                ));
+                return Err(RequestError::Bad("Bad Request: transfer coding"));
             }
             chunked = true;
         } else if name.eq_ignore_ascii_case(b"host") {
@@ -305,6 +301,13 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             Some(n) => Framing::Length(n),
         }
     };
+    // HTTP/1.0 has no chunks: a POST or PUT says its length or is read
+    // two ways (no body, or up to the close), as varnishd refuses it.
+    if version == Version::Http10 && content_length.is_none() && matches!(method, "POST" | "PUT") {
+        return Err(RequestError::Bad(
+            "Bad Request: HTTP/1.0 POST or PUT without Content-Length",
+        ));
+    }
     if method == "HEAD" && framing != Framing::None {
         return Err(RequestError::Bad("Bad Request: HEAD with a body"));
     }
@@ -470,8 +473,10 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), 400);
         assert_eq!(
             status("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
-            501
+            400
         );
+        assert_eq!(status("POST / HTTP/1.0\r\n\r\n"), 400);
+        assert!(parse("PUT / HTTP/1.0\r\nContent-Length: 0\r\n\r\n").is_ok());
         assert_eq!(
             status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
             400
