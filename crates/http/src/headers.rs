@@ -257,20 +257,74 @@ impl Headers {
     /// Removes the hop-by-hop headers and every header that `Connection`
     /// names.
     pub fn remove_hop_by_hop(&mut self) {
+        self.remove_connection_named();
+        self.remove_fixed_hop_by_hop();
+    }
+
+    /// The values of the fields `Connection` names, as they are now:
+    /// what a client sent for this hop alone. They stay visible (to VCL);
+    /// [`Headers::remove_values`] takes exactly these out of a copy
+    /// later, so that a field VCL sets under such a name goes on.
+    pub fn connection_named_values(&self) -> Vec<Header> {
+        let mut out = Vec::new();
+        for v in self.get_all("connection") {
+            for t in v.split(|&b| b == b',') {
+                let t = trim(t);
+                if t.is_empty() {
+                    continue;
+                }
+                out.extend(
+                    self.list
+                        .iter()
+                        .filter(|h| h.name.eq_ignore_ascii_case(t))
+                        .cloned(),
+                );
+            }
+        }
+        out
+    }
+
+    /// Removes the fields that are one of `fields`: the same name with
+    /// the very same value bytes, not equal ones (see
+    /// [`Headers::connection_named_values`]).
+    pub fn remove_values(&mut self, fields: &[Header]) {
+        if fields.is_empty() {
+            return;
+        }
+        self.list.retain(|h| {
+            !fields.iter().any(|f| {
+                f.value.as_ptr() == h.value.as_ptr()
+                    && f.value.len() == h.value.len()
+                    && f.name.eq_ignore_ascii_case(&h.name)
+            })
+        });
+    }
+
+    /// Removes the fields `Connection` names (it stays).
+    pub fn remove_connection_named(&mut self) {
         let mut named: Vec<Bytes> = Vec::new();
         for v in self.get_all("connection") {
             for t in v.split(|&b| b == b',') {
                 let t = trim(t);
-                if !t.is_empty() {
+                if !t.is_empty() && !t.eq_ignore_ascii_case(b"connection") {
                     named.push(Bytes::copy_from_slice(t));
                 }
             }
         }
+        if named.is_empty() {
+            return;
+        }
+        self.list
+            .retain(|h| !named.iter().any(|n| h.name.eq_ignore_ascii_case(n)));
+    }
+
+    /// Removes the fields that are hop-by-hop by definition
+    /// ([`HOP_BY_HOP`]).
+    pub fn remove_fixed_hop_by_hop(&mut self) {
         self.list.retain(|h| {
             !HOP_BY_HOP
                 .iter()
                 .any(|n| h.name.eq_ignore_ascii_case(n.as_bytes()))
-                && !named.iter().any(|n| h.name.eq_ignore_ascii_case(n))
         });
     }
 
@@ -393,5 +447,28 @@ mod collect_tests {
         once.append("Vary", "a");
         once.collect("vary");
         assert_eq!(once.get("vary").unwrap(), "a");
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    #[test]
+    fn what_connection_names_is_kept_from_a_copy_unless_set_anew() {
+        let mut h = Headers::new();
+        h.append("Connection", "foo, FromVCL, close");
+        h.append("Foo", "bar");
+        h.append("Other", "1");
+        let named = h.connection_named_values();
+        assert_eq!(named.len(), 1);
+        h.append("FromVCL", "123");
+        h.set_named("X", h.get("foo").cloned().unwrap());
+        let mut copy = h.clone();
+        copy.remove_values(&named);
+        assert!(copy.get("foo").is_none(), "the client's own is kept back");
+        assert_eq!(copy.get("fromvcl").unwrap(), "123", "set after: goes on");
+        assert_eq!(copy.get("x").unwrap(), "bar", "another name: goes on");
+        assert_eq!(copy.get("other").unwrap(), "1");
     }
 }

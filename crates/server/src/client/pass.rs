@@ -56,7 +56,8 @@ pub(crate) async fn pass(
 ) -> Passed {
     COUNTERS.inc(Counter::s_fetch);
     let mut headers = req.head.headers.clone();
-    headers.remove_hop_by_hop();
+    headers.remove_fixed_hop_by_hop();
+    headers.remove_values(&req.hop_values);
     headers.remove("expect");
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pass");
     bereq.version = Version::Http11;

@@ -34,7 +34,8 @@ pub(crate) async fn pipe(
     conn: ConnInfo,
 ) -> Piped {
     let mut headers = req.head.headers.clone();
-    headers.remove_hop_by_hop();
+    headers.remove_fixed_hop_by_hop();
+    headers.remove_values(&req.hop_values);
     headers.set("Connection", "close");
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pipe");
     bereq.uncacheable = true;

@@ -121,6 +121,9 @@ pub(crate) async fn handle(
     let mut req = Req::new(xid, head, log, t_req, &vcl);
     // One Cache-Control line, as Varnish folds them, for VCL to read.
     req.head.headers.collect("cache-control");
+    // What the client's Connection names is for this hop alone: VCL sees
+    // it, the backend does not (unless VCL sets it anew).
+    req.hop_values = req.head.headers.connection_named_values();
     append_forwarded_for(&mut req, c);
     client_steps(c, sh, &vcl, req).await
 }

@@ -65,7 +65,8 @@ pub(crate) fn spawn(
 ) -> oneshot::Receiver<Fetched> {
     let (tx, rx) = oneshot::channel();
     let mut headers = req.head.headers.clone();
-    headers.remove_hop_by_hop();
+    headers.remove_fixed_hop_by_hop();
+    headers.remove_values(&req.hop_values);
     for name in backend_host::NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }

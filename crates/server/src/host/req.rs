@@ -51,6 +51,9 @@ pub(crate) struct Req {
     /// An include's headers as it began, before `vcl_recv` (what its own
     /// includes start from; the top request re-reads its wire head).
     pub initial: Option<Headers>,
+    /// The values of the fields the client's `Connection` named (see
+    /// `Headers::connection_named_values`), kept from the backend.
+    pub hop_values: Vec<lacquer_http::headers::Header>,
 }
 
 /// A request's byte counts.
@@ -90,6 +93,7 @@ impl Req {
             esi_enabled: true,
             include: None,
             initial: None,
+            hop_values: Vec::new(),
         }
     }
 
