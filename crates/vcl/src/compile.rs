@@ -276,8 +276,15 @@ impl Compiler {
                 "No backends or directors found in VCL program, at least one is necessary.",
             ));
         } else {
-            self.backends[0].used = true;
-            BackendRef::Backend(0)
+            // A backend called `default` is the default wherever it is
+            // declared (as in Varnish); otherwise the first.
+            let i = self
+                .backends
+                .iter()
+                .position(|b| b.def.name == "default")
+                .unwrap_or(0);
+            self.backends[i].used = true;
+            BackendRef::Backend(i)
         };
         let mut compiled = Vec::with_capacity(self.subs.len());
         for i in 0..self.subs.len() {

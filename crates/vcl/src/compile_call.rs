@@ -27,13 +27,13 @@ impl Compiler {
                 ));
             }
             let subject = self.expect(&args[0].value, Type::String)?;
-            let ExprKind::Str(pattern) = &args[1].value.kind else {
+            let Some(pattern) = crate::compile_sub::constant_string(&args[1].value) else {
                 return Err(CompileError::new(
                     "Expected a regular expression in quotes",
                     args[1].value.span,
                 ));
             };
-            let re = regex(pattern, args[1].value.span)?;
+            let re = regex(&pattern, args[1].value.span)?;
             let replacement = self.expect(&args[2].value, Type::String)?;
             return Ok((
                 Expr::Regsub {

@@ -576,14 +576,14 @@ impl Compiler {
                         return Ok((Expr::Acl(Box::new(lx), i, negate), Type::Bool));
                     }
                 }
-                let ExprKind::Str(pattern) = &r.kind else {
+                let Some(pattern) = constant_string(r) else {
                     return Err(CompileError::new(
                         "Expected a regular expression in quotes (or an ACL name) after '~'",
                         r.span,
                     ));
                 };
                 let lx = self.coerce(lx, lt, Type::String, l.span)?;
-                let re = regex(pattern, r.span)?;
+                let re = regex(&pattern, r.span)?;
                 Ok((Expr::Regex(Box::new(lx), re, negate), Type::Bool))
             }
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
@@ -645,4 +645,18 @@ impl Compiler {
 
 fn num_like(t: Type) -> bool {
     matches!(t, Type::Int | Type::Real)
+}
+
+/// A string known when the program compiles: a literal, or literals
+/// joined with `+` (a regex may be written in pieces).
+pub(crate) fn constant_string(e: &ast::Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Str(s) => Some(s.clone()),
+        ExprKind::Binary(BinOp::Add, a, b) => {
+            let mut s = constant_string(a)?;
+            s.push_str(&constant_string(b)?);
+            Some(s)
+        }
+        _ => None,
+    }
 }

@@ -531,3 +531,30 @@ fn synthetic_of_an_unset_string_writes_null_as_varnishd_does() {
     assert_eq!(h.run(&p, Method::Synth), Action::Deliver);
     assert_eq!(h.body, b"(null)");
 }
+
+#[test]
+fn a_backend_called_default_is_the_default_wherever_it_is() {
+    let text = "vcl 4.1;\nbackend first { .host = \"127.0.0.1\"; }\nbackend default { .host = \"127.0.0.2\"; }\nsub vcl_recv { if (req.url == \"/f\") { set req.backend_hint = first; } }\n";
+    let p = compile_str("test.vcl", text, &Options::default())
+        .unwrap_or_else(|f| panic!("{}", f.render()));
+    assert_eq!(p.default_backend, BackendRef::Backend(1));
+    assert_eq!(p.backends[1].name, "default");
+}
+
+#[test]
+fn a_regex_may_be_written_in_constant_pieces() {
+    let p = prog(
+        r#"sub vcl_recv {
+            if (req.url ~ "^/a" + "b$") {
+                set req.url = regsub(req.url, "a" + "b", "c");
+                return (pass);
+            }
+        }"#,
+    );
+    let mut h = TestHost::req("GET", "/ab", &[("Host", "h")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+    assert_eq!(
+        h.vars.get(&Var::ReqUrl).map(|v| v.as_bytes().to_vec()),
+        Some(b"/c".to_vec())
+    );
+}
