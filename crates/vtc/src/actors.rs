@@ -135,6 +135,7 @@ impl Server {
                             non_fatal: false,
                             gzip_level: 0,
                             gzip_residual: None,
+                            stopping: Some(&stopping),
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
@@ -159,6 +160,7 @@ impl Server {
                     non_fatal: false,
                     gzip_level: 0,
                     gzip_residual: None,
+                    stopping: Some(&stopping),
                 };
                 let mut conn = Conn::new(&name, stream, timeout);
                 let times = if keepalive { repeat } else { 1 };
@@ -271,6 +273,7 @@ impl Client {
                 non_fatal: false,
                 gzip_level: 0,
                 gzip_residual: None,
+                stopping: None,
             };
             let rounds = if keepalive { 1 } else { repeat };
             for _ in 0..rounds {

@@ -26,6 +26,9 @@ pub struct Session<'w> {
     pub gzip_level: u32,
     /// `-gzipresidual`: where gzip bodies made from now on stop.
     pub gzip_residual: Option<u8>,
+    /// A server's stop flag: a `delay` ends early once it is set (as
+    /// varnishtest cancels a server at the end of a test).
+    pub stopping: Option<&'w std::sync::atomic::AtomicBool>,
 }
 
 fn words(cmd: &Command) -> Vec<&str> {
@@ -167,7 +170,10 @@ impl Session<'_> {
                 log(4, &self.actor, "EXPECT PATTERN SUCCESS");
                 Ok(())
             }
-            "delay" => delay(&self.actor, arg(1)?),
+            "delay" => match self.stopping {
+                Some(stopping) => delay_unless(&self.actor, arg(1)?, stopping),
+                None => delay(&self.actor, arg(1)?),
+            },
             "barrier" => self.world.barrier(arg(1)?)?.sync(&self.actor),
             "close" => {
                 let _ = conn.stream.shutdown(std::net::Shutdown::Both);
@@ -391,6 +397,26 @@ pub fn delay(actor: &str, secs: &str) -> Step {
     log(3, actor, &format!("delaying {secs} second(s)"));
     std::thread::sleep(Duration::from_secs_f64(f.max(0.0)));
     Ok(())
+}
+
+/// [`delay`] for a server: cut short, as a failure its stop excuses,
+/// when the test ends while it waits.
+fn delay_unless(actor: &str, secs: &str, stopping: &std::sync::atomic::AtomicBool) -> Step {
+    let f: f64 = secs
+        .parse()
+        .map_err(|_| Fail(format!("delay: bad number \"{secs}\"")))?;
+    log(3, actor, &format!("delaying {secs} second(s)"));
+    let end = std::time::Instant::now() + Duration::from_secs_f64(f.max(0.0));
+    loop {
+        if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            fail!("stopped while delaying");
+        }
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
 }
 
 fn send_urgent(conn: &mut Conn, data: &[u8]) -> Step {
