@@ -348,7 +348,9 @@ impl Session<'_> {
                     .is_some_and(|n| n.trim().eq_ignore_ascii_case(name))
             })
         };
-        if request && !nohost && !has("host") {
+        // As varnishtest: an HTTP/1.0 request goes without a Host of its
+        // own making.
+        if request && !nohost && !has("host") && c != "HTTP/1.0" {
             head.push_str("Host: 127.0.0.1\r\n");
         }
         for h in &headers {
