@@ -118,6 +118,9 @@ pub struct Wants {
     /// `req.hash_ignore_vary`: the first variant found will do, whatever
     /// its `Vary` asks.
     pub ignore_vary: bool,
+    /// `req.hash_ignore_busy`: a fetch under way is not waited for; the
+    /// request fetches on its own.
+    pub ignore_busy: bool,
 }
 
 impl Wants {
@@ -328,6 +331,13 @@ impl Cache {
             }
         }
         let grace = grace.cloned();
+        if head.busy.is_some() && grace.is_none() && wants.ignore_busy {
+            // Its own fetch, which replaces the variant when it is done
+            // and makes nobody wait.
+            let key = head.key.clone();
+            drop(map);
+            return Lookup::Miss(self.slot(hashed.hash, key, None));
+        }
         if let Some(busy) = &head.busy {
             return match grace {
                 Some(obj) => {

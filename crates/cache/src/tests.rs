@@ -472,3 +472,28 @@ fn min_fresh_revalidates_an_object_at_most_once_a_second() {
     assert!(matches!(look(5.9, 8.0), Lookup::Hit(_)));
     assert!(matches!(look(6.1, 8.0), Lookup::Miss(_)));
 }
+
+#[test]
+fn hash_ignore_busy_fetches_alongside_instead_of_waiting() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let first = miss(&c, b"/a", &req, 0.0);
+    let ignore = Wants {
+        ignore_busy: true,
+        ..Wants::default()
+    };
+    let Lookup::Miss(own) = c.lookup_wanting(b"/a", br(&req), 0.0, 2.0, ignore) else {
+        panic!("a request that ignores busy objects fetches")
+    };
+    assert!(
+        matches!(c.lookup(b"/a", br(&req), 0.0, 2.0), Lookup::Wait(_)),
+        "the others still wait on the first fetch"
+    );
+    let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    own.insert(&o, &req);
+    drop(first);
+    assert!(matches!(
+        c.lookup(b"/a", br(&req), 0.0, 2.0),
+        Lookup::Hit(_)
+    ));
+}

@@ -418,6 +418,7 @@ fn lookup_wants(sh: &Shared, req: &Req) -> Wants {
     let mut wants = Wants {
         grace: req.grace,
         ignore_vary: req.hash_ignore_vary,
+        ignore_busy: req.hash_ignore_busy,
         ..Wants::default()
     };
     if !sh.params.varnish_compat_ttl() {

@@ -139,6 +139,11 @@ impl FetchFilters {
         if esi_gzip {
             weaken_etag(headers);
         }
+        // Stored gzip'd, delivered inflated to whoever does not take gzip:
+        // the response varies by Accept-Encoding (as Varnish says).
+        if support && (esi_gzip || gzip || (gzipped && !gunzip)) {
+            vary_accept_encoding(headers);
+        }
         FetchFilters {
             zip,
             esi: want.do_esi.then(Vec::new),
