@@ -267,7 +267,9 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     let explicit = max_age.is_some() || expires.is_some();
     let public = directive(headers, field, "public").is_some();
     if !rfc_cacheable_status(status, explicit || public) {
-        timers.ttl = -1.0;
+        // Not to be stored: no lifetime (0, as varnishd 7 says; its
+        // default grace and keep stay, and no stale-while-revalidate).
+        timers.ttl = 0.0;
         return timers;
     }
     let refused = ["no-store", "private", "no-cache"]
@@ -386,7 +388,7 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
         lacquer_core::time::parse_http_date(v).unwrap_or(0.0)
     });
     if !varnish_cacheable_status(status, max_age.is_some() || expires.is_some()) {
-        timers.ttl = -1.0;
+        timers.ttl = 0.0;
         return timers;
     }
     if let Some(seconds) = max_age {
@@ -456,8 +458,8 @@ mod tests {
     #[test]
     fn status_rules() {
         let now = 1_000_000.0;
-        assert_eq!(rfc_ttl(500, &Headers::new(), now, &D).ttl, -1.0);
-        assert_eq!(rfc_ttl(302, &Headers::new(), now, &D).ttl, -1.0);
+        assert_eq!(rfc_ttl(500, &Headers::new(), now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(302, &Headers::new(), now, &D).ttl, 0.0);
         let h = hdrs(&[("Cache-Control", "max-age=5".into())]);
         assert_eq!(rfc_ttl(302, &h, now, &D).ttl, 5.0);
         assert_eq!(rfc_ttl(404, &Headers::new(), now, &D).ttl, 120.0);
@@ -602,20 +604,20 @@ mod tests {
         let now = 1_000_000.0;
         for status in [308, 405, 501] {
             assert_eq!(rfc_ttl(status, &Headers::new(), now, &D).ttl, 120.0);
-            assert_eq!(rfc_ttl(status, &Headers::new(), now, &COMPAT).ttl, -1.0);
+            assert_eq!(rfc_ttl(status, &Headers::new(), now, &COMPAT).ttl, 0.0);
         }
         // A partial response is never stored as if complete.
         let h = hdrs(&[("Cache-Control", "max-age=60".into())]);
-        assert_eq!(rfc_ttl(206, &h, now, &D).ttl, -1.0);
+        assert_eq!(rfc_ttl(206, &h, now, &D).ttl, 0.0);
         // Redirects: with an explicit lifetime or public.
         assert_eq!(rfc_ttl(303, &h, now, &D).ttl, 60.0);
-        assert_eq!(rfc_ttl(303, &h, now, &COMPAT).ttl, -1.0);
+        assert_eq!(rfc_ttl(303, &h, now, &COMPAT).ttl, 0.0);
         let public = hdrs(&[("Cache-Control", "public".into())]);
         assert_eq!(rfc_ttl(307, &public, now, &D).ttl, 120.0);
-        assert_eq!(rfc_ttl(307, &Headers::new(), now, &D).ttl, -1.0);
+        assert_eq!(rfc_ttl(307, &Headers::new(), now, &D).ttl, 0.0);
         // Errors are not stored, whatever a blanket header says.
-        assert_eq!(rfc_ttl(500, &h, now, &D).ttl, -1.0);
-        assert_eq!(rfc_ttl(403, &h, now, &D).ttl, -1.0);
+        assert_eq!(rfc_ttl(500, &h, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(403, &h, now, &D).ttl, 0.0);
     }
 
     #[test]
