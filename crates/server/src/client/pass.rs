@@ -387,7 +387,7 @@ async fn stream_response(
         sh,
         &DeliveryHeaders {
             xid: req.xid,
-            obj_xid: None,
+            obj_xid: req.passed_from_hit.then_some(bereq.xid),
             age,
             accept_ranges: false,
             body: wire,

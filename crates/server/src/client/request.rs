@@ -205,6 +205,7 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
                 req.restarts += 1;
                 req.is_hitmiss = false;
                 req.is_hitpass = false;
+                req.passed_from_hit = false;
                 if u64::from(req.restarts) > sh.params.max_restarts() {
                     let keep = match req.consume_body(c, sh).await {
                         Ok(keep) => keep,
@@ -439,7 +440,12 @@ async fn hit_step(
 ) -> Step {
     match cx.call_keyed(Method::Hit, req, None, Some(key), Some(&obj), None) {
         Action::Deliver => deliver_step(c, cx, req, obj, true, keep).await,
-        Action::Pass(_) => pass_step(c, cx, req).await,
+        Action::Pass(_) => {
+            // A hit still: X-Varnish names the object delivered (the
+            // pass's), as varnishd does.
+            req.passed_from_hit = true;
+            pass_step(c, cx, req).await
+        }
         Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
         Action::Restart => Step::Restart,
         _ => failed(c, cx, req).await,

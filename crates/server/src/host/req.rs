@@ -54,6 +54,8 @@ pub(crate) struct Req {
     /// The values of the fields the client's `Connection` named (see
     /// `Headers::connection_named_values`), kept from the backend.
     pub hop_values: Vec<lacquer_http::headers::Header>,
+    /// `vcl_hit` returned pass.
+    pub passed_from_hit: bool,
 }
 
 /// A request's byte counts.
@@ -94,6 +96,7 @@ impl Req {
             include: None,
             initial: None,
             hop_values: Vec::new(),
+            passed_from_hit: false,
         }
     }
 
