@@ -15,32 +15,18 @@ MODE=$1; SECS=$2; ROUNDS=$3; shift 3
 ensure wrk nginx taskset -- wrk nginx util-linux
 start_origin
 HZ=$(getconf CLK_TCK)
-ONE_K=$(head -c 1024 /dev/zero | tr '\0' 'a')
 PORTS=(); SERVERS=(); NAMES=(); i=0
 for bin in "$@"; do
     port=$(free_port)
     if [ "$bin" = nginx ]; then
-        cat > "$WORK/ceiling.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx-ceiling.pid;
-error_log $WORK/nginx-ceiling.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$port;
-        location / { default_type text/plain; return 200 "$ONE_K"; }
-    }
-}
-CONF
-        taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & pid=$!
+        start_ceiling "$port"
+        pid=$CEIL_PID
     else
         taskset -c 0 "$bin" serve -a "127.0.0.1:$port" -b "127.0.0.1:$ORIGIN_PORT" \
             -n "$WORK/lacquer$i" -s malloc,256m -p workers=1 >"$WORK/lacquer$i.out" 2>&1 & pid=$!
     fi
-    PIDS+=("$pid"); SERVERS+=("$pid"); PORTS+=("$port"); NAMES+=("$bin"); i=$((i + 1))
+    [ "$bin" = nginx ] || PIDS+=("$pid")
+    SERVERS+=("$pid"); PORTS+=("$port"); NAMES+=("$bin"); i=$((i + 1))
 done
 for port in "${PORTS[@]}"; do wait_up "$port"; done
 extra=()

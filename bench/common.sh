@@ -30,6 +30,31 @@ build_lacquer() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 
+# nginx on CPU 0 answering every request with 1 KiB from memory
+# (`return 200`), on port $1: the ceiling a cache hit is measured against.
+# CEIL_PID is its master process.
+start_ceiling() {
+    local one_k
+    one_k=$(head -c 1024 /dev/zero | tr '\0' 'a')
+    cat > "$WORK/ceiling.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx-ceiling.pid;
+error_log $WORK/nginx-ceiling.err;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$1;
+        location / { default_type text/plain; return 200 "$one_k"; }
+    }
+}
+CONF
+    taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & CEIL_PID=$!
+    PIDS+=("$CEIL_PID")
+}
+
 # nginx on CPU 1 serving $WORK/www/1k with a long max-age, on ORIGIN_PORT.
 start_origin() {
     ORIGIN_PORT=$(free_port)

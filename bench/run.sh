@@ -32,23 +32,7 @@ start_origin
 head -c $((1024 * 1024)) /dev/zero | tr '\0' 'b' > "$WORK/www/1m"
 cp "$WORK/www/1k" "$WORK/www/pass"
 chmod -R a+rX "$WORK"
-ONE_K="$(cat "$WORK/www/1k")"
-cat > "$WORK/ceiling.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx-ceiling.pid;
-error_log $WORK/nginx-ceiling.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$CEIL_PORT;
-        location / { default_type text/plain; return 200 "$ONE_K"; }
-    }
-}
-CONF
-taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & CEIL_PID=$!; PIDS+=($CEIL_PID)
+start_ceiling "$CEIL_PORT"
 
 taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/lacquer" -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
