@@ -62,9 +62,15 @@ pub fn flush_this_thread() {
     });
 }
 
-/// Hands whole records to `log`: gathered on a batching thread, written
-/// at once on any other.
-pub(crate) fn write(log: &Arc<Log>, records: &[u8]) {
+impl Log {
+    /// Hands whole records to the ring: gathered on a batching thread,
+    /// written at once on any other.
+    pub(crate) fn write_batched(self: &Arc<Self>, records: &[u8]) {
+        write(self, records);
+    }
+}
+
+fn write(log: &Arc<Log>, records: &[u8]) {
     let direct = PENDING
         .try_with(|p| {
             let Ok(mut p) = p.try_borrow_mut() else {

@@ -333,7 +333,7 @@ impl Txn {
     pub fn flush(&mut self) {
         if let Some(log) = &self.log {
             if !self.buf.is_empty() {
-                crate::batch::write(log, &self.buf);
+                log.write_batched(&self.buf);
                 self.buf.clear();
                 let records = std::mem::take(&mut self.records);
                 COUNTERS.add(Counter::shm_records, records);

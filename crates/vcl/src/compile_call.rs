@@ -27,7 +27,7 @@ impl Compiler {
                 ));
             }
             let subject = self.expect(&args[0].value, Type::String)?;
-            let Some(pattern) = crate::compile_sub::constant_string(&args[1].value) else {
+            let Some(pattern) = constant_string(&args[1].value) else {
                 return Err(CompileError::new(
                     "Expected a regular expression in quotes",
                     args[1].value.span,
@@ -236,4 +236,18 @@ fn string_method(name: &str) -> Option<&'static crate::vmod::FuncSpec> {
         .functions
         .iter()
         .find(|f| f.name == std_name)
+}
+
+/// A string known when the program compiles: a literal, or literals
+/// joined with `+` (a regex may be written in pieces).
+pub(crate) fn constant_string(e: &ast::Expr) -> Option<String> {
+    match &e.kind {
+        ExprKind::Str(s) => Some(s.clone()),
+        ExprKind::Binary(BinOp::Add, a, b) => {
+            let mut s = constant_string(a)?;
+            s.push_str(&constant_string(b)?);
+            Some(s)
+        }
+        _ => None,
+    }
 }

@@ -4,7 +4,7 @@
 
 use crate::ast::{self, AssignOp, BinOp, ExprKind, UnOp};
 use crate::compile::{CResult, Compiler, Use, UseKind};
-use crate::compile_call::{arith_type, regex};
+use crate::compile_call::{arith_type, constant_string, regex};
 use crate::program::{CmpKind, Expr, Place, Stmt};
 use crate::source::{CompileError, Span};
 use crate::types::{scope, ActionKind, BackendRef, HttpKind, Method, Type, Value};
@@ -645,18 +645,4 @@ impl Compiler {
 
 fn num_like(t: Type) -> bool {
     matches!(t, Type::Int | Type::Real)
-}
-
-/// A string known when the program compiles: a literal, or literals
-/// joined with `+` (a regex may be written in pieces).
-pub(crate) fn constant_string(e: &ast::Expr) -> Option<String> {
-    match &e.kind {
-        ExprKind::Str(s) => Some(s.clone()),
-        ExprKind::Binary(BinOp::Add, a, b) => {
-            let mut s = constant_string(a)?;
-            s.push_str(&constant_string(b)?);
-            Some(s)
-        }
-        _ => None,
-    }
 }
