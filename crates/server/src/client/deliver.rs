@@ -34,6 +34,9 @@ pub(crate) struct Delivery<'a> {
     pub keep: bool,
     /// The program ESI includes run with.
     pub vcl: &'a Arc<Loaded>,
+    /// A response vcl_synth made: it goes out with X-Varnish alone of the
+    /// delivery headers (no Age, Via or Accept-Ranges), as varnishd's.
+    pub synthetic: bool,
 }
 
 /// Whether the stored body is gzip'd.
@@ -90,12 +93,16 @@ pub(crate) struct DeliveryHeaders {
     pub http10: bool,
     /// VCL set Age, X-Varnish and Via itself (or removed them).
     pub own: bool,
+    /// Synthetic: X-Varnish only.
+    pub synthetic: bool,
 }
 
 /// Appends the per-delivery headers and the blank line.
 pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &DeliveryHeaders) {
     if !d.own {
-        let _ = write!(out, "Age: {}\r\n", d.age);
+        if !d.synthetic {
+            let _ = write!(out, "Age: {}\r\n", d.age);
+        }
         match d.obj_xid {
             Some(o) => {
                 let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
@@ -104,9 +111,11 @@ pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &Deliver
                 let _ = write!(out, "X-Varnish: {}\r\n", d.xid);
             }
         }
-        out.extend_from_slice(b"Via: ");
-        out.extend_from_slice(sh.via.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        if !d.synthetic {
+            out.extend_from_slice(b"Via: ");
+            out.extend_from_slice(sh.via.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
     }
     if d.accept_ranges {
         out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
@@ -380,6 +389,7 @@ pub(crate) async fn object(
         age: obj.age(now),
         // Once, as Varnish forces it: not beside the backend's own.
         accept_ranges: status == 200
+            && !d.synthetic
             && p.http_range_support()
             && match resp.filter(|r| r.changed) {
                 Some(r) => !r.has_accept_ranges(obj),
@@ -389,6 +399,7 @@ pub(crate) async fn object(
         keep,
         http10,
         own,
+        synthetic: d.synthetic,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
@@ -685,6 +696,7 @@ async fn unsatisfiable(
         keep,
         http10: req.head.version == Version::Http10,
         own: false,
+        synthetic: false,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     req.log.head(HeadKind::Resp, &c.wbuf);

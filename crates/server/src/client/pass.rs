@@ -282,6 +282,7 @@ async fn deliver_private(
         hit: false,
         keep,
         vcl,
+        synthetic: false,
     };
     let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
     let filling = fill::fill(
@@ -394,6 +395,7 @@ async fn stream_response(
             keep,
             http10,
             own: vresp.own_delivery_headers,
+            synthetic: false,
         },
     );
     if fragment {

@@ -542,6 +542,7 @@ async fn deliver_resp(
                 hit,
                 keep,
                 vcl: cx.vcl,
+                synthetic: false,
             };
             Step::Done(deliver::object(c, cx.sh, req, &obj, d, Some(&resp)).await)
         }
@@ -654,6 +655,7 @@ async fn synth_step(
         hit: false,
         keep,
         vcl: cx.vcl,
+        synthetic: true,
     };
     Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
 }
