@@ -211,6 +211,16 @@ macro_rules! param_get {
 }
 
 param_table! {
+    accept_filter: Bool, "off", "bool", min None, max None,
+        "Accepted for varnishd command lines: Linux has no accept filters, and Lacquer reads a request itself as soon as it arrives.";
+    acceptor_sleep_incr: Seconds, "0", "seconds", min Some("0"), max Some("1"),
+        "Accepted for varnishd command lines. Lacquer pauses 10 ms after an accept that fails for want of descriptors, and counts it in sess_fail_*.";
+    acceptor_sleep_max: Seconds, "0.050", "seconds", min Some("0"), max Some("10"),
+        "Accepted for varnishd command lines; see acceptor_sleep_incr.";
+    answer_half_closed: Bool, "on", "bool", min None, max None,
+        "Answer a client that closes its sending side (a half-close) after its request, as varnishd does: the end of its stream is not taken as the client leaving (a reset or an error still is). Off: a client whose stream ends while its answer is awaited is taken to have gone (a close and a half-close look alike until something is written), so a pass or a hit-for-miss fetch is given up at once instead of when the answer would be written. Once an ESI page is being written, the end of its client's stream always means the client has gone and cancels the page's includes. Lacquer-only.";
+    auto_restart: Bool, "on", "bool", min None, max None,
+        "Accepted for varnishd command lines: there is no separate child process to restart; a panic in one request is contained to it.";
     backend_idle_timeout: Seconds, "60", "seconds", min Some("1"), max None,
         "Timeout before unused backend connections are closed.";
     backend_local_error_holddown: Seconds, "10", "seconds", min Some("0"), max None,
@@ -221,8 +231,6 @@ param_table! {
         "How many fetches may wait in line for a connection to a backend at its .max_connections (a backend's .wait_limit overrides it). 0 means none wait: a fetch to a full backend fails at once as busy.";
     backend_wait_timeout: Seconds, "0", "seconds", min Some("0"), max None,
         "How long a fetch waits in line for a connection to a backend at its .max_connections before it fails as busy (a backend's .wait_timeout overrides it). 0 means no waiting.";
-    answer_half_closed: Bool, "on", "bool", min None, max None,
-        "Answer a client that closes its sending side (a half-close) after its request, as varnishd does: the end of its stream is not taken as the client leaving (a reset or an error still is). Off: a client whose stream ends while its answer is awaited is taken to have gone (a close and a half-close look alike until something is written), so a pass or a hit-for-miss fetch is given up at once instead of when the answer would be written. Once an ESI page is being written, the end of its client's stream always means the client has gone and cancels the page's includes. Lacquer-only.";
     ban_cutoff: Count, "0", "bans", min Some("0"), max None,
         "Keep the number of bans below this by expunging the objects that hold on to the oldest ones (counted in bans_lurker_obj_killed_cutoff). 0 disables.";
     ban_dups: Bool, "on", "bool", min None, max None,
@@ -239,24 +247,54 @@ param_table! {
         "How long to wait between two reads of a backend response body before the fetch fails.";
     cli_limit: Bytes, "48k", "bytes", min Some("128b"), max Some("99999999b"),
         "Maximum size of a management interface response. A longer one is cut at this size and its status is 201 (truncated).";
+    cli_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "Accepted for varnishd command lines: management commands run in the daemon itself, with no child to wait for.";
+    clock_skew: Seconds, "10", "seconds", min Some("0"), max None,
+        "Accepted for varnishd command lines: there is no child process whose clock could drift from the manager's.";
+    clock_step: Seconds, "1", "seconds", min Some("0"), max None,
+        "Accepted for varnishd command lines; see clock_skew.";
     connect_timeout: Seconds, "3.5", "seconds", min Some("0"), max None,
         "How long to wait for a backend connection to be established.";
+    critbit_cooloff: Seconds, "180", "seconds", min Some("60"), max Some("254"),
+        "Accepted for varnishd command lines: the index is sharded hash tables, not a critbit tree.";
     default_grace: Seconds, "10", "seconds", min Some("0"), max None,
         "Grace given to objects when neither the backend nor VCL sets one: how long a stale object may still be delivered while it is refreshed.";
     default_keep: Seconds, "0", "seconds", min Some("0"), max None,
         "How long an expired object is kept for conditional revalidation when VCL sets nothing else.";
     default_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "The TTL given to objects when neither the backend nor VCL assigns one.";
-    feature: Features, "+validate_headers", "", min None, max None,
-        "Enable/Disable various minor features: a list of +name and -name (none and default also allowed).";
-    first_byte_timeout: Seconds, "60", "seconds", min Some("0"), max None,
-        "How long to wait for the first byte of a backend response.";
     esi_parallel: Count, "10", "includes", min Some("1"), max Some("1000"),
         "Lacquer: how many ESI includes are fetched at once for one client request, nested pages included (each page may also always fetch the one include it is waiting for). Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
+    feature: Features, "+validate_headers", "", min None, max None,
+        "Enable/Disable various minor features: a list of +name and -name (none and default also allowed).";
+    fetch_chunksize: Bytes, "16k", "bytes", min Some("4k"), max None,
+        "Accepted for varnishd command lines: a fetch stores the buffers it reads, without a separate chunk size.";
+    fetch_maxchunksize: Bytes, "256m", "bytes", min Some("64k"), max None,
+        "Accepted for varnishd command lines; see fetch_chunksize.";
+    first_byte_timeout: Seconds, "60", "seconds", min Some("0"), max None,
+        "How long to wait for the first byte of a backend response.";
+    gzip_buffer: Bytes, "32k", "bytes", min Some("2k"), max None,
+        "Accepted for varnishd command lines: inflating goes in 64 KiB slices and deflating through the compressor's own buffer.";
     gzip_level: Count, "6", "", min Some("0"), max Some("9"),
         "Gzip compression level: 0=debug, 1=fast, 9=best";
     gzip_memlevel: Count, "8", "", min Some("1"), max Some("9"),
         "Gzip memory level 1=slow/least, 9=fast/most compression. Accepted for compatibility with Varnish's flags; Lacquer's deflate implementation sizes its own state, so the value has no effect.";
+    h2_header_table_size: Bytes, "4k", "bytes", min Some("0b"), max None,
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_initial_window_size: Bytes, "65535b", "bytes", min Some("65535b"), max Some("2147483647b"),
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_max_concurrent_streams: Count, "100", "streams", min Some("0"), max None,
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_max_frame_size: Bytes, "16k", "bytes", min Some("16k"), max Some("16777215b"),
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_max_header_list_size: Bytes, "2147483647b", "bytes", min Some("0b"), max None,
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_rx_window_increment: Bytes, "1M", "bytes", min Some("1M"), max Some("1G"),
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_rx_window_low_water: Bytes, "10M", "bytes", min Some("65535b"), max Some("1G"),
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),
+        "Accepted for varnishd command lines: a response goes out in gathered writes of at most 16 pieces each.";
     http_gzip_support: Bool, "on", "bool", min None, max None,
         "Enable gzip support. When enabled, objects are requested compressed from the backend and stored compressed; clients that do not accept gzip get them uncompressed on delivery. Accept-Encoding of clients that accept gzip is rewritten to \"gzip\", and removed for those that do not. When off, beresp.do_gzip and beresp.do_gunzip have no effect.";
     http_max_hdr: Count, "64", "header lines", min Some("32"), max Some("65535"),
@@ -283,20 +321,68 @@ param_table! {
         "Upper limit on how many times a request can restart.";
     max_retries: Count, "4", "retries", min Some("0"), max None,
         "Upper limit on how many times a backend fetch can retry.";
+    max_vcl: Count, "100", "programs", min Some("0"), max None,
+        "Accepted for varnishd command lines: loading more programs than this is not refused yet.";
+    max_vcl_handling: Count, "1", "", min Some("0"), max Some("2"),
+        "Accepted for varnishd command lines; see max_vcl.";
     nuke_limit: Count, "50", "allocations", min Some("0"), max None,
         "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
+    pcre2_depth_limit: Count, "20", "", min Some("1"), max None,
+        "Accepted for varnishd command lines: regular expressions run on a linear-time engine that has no recursion to limit.";
+    pcre2_jit_compilation: Bool, "on", "bool", min None, max None,
+        "Accepted for varnishd command lines; see pcre2_depth_limit.";
+    pcre2_match_limit: Count, "10000", "", min Some("1"), max None,
+        "Accepted for varnishd command lines: a linear-time match needs no bound on its steps; see pcre2_depth_limit.";
+    ping_interval: Seconds, "3", "seconds", min Some("0"), max None,
+        "Accepted for varnishd command lines: there is no child process to ping.";
+    pipe_sess_max: Count, "0", "connections", min Some("0"), max None,
+        "Accepted for varnishd command lines: pipes are not limited in number (pipe_limited stays 0).";
     pipe_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "Idle timeout for piped connections: the pipe closes when no byte has moved either way for this long.";
+    prefer_ipv6: Bool, "off", "bool", min None, max None,
+        "Accepted for varnishd command lines: a backend host name is connected to at the first address it resolves to.";
+    rush_exponent: Count, "3", "requests per request", min Some("2"), max None,
+        "Accepted for varnishd command lines: when a busy object resolves, every waiting request is woken at once.";
     send_timeout: Seconds, "600", "seconds", min Some("0"), max None,
         "Total time allowed to deliver one response to a client; when exceeded the connection is closed and everything the delivery held is freed.";
     shortlived: Seconds, "10", "seconds", min Some("0"), max None,
         "Objects whose ttl+grace+keep is shorter than this always go to the Transient store.";
-    thread_pool_max: Count, "5000", "threads", min Some("100"), max None,
+    sigsegv_handler: Bool, "on", "bool", min None, max None,
+        "Accepted for varnishd command lines: Lacquer is memory-safe Rust; a panic is caught, logged and contained to its request.";
+    syslog_cli_traffic: Bool, "on", "bool", min None, max None,
+        "Accepted for varnishd command lines: management commands are not sent to syslog.";
+    tcp_fastopen: Bool, "off", "bool", min None, max None,
+        "Accepted for varnishd command lines: listening sockets do not enable TCP Fast Open.";
+    tcp_keepalive_intvl: Seconds, "75", "seconds", min Some("1"), max Some("100"),
+        "Accepted for varnishd command lines: client sockets keep the kernel's keepalive settings.";
+    tcp_keepalive_probes: Count, "9", "probes", min Some("1"), max Some("100"),
+        "Accepted for varnishd command lines; see tcp_keepalive_intvl.";
+    tcp_keepalive_time: Seconds, "7200", "seconds", min Some("1"), max Some("7200"),
+        "Accepted for varnishd command lines; see tcp_keepalive_intvl.";
+    thread_pool_add_delay: Seconds, "0", "seconds", min Some("0"), max None,
+        "Accepted for varnishd command lines: requests are tasks on one worker per core, so no threads are added.";
+    thread_pool_destroy_delay: Seconds, "1", "seconds", min Some("0.01"), max None,
+        "Accepted for varnishd command lines; see thread_pool_add_delay.";
+    thread_pool_fail_delay: Seconds, "0.2", "seconds", min Some("0.01"), max None,
+        "Accepted for varnishd command lines; see thread_pool_add_delay.";
+    thread_pool_max: Count, "5000", "threads", min Some("5"), max None,
         "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
     thread_pool_min: Count, "100", "threads", min Some("5"), max None,
         "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
+    thread_pool_reserve: Count, "0", "threads", min Some("0"), max None,
+        "Accepted for varnishd command lines; see thread_pool_add_delay.";
+    thread_pool_stack: Bytes, "80k", "bytes", min Some("16k"), max None,
+        "Accepted for varnishd command lines: requests are tasks, whose state is boxed on the heap, not thread stacks.";
+    thread_pool_timeout: Seconds, "300", "seconds", min Some("10"), max None,
+        "Accepted for varnishd command lines; see thread_pool_add_delay.";
+    thread_pool_watchdog: Seconds, "60", "seconds", min Some("0.1"), max None,
+        "Accepted for varnishd command lines: with no thread pool there is no pool to be stuck waiting for threads.";
     thread_pools: Count, "2", "pools", min Some("1"), max None,
         "Accepted for compatibility with varnishd command lines. Lacquer runs one worker per core.";
+    thread_queue_limit: Count, "20", "requests", min Some("0"), max None,
+        "Accepted for varnishd command lines: sessions never queue for a thread (thread_queue_len stays 0).";
+    thread_stats_rate: Count, "10", "requests", min Some("0"), max None,
+        "Accepted for varnishd command lines: each worker's counters are summed whenever they are read.";
     timeout_idle: Seconds, "5", "seconds", min Some("0"), max None,
         "Idle timeout for client connections: a connection is idle until a full request head has arrived, and is closed when this passes.";
     timeout_linger: Seconds, "0.050", "seconds", min Some("0"), max None,
@@ -307,8 +393,16 @@ param_table! {
         "How long an uncacheable response is remembered as hit-for-miss, so that requests for it go straight to the backend without waiting on each other.";
     varnish_compat_ttl: Bool, "off", "bool", min None, max None,
         "Compute TTL, grace and keep by Varnish's rules alone: Cache-Control only (no CDN-Cache-Control or Lacquer-Cache-Control), lenient numbers, must-revalidate and s-maxage ignored for grace, and no only-if-cached handling. Off: RFC 9111 and RFC 9213 as README's \"Caching rules\" describes.";
+    vary_notice: Count, "10", "variants", min Some("1"), max None,
+        "Accepted for varnishd command lines: no notice is logged yet for an object head with many variants.";
+    vcc_allow_inline_c: Bool, "off", "bool", min None, max None,
+        "Accepted for varnishd command lines: VCL is interpreted, so inline C cannot be allowed.";
     vcc_err_unref: Bool, "on", "bool", min None, max None,
         "Unreferenced backends, probes, ACLs and subroutines in a VCL program are compile errors.";
+    vcc_unsafe_path: Bool, "on", "bool", min None, max None,
+        "Accepted for varnishd command lines: include paths are read as given.";
+    vcl_cooldown: Seconds, "600", "seconds", min Some("1"), max None,
+        "Accepted for varnishd command lines: a program no request uses is let go at once.";
     vsl_buffer: Bytes, "16k", "bytes", min Some("267b"), max None,
         "Bytes each transaction buffers log records in before they go to the shared-memory log in one batch; a transaction also flushes when it ends.";
     vsl_enabled: Bool, "on", "bool", min None, max None,
@@ -317,8 +411,18 @@ param_table! {
         "Maximum number of bytes in one log record; longer payloads are cut.";
     vsl_space: Bytes, "80M", "bytes", min Some("1M"), max Some("4G"),
         "Size of the shared-memory log ring. Too small and the log tools cannot keep up. Takes effect at start.";
+    vsm_free_cooldown: Seconds, "60", "seconds", min Some("10"), max Some("600"),
+        "Accepted for varnishd command lines: the shared files in the work directory are replaced whole, never reused in part.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
         "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
+    workspace_backend: Bytes, "96k", "bytes", min Some("1k"), max None,
+        "Accepted for varnishd command lines: backend requests have no fixed workspace (ws_backend_overflow stays 0); http_req_size and http_resp_size bound their heads.";
+    workspace_client: Bytes, "96k", "bytes", min Some("9k"), max None,
+        "Accepted for varnishd command lines: client requests have no fixed workspace (ws_client_overflow stays 0); http_req_size bounds their heads.";
+    workspace_session: Bytes, "768b", "bytes", min Some("384b"), max None,
+        "Accepted for varnishd command lines: sessions have no fixed workspace.";
+    workspace_thread: Bytes, "2k", "bytes", min Some("256b"), max Some("8k"),
+        "Accepted for varnishd command lines: there are no thread workspaces.";
 }
 
 /// The live parameter values.
@@ -530,6 +634,35 @@ mod tests {
         assert_eq!(p.nuke_limit(), 50);
         assert!(p.http_range_support());
         assert_eq!(p.max_restarts(), 4);
+    }
+
+    #[test]
+    fn a_packaged_varnishd_command_line_is_accepted() {
+        let p = Params::default();
+        for pair in [
+            "thread_pool_max=10",
+            "thread_pool_add_delay=2",
+            "workspace_client=128k",
+            "workspace_backend=128k",
+            "rush_exponent=3",
+            "tcp_keepalive_time=600",
+            "pcre2_match_limit=10000",
+            "vcl_cooldown=60",
+        ] {
+            p.set_pair(pair).unwrap_or_else(|e| panic!("{pair}: {e}"));
+        }
+        assert_eq!(p.workspace_client(), 128 << 10);
+        assert!(
+            p.set("pcre2_match_limit", "0").is_err(),
+            "Varnish's minimum"
+        );
+        assert!(
+            p.set("workspace_thread", "16k").is_err(),
+            "Varnish's maximum"
+        );
+        // Every parameter says what it does, or why it does nothing here.
+        assert!(PARAMS.iter().all(|p| !p.doc.is_empty()));
+        assert!(PARAMS.windows(2).all(|w| w[0].name < w[1].name), "sorted");
     }
 
     #[test]
