@@ -460,8 +460,8 @@ async fn store(
     let mut body = Some((filling, conn));
     if !stream {
         // beresp.do_stream = false: the body is read whole before anyone
-        // sees the object; a body that fails makes the fetch fail (the
-        // client answers 503), as in Varnish.
+        // sees the object; a body that fails hands the slot and the
+        // waiting client back, for vcl_backend_error, as in Varnish.
         if let Some((filling, conn)) = body.take() {
             read_body(sh, bereq, filling, conn, t, false).await;
         }
