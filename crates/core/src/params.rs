@@ -5,6 +5,7 @@
 
 use crate::units::{format_bytes, parse_bool, parse_bytes, parse_duration, UnitError};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// The kind of a parameter: how its text is parsed and printed.
@@ -20,6 +21,8 @@ pub enum Kind {
     Bool,
     /// A set of named flags (`feature`): `+name`/`-name` lists.
     Features,
+    /// Text, checked by its parameter's own rule ([`check_text`]).
+    Text,
 }
 
 macro_rules! feature_table {
@@ -107,6 +110,8 @@ impl Kind {
                 .map_err(|_| UnitError(format!("invalid number \"{text}\""))),
             Kind::Bool => parse_bool(text).map(u64::from),
             Kind::Features => parse_features(text, 0, 0),
+            // The text itself is kept beside the atomics.
+            Kind::Text => Ok(0),
         }
     }
 
@@ -117,6 +122,7 @@ impl Kind {
             Kind::Count => raw.to_string(),
             Kind::Bool => if raw != 0 { "on" } else { "off" }.to_string(),
             Kind::Features => format_features(raw),
+            Kind::Text => String::new(),
         }
     }
 
@@ -167,7 +173,7 @@ macro_rules! param_table {
                 #[doc = $doc]
                 #[inline]
                 pub fn $name(&self) -> param_type!($kind) {
-                    param_get!($kind, self.values[ParamId::$name as usize].load(Ordering::Relaxed))
+                    param_get!($kind, self, ParamId::$name as usize)
                 }
             )*
         }
@@ -190,29 +196,37 @@ macro_rules! param_type {
     (Features) => {
         u64
     };
+    (Text) => {
+        std::sync::Arc<str>
+    };
 }
 
 macro_rules! param_get {
-    (Seconds, $raw:expr) => {
-        f64::from_bits($raw)
+    (Seconds, $p:ident, $i:expr) => {
+        f64::from_bits($p.values[$i].load(Ordering::Relaxed))
     };
-    (Bytes, $raw:expr) => {
-        $raw
+    (Bytes, $p:ident, $i:expr) => {
+        $p.values[$i].load(Ordering::Relaxed)
     };
-    (Count, $raw:expr) => {
-        $raw
+    (Count, $p:ident, $i:expr) => {
+        $p.values[$i].load(Ordering::Relaxed)
     };
-    (Bool, $raw:expr) => {
-        $raw != 0
+    (Bool, $p:ident, $i:expr) => {
+        $p.values[$i].load(Ordering::Relaxed) != 0
     };
-    (Features, $raw:expr) => {
-        $raw
+    (Features, $p:ident, $i:expr) => {
+        $p.values[$i].load(Ordering::Relaxed)
+    };
+    (Text, $p:ident, $i:expr) => {
+        $p.text($i)
     };
 }
 
 param_table! {
     accept_filter: Bool, "off", "bool", min None, max None,
         "Accepted for varnishd command lines: Linux has no accept filters, and Lacquer reads a request itself as soon as it arrives.";
+    acceptor_sleep_decay: Text, "0.9", "", min None, max None,
+        "Accepted for varnishd command lines (a fraction from 0 to 1); see acceptor_sleep_incr.";
     acceptor_sleep_incr: Seconds, "0", "seconds", min Some("0"), max Some("1"),
         "Accepted for varnishd command lines. Lacquer pauses 10 ms after an accept that fails for want of descriptors, and counts it in sess_fail_*.";
     acceptor_sleep_max: Seconds, "0.050", "seconds", min Some("0"), max Some("10"),
@@ -245,6 +259,10 @@ param_table! {
         "How long the ban lurker sleeps after examining ban_lurker_batch objects. 0 disables the ban lurker.";
     between_bytes_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait between two reads of a backend response body before the fetch fails.";
+    cc_command: Text, "exec $CC $CFLAGS %w -shared -o %o %s", "", min None, max None,
+        "Accepted for varnishd command lines: VCL is interpreted, never compiled to C.";
+    cc_warnings: Text, "-Wall -Werror", "", min None, max None,
+        "Accepted for varnishd command lines; see cc_command.";
     cli_limit: Bytes, "48k", "bytes", min Some("128b"), max Some("99999999b"),
         "Maximum size of a management interface response. A longer one is cut at this size and its status is 201 (truncated).";
     cli_timeout: Seconds, "60", "seconds", min Some("0"), max None,
@@ -257,6 +275,8 @@ param_table! {
         "How long to wait for a backend connection to be established.";
     critbit_cooloff: Seconds, "180", "seconds", min Some("60"), max Some("254"),
         "Accepted for varnishd command lines: the index is sharded hash tables, not a critbit tree.";
+    debug: Text, "none", "", min None, max None,
+        "Accepted for varnishd command lines: varnishd's debugging switches reach its internals; any list of +name and -name is taken and none of them acts.";
     default_grace: Seconds, "10", "seconds", min Some("0"), max None,
         "Grace given to objects when neither the backend nor VCL sets one: how long a stale object may still be delivered while it is refreshed.";
     default_keep: Seconds, "0", "seconds", min Some("0"), max None,
@@ -265,6 +285,8 @@ param_table! {
         "The TTL given to objects when neither the backend nor VCL assigns one.";
     esi_parallel: Count, "10", "includes", min Some("1"), max Some("1000"),
         "Lacquer: how many ESI includes are fetched at once for one client request, nested pages included (each page may also always fetch the one include it is waiting for). Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
+    experimental: Text, "none", "", min None, max None,
+        "Accepted for varnishd command lines: any list of +name and -name is taken and none of them acts.";
     feature: Features, "+validate_headers", "", min None, max None,
         "Enable/Disable various minor features: a list of +name and -name (none and default also allowed).";
     fetch_chunksize: Bytes, "16k", "bytes", min Some("4k"), max None,
@@ -292,6 +314,8 @@ param_table! {
     h2_rx_window_increment: Bytes, "1M", "bytes", min Some("1M"), max Some("1G"),
         "Accepted for varnishd command lines; HTTP/2 is not served yet.";
     h2_rx_window_low_water: Bytes, "10M", "bytes", min Some("65535b"), max Some("1G"),
+        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+    h2_rxbuf_storage: Text, "Transient", "", min None, max None,
         "Accepted for varnishd command lines; HTTP/2 is not served yet.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),
         "Accepted for varnishd command lines: a response goes out in gathered writes of at most 16 pieces each.";
@@ -339,6 +363,12 @@ param_table! {
         "Accepted for varnishd command lines: pipes are not limited in number (pipe_limited stays 0).";
     pipe_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "Idle timeout for piped connections: the pipe closes when no byte has moved either way for this long.";
+    pool_req: Text, "10,100,10", "", min None, max None,
+        "Accepted for varnishd command lines (min_pool,max_pool,max_age): requests are allocated as they come, not from a pool.";
+    pool_sess: Text, "10,100,10", "", min None, max None,
+        "Accepted for varnishd command lines; see pool_req.";
+    pool_vbo: Text, "10,100,10", "", min None, max None,
+        "Accepted for varnishd command lines; see pool_req.";
     prefer_ipv6: Bool, "off", "bool", min None, max None,
         "Accepted for varnishd command lines: a backend host name is connected to at the first address it resolves to.";
     rush_exponent: Count, "3", "requests per request", min Some("2"), max None,
@@ -403,10 +433,16 @@ param_table! {
         "Accepted for varnishd command lines: include paths are read as given.";
     vcl_cooldown: Seconds, "600", "seconds", min Some("1"), max None,
         "Accepted for varnishd command lines: a program no request uses is let go at once.";
+    vcl_path: Text, "/etc/varnish:/usr/share/varnish/vcl", "", min None, max None,
+        "Accepted for varnishd command lines: -f and include read a path as given (a relative one from the working directory).";
+    vmod_path: Text, "/usr/lib/varnish/vmods", "", min None, max None,
+        "Accepted for varnishd command lines: the vmods are built in.";
     vsl_buffer: Bytes, "16k", "bytes", min Some("267b"), max None,
         "Bytes each transaction buffers log records in before they go to the shared-memory log in one batch; a transaction also flushes when it ends.";
     vsl_enabled: Bool, "on", "bool", min None, max None,
         "Write the shared-memory log. Off spares its cost and leaves the log tools nothing to read. Lacquer-only.";
+    vsl_mask: Text, "-Debug,-ObjProtocol,-ObjStatus,-ObjReason,-ObjHeader,-VCL_trace,-ExpKill,-WorkThread,-Hash,-VfpAcct,-H2RxHdr,-H2RxBody,-H2TxHdr,-H2TxBody,-VdpAcct", "", min None, max None,
+        "Accepted for varnishd command lines (+Tag and -Tag lists). For now the log leaves out the tags the tag table marks, Varnish's default list, whatever this says.";
     vsl_reclen: Bytes, "255b", "bytes", min Some("16b"), max Some("4084b"),
         "Maximum number of bytes in one log record; longer payloads are cut.";
     vsl_space: Bytes, "80M", "bytes", min Some("1M"), max Some("4G"),
@@ -428,6 +464,8 @@ param_table! {
 /// The live parameter values.
 pub struct Params {
     values: Vec<AtomicU64>,
+    /// The values of the text parameters (empty for the others).
+    texts: Vec<RwLock<Arc<str>>>,
 }
 
 /// Why a parameter could not be set.
@@ -460,7 +498,18 @@ impl Default for Params {
                 AtomicU64::new(raw)
             })
             .collect();
-        Params { values }
+        let texts = PARAMS
+            .iter()
+            .map(|spec| {
+                let text = if spec.kind == Kind::Text {
+                    spec.default
+                } else {
+                    ""
+                };
+                RwLock::new(Arc::from(text))
+            })
+            .collect();
+        Params { values, texts }
     }
 }
 
@@ -481,6 +530,12 @@ impl Params {
             name: name.to_string(),
             reason,
         };
+        if spec.kind == Kind::Text {
+            let text = text.trim();
+            check_text(name, text).map_err(invalid)?;
+            *self.texts[index].write().unwrap_or_else(|e| e.into_inner()) = Arc::from(text);
+            return Ok(());
+        }
         let raw = if spec.kind == Kind::Features {
             let current = self.values[index].load(Ordering::Relaxed);
             let default = spec.kind.parse(spec.default).unwrap_or(0);
@@ -527,20 +582,32 @@ impl Params {
     /// Whether a parameter has its default value, by table index.
     pub fn is_default(&self, index: usize) -> bool {
         let spec = &PARAMS[index];
+        if spec.kind == Kind::Text {
+            return *self.text(index) == *spec.default;
+        }
         spec.kind.parse(spec.default).ok() == Some(self.values[index].load(Ordering::Relaxed))
     }
 
     /// A parameter's value as text, by table index.
     pub fn show_index(&self, index: usize) -> String {
-        PARAMS[index]
-            .kind
-            .format(self.values[index].load(Ordering::Relaxed))
+        match PARAMS[index].kind {
+            Kind::Text => self.text(index).to_string(),
+            kind => kind.format(self.values[index].load(Ordering::Relaxed)),
+        }
     }
 
     /// The current value of a parameter, as text.
     pub fn show(&self, name: &str) -> Option<String> {
-        let (index, spec) = Self::lookup(name)?;
-        Some(spec.kind.format(self.values[index].load(Ordering::Relaxed)))
+        let (index, _) = Self::lookup(name)?;
+        Some(self.show_index(index))
+    }
+
+    /// A text parameter's value, by table index.
+    pub fn text(&self, index: usize) -> Arc<str> {
+        self.texts[index]
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A parameter's value as VCL sees it: seconds, bytes, a count or a
@@ -570,6 +637,9 @@ impl Params {
 impl ParamSpec {
     /// The default as `param.show` prints values.
     pub fn default_shown(&self) -> String {
+        if self.kind == Kind::Text {
+            return self.default.to_string();
+        }
         self.kind
             .format(self.kind.parse(self.default).unwrap_or_default())
     }
@@ -585,7 +655,7 @@ impl ParamSpec {
 pub fn describe_all() -> String {
     let mut out = String::new();
     for spec in PARAMS {
-        let default = spec.kind.format(spec.kind.parse(spec.default).unwrap_or(0));
+        let default = spec.default_shown();
         out.push_str(spec.name);
         out.push('\n');
         out.push_str(&"~".repeat(spec.name.len()));
@@ -615,6 +685,40 @@ pub fn describe_all() -> String {
         out.push_str("\n\n");
     }
     out
+}
+
+/// Checks a text parameter's value by its own rule: a `+name,-name` list
+/// (`vsl_mask`, `debug`, `experimental`), three numbers (`pool_*`), a
+/// fraction (`acceptor_sleep_decay`), or any text.
+fn check_text(name: &str, text: &str) -> Result<(), String> {
+    let flags = |t: &str| {
+        t.split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .all(|w| {
+                let w = w.strip_prefix(['+', '-']).unwrap_or(w);
+                !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            })
+    };
+    match name {
+        "vsl_mask" | "debug" | "experimental" if !flags(text) => {
+            Err(format!("\"{text}\" is not a list of +name and -name"))
+        }
+        "pool_req" | "pool_sess" | "pool_vbo" => {
+            let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+            let numbers = parts.len() == 3 && parts.iter().all(|p| p.parse::<f64>().is_ok());
+            if numbers {
+                Ok(())
+            } else {
+                Err(format!("\"{text}\" is not min_pool,max_pool,max_age"))
+            }
+        }
+        "acceptor_sleep_decay" => match text.parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(()),
+            _ => Err(format!("\"{text}\" is not a number from 0 to 1")),
+        },
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -652,6 +756,20 @@ mod tests {
             p.set_pair(pair).unwrap_or_else(|e| panic!("{pair}: {e}"));
         }
         assert_eq!(p.workspace_client(), 128 << 10);
+        // Text parameters: checked by their own rule, shown as given.
+        p.set("vsl_mask", "+Hash,-Debug").unwrap();
+        assert_eq!(&*p.vsl_mask(), "+Hash,-Debug");
+        assert_eq!(p.show("vsl_mask").as_deref(), Some("+Hash,-Debug"));
+        p.set("debug", "+syncvsl").unwrap();
+        p.set("pool_req", "10,100,10").unwrap();
+        p.set("cc_command", "exec cc %s").unwrap();
+        assert!(p.set("pool_req", "ten").is_err());
+        assert!(p.set("vsl_mask", "+Ha sh").is_err());
+        assert!(p.set("acceptor_sleep_decay", "2").is_err());
+        let (i, _) = Params::lookup("debug").unwrap();
+        assert!(!p.is_default(i));
+        p.reset("debug").unwrap();
+        assert!(p.is_default(i));
         assert!(
             p.set("pcre2_match_limit", "0").is_err(),
             "Varnish's minimum"

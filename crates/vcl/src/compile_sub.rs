@@ -362,6 +362,7 @@ impl Compiler {
                     Kind::Bytes => Some(Type::Bytes),
                     Kind::Count => Some(Type::Int),
                     Kind::Bool => Some(Type::Bool),
+                    Kind::Text => Some(Type::String),
                     // A flag set has no VCL type.
                     Kind::Features => None,
                 };

@@ -258,6 +258,7 @@ pub(crate) fn param_value(params: &Params, index: usize) -> Value {
         Kind::Bytes => Value::Bytes(raw as f64),
         Kind::Count | Kind::Features => Value::Int(raw.min(i64::MAX as u64) as i64),
         Kind::Bool => Value::Bool(raw != 0),
+        Kind::Text => Value::Str(bytes::Bytes::copy_from_slice(params.text(index).as_bytes())),
     }
 }
 
