@@ -441,8 +441,8 @@ param_table! {
         "Bytes each transaction buffers log records in before they go to the shared-memory log in one batch; a transaction also flushes when it ends.";
     vsl_enabled: Bool, "on", "bool", min None, max None,
         "Write the shared-memory log. Off spares its cost and leaves the log tools nothing to read. Lacquer-only.";
-    vsl_mask: Text, "-Debug,-ObjProtocol,-ObjStatus,-ObjReason,-ObjHeader,-VCL_trace,-ExpKill,-WorkThread,-Hash,-VfpAcct,-H2RxHdr,-H2RxBody,-H2TxHdr,-H2TxBody,-VdpAcct", "", min None, max None,
-        "Accepted for varnishd command lines (+Tag and -Tag lists). For now the log leaves out the tags the tag table marks, Varnish's default list, whatever this says.";
+    vsl_mask: Text, "-ObjProtocol,-ObjStatus,-ObjReason,-ObjHeader,-VCL_trace,-Hash,-Debug,-ExpKill", "", min None, max None,
+        "The tags left out of the log: -Tag leaves one out, +Tag puts it back (a glob such as Req* names several), default restores this list and none logs every tag; applied to the mask in force, and shown as the list that results. Varnish's tags that Lacquer never writes change nothing.";
     vsl_reclen: Bytes, "255b", "bytes", min Some("16b"), max Some("4084b"),
         "Maximum number of bytes in one log record; longer payloads are cut.";
     vsl_space: Bytes, "80M", "bytes", min Some("1M"), max Some("4G"),

@@ -91,6 +91,9 @@ fn bind_some(addrs: &[SocketAddr], option: &str) -> Result<Vec<std::net::TcpList
 /// Runs the daemon until the process is stopped.
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     crate::daemon::panics::install_hook();
+    // -p vsl_mask=… applies to the default mask, as param.set does.
+    crate::host::vsl::set_mask(&cfg.params, &cfg.params.vsl_mask())
+        .map_err(|e| format!("-p vsl_mask: {e}"))?;
     std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
         format!(
             "Cannot create work directory {}: {e}",

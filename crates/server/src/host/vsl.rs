@@ -3,16 +3,73 @@
 //! connections, TTLs. The records themselves are buffered per
 //! transaction by `lacquer_shm::Txn`.
 
+use lacquer_core::params::Params;
 use lacquer_http::{Headers, ResponseHead, Version};
 use lacquer_shm::record::{default_mask, push_fixed6, push_u64};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, Method};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+
+/// The tags left out of the log (`vsl_mask`), as two halves of a bit set
+/// any thread reads without a lock.
+fn mask_words() -> &'static [AtomicU64; 2] {
+    static MASK: OnceLock<[AtomicU64; 2]> = OnceLock::new();
+    MASK.get_or_init(|| {
+        let m = default_mask();
+        [AtomicU64::new(m as u64), AtomicU64::new((m >> 64) as u64)]
+    })
+}
 
 /// The tags left out of the log.
 pub(crate) fn mask() -> u128 {
-    static MASK: OnceLock<u128> = OnceLock::new();
-    *MASK.get_or_init(default_mask)
+    let [lo, hi] = mask_words();
+    u128::from(lo.load(Ordering::Relaxed)) | (u128::from(hi.load(Ordering::Relaxed)) << 64)
+}
+
+/// Applies a `vsl_mask` value to the mask in force, as varnishd does:
+/// `-Tag` leaves a tag out, `+Tag` (or a bare name) puts it back, a glob
+/// (`Req*`) names several, `default` restores Varnish's list and `none`
+/// logs every tag. Names of tags Lacquer never writes change nothing.
+/// The parameter then shows the resulting mask as a `-Tag` list.
+pub(crate) fn set_mask(params: &Params, text: &str) -> Result<(), String> {
+    let mut mask = mask();
+    for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let (leave_out, name) = match word.as_bytes()[0] {
+            b'-' => (true, &word[1..]),
+            b'+' => (false, &word[1..]),
+            _ => (false, word),
+        };
+        match name {
+            "default" => mask = default_mask(),
+            "none" => mask = 0,
+            _ => {
+                for tag in Tag::matching(name) {
+                    let bit = 1u128 << (tag as u8);
+                    if leave_out {
+                        mask |= bit;
+                    } else {
+                        mask &= !bit;
+                    }
+                }
+            }
+        }
+    }
+    let shown: Vec<String> = lacquer_shm::tags::TAGS
+        .iter()
+        .filter(|t| mask & (1u128 << (**t as u8)) != 0)
+        .map(|t| format!("-{}", t.name()))
+        .collect();
+    let shown = if shown.is_empty() {
+        "none".to_string()
+    } else {
+        shown.join(",")
+    };
+    params.set("vsl_mask", &shown).map_err(|e| e.to_string())?;
+    let [lo, hi] = mask_words();
+    lo.store(mask as u64, Ordering::Relaxed);
+    hi.store((mask >> 64) as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 fn proto(v: Version) -> &'static [u8] {

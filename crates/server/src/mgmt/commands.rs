@@ -190,6 +190,16 @@ impl Mgmt {
     }
 
     fn param_set(&self, name: &str, value: &str) -> Reply {
+        if name == "vsl_mask" {
+            // Checked, then applied to the mask in force.
+            if let Err(e) = self.sh.params.set(name, value) {
+                return param_reply(name, value, Err(e));
+            }
+            return match crate::host::vsl::set_mask(&self.sh.params, value) {
+                Ok(()) => Reply::ok(""),
+                Err(e) => Reply::with(status::PARAM, e),
+            };
+        }
         param_reply(name, value, self.sh.params.set(name, value))
     }
 
