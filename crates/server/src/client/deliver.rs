@@ -183,9 +183,20 @@ impl<'a> Validators<'a> {
 }
 
 /// Whether a conditional GET/HEAD is answered 304 given the response's
-/// validators.
-pub(crate) fn not_modified(req: &Headers, v: &Validators<'_>, now: f64) -> bool {
-    if let Some(inm) = req.get("if-none-match") {
+/// validators, which are looked up only for a request that has a
+/// condition (most have none).
+pub(crate) fn not_modified<'a>(
+    req: &Headers,
+    validators: impl FnOnce() -> Validators<'a>,
+    now: f64,
+) -> bool {
+    let inm = req.get("if-none-match");
+    let ims = req.get("if-modified-since");
+    if inm.is_none() && ims.is_none() {
+        return false;
+    }
+    let v = validators();
+    if let Some(inm) = inm {
         // A range asks for bytes: only a strong validator vouches for
         // them (as in Varnish); otherwise weak comparison.
         let weak = !req.contains("range");
@@ -194,7 +205,7 @@ pub(crate) fn not_modified(req: &Headers, v: &Validators<'_>, now: f64) -> bool 
             None => trim(inm) == b"*",
         };
     }
-    if let Some(ims) = req.get("if-modified-since") {
+    if let Some(ims) = ims {
         let (Some(ims), Some(lm)) = (lacquer_core::time::parse_http_date(ims), v.last_modified)
         else {
             return false;
@@ -313,7 +324,7 @@ pub(crate) async fn object(
     let own = resp.is_some_and(|r| r.own_delivery_headers);
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
-        && not_modified(&req.head.headers, &Validators::of(obj, resp), now);
+        && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
     let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
     let gunzip =

@@ -30,7 +30,7 @@ fn obj(etag: Option<&'static str>, lm: Option<&'static str>) -> Object {
 }
 
 fn nm(req: &Headers, o: &Object, now: f64) -> bool {
-    not_modified(req, &Validators::of(o, None), now)
+    not_modified(req, || Validators::of(o, None), now)
 }
 
 fn req(pairs: &[(&'static str, &'static str)]) -> Headers {

@@ -346,14 +346,14 @@ async fn stream_response(
     let not_modified =
         !c.is_fragment() && status == 200 && (is_head || req.head.method_is("GET")) && {
             let h = &amended.headers;
-            let validators = deliver::Validators {
+            let validators = || deliver::Validators {
                 etag: h.get("etag"),
                 last_modified: match h.get("last-modified") {
                     Some(v) => lacquer_core::time::parse_http_date(v),
                     None => Some(now.floor()),
                 },
             };
-            deliver::not_modified(&req.head.headers, &validators, lacquer_core::time::now())
+            deliver::not_modified(&req.head.headers, validators, lacquer_core::time::now())
         };
     if not_modified {
         amended.status = 304;
