@@ -266,22 +266,22 @@ impl Headers {
     /// [`Headers::remove_values`] takes exactly these out of a copy
     /// later, so that a field VCL sets under such a name goes on.
     pub fn connection_named_values(&self) -> Vec<Header> {
-        let mut out = Vec::new();
-        for v in self.get_all("connection") {
-            for t in v.split(|&b| b == b',') {
-                let t = trim(t);
-                if t.is_empty() {
-                    continue;
-                }
-                out.extend(
-                    self.list
-                        .iter()
-                        .filter(|h| h.name.eq_ignore_ascii_case(t))
-                        .cloned(),
-                );
-            }
+        let named = |name: &[u8]| {
+            self.get_all("connection").any(|v| {
+                v.split(|&b| b == b',')
+                    .any(|t| trim(t).eq_ignore_ascii_case(name))
+            })
+        };
+        // Field by field, so that a token repeated (or a long list)
+        // makes no more entries than there are fields.
+        if !self.contains("connection") {
+            return Vec::new();
         }
-        out
+        self.list
+            .iter()
+            .filter(|h| !h.name.eq_ignore_ascii_case(b"connection") && named(&h.name))
+            .cloned()
+            .collect()
     }
 
     /// Removes the fields that are one of `fields`: the same name with
@@ -462,6 +462,10 @@ mod connection_tests {
         h.append("Other", "1");
         let named = h.connection_named_values();
         assert_eq!(named.len(), 1);
+        let mut many = Headers::new();
+        many.append("Connection", "a,a,a,a,a,a,a,a");
+        many.append("A", "1");
+        assert_eq!(many.connection_named_values().len(), 1, "one per field");
         h.append("FromVCL", "123");
         h.set_named("X", h.get("foo").cloned().unwrap());
         let mut copy = h.clone();
