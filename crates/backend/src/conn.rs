@@ -54,9 +54,9 @@ impl<'a> Conn<'a> {
     /// The connection's descriptor and local address, as the log names a
     /// backend connection.
     pub fn socket(&self) -> Option<(i32, std::net::SocketAddr)> {
-        use std::os::fd::AsRawFd;
-        let s = self.stream.as_ref()?.socket();
-        Some((s.as_raw_fd(), s.local_addr().ok()?))
+        let s = self.stream.as_ref()?;
+        let unspecified = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        Some((s.fd(), s.local_addr().unwrap_or(unspecified)))
     }
 
     /// The name of the backend the connection goes to.

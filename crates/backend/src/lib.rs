@@ -21,19 +21,87 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// A connection to a backend, whatever carries it: TCP today, TLS next.
-/// The exchange reads and writes it as bytes.
+/// A connection to a backend, whatever carries it: TCP or a Unix socket
+/// today, TLS next. The exchange reads and writes it as bytes.
 pub trait BackendStream:
     tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + std::fmt::Debug
 {
-    /// The TCP socket underneath: for the log (descriptor, local
-    /// address) and to see whether a pooled connection is still quiet.
-    fn socket(&self) -> &TcpStream;
+    /// The descriptor, for the log.
+    fn fd(&self) -> i32;
+    /// The local address of a TCP connection, for the log.
+    fn local_addr(&self) -> Option<SocketAddr>;
+    /// Whether a pooled connection is still quiet: readable means the
+    /// backend closed it (or sent garbage), and it is useless.
+    fn is_quiet(&self) -> bool;
 }
 
 impl BackendStream for TcpStream {
-    fn socket(&self) -> &TcpStream {
-        self
+    fn fd(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(self)
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        TcpStream::local_addr(self).ok()
+    }
+
+    fn is_quiet(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+impl BackendStream for tokio::net::UnixStream {
+    fn fd(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(self)
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn is_quiet(&self) -> bool {
+        let mut probe = [0u8; 1];
+        matches!(self.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+/// Where a backend is: an IP address and port, or a Unix socket's path
+/// (`.path`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Address {
+    Tcp(SocketAddr),
+    Unix(String),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Tcp(a) => write!(f, "{a}"),
+            Address::Unix(p) => f.write_str(p),
+        }
+    }
+}
+
+impl Address {
+    /// Opens a connection (without a timeout: the caller bounds it).
+    pub async fn connect(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Address::Tcp(a) => {
+                let s = TcpStream::connect(a).await?;
+                let _ = s.set_nodelay(true);
+                Box::new(s)
+            }
+            Address::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+        })
+    }
+
+    /// The IP address and port as the log and `beresp.backend.ip` give
+    /// them: 0.0.0.0 port 0 for a Unix socket.
+    pub fn ip(&self) -> SocketAddr {
+        match self {
+            Address::Tcp(a) => *a,
+            Address::Unix(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
     }
 }
 
@@ -54,6 +122,9 @@ pub struct Timeouts {
     /// not there (`backend_remote_error_holddown`).
     pub holddown_local: Duration,
     pub holddown_remote: Duration,
+    /// The client and server addresses the fetch is for (`client.ip`,
+    /// `server.ip`): what a `.proxy_header` backend is told.
+    pub proxy_for: Option<(SocketAddr, SocketAddr)>,
 }
 
 /// Why a fetch failed. The text is what goes into the `FetchError` record.
@@ -103,9 +174,13 @@ impl std::fmt::Display for FetchError {
 #[derive(Debug)]
 pub struct Backend {
     pub name: String,
-    /// As configured (`host:port`), for display.
+    /// As configured (`host:port`, or the path), for display.
     pub endpoint: String,
-    pub addr: SocketAddr,
+    pub addr: Address,
+    /// `.proxy_header`: the PROXY protocol version each new connection
+    /// starts with (0: none). Such connections are never reused, since
+    /// each speaks for one client.
+    proxy_header: u8,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
     idle: Mutex<Vec<(Stream, Instant)>>,
@@ -157,11 +232,12 @@ impl AdminHealth {
 }
 
 impl Backend {
-    pub fn new(name: &str, endpoint: &str, addr: SocketAddr, host_header: &str) -> Backend {
+    pub fn new(name: &str, endpoint: &str, addr: Address, host_header: &str) -> Backend {
         Backend {
             name: name.to_string(),
             endpoint: endpoint.to_string(),
             addr,
+            proxy_header: 0,
             host_header: host_header.to_string(),
             idle: Mutex::new(Vec::new()),
             stats: BackendCounters::new(),
@@ -181,6 +257,13 @@ impl Backend {
 
     pub fn set_warm(&self, warm: bool) {
         self.warm.store(warm, Ordering::Relaxed);
+    }
+
+    /// Makes each new connection start with a PROXY header of this
+    /// version (1 or 2).
+    pub fn with_proxy_header(mut self, version: u8) -> Backend {
+        self.proxy_header = version;
+        self
     }
 
     /// Gives it a health probe (from [`probe::Probes::get`]); the
@@ -319,7 +402,7 @@ impl Backend {
         t: &Timeouts,
         allow_reuse: bool,
     ) -> Result<Conn<'a>, FetchError> {
-        if allow_reuse {
+        if allow_reuse && self.proxy_header == 0 {
             if let Some(stream) = self.take_idle(t.idle) {
                 COUNTERS.inc(Counter::backend_reuse);
                 return Ok(Conn::new(self, stream, true, slot));
@@ -331,7 +414,7 @@ impl Backend {
                 "held down after a failed connection".into(),
             ));
         }
-        let stream = match tokio::time::timeout(t.connect, TcpStream::connect(self.addr)).await {
+        let mut stream = match tokio::time::timeout(t.connect, self.addr.connect()).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 self.connect_failed(e.raw_os_error(), t);
@@ -342,9 +425,31 @@ impl Backend {
                 return Err(FetchError::ConnectTimeout);
             }
         };
-        let _ = stream.set_nodelay(true);
         COUNTERS.inc(Counter::backend_conn);
-        Ok(Conn::new(self, Box::new(stream), false, slot))
+        if self.proxy_header != 0 {
+            self.send_proxy_header(&mut stream, t).await?;
+        }
+        Ok(Conn::new(self, stream, false, slot))
+    }
+
+    /// Starts a new connection with the PROXY header `.proxy_header`
+    /// asks for: the client and server the fetch is for, or the
+    /// connection's own addresses for a fetch that has none.
+    async fn send_proxy_header(&self, stream: &mut Stream, t: &Timeouts) -> Result<(), FetchError> {
+        use tokio::io::AsyncWriteExt;
+        let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+        let (client, server) = t
+            .proxy_for
+            .unwrap_or_else(|| (stream.local_addr().unwrap_or(unspecified), self.addr.ip()));
+        let header = match self.proxy_header {
+            1 => lacquer_http::proxy::write_v1(client, server),
+            _ => lacquer_http::proxy::write_v2(client, server, &[]),
+        };
+        match tokio::time::timeout(t.between_bytes, stream.write_all(&header)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(FetchError::WriteFailed(e.to_string())),
+            Err(_) => Err(FetchError::WriteFailed("timeout".into())),
+        }
     }
 
     /// Counts a connection that could not be opened, by its cause, and
@@ -386,16 +491,17 @@ impl Backend {
             }
             // A pooled connection that is readable has been closed by the
             // backend (or holds garbage): either way it is useless.
-            let mut probe = [0u8; 1];
-            match stream.socket().try_read(&mut probe) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(stream),
-                _ => continue,
+            if stream.is_quiet() {
+                return Some(stream);
             }
         }
         None
     }
 
     pub(crate) fn recycle(&self, stream: Stream) {
+        if self.proxy_header != 0 {
+            return;
+        }
         COUNTERS.inc(Counter::backend_recycle);
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.push((stream, Instant::now()));

@@ -9,14 +9,12 @@
 //! address and probe definition, shared by every backend (of every loaded
 //! program) that names them ([`Probes`]).
 
-use crate::Backend;
+use crate::{Address, Backend};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// What a probe sends and how its results are judged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -100,7 +98,7 @@ struct History {
 /// A probe's state, shared by the backends it judges.
 #[derive(Debug)]
 pub struct Probe {
-    pub addr: SocketAddr,
+    pub addr: Address,
     pub spec: ProbeSpec,
     history: Mutex<History>,
     healthy: AtomicBool,
@@ -115,19 +113,19 @@ pub struct Probe {
 /// probe and its health instead of starting over from `.initial`.
 #[derive(Debug, Default)]
 pub struct Probes {
-    live: Mutex<HashMap<(SocketAddr, ProbeSpec), Weak<Probe>>>,
+    live: Mutex<HashMap<(Address, ProbeSpec), Weak<Probe>>>,
 }
 
 impl Probes {
     /// The live probe for this address and definition, or a new one.
-    pub fn get(&self, addr: SocketAddr, spec: ProbeSpec) -> Arc<Probe> {
+    pub fn get(&self, addr: Address, spec: ProbeSpec) -> Arc<Probe> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|_, p| p.strong_count() > 0);
         let key = (addr, spec);
         if let Some(p) = live.get(&key).and_then(Weak::upgrade) {
             return p;
         }
-        let probe = Arc::new(Probe::new(addr, key.1.clone()));
+        let probe = Arc::new(Probe::new(key.0.clone(), key.1.clone()));
         live.insert(key, Arc::downgrade(&probe));
         probe
     }
@@ -144,7 +142,7 @@ pub struct Recorded {
 }
 
 impl Probe {
-    pub fn new(addr: SocketAddr, mut spec: ProbeSpec) -> Probe {
+    pub fn new(addr: Address, mut spec: ProbeSpec) -> Probe {
         spec.window = spec.window.clamp(1, 64);
         let initial = spec.initial.min(spec.window);
         let happy = if initial == 0 {
@@ -198,7 +196,7 @@ impl Probe {
     /// Runs the probe once, records the result and tells the backends
     /// that follow it.
     pub async fn run_once(&self) -> Recorded {
-        let result = run(self.addr, &self.spec).await;
+        let result = run(&self.addr, &self.spec).await;
         let recorded = self.record(&result);
         for b in self.followers() {
             b.probed(self, &recorded);
@@ -313,14 +311,16 @@ impl Probe {
 }
 
 /// Runs one probe against `addr`.
-pub async fn run(addr: std::net::SocketAddr, spec: &ProbeSpec) -> ProbeResult {
+pub async fn run(addr: &Address, spec: &ProbeSpec) -> ProbeResult {
     let mut steps = Steps::default();
     let start = Instant::now();
     let attempt = async {
-        let mut stream = TcpStream::connect(addr)
+        let mut stream = addr
+            .connect()
             .await
             .map_err(|e| format!("Open error {}", os_error(&e)))?;
-        if addr.is_ipv4() {
+        // A Unix socket counts as the IPv4 bit, as in Varnish.
+        if addr.ip().is_ipv4() {
             steps.connected_v4 = true;
         } else {
             steps.connected_v6 = true;
@@ -398,8 +398,10 @@ fn os_error(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
-    const ADDR: SocketAddr =
-        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9);
+    const ADDR: Address = Address::Tcp(std::net::SocketAddr::new(
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        9,
+    ));
 
     fn spec(window: u32, threshold: u32, initial: u32) -> ProbeSpec {
         ProbeSpec {

@@ -6,6 +6,7 @@
 
 pub mod chunked;
 pub mod headers;
+pub mod proxy;
 pub mod request;
 pub mod response;
 

@@ -68,8 +68,8 @@ fn serve(args: &[String]) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Ok(ServeAction::DescribeParams) => {
-            print!("{}", lacquer_core::params::describe_all());
+        Ok(ServeAction::Describe(what)) => {
+            print!("{}", lacquer_server::describe(what));
             ExitCode::SUCCESS
         }
         Ok(ServeAction::Compile(cfg)) => match cfg

@@ -15,7 +15,7 @@ mod session;
 mod transport;
 
 pub use daemon::config;
-pub use daemon::serve;
+pub use daemon::{describe, serve};
 pub use host::vcl::VclSource;
 
 use lacquer_cache::Cache;

@@ -112,6 +112,7 @@ tag_table! {
     CLI = 69, "Management interface traffic.";
     Proxy = 70, "PROXY protocol information.";
     VSL = 71, "Log reader warnings and errors.";
+    ProxyGarbage = 72, "A PROXY protocol header that could not be read.";
 }
 
 impl Tag {

@@ -157,6 +157,7 @@ impl Compiler {
             port: "80".to_string(),
             host_header: None,
             path: None,
+            proxy_header: None,
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,
@@ -194,10 +195,7 @@ impl Compiler {
                     if v != 1 && v != 2 {
                         return Err(CompileError::new(".proxy_header must be 1 or 2", f.name.span));
                     }
-                    self.warnings.push(format!(
-                        "backend {}: .proxy_header is accepted but no PROXY header is sent yet",
-                        b.name
-                    ));
+                    b.proxy_header = Some(v as u8);
                 }
                 "probe" => {
                     let index = match &f.value {
@@ -232,14 +230,24 @@ impl Compiler {
                 }
             }
         }
-        if b.path.is_some() {
-            return Err(CompileError::new(
-                format!(
-                    "backend {}: Unix domain socket backends (.path) are not supported yet",
-                    b.name
-                ),
-                name.span,
-            ));
+        if let Some(path) = &b.path {
+            let at = fields
+                .iter()
+                .find(|f| f.name.name == "path")
+                .map_or(name.span, |f| f.name.span);
+            if !b.host.is_empty() {
+                return Err(CompileError::new(
+                    "Only one of .host or .path may be specified",
+                    at,
+                ));
+            }
+            if !path.starts_with('/') || path.len() > 107 {
+                return Err(CompileError::new(
+                    format!("Not an absolute path of at most 107 characters: \"{path}\""),
+                    at,
+                ));
+            }
+            return Ok(b);
         }
         if b.host.is_empty() {
             return Err(CompileError::new(

@@ -58,7 +58,11 @@ pub struct BackendDef {
     pub host: String,
     pub port: String,
     pub host_header: Option<String>,
+    /// `.path`: a Unix domain socket instead of `.host` (then `addr` is
+    /// None and this is set).
     pub path: Option<String>,
+    /// `.proxy_header`: 1 or 2.
+    pub proxy_header: Option<u8>,
     pub connect_timeout: Option<Duration>,
     pub first_byte_timeout: Option<Duration>,
     pub between_bytes_timeout: Option<Duration>,

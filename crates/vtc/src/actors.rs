@@ -4,10 +4,10 @@
 
 use crate::fail;
 use crate::http::Conn;
+use crate::net::{Listener, Stream};
 use crate::session::Session;
 use crate::state::World;
 use crate::trace::{fatal, log, Fail, Step};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,11 +35,11 @@ pub struct Server {
     pub repeat: u64,
     pub keepalive: bool,
     pub dispatch: bool,
-    listener: Option<Arc<TcpListener>>,
+    listener: Option<Arc<Listener>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
     /// The connection being served, so that a stop can end it.
-    current: Arc<Mutex<Option<TcpStream>>>,
+    current: Arc<Mutex<Option<Stream>>>,
 }
 
 impl Server {
@@ -63,24 +63,22 @@ impl Server {
         if self.listener.is_some() {
             return Ok(());
         }
-        let l = TcpListener::bind(&self.listen).map_err(|e| {
+        let listen = world.macros.expand(&self.listen)?;
+        let l = Listener::bind(&listen).map_err(|e| {
             Fail(format!(
-                "Server listen address ({}) cannot be bound: {e}",
-                self.listen
+                "Server listen address ({listen}) cannot be bound: {e}"
             ))
         })?;
-        let a = l.local_addr().map_err(|e| Fail(e.to_string()))?;
-        world
-            .macros
-            .define_endpoint(&self.name, &a.ip().to_string(), &a.port().to_string());
-        log(1, &self.name, &format!("Listen on {a}"));
+        let (addr, port) = l.endpoint().map_err(|e| Fail(e.to_string()))?;
+        world.macros.define_endpoint(&self.name, &addr, &port);
+        log(1, &self.name, &format!("Listen on {addr} {port}"));
         self.listener = Some(Arc::new(l));
         Ok(())
     }
 
-    /// The address, for `-vcl+backend`.
-    pub fn addr(&self) -> Option<std::net::SocketAddr> {
-        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    /// The address and port (`-` for a Unix socket), for `-vcl+backend`.
+    pub fn endpoint(&self) -> Option<(String, String)> {
+        self.listener.as_ref().and_then(|l| l.endpoint().ok())
     }
 
     pub fn start(&mut self, world: &Arc<World>) -> Step {
@@ -100,12 +98,14 @@ impl Server {
             &self.name,
             &format!(
                 "Started on {} ({repeat} iterations)",
-                self.addr().map(|a| a.to_string()).unwrap_or_default()
+                self.endpoint()
+                    .map(|(a, p)| format!("{a} {p}"))
+                    .unwrap_or_default()
             ),
         );
         self.thread = Some(std::thread::spawn(move || {
             let timeout = world.http_timeout;
-            let accept = |l: &TcpListener| -> Option<TcpStream> {
+            let accept = |l: &Listener| -> Option<Stream> {
                 match l.accept() {
                     Ok((s, peer)) => {
                         log(3, &name, &format!("accepted fd {} {peer}", s.as_raw_fd()));
@@ -195,7 +195,7 @@ impl Server {
         if let Some(l) = &self.listener {
             // Shutting the listening socket down wakes a thread blocked in
             // accept on it.
-            let _ = socket2::SockRef::from(l).shutdown(std::net::Shutdown::Both);
+            l.shutdown();
         }
         if let Some(s) = self
             .current
@@ -217,6 +217,8 @@ pub struct Client {
     pub connect: String,
     pub repeat: u64,
     pub keepalive: bool,
+    /// `-proxy1`/`-proxy2`: the version and "CLIENT:PORT SERVER:PORT [TLV…]".
+    pub proxy: Option<(u8, String)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -228,6 +230,7 @@ impl Client {
             connect: "${v1_sock}".to_string(),
             repeat: 1,
             keepalive: false,
+            proxy: None,
             thread: None,
         }
     }
@@ -240,6 +243,13 @@ impl Client {
         log(2, &self.name, "Starting client");
         let (world, name, spec) = (world.clone(), self.name.clone(), self.spec.clone());
         let (repeat, keepalive) = (self.repeat, self.keepalive);
+        let proxy = match &self.proxy {
+            Some((version, spec)) => Some(crate::net::proxy_header(
+                *version,
+                &world.macros.expand(spec)?,
+            )?),
+            None => None,
+        };
         log(
             2,
             &name,
@@ -249,21 +259,18 @@ impl Client {
             let stopping = AtomicBool::new(false);
             let connect = || -> Step<Conn> {
                 log(3, &name, &format!("Connect to {addr}"));
-                let s = TcpStream::connect(&addr)
+                let s = Stream::connect(&addr)
                     .map_err(|e| Fail(format!("Failed to open {addr}: {e}")))?;
-                if let (Ok(l), Ok(p)) = (s.local_addr(), s.peer_addr()) {
-                    log(
-                        3,
-                        &name,
-                        &format!(
-                            "connected fd {} from {} {} to {p}",
-                            s.as_raw_fd(),
-                            l.ip(),
-                            l.port()
-                        ),
-                    );
+                log(
+                    3,
+                    &name,
+                    &format!("connected fd {} {}", s.as_raw_fd(), s.describe()),
+                );
+                let mut conn = Conn::new(&name, s, world.http_timeout);
+                if let Some(header) = &proxy {
+                    conn.send("proxy", header)?;
                 }
-                Ok(Conn::new(&name, s, world.http_timeout))
+                Ok(conn)
             };
             let mut s = Session {
                 world: &world,

@@ -5,9 +5,9 @@
 //! product's HTTP code: the product is never judged by its own codec.
 
 use crate::fail;
+use crate::net::Stream;
 use crate::trace::{dump, log, Fail, Step};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// A message read from the peer.
@@ -36,7 +36,7 @@ impl Message {
 /// The connection and what was last read on it.
 pub struct Conn {
     pub actor: String,
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub timeout: Duration,
     /// Bytes read but not yet consumed.
     buf: Vec<u8>,
@@ -47,8 +47,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(actor: &str, stream: TcpStream, timeout: Duration) -> Conn {
-        let _ = stream.set_nodelay(true);
+    pub fn new(actor: &str, stream: Stream, timeout: Duration) -> Conn {
         Conn {
             actor: actor.to_string(),
             stream,
@@ -266,7 +265,7 @@ impl Conn {
     }
 }
 
-fn fd(s: &TcpStream) -> i32 {
+fn fd(s: &Stream) -> i32 {
     use std::os::unix::io::AsRawFd;
     s.as_raw_fd()
 }

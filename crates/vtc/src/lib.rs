@@ -13,6 +13,7 @@ pub mod gzip;
 pub mod http;
 pub mod logexpect;
 pub mod macros;
+pub mod net;
 pub mod script;
 pub mod session;
 mod state;

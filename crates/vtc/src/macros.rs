@@ -28,7 +28,9 @@ impl Macros {
     pub fn define_endpoint(&self, prefix: &str, ip: &str, port: &str) {
         self.define(&format!("{prefix}_addr"), ip);
         self.define(&format!("{prefix}_port"), port);
-        let sock = if ip.contains(':') {
+        let sock = if port == "-" {
+            ip.to_string()
+        } else if ip.contains(':') {
             format!("[{ip}]:{port}")
         } else {
             format!("{ip}:{port}")

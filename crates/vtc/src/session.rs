@@ -4,11 +4,11 @@
 use crate::fail;
 use crate::gzip;
 use crate::http::{synth_body, Conn, Message};
+use crate::net::Listener;
 use crate::script::{self, Command, Word};
 use crate::state::World;
 use crate::trace::{log, Fail, Step};
 use std::io::Read;
-use std::net::TcpListener;
 use std::time::Duration;
 
 /// How one actor runs its spec.
@@ -17,7 +17,7 @@ pub struct Session<'w> {
     pub actor: String,
     /// The server's listening socket, for `accept` (not for `-dispatch`
     /// connections).
-    pub listener: Option<&'w TcpListener>,
+    pub listener: Option<&'w Listener>,
     /// A server's spec: `rxhdrs` and `rxbody` read requests.
     pub server: bool,
     /// Set by `non_fatal`: a failure ends this actor, not the test.
@@ -423,7 +423,10 @@ fn delay_unless(actor: &str, secs: &str, stopping: &std::sync::atomic::AtomicBoo
 
 fn send_urgent(conn: &mut Conn, data: &[u8]) -> Step {
     crate::trace::dump(&conn.actor, "send_urgent", data);
-    let sock = socket2::SockRef::from(&conn.stream);
+    let Some(tcp) = conn.stream.tcp() else {
+        fail!("send_urgent: not a TCP connection");
+    };
+    let sock = socket2::SockRef::from(tcp);
     for byte in data.chunks(1) {
         match sock.send_out_of_band(byte) {
             Ok(1) => {}

@@ -126,11 +126,19 @@ impl Varnish {
         log(2, &self.name, "Launch");
         let _ = std::fs::create_dir_all(&self.workdir);
         let mut cmd = Command::new(&world.exe);
+        // varnishtest listens on a port of its choosing unless the test
+        // gives its own -a.
+        let own_listen = self.args.iter().any(|a| a == "-a" || a.starts_with("-a"));
         cmd.arg("serve")
             .arg("-d")
             .arg("-n")
             .arg(&self.workdir)
-            .args(["-a", "127.0.0.1:0", "-T", "127.0.0.1:0"])
+            .args(["-T", "127.0.0.1:0"])
+            .args(if own_listen {
+                &[][..]
+            } else {
+                &["-a", "127.0.0.1:0"][..]
+            })
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -229,15 +237,17 @@ impl Varnish {
         &self,
         world: &World,
         spec: &str,
-        backends: &[(String, std::net::SocketAddr)],
+        backends: &[(String, (String, String))],
     ) -> Step<String> {
         let mut text = format!("vcl {};\n", self.syntax);
-        for (name, addr) in backends {
-            text.push_str(&format!(
-                "backend {name} {{ .host = \"{}\"; .port = \"{}\"; }}\n",
-                addr.ip(),
-                addr.port()
-            ));
+        for (name, (addr, port)) in backends {
+            if port == "-" {
+                text.push_str(&format!("backend {name} {{ .path = \"{addr}\"; }}\n"));
+            } else {
+                text.push_str(&format!(
+                    "backend {name} {{ .host = \"{addr}\"; .port = \"{port}\"; }}\n"
+                ));
+            }
         }
         text.push('\n');
         text.push_str(&world.macros.expand(spec)?);

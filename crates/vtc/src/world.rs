@@ -210,6 +210,8 @@ impl Top {
                     c.spec = w.text.clone();
                 }
                 "-connect" => c.connect = next(&mut i)?,
+                "-proxy1" => c.proxy = Some((1, next(&mut i)?)),
+                "-proxy2" => c.proxy = Some((2, next(&mut i)?)),
                 "-repeat" => c.repeat = parse_count(&next(&mut i)?)?,
                 "-keepalive" => c.keepalive = true,
                 "-start" => c.start(&world)?,
@@ -231,10 +233,10 @@ impl Top {
             fail!("Varnish name must start with 'v' (is: {name})");
         }
         let world = self.world.clone();
-        let backends: Vec<(String, std::net::SocketAddr)> = self
+        let backends: Vec<(String, (String, String))> = self
             .servers
             .iter()
-            .filter_map(|s| s.addr().map(|a| (s.name.clone(), a)))
+            .filter_map(|s| s.endpoint().map(|a| (s.name.clone(), a)))
             .collect();
         let v = self
             .varnishes

@@ -287,7 +287,7 @@ fn initial_headers(c: &Client, sh: &Shared, req: &Req) -> Headers {
         Ok(Some(head)) => head.headers,
         _ => req.head.headers.clone(),
     };
-    let xff = forwarded_for(headers.get("x-forwarded-for"), &c.peer_ip);
+    let xff = forwarded_for(headers.get("x-forwarded-for"), &c.addrs.client_ip);
     headers.set("X-Forwarded-For", xff);
     headers
 }

@@ -59,7 +59,7 @@ pub(crate) async fn pass(
     headers.remove_fixed_hop_by_hop();
     headers.remove_values(&req.hop_values);
     headers.remove("expect");
-    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pass");
+    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn.clone(), "pass");
     bereq.version = Version::Http11;
     bereq.uncacheable = true;
     bereq.is_hitpass = req.is_hitpass;
@@ -185,10 +185,17 @@ impl FetchMode for PassFetch<'_> {
             self.sh,
             self.vcl,
             &mut *self.req,
-            self.conn,
+            self.conn.clone(),
             self.keep,
         );
-        crate::client::invalidate::after_unsafe(sh, vcl, req, conn, beresp.status, &beresp.headers);
+        crate::client::invalidate::after_unsafe(
+            sh,
+            vcl,
+            req,
+            conn.clone(),
+            beresp.status,
+            &beresp.headers,
+        );
         let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
             // Filtered: through a private object, as a miss would be.
             let transient = sh.cache.transient().clone();

@@ -74,7 +74,7 @@ impl Ctx<'_> {
             sh: self.sh,
             vcl: self.vcl,
             req,
-            conn: self.conn,
+            conn: self.conn.clone(),
             hash,
             key,
             obj,
@@ -110,11 +110,12 @@ pub(crate) async fn handle(
         log.timestamp("Req", t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         log.with(Tag::ReqStart, |b| {
-            b.extend_from_slice(c.peer_ip.as_bytes());
+            let a = &c.addrs;
+            b.extend_from_slice(a.client_ip.as_bytes());
             b.push(b' ');
-            lacquer_shm::record::push_u64(b, u64::from(c.peer.port()));
+            lacquer_shm::record::push_u64(b, u64::from(a.client.port()));
             b.push(b' ');
-            b.extend_from_slice(c.listener.as_bytes());
+            b.extend_from_slice(a.listener.as_bytes());
         });
         log.head(HeadKind::Req, &head.raw);
     }
@@ -168,8 +169,7 @@ async fn client_steps(
         sh,
         vcl,
         conn: ConnInfo {
-            peer: c.peer,
-            local: c.local,
+            addrs: c.addrs.clone(),
             fd: c.fd.map(crate::transport::sockopt::ClientFd),
         },
     };
@@ -227,7 +227,7 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
 fn append_forwarded_for(req: &mut Req, c: &Client) {
     // Repeated lines are one list: each proxy before us counts.
     let prev = req.head.headers.get_joined("x-forwarded-for");
-    let value = forwarded_for(prev.as_ref(), &c.peer_ip);
+    let value = forwarded_for(prev.as_ref(), &c.addrs.client_ip);
     if req.log.active() {
         if let Some(prev) = &prev {
             req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
@@ -371,7 +371,15 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                         bgfetch: true,
                         hitmiss: false,
                     };
-                    drop(fetch::spawn(sh, cx.vcl, req, cx.conn, key, slot, kind));
+                    drop(fetch::spawn(
+                        sh,
+                        cx.vcl,
+                        req,
+                        cx.conn.clone(),
+                        key,
+                        slot,
+                        kind,
+                    ));
                 }
                 return hit_step(c, cx, req, key, obj, keep).await;
             }
@@ -474,7 +482,7 @@ async fn miss_step(
                 bgfetch: false,
                 hitmiss,
             };
-            let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn, key, slot, kind);
+            let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn.clone(), key, slot, kind);
             // A client that leaves stops waiting; the fetch goes on for
             // the cache, unless it was this request's own (hit-for-miss).
             let Some(answer) = c.watching(rx, cx.sh.params.answer_half_closed()).await else {
@@ -558,7 +566,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
             COUNTERS.inc(Counter::s_pass);
             // Boxed: a pass's state is large and most requests never need it;
             // inline, it would grow every connection's task.
-            match Box::pin(pass::pass(c, cx.sh, cx.vcl, req, cx.conn)).await {
+            match Box::pin(pass::pass(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
                 pass::Passed::Done(outcome) => Step::Done(outcome),
                 pass::Passed::Object(obj) => {
                     let keep = match req.consume_body(c, cx.sh).await {
@@ -581,7 +589,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
 }
 
 async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
-    match Box::pin(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn)).await {
+    match Box::pin(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
         pipe::Piped::Done(outcome) => Step::Done(outcome),
         pipe::Piped::Synth(status, reason) => synth_after_body(c, cx, req, status, reason).await,
     }
@@ -706,7 +714,6 @@ mod tests {
         }
         let session = || {
             crate::session::serve_connection(
-                unreachable!(),
                 unreachable!(),
                 unreachable!(),
                 unreachable!(),

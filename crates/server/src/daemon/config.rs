@@ -1,7 +1,10 @@
 //! The `lacquer serve` command line, read the way varnishd reads its own:
-//! `-a -b -f -C -d -n -s -t -p -i -F -x -V -P -T -S`. Every mistake is one
-//! clear line and exit status 2.
+//! every option of varnishd 7 (`-a -b -C -d -E -F -f -h -I -i -j -l -M -n
+//! -P -p -r -S -s -T -t -V -W -x`), and the old init scripts' `-u`, `-g`
+//! (answered with their modern form) and `-w` (mapped to the thread pool
+//! parameters). Every mistake is one clear line and exit status 2.
 
+pub use crate::daemon::listen::{parse_listen, ListenAddrs, ListenSpec, UnixSpec};
 use lacquer_core::params::Params;
 use lacquer_core::units::parse_bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -25,7 +28,7 @@ macro_rules! serve_options {
 }
 
 serve_options! {
-    Listen = 'a', true, "[-a [name=][address][:port][,HTTP]]";
+    Listen = 'a', true, "[-a [name=][address][:port|/path][,HTTP|,PROXY][,user=U][,group=G][,mode=M]]";
     Backend = 'b', true, "[-b host[:port]]";
     VclFile = 'f', true, "[-f file.vcl]";
     CompileOnly = 'C', false, "[-C]";
@@ -38,9 +41,75 @@ serve_options! {
     PidFile = 'P', true, "[-P pidfile]";
     Foreground = 'F', false, "[-F]";
     Version = 'V', false, "[-V]";
-    Describe = 'x', true, "[-x parameter]";
+    Describe = 'x', true, "[-x parameter|vsl|cli|builtin|optstring]";
     Management = 'T', true, "[-T address[:port] | -T none]";
     Secret = 'S', true, "[-S secretfile | -S none]";
+    Jail = 'j', true, "[-j unix[,user=U][,workuser=W][,ccgroup=G] | -j none]";
+    LogSpace = 'l', true, "[-l vsl_space]";
+    Hash = 'h', true, "[-h critbit|simple_list|classic[,buckets]]";
+    Waiter = 'W', true, "[-W epoll|poll]";
+    CliFile = 'I', true, "[-I clifile]";
+    ReverseCli = 'M', true, "[-M address:port]";
+    ReadOnly = 'r', true, "[-r param[,param...]]";
+    Extension = 'E', true, "[-E extension]";
+    OldUser = 'u', true, "[-u user (now -j unix,user=)]";
+    OldGroup = 'g', true, "[-g group (now -j unix,ccgroup=)]";
+    OldThreads = 'w', true, "[-w min[,max[,timeout]]]";
+}
+
+/// What `-x` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Describe {
+    Parameters,
+    LogTags,
+    Commands,
+    BuiltinVcl,
+    OptString,
+}
+
+/// `-j`: the user the daemon becomes once its sockets are bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Jail {
+    /// The user that serves clients: `workuser=`, else `user=`.
+    pub user: String,
+}
+
+/// Parses `-j unix[,user=U][,workuser=W][,ccgroup=G]` or `-j none`.
+pub fn parse_jail(spec: &str) -> Result<Option<Jail>, String> {
+    let mut parts = spec.split(',');
+    match parts.next() {
+        Some("none") if spec == "none" => return Ok(None),
+        Some("unix") => {}
+        _ => return Err(format!("-j {spec}: unknown jail (use unix or none)")),
+    }
+    let (mut user, mut workuser) = ("varnish".to_string(), None);
+    for part in parts {
+        match part.split_once('=') {
+            Some(("user", u)) if !u.is_empty() => user = u.to_string(),
+            Some(("workuser", u)) if !u.is_empty() => workuser = Some(u.to_string()),
+            // No compiler runs here: the group that would reach one has
+            // nothing to do.
+            Some(("ccgroup", g)) if !g.is_empty() => {}
+            _ => return Err(format!("-j {spec}: unknown jail option \"{part}\"")),
+        }
+    }
+    Ok(Some(Jail {
+        user: workuser.unwrap_or(user),
+    }))
+}
+
+/// The getopt string of `lacquer serve`, as `-x optstring` prints it.
+pub fn optstring() -> String {
+    SERVE_OPTIONS
+        .iter()
+        .map(|(flag, _, value, _)| {
+            if *value {
+                format!("{flag}:")
+            } else {
+                flag.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The usage lines of `lacquer serve`, from [`SERVE_OPTIONS`].
@@ -61,13 +130,6 @@ pub fn serve_usage() -> String {
         width += 1 + item.len();
     }
     out
-}
-
-/// A listening endpoint from `-a`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenSpec {
-    pub name: String,
-    pub addrs: Vec<SocketAddr>,
 }
 
 /// The backend from `-b`.
@@ -106,6 +168,14 @@ pub struct ServeConfig {
     pub secret: SecretSpec,
     /// `--metrics host:port`: where `/metrics` is served (Lacquer only).
     pub metrics_listen: Vec<SocketAddr>,
+    /// `-j unix`: who to become once the sockets are bound.
+    pub jail: Option<Jail>,
+    /// `-I`: management commands run before the first client is served.
+    pub cli_file: Option<PathBuf>,
+    /// `-M`: where to offer the management interface by connecting out.
+    pub reverse_cli: Option<String>,
+    /// `-r`: parameters `param.set` may not change.
+    pub read_only: Vec<String>,
 }
 
 /// `-S`: how management clients prove who they are.
@@ -125,8 +195,8 @@ pub enum ServeAction {
     Run(Box<ServeConfig>),
     /// `-C`: compile the VCL, report, exit.
     Compile(Box<ServeConfig>),
-    /// `-x parameter`: print the parameter table.
-    DescribeParams,
+    /// `-x parameter|vsl|cli|builtin|optstring`: print a table.
+    Describe(Describe),
     /// `-V`.
     Version,
 }
@@ -185,7 +255,7 @@ pub const DEFAULT_STORE_SIZE: u64 = 256 << 20;
 pub use lacquer_core::host::default_workdir;
 use lacquer_core::host::{hostname, split_host_port};
 
-fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
+pub(crate) fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
     match p {
         "http" => Ok(80),
         "https" => Ok(443),
@@ -193,62 +263,6 @@ fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
             .parse::<u16>()
             .map_err(|_| format!("invalid port \"{p}\" in \"{whole}\"")),
     }
-}
-
-/// Parses one `-a [name=][addr][:port][,PROTO]`.
-pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
-    let (name, rest) = match spec.split_once('=') {
-        Some((n, r)) if !n.is_empty() && !n.contains(':') && !n.contains('/') => (n.to_string(), r),
-        _ => (format!("a{index}"), spec),
-    };
-    let mut parts = rest.split(',');
-    let endpoint = parts.next().unwrap_or("");
-    for extra in parts {
-        match extra.to_ascii_uppercase().as_str() {
-            "HTTP" | "HTTP/1" => {}
-            "PROXY" => {
-                return Err(format!(
-                    "-a {spec}: the PROXY protocol is not yet supported"
-                ))
-            }
-            other
-                if other.starts_with("USER=")
-                    || other.starts_with("GROUP=")
-                    || other.starts_with("MODE=") =>
-            {
-                return Err(format!(
-                    "-a {spec}: Unix domain sockets are not yet supported"
-                ))
-            }
-            _ => return Err(format!("-a {spec}: unknown protocol \"{extra}\"")),
-        }
-    }
-    if endpoint.starts_with('/') || endpoint.starts_with('@') {
-        return Err(format!(
-            "-a {spec}: Unix domain sockets are not yet supported"
-        ));
-    }
-    let (host, port) = split_host_port(endpoint).map_err(|e| format!("-a {spec}: {e}"))?;
-    let port = match port {
-        Some(p) => parse_port(&p, spec).map_err(|e| format!("-a {e}"))?,
-        None if host.is_empty() => 80,
-        None => 80,
-    };
-    let addrs: Vec<SocketAddr> = if host.is_empty() {
-        vec![
-            SocketAddr::from(([0, 0, 0, 0], port)),
-            SocketAddr::from(([0u16; 8], port)),
-        ]
-    } else {
-        (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|_| format!("-a {spec}: cannot resolve \"{host}\""))?
-            .collect()
-    };
-    if addrs.is_empty() {
-        return Err(format!("-a {spec}: \"{host}\" has no address"));
-    }
-    Ok(ListenSpec { name, addrs })
 }
 
 /// Parses `-b host[:port]`.
@@ -322,6 +336,10 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut mgmt = DEFAULT_MGMT.to_string();
     let mut secret = SecretSpec::Generate;
     let mut metrics_listen = Vec::new();
+    let mut jail = None;
+    let mut cli_file = None;
+    let mut reverse_cli = None;
+    let mut read_only = Vec::new();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -394,9 +412,88 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             ServeOption::Foreground => {}
             ServeOption::Version => return Ok(ServeAction::Version),
             ServeOption::Describe => {
-                return match value.as_str() {
-                    "parameter" => Ok(ServeAction::DescribeParams),
-                    other => Err(format!("-x {other}: only -x parameter is supported")),
+                return Ok(ServeAction::Describe(match value.as_str() {
+                    "parameter" => Describe::Parameters,
+                    "vsl" => Describe::LogTags,
+                    "cli" => Describe::Commands,
+                    "builtin" => Describe::BuiltinVcl,
+                    "optstring" => Describe::OptString,
+                    other => {
+                        return Err(format!(
+                            "-x {other}: one of parameter, vsl, cli, builtin, optstring"
+                        ))
+                    }
+                }))
+            }
+            ServeOption::Jail => jail = parse_jail(&value)?,
+            ServeOption::LogSpace => {
+                // `-l vsl[,vsm[,…]]`: older versions sized more spaces.
+                let vsl = value.split(',').next().unwrap_or("");
+                params
+                    .set("vsl_space", vsl)
+                    .map_err(|e| format!("-l {value}: {e}"))?
+            }
+            ServeOption::Hash => {
+                // The cache has one index: any of varnishd's hashes asks
+                // for what it gives.
+                let kind = value.split(',').next().unwrap_or("");
+                if !matches!(kind, "critbit" | "simple_list" | "classic") {
+                    return Err(format!(
+                        "-h {value}: unknown hash (critbit, simple_list or classic)"
+                    ));
+                }
+            }
+            ServeOption::Waiter => {
+                if !matches!(value.as_str(), "epoll" | "poll") {
+                    return Err(format!(
+                        "-W {value}: unknown waiter on this system (epoll or poll)"
+                    ));
+                }
+            }
+            ServeOption::CliFile => cli_file = Some(PathBuf::from(value)),
+            ServeOption::ReverseCli => {
+                let (host, port) =
+                    split_host_port(&value).map_err(|e| format!("-M {value}: {e}"))?;
+                if host.is_empty() || port.is_none() {
+                    return Err(format!("-M {value}: give address:port"));
+                }
+                reverse_cli = Some(value)
+            }
+            ServeOption::ReadOnly => {
+                for name in value.split(',').filter(|n| !n.is_empty()) {
+                    if params.show(name).is_none() {
+                        return Err(format!("-r {value}: unknown parameter \"{name}\""));
+                    }
+                    read_only.push(name.to_string());
+                }
+            }
+            ServeOption::Extension => {
+                return Err(format!(
+                    "-E {value}: Varnish extensions are shared objects built for varnishd; \
+                     Lacquer's vmods are built in and need no -E"
+                ))
+            }
+            ServeOption::OldUser => {
+                return Err(format!(
+                    "-u {value}: gone since Varnish 4.1: use -j unix,user={value}"
+                ))
+            }
+            ServeOption::OldGroup => {
+                return Err(format!(
+                    "-g {value}: gone since Varnish 4.1: use -j unix,ccgroup={value}"
+                ))
+            }
+            ServeOption::OldThreads => {
+                // Varnish 2's `-w min[,max[,timeout]]`.
+                let names = ["thread_pool_min", "thread_pool_max", "thread_pool_timeout"];
+                let parts: Vec<&str> = value.split(',').collect();
+                if parts.len() > 3 {
+                    return Err(format!("-w {value}: give min[,max[,timeout]]"));
+                }
+                for (name, v) in names.iter().zip(parts) {
+                    params
+                        .set(name, v)
+                        .map_err(|e| format!("-w {value}: {name}: {e}"))?;
                 }
             }
             ServeOption::Management => mgmt = value,
@@ -453,6 +550,10 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         mgmt_listen: parse_mgmt(&mgmt)?,
         secret,
         metrics_listen,
+        jail,
+        cli_file,
+        reverse_cli,
+        read_only,
     });
     Ok(if compile_only {
         ServeAction::Compile(cfg)
@@ -481,7 +582,10 @@ mod tests {
         let c = parse("-a 127.0.0.1:6081 -b 127.0.0.1:8080 -s malloc,256m -t 60 -p default_grace=30 -i edge1 -F -n /tmp/x")
             .unwrap();
         assert_eq!(c.listens[0].name, "a0");
-        assert_eq!(c.listens[0].addrs, vec!["127.0.0.1:6081".parse().unwrap()]);
+        assert_eq!(
+            c.listens[0].addrs,
+            ListenAddrs::Tcp(vec!["127.0.0.1:6081".parse().unwrap()])
+        );
         assert!(
             matches!(&c.vcl, Some(crate::VclSource::Backend { host, port: 8080 }) if host == "127.0.0.1")
         );
@@ -490,22 +594,6 @@ mod tests {
         assert_eq!(c.params.default_grace(), 30.0);
         assert_eq!(c.identity, "edge1");
         assert_eq!(c.workdir, PathBuf::from("/tmp/x"));
-    }
-
-    #[test]
-    fn listen_forms() {
-        let l = parse_listen("admin=127.0.0.1:0", 0).unwrap();
-        assert_eq!(l.name, "admin");
-        assert_eq!(l.addrs[0].port(), 0);
-        let l = parse_listen(":6081", 1).unwrap();
-        assert_eq!(l.name, "a1");
-        assert_eq!(l.addrs.len(), 2);
-        let l = parse_listen("[::1]:8080,HTTP", 0).unwrap();
-        assert_eq!(l.addrs[0], "[::1]:8080".parse().unwrap());
-        assert!(parse_listen("nonsense", 0).is_err());
-        assert!(parse_listen("127.0.0.1:99999", 0).is_err());
-        assert!(parse_listen(":80,PROXY", 0).is_err());
-        assert!(parse_listen(":80,FTP", 0).is_err());
     }
 
     #[test]
@@ -535,6 +623,58 @@ mod tests {
     }
 
     #[test]
+    fn varnishd_options_of_packaged_command_lines() {
+        let c = parse(
+            "-b 127.0.0.1:1 -j unix,user=varnish,workuser=vcache,ccgroup=varnish -l 80m \
+             -h critbit -W epoll -I /etc/start.cli -M 127.0.0.1:6083 -r cc_command,vcc_allow_inline_c",
+        )
+        .unwrap();
+        assert_eq!(
+            c.jail,
+            Some(Jail {
+                user: "vcache".into()
+            })
+        );
+        assert_eq!(c.params.vsl_space(), 80 << 20);
+        assert_eq!(c.cli_file, Some(PathBuf::from("/etc/start.cli")));
+        assert_eq!(c.reverse_cli.as_deref(), Some("127.0.0.1:6083"));
+        assert_eq!(c.read_only, vec!["cc_command", "vcc_allow_inline_c"]);
+        assert_eq!(
+            parse_jail("unix").unwrap(),
+            Some(Jail {
+                user: "varnish".into()
+            })
+        );
+        assert_eq!(parse_jail("none").unwrap(), None);
+        // Varnish 2's -w maps to the thread pool parameters.
+        let c = parse("-b 127.0.0.1:1 -w 50,1000,120").unwrap();
+        assert_eq!(c.params.show("thread_pool_min").unwrap(), "50");
+        assert_eq!(c.params.show("thread_pool_timeout").unwrap(), "120.000");
+        for (bad, says) in [
+            ("-u varnish", "-j unix,user=varnish"),
+            ("-g varnish", "-j unix,ccgroup=varnish"),
+            ("-j jail", "unix or none"),
+            ("-j unix,uid=3", "uid=3"),
+            ("-h tree", "critbit"),
+            ("-W kqueue", "epoll"),
+            ("-r nosuch", "nosuch"),
+            ("-M 127.0.0.1", "address:port"),
+            ("-E /usr/lib/vmod.so", "built in"),
+            ("-x nonsense", "optstring"),
+        ] {
+            let err = parse(&format!("-b 127.0.0.1:1 {bad}")).err().unwrap();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        assert!(matches!(
+            parse_args(&args("-x vsl")),
+            Ok(ServeAction::Describe(Describe::LogTags))
+        ));
+        let opts = optstring();
+        assert!(opts.starts_with("a:b:f:C"), "{opts}");
+        assert!(opts.contains("j:") && opts.contains('F') && !opts.contains("F:"));
+    }
+
+    #[test]
     fn storage_forms() {
         let c = parse("-b 127.0.0.1:1 -s mem=malloc,1g -s Transient=malloc,64m").unwrap();
         assert_eq!(
@@ -549,7 +689,7 @@ mod tests {
         assert_eq!(c.stores[0].budget, DEFAULT_STORE_SIZE);
         assert!(matches!(
             parse_args(&args("-x parameter")),
-            Ok(ServeAction::DescribeParams)
+            Ok(ServeAction::Describe(Describe::Parameters))
         ));
         assert!(matches!(parse_args(&args("-V")), Ok(ServeAction::Version)));
     }
@@ -606,8 +746,8 @@ mod tests {
             assert!(serve_usage().contains(o.3), "{} in the usage", o.3);
         }
         assert_eq!(
-            parse("-j x").err().as_deref(),
-            Some("unknown option \"-j\"")
+            parse("-Z x").err().as_deref(),
+            Some("unknown option \"-Z\"")
         );
     }
 }

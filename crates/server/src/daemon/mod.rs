@@ -5,6 +5,7 @@
 //! backend connections, uptime).
 
 pub mod config;
+pub(crate) mod listen;
 pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod probe;
@@ -12,7 +13,6 @@ pub(crate) mod probe;
 use crate::daemon::config::ServeConfig;
 use crate::host::vcl::{Loaded, Registry};
 use crate::mgmt::{self, Mgmt};
-use crate::session;
 use crate::Shared;
 use lacquer_cache::ban::LurkConfig;
 use lacquer_cache::store::Store;
@@ -20,55 +20,11 @@ use lacquer_cache::Cache;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_shm::counters::Snapshot;
-use socket2::{Domain, Protocol, Socket, Type};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-
-fn bind(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
-    let domain = if addr.is_ipv6() {
-        Domain::IPV6
-    } else {
-        Domain::IPV4
-    };
-    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    // Accepted connections inherit it where the kernel lets them (the
-    // accept loop checks once), saving a system call per connection.
-    socket.set_nodelay(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(backlog)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
-/// Binds every `-a` endpoint. The wildcard IPv6 address of a `:port`
-/// endpoint is skipped quietly where the machine has no IPv6.
-fn bind_all(cfg: &ServeConfig) -> Result<Vec<(String, std::net::TcpListener)>, String> {
-    let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
-    let mut out = Vec::new();
-    for spec in &cfg.listens {
-        let mut bound_any = false;
-        for (i, addr) in spec.addrs.iter().enumerate() {
-            match bind(*addr, backlog) {
-                Ok(l) => {
-                    out.push((spec.name.clone(), l));
-                    bound_any = true;
-                }
-                Err(e) if i > 0 && bound_any && addr.is_ipv6() && addr.ip().is_unspecified() => {
-                    let _ = e;
-                }
-                Err(e) => return Err(format!("Could not bind to {addr} (-a {}): {e}", spec.name)),
-            }
-        }
-    }
-    Ok(out)
-}
 
 /// Binds the `-T` or `--metrics` addresses. A name like `localhost` may
 /// stand for addresses of families the machine lacks; those are skipped if
@@ -77,7 +33,7 @@ fn bind_some(addrs: &[SocketAddr], option: &str) -> Result<Vec<std::net::TcpList
     let mut out = Vec::new();
     let mut last_error = None;
     for addr in addrs {
-        match bind(*addr, 16) {
+        match listen::bind_tcp(*addr, 16) {
             Ok(l) => out.push(l),
             Err(e) => last_error = Some(format!("Could not bind to {addr} ({option}): {e}")),
         }
@@ -104,7 +60,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         std::fs::write(pid_file, format!("{}\n", std::process::id()))
             .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
     }
-    let listeners = bind_all(&cfg)?;
+    let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
+    let listeners = listen::bind_all(&cfg.listens, backlog)?;
     let mgmt_listeners = match &cfg.mgmt_listen {
         Some(addrs) => bind_some(addrs, "-T")?,
         None => Vec::new(),
@@ -194,11 +151,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
-        let mut client_listeners = Vec::new();
-        for (name, l) in listeners {
-            let local = l.local_addr().map_err(|e| e.to_string())?;
-            let _ = writeln!(out, "Listen {name} {} {}", local.ip(), local.port());
-            client_listeners.push((l, local, Arc::<str>::from(name.as_str())));
+        for l in &listeners {
+            let _ = writeln!(out, "Listen {}", l.describe());
         }
         let mut mgmt_addrs = Vec::new();
         let mut mgmt_tokio = Vec::new();
@@ -222,12 +176,22 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 Box::new(move |snap: &mut Snapshot| add_sections(&sh, snap))
             },
         )?)?;
-        let mgmt = Mgmt::new(shared.clone(), secret, client_listeners, handle);
+        let mgmt = Mgmt::new(shared.clone(), secret, listeners, handle)
+            .with_read_only(cfg.read_only.clone());
+        if let Some(jail) = &cfg.jail {
+            enter_jail(jail, &workdir)?;
+        }
+        if let Some(file) = &cfg.cli_file {
+            mgmt.run_cli_file(file).await?;
+        }
         if !cfg.start_stopped {
             mgmt.start_accepting()?;
         }
         for l in mgmt_tokio {
             tokio::spawn(mgmt.clone().serve_cli(l));
+        }
+        if let Some(addr) = cfg.reverse_cli.clone() {
+            tokio::spawn(mgmt.clone().serve_reverse(addr));
         }
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
@@ -235,6 +199,38 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         housekeeping(shared).await;
         Ok(())
     })
+}
+
+/// `-j unix`: once every socket is bound and the work directory made,
+/// becomes the jail's user for good, giving it the work directory (but
+/// not the management secret, which was read already).
+fn enter_jail(jail: &config::Jail, workdir: &std::path::Path) -> Result<(), String> {
+    use crate::transport::sockopt;
+    let user = sockopt::user_by_name(&jail.user)
+        .map_err(|e| format!("-j unix,user={}: {e}", jail.user))?;
+    if sockopt::effective_uid() != 0 {
+        if sockopt::effective_uid() == user.uid {
+            return Ok(());
+        }
+        return Err(format!(
+            "-j unix: only root can become \"{}\"; start as root or use -j none",
+            jail.user
+        ));
+    }
+    let give = |p: &std::path::Path| {
+        std::os::unix::fs::chown(p, Some(user.uid), Some(user.gid))
+            .map_err(|e| format!("-j unix: cannot give {} to {}: {e}", p.display(), jail.user))
+    };
+    give(workdir)?;
+    if let Ok(entries) = std::fs::read_dir(workdir) {
+        for entry in entries.flatten() {
+            if entry.file_name() != "_.secret" {
+                give(&entry.path())?;
+            }
+        }
+    }
+    sockopt::become_user(user.uid, user.gid)
+        .map_err(|e| format!("-j unix: cannot become {}: {e}", jail.user))
 }
 
 /// Adds the counters published beside `MAIN`: `SMA.<store>.*` for each
@@ -251,57 +247,6 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
         for b in e.loaded.backends.iter().flatten() {
             let prefix = format!("VBE.{}.{}", e.loaded.name, b.name);
             snap.section(prefix, VBE, |v| b.stats.snapshot(v));
-        }
-    }
-}
-
-/// Accepts client connections until the task is aborted (`stop`).
-pub(crate) async fn accept_loop(
-    sh: Arc<Shared>,
-    listener: TcpListener,
-    local: SocketAddr,
-    name: Arc<str>,
-) {
-    // Only a wildcard listener needs to ask which address a connection
-    // came to.
-    let wildcard = local.ip().is_unspecified();
-    let mut nodelay_inherited = None;
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let local = match wildcard {
-                    true => stream.local_addr().unwrap_or(local),
-                    false => local,
-                };
-                let inherited =
-                    *nodelay_inherited.get_or_insert_with(|| stream.nodelay().unwrap_or(false));
-                if !inherited {
-                    let _ = stream.set_nodelay(true);
-                }
-                // Boxed: the task then holds a pointer, and the session's
-                // state is not copied as the task is made and ends.
-                tokio::spawn(Box::pin(session::serve_connection(
-                    sh.clone(),
-                    stream,
-                    peer,
-                    local,
-                    name.clone(),
-                )));
-            }
-            Err(e) => {
-                // Out of descriptors or a connection reset before accept:
-                // count it and pause briefly rather than spin.
-                COUNTERS.inc(Counter::sess_fail);
-                COUNTERS.inc(match e.raw_os_error() {
-                    Some(libc::ECONNABORTED) => Counter::sess_fail_econnaborted,
-                    Some(libc::EINTR) => Counter::sess_fail_eintr,
-                    Some(libc::EMFILE | libc::ENFILE) => Counter::sess_fail_emfile,
-                    Some(libc::EBADF) => Counter::sess_fail_ebadf,
-                    Some(libc::ENOMEM | libc::ENOBUFS) => Counter::sess_fail_enomem,
-                    _ => Counter::sess_fail_other,
-                });
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
         }
     }
 }
@@ -351,5 +296,39 @@ async fn housekeeping(sh: Arc<Shared>) {
             }
         }
         COUNTERS.set(Counter::uptime, started.elapsed().as_secs());
+    }
+}
+
+/// What `-x` prints: the parameters, the log tags, the management
+/// commands, the built-in VCL or the option string.
+pub fn describe(what: config::Describe) -> String {
+    use config::Describe;
+    match what {
+        Describe::Parameters => lacquer_core::params::describe_all(),
+        Describe::LogTags => {
+            let mut out = String::new();
+            for tag in lacquer_shm::tags::TAGS {
+                out.push_str(&format!(
+                    "{}\n{}\n\t{}\n\n",
+                    tag.name(),
+                    "~".repeat(tag.name().len()),
+                    tag.doc()
+                ));
+            }
+            out
+        }
+        Describe::Commands => {
+            let mut out = String::new();
+            for c in lacquer_admin::commands::COMMANDS {
+                out.push_str(&format!(
+                    "{}\n\t{}\n\n",
+                    c.syntax,
+                    c.help.replace('\n', "\n\t")
+                ));
+            }
+            out
+        }
+        Describe::BuiltinVcl => lacquer_vcl::BUILTIN_VCL.to_string(),
+        Describe::OptString => format!("{}\n", config::optstring()),
     }
 }

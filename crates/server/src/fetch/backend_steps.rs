@@ -309,8 +309,8 @@ pub(crate) fn log_exchange(
             format_args!(
                 "{fd} {} {} {} {} {} {}",
                 backend.name,
-                backend.addr.ip(),
-                backend.addr.port(),
+                backend.addr.ip().ip(),
+                backend.addr.ip().port(),
                 local.ip(),
                 local.port(),
                 if conn.reused() { "reuse" } else { "connect" }

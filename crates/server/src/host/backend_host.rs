@@ -181,6 +181,7 @@ impl Bereq {
             idle: Params::duration(p.backend_idle_timeout()),
             holddown_local: Params::duration(p.backend_local_error_holddown()),
             holddown_remote: Params::duration(p.backend_remote_error_holddown()),
+            proxy_for: Some((self.conn.addrs.client, self.conn.addrs.server)),
             wait: lacquer_backend::WaitPolicy {
                 timeout: Params::duration(p.backend_wait_timeout()),
                 limit: p.backend_wait_limit(),
@@ -340,14 +341,16 @@ impl Host for BackendHost<'_> {
         match var {
             Var::ClientIdentity => match &b.client_identity {
                 Some(id) => Value::Str(id.clone()),
-                None => Value::str(&b.conn.peer.ip().to_canonical().to_string()),
+                None => Value::str(&b.conn.addrs.client_ip),
             },
-            Var::ClientIp | Var::RemoteIp => Value::Ip(Some(b.conn.peer)),
-            Var::ServerIp | Var::LocalIp => Value::Ip(Some(b.conn.local)),
+            Var::ClientIp
+            | Var::RemoteIp
+            | Var::ServerIp
+            | Var::LocalIp
+            | Var::LocalEndpoint
+            | Var::LocalSocket => b.conn.var(var),
             Var::ServerHostname => Value::str(&crate::hostname()),
             Var::ServerIdentity => Value::str(&self.sh.identity),
-            Var::LocalEndpoint => Value::str(&b.conn.local.to_string()),
-            Var::LocalSocket => Value::str("a0"),
             Var::Now => Value::Time(now()),
             Var::SessXid | Var::BereqXid => Value::str(&b.xid.to_string()),
             Var::Bereq => Value::Http(HttpKind::Bereq),

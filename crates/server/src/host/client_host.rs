@@ -123,14 +123,16 @@ impl Host for ClientHost<'_> {
         match var {
             Var::ClientIdentity => match &req.identity {
                 Some(id) => Value::Str(id.clone()),
-                None => Value::str(&self.conn.peer.ip().to_canonical().to_string()),
+                None => Value::str(&self.conn.addrs.client_ip),
             },
-            Var::ClientIp | Var::RemoteIp => Value::Ip(Some(self.conn.peer)),
-            Var::ServerIp | Var::LocalIp => Value::Ip(Some(self.conn.local)),
+            Var::ClientIp
+            | Var::RemoteIp
+            | Var::ServerIp
+            | Var::LocalIp
+            | Var::LocalEndpoint
+            | Var::LocalSocket => self.conn.var(var),
             Var::ServerHostname => Value::str(&crate::hostname()),
             Var::ServerIdentity => Value::str(&self.sh.identity),
-            Var::LocalEndpoint => Value::str(&self.conn.local.to_string()),
-            Var::LocalSocket => Value::str("a0"),
             Var::Req => Value::Http(HttpKind::Req),
             Var::ReqBackendHint => Value::Backend(req.backend_hint),
             Var::ReqCanGzip => Value::Bool(crate::host::req::can_gzip(&req.head.headers)),

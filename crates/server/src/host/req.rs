@@ -14,7 +14,6 @@ use lacquer_core::params::Params;
 use lacquer_http::{Headers, RequestHead, Version};
 use lacquer_shm::Txn;
 use lacquer_vcl::BackendRef;
-use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -118,13 +117,31 @@ pub(crate) enum Outcome {
 }
 
 /// Per-connection facts VCL can read.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct ConnInfo {
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
+    /// Where the connection is from and to.
+    pub addrs: Arc<crate::transport::io::SessAddrs>,
     /// The client socket's options (an ESI include has its page's
     /// duplicate, or none).
     pub fd: Option<crate::transport::sockopt::ClientFd>,
+}
+
+impl ConnInfo {
+    /// The connection's variables: `client.ip`, `server.ip`,
+    /// `remote.ip`, `local.ip`, `local.endpoint`, `local.socket`.
+    pub fn var(&self, var: lacquer_vcl::Var) -> lacquer_vcl::Value {
+        use lacquer_vcl::{Value, Var};
+        let a = &self.addrs;
+        match var {
+            Var::ClientIp => Value::Ip(Some(a.client)),
+            Var::ServerIp => Value::Ip(Some(a.server)),
+            Var::RemoteIp => Value::Ip(Some(a.remote)),
+            Var::LocalIp => Value::Ip(Some(a.local)),
+            Var::LocalEndpoint => Value::str(&a.endpoint),
+            Var::LocalSocket => Value::str(&a.listener),
+            _ => Value::Unset,
+        }
+    }
 }
 
 /// The top request as `req_top.*` shows it to includes.

@@ -8,7 +8,7 @@
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::probe::{ProbeSpec, Probes};
-use lacquer_backend::Backend;
+use lacquer_backend::{Address, Backend};
 use lacquer_cache::ban::{BanSpec, Bans};
 use lacquer_core::params::{Kind, Params};
 use lacquer_vcl::{HttpKind, Method, Program, StorageField, Value, Var};
@@ -92,14 +92,28 @@ impl Loaded {
             .backends
             .iter()
             .map(|d| {
-                d.addr.map(|addr| {
-                    let host = d.host_header.clone().unwrap_or_else(|| d.host.clone());
-                    let endpoint = format!("{}:{}", d.host, d.port);
-                    let backend = Backend::new(&d.name, &endpoint, addr, &host).with_limits(
-                        d.max_connections,
-                        d.wait_timeout,
-                        d.wait_limit,
-                    );
+                let addr = match (&d.addr, &d.path) {
+                    (Some(a), _) => Address::Tcp(*a),
+                    (None, Some(path)) => Address::Unix(path.clone()),
+                    (None, None) => return None,
+                };
+                Some({
+                    // A Unix socket backend's default Host is the
+                    // listening side's (`localhost`, as in Varnish).
+                    let host = match (&d.host_header, &addr) {
+                        (Some(h), _) => h.clone(),
+                        (None, Address::Unix(_)) => "localhost".to_string(),
+                        (None, Address::Tcp(_)) => d.host.clone(),
+                    };
+                    let endpoint = match &addr {
+                        Address::Tcp(_) => format!("{}:{}", d.host, d.port),
+                        Address::Unix(p) => p.clone(),
+                    };
+                    let mut backend = Backend::new(&d.name, &endpoint, addr.clone(), &host)
+                        .with_limits(d.max_connections, d.wait_timeout, d.wait_limit);
+                    if let Some(v) = d.proxy_header {
+                        backend = backend.with_proxy_header(v);
+                    }
                     let probe = d.probe.and_then(|i| program.probes.get(i));
                     let backend = Arc::new(match probe {
                         Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host))),

@@ -190,6 +190,12 @@ impl Mgmt {
     }
 
     fn param_set(&self, name: &str, value: &str) -> Reply {
+        if self.read_only.iter().any(|n| n == name) {
+            return Reply::with(
+                status::AUTH,
+                format!("parameter \"{name}\" is protected.\n"),
+            );
+        }
         if name == "vsl_mask" {
             // Checked, then applied to the mask in force.
             if let Err(e) = self.sh.params.set(name, value) {

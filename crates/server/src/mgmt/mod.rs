@@ -8,6 +8,7 @@ mod commands;
 mod json;
 mod vcl_cmds;
 
+use crate::daemon::listen::Listener;
 use crate::Shared;
 use lacquer_admin::{frame, new_challenge, status, CommandReader, Input};
 use std::net::SocketAddr;
@@ -48,7 +49,7 @@ impl Reply {
 
 /// The client listeners, accepting or not.
 struct Child {
-    listeners: Vec<(std::net::TcpListener, SocketAddr, Arc<str>)>,
+    listeners: Vec<Listener>,
     accepting: Vec<JoinHandle<()>>,
 }
 
@@ -59,13 +60,15 @@ pub(crate) struct Mgmt {
     secret: Option<Vec<u8>>,
     child: Mutex<Child>,
     runtime: tokio::runtime::Handle,
+    /// `-r`: parameters `param.set` may not change.
+    pub(crate) read_only: Vec<String>,
 }
 
 impl Mgmt {
     pub fn new(
         sh: Arc<Shared>,
         secret: Option<Vec<u8>>,
-        listeners: Vec<(std::net::TcpListener, SocketAddr, Arc<str>)>,
+        listeners: Vec<Listener>,
         runtime: tokio::runtime::Handle,
     ) -> Arc<Mgmt> {
         Arc::new(Mgmt {
@@ -76,7 +79,67 @@ impl Mgmt {
                 accepting: Vec::new(),
             }),
             runtime,
+            read_only: Vec::new(),
         })
+    }
+
+    /// Makes `names` read-only for `param.set` (`-r`).
+    pub fn with_read_only(mut self: Arc<Mgmt>, names: Vec<String>) -> Arc<Mgmt> {
+        if let Some(m) = Arc::get_mut(&mut self) {
+            m.read_only = names;
+        }
+        self
+    }
+
+    /// Runs the commands of a `-I` file in order. A command written with a
+    /// leading `-` may fail; any other failure stops the start.
+    pub async fn run_cli_file(self: &Arc<Mgmt>, path: &Path) -> Result<(), String> {
+        let text =
+            std::fs::read(path).map_err(|e| format!("-I {}: cannot read: {e}", path.display()))?;
+        let mut reader = CommandReader::new();
+        reader.push(&text);
+        if !text.ends_with(b"\n") {
+            reader.push(b"\n");
+        }
+        while let Some(input) = reader.next_input() {
+            let mut args = match input {
+                Input::Command(args) => args,
+                Input::Syntax(e) => return Err(format!("-I {}: {e}", path.display())),
+            };
+            let may_fail = args[0].starts_with('-');
+            if may_fail {
+                args[0].remove(0);
+            }
+            if args[0].is_empty() || args[0].starts_with('#') {
+                continue;
+            }
+            let me = self.clone();
+            let shown = args.join(" ");
+            let reply = tokio::task::spawn_blocking(move || me.execute(&args))
+                .await
+                .map_err(|e| format!("-I {}: {e}", path.display()))?;
+            println!("CLI -I {shown}: {} {}", reply.status, reply.body.trim_end());
+            if reply.status != status::OK && !may_fail {
+                return Err(format!(
+                    "-I {}: \"{shown}\" failed ({}): {}",
+                    path.display(),
+                    reply.status,
+                    reply.body.trim_end()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `-M`: connects to `addr` and offers the management interface there
+    /// (a reverse shell), connecting again a second after it is lost.
+    pub async fn serve_reverse(self: Arc<Mgmt>, addr: String) {
+        loop {
+            if let Ok(stream) = TcpStream::connect(&addr).await {
+                self.clone().session(stream).await;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
     }
 
     fn child(&self) -> std::sync::MutexGuard<'_, Child> {
@@ -103,17 +166,9 @@ impl Mgmt {
         if !child.accepting.is_empty() {
             return Ok(false);
         }
-        let _guard = self.runtime.enter();
         let mut tasks = Vec::new();
-        for (l, local, name) in &child.listeners {
-            let dup = l.try_clone().map_err(|e| format!("Cannot start: {e}"))?;
-            let listener = TcpListener::from_std(dup).map_err(|e| format!("Cannot start: {e}"))?;
-            tasks.push(self.runtime.spawn(crate::daemon::accept_loop(
-                self.sh.clone(),
-                listener,
-                *local,
-                name.clone(),
-            )));
+        for l in &child.listeners {
+            tasks.push(l.spawn_accepting(&self.sh, &self.runtime)?);
         }
         child.accepting = tasks;
         Ok(true)

@@ -3,9 +3,11 @@
 //! to the request state machine in order (so pipelined requests are
 //! answered in order), and ends the connection with a close reason.
 
+mod proxy;
+
 use crate::client::request;
 use crate::host::req::Outcome;
-use crate::transport::io::{Client, ReadError};
+use crate::transport::io::{Client, ClientStream, ReadError, SessAddrs};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -13,40 +15,36 @@ use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
 use lacquer_http::{parse_request, RequestError};
 use lacquer_shm::{Side, Tag, Txn};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
-/// Serves one client connection until it closes.
+/// Serves one client connection until it closes; with `proxy`, the
+/// connection starts with a PROXY header.
 pub(crate) async fn serve_connection(
     sh: Arc<Shared>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    local: SocketAddr,
-    listener: Arc<str>,
+    stream: Box<dyn ClientStream>,
+    addrs: SessAddrs,
+    proxy: bool,
 ) {
     COUNTERS.inc(Counter::sess_conn);
     COUNTERS.inc(Counter::s_sess);
     let t_open = lacquer_core::time::now();
-    let fd = {
-        use std::os::fd::AsRawFd;
-        stream.as_raw_fd()
-    };
-    let mut c = Client::new(Box::new(stream), peer, local, listener);
+    let fd = stream.socket().map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
+    let mut c = Client::new(stream, addrs);
     let mut log = sh.txn(next_vxid(), Side::Client);
     log.begin("sess", 0, "HTTP/1", t_open);
     if log.active() {
+        let a = &c.addrs;
         log.fmt(
             Tag::SessOpen,
             format_args!(
                 "{} {} {} {} {} {:.6} {fd}",
-                c.peer_ip,
-                peer.port(),
-                c.listener,
-                local.ip().to_canonical(),
-                local.port(),
+                a.client_ip,
+                a.remote.port(),
+                a.listener,
+                a.local.ip().to_canonical(),
+                a.local.port(),
                 t_open
             ),
         );
@@ -54,7 +52,13 @@ pub(crate) async fn serve_connection(
         // hold no request-sized buffer while the connection idles.
         log.release();
     }
-    let reason = serve_requests(&sh, &mut c, &mut log).await;
+    let reason = match proxy {
+        true => match crate::session::proxy::read_header(&sh, &mut c, &mut log).await {
+            Ok(()) => serve_requests(&sh, &mut c, &mut log).await,
+            Err(reason) => reason,
+        },
+        false => serve_requests(&sh, &mut c, &mut log).await,
+    };
     reason.count();
     if log.active() {
         let t = lacquer_core::time::now() - t_open;

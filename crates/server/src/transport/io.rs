@@ -31,9 +31,9 @@ pub(crate) enum Piece {
     Failed,
 }
 
-/// A client connection's byte stream, whatever carries it: TCP today; a
-/// Unix socket, TLS or a PROXY-prefixed stream next. The session and the
-/// steps read and write it as bytes.
+/// A client connection's byte stream, whatever carries it: TCP or a Unix
+/// socket today, TLS next. The session and the steps read and write it as
+/// bytes (a PROXY header is read off its start by the session).
 pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
     /// The TCP socket underneath, for socket options, lingering and an
     /// include's duplicate; None for a stream without one.
@@ -43,6 +43,65 @@ pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
 impl ClientStream for TcpStream {
     fn socket(&self) -> Option<&TcpStream> {
         Some(self)
+    }
+}
+
+impl ClientStream for tokio::net::UnixStream {
+    fn socket(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
+/// Where a connection is from and to, as VCL's variables name them
+/// (vcl-var(7)): the socket's own two ends, and the client and server a
+/// PROXY header speaks for (the socket's ends without one). A Unix
+/// socket's ends are 0.0.0.0 port 0.
+pub(crate) struct SessAddrs {
+    /// `client.ip`.
+    pub client: SocketAddr,
+    /// `client.ip` as text, formatted once per connection.
+    pub client_ip: String,
+    /// `server.ip`.
+    pub server: SocketAddr,
+    /// `remote.ip`: the socket's peer.
+    pub remote: SocketAddr,
+    /// `local.ip`: the socket's own address.
+    pub local: SocketAddr,
+    /// `local.socket`: the name of the listener (`a0`).
+    pub listener: std::sync::Arc<str>,
+    /// `local.endpoint`: the listener's address as `-a` gave it.
+    pub endpoint: std::sync::Arc<str>,
+    /// The PROXY header the connection started with.
+    pub proxy: Option<lacquer_http::proxy::ProxyHeader>,
+}
+
+impl SessAddrs {
+    pub fn new(
+        remote: SocketAddr,
+        local: SocketAddr,
+        listener: std::sync::Arc<str>,
+        endpoint: std::sync::Arc<str>,
+    ) -> Self {
+        SessAddrs {
+            client: remote,
+            client_ip: remote.ip().to_canonical().to_string(),
+            server: local,
+            remote,
+            local,
+            listener,
+            endpoint,
+            proxy: None,
+        }
+    }
+
+    /// Takes the client and server a PROXY header names.
+    pub fn proxied(&mut self, header: lacquer_http::proxy::ProxyHeader) {
+        if let Some((client, server)) = header.addrs {
+            self.client = client;
+            self.client_ip = client.ip().to_canonical().to_string();
+            self.server = server;
+        }
+        self.proxy = Some(header);
     }
 }
 
@@ -110,12 +169,8 @@ pub(crate) struct Client {
     pub wire: Wire,
     pub rbuf: BytesMut,
     pub wbuf: Vec<u8>,
-    pub peer: SocketAddr,
-    /// The client address as text, formatted once per connection.
-    pub peer_ip: String,
-    pub local: SocketAddr,
-    /// The name of the listener that accepted the connection (`a0`).
-    pub listener: std::sync::Arc<str>,
+    /// Where the connection is from and to.
+    pub addrs: std::sync::Arc<SessAddrs>,
     /// Reused for each request's hash key.
     pub key: Vec<u8>,
     /// The socket's descriptor, for VCL's socket options. An ESI
@@ -139,12 +194,7 @@ pub(crate) struct SessTimeouts {
 }
 
 impl Client {
-    pub fn new(
-        stream: Box<dyn ClientStream>,
-        peer: SocketAddr,
-        local: SocketAddr,
-        listener: std::sync::Arc<str>,
-    ) -> Self {
+    pub fn new(stream: Box<dyn ClientStream>, addrs: SessAddrs) -> Self {
         let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
         Client {
             fd,
@@ -152,10 +202,7 @@ impl Client {
             wire: Wire::Stream(stream),
             rbuf: BytesMut::with_capacity(4096),
             wbuf: Vec::with_capacity(1024),
-            peer,
-            peer_ip: peer.ip().to_canonical().to_string(),
-            local,
-            listener,
+            addrs: std::sync::Arc::new(addrs),
             key: Vec::with_capacity(128),
             chunked: false,
         }
@@ -168,10 +215,7 @@ impl Client {
             wire: Wire::Fragment(tx),
             rbuf: BytesMut::new(),
             wbuf: Vec::with_capacity(512),
-            peer: parent.peer,
-            peer_ip: parent.peer_ip.clone(),
-            local: parent.local,
-            listener: parent.listener.clone(),
+            addrs: parent.addrs.clone(),
             key: Vec::with_capacity(128),
             fd: socket,
             sess: parent.sess,

@@ -1,6 +1,8 @@
-//! The client socket's options as VCL sets and reads them (vmod tcp,
-//! `std.set_ip_tos`): the one module of the daemon that calls the C
-//! library, on a descriptor it is lent for one request.
+//! The one module of the daemon that calls the C library: the client
+//! socket's options as VCL sets and reads them (vmod tcp,
+//! `std.set_ip_tos`), on a descriptor it is lent for one request; and at
+//! start-up, the system's user and group names (a Unix socket's owner,
+//! `-j unix,user=`) and giving up root once the sockets are bound.
 
 #![allow(unsafe_code)]
 
@@ -136,10 +138,121 @@ impl ClientSocket for ClientFd {
     }
 }
 
+/// A user as the system's user database knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct User {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Looks a user up by name (or number).
+pub(crate) fn user_by_name(name: &str) -> io::Result<User> {
+    let c_name = c_string(name)?;
+    // SAFETY: passwd is plain data, valid all zeroes.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16384];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to live memory of the size given; the
+    // result points into `pw`, which outlives its use below.
+    let r = unsafe {
+        libc::getpwnam_r(
+            c_name.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    if found.is_null() {
+        if let Ok(uid) = name.parse::<u32>() {
+            return Ok(User { uid, gid: uid });
+        }
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no user \"{name}\""),
+        ));
+    }
+    Ok(User {
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+    })
+}
+
+/// Looks a group up by name (or number).
+pub(crate) fn group_by_name(name: &str) -> io::Result<u32> {
+    let c_name = c_string(name)?;
+    // SAFETY: group is plain data, valid all zeroes.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16384];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: as for getpwnam_r above.
+    let r = unsafe {
+        libc::getgrnam_r(
+            c_name.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    if found.is_null() {
+        return name
+            .parse::<u32>()
+            .map_err(|_| io::Error::new(io::ErrorKind::NotFound, format!("no group \"{name}\"")));
+    }
+    Ok(gr.gr_gid)
+}
+
+fn c_string(name: &str) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a name with a NUL byte"))
+}
+
+/// The process's effective user id.
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
+/// Becomes `user` (and `group`), keeping no supplementary groups: for
+/// good, since the saved ids change too. Call before any thread starts.
+pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SAFETY: plain system calls on integers (an empty group list).
+    unsafe {
+        check(libc::setgroups(0, std::ptr::null()))?;
+        check(libc::setresgid(gid, gid, gid))?;
+        check(libc::setresuid(uid, uid, uid))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn users_and_groups_are_found_by_name() {
+        assert_eq!(user_by_name("root").unwrap(), User { uid: 0, gid: 0 });
+        assert_eq!(group_by_name("root").unwrap(), 0);
+        assert_eq!(user_by_name("4242").unwrap().uid, 4242);
+        assert!(user_by_name("no-such-user-here").is_err());
+        assert!(group_by_name("no-such-group-here").is_err());
+        assert!(user_by_name("a\0b").is_err());
+    }
 
     #[test]
     fn options_round_trip_on_a_real_socket() {

@@ -1,0 +1,448 @@
+//! The client listeners of `-a`: reading the option, binding them (TCP,
+//! or a Unix domain socket given its owner and mode), and the accept
+//! loops that hand each connection, with the addresses VCL will see, to a
+//! session.
+
+use crate::daemon::config::parse_port;
+use crate::session;
+use crate::transport::io::{ClientStream, SessAddrs};
+use crate::transport::sockopt;
+use crate::Shared;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::host::split_host_port;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::net::SocketAddr;
+use std::net::ToSocketAddrs;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A listening endpoint from `-a`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenSpec {
+    pub name: String,
+    /// The address as written (`:81`, `/run/lacquer.sock`): what VCL's
+    /// `local.endpoint` says.
+    pub endpoint: String,
+    pub addrs: ListenAddrs,
+    /// `PROXY`: every connection starts with a PROXY protocol header.
+    pub proxy: bool,
+}
+
+/// Where a listener binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddrs {
+    Tcp(Vec<SocketAddr>),
+    /// A Unix domain socket (a path, or `@name` in the abstract
+    /// namespace), with the owner and mode its file is given.
+    Unix(UnixSpec),
+}
+
+/// A Unix domain socket listener's path and permissions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnixSpec {
+    pub path: String,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    /// `mode=` in octal; only read and write bits mean anything.
+    pub mode: Option<u32>,
+}
+
+/// Parses one `-a [name=]address[:port][,PROTO][,user=U][,group=G][,mode=M]`,
+/// the address a host and port or the absolute path of a Unix socket.
+pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) if !n.is_empty() && !n.contains([':', '/', ',', '@']) => (n.to_string(), r),
+        _ => (format!("a{index}"), spec),
+    };
+    let mut parts = rest.split(',');
+    let endpoint = parts.next().unwrap_or("");
+    let unix = endpoint.starts_with('/') || endpoint.starts_with('@');
+    let mut proxy = false;
+    let mut unix_spec = UnixSpec {
+        path: endpoint.to_string(),
+        ..UnixSpec::default()
+    };
+    for extra in parts {
+        let (key, value) = match extra.split_once('=') {
+            Some((k, v)) => (k.to_ascii_lowercase(), Some(v)),
+            None => (extra.to_ascii_uppercase(), None),
+        };
+        match (key.as_str(), value) {
+            ("HTTP" | "HTTP/1", None) => {}
+            ("PROXY", None) => proxy = true,
+            ("user" | "group" | "mode", Some(_)) if !unix => {
+                return Err(format!("-a {spec}: {key}= is only for Unix domain sockets"))
+            }
+            ("user" | "group", Some("")) => return Err(format!("-a {spec}: {key}= needs a name")),
+            ("user", Some(v)) => unix_spec.user = Some(v.to_string()),
+            ("group", Some(v)) => unix_spec.group = Some(v.to_string()),
+            ("mode", Some(v)) => {
+                let mode = u32::from_str_radix(v, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o777)
+                    .ok_or_else(|| {
+                        format!("-a {spec}: invalid mode \"{v}\" (octal, at most 777)")
+                    })?;
+                if endpoint.starts_with('@') {
+                    return Err(format!(
+                        "-a {spec}: mode= cannot apply to an abstract socket"
+                    ));
+                }
+                unix_spec.mode = Some(mode);
+            }
+            _ => return Err(format!("-a {spec}: unknown protocol or option \"{extra}\"")),
+        }
+    }
+    if unix {
+        if endpoint.len() < 2 || endpoint.len() > 107 {
+            return Err(format!(
+                "-a {spec}: a Unix socket path must have 1 to 106 characters after its first"
+            ));
+        }
+        return Ok(ListenSpec {
+            name,
+            endpoint: endpoint.to_string(),
+            addrs: ListenAddrs::Unix(unix_spec),
+            proxy,
+        });
+    }
+    let (host, port) = split_host_port(endpoint).map_err(|e| format!("-a {spec}: {e}"))?;
+    let port = match port {
+        Some(p) => parse_port(&p, spec).map_err(|e| format!("-a {e}"))?,
+        None => 80,
+    };
+    let addrs: Vec<SocketAddr> = if host.is_empty() {
+        vec![
+            SocketAddr::from(([0, 0, 0, 0], port)),
+            SocketAddr::from(([0u16; 8], port)),
+        ]
+    } else {
+        (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|_| format!("-a {spec}: cannot resolve \"{host}\""))?
+            .collect()
+    };
+    if addrs.is_empty() {
+        return Err(format!("-a {spec}: \"{host}\" has no address"));
+    }
+    Ok(ListenSpec {
+        name,
+        endpoint: endpoint.to_string(),
+        addrs: ListenAddrs::Tcp(addrs),
+        proxy,
+    })
+}
+
+/// A bound client listener.
+pub(crate) struct Listener {
+    pub socket: Bound,
+    /// `local.socket`: the `-a` name.
+    pub name: Arc<str>,
+    /// `local.endpoint`: the address as `-a` wrote it.
+    pub endpoint: Arc<str>,
+    /// Connections start with a PROXY header.
+    pub proxy: bool,
+}
+
+/// The socket of a listener.
+pub(crate) enum Bound {
+    Tcp(std::net::TcpListener, SocketAddr),
+    Unix(std::os::unix::net::UnixListener, String),
+}
+
+impl Listener {
+    /// How the daemon reports it at start: `name ip port`, or `name path -`
+    /// for a Unix socket (the form the test runner reads).
+    pub fn describe(&self) -> String {
+        match &self.socket {
+            Bound::Tcp(_, a) => format!("{} {} {}", self.name, a.ip(), a.port()),
+            Bound::Unix(_, path) => format!("{} {path} -", self.name),
+        }
+    }
+
+    /// Starts accepting on a duplicate of the socket (the original stays
+    /// bound while accepting is stopped).
+    pub fn spawn_accepting(
+        &self,
+        sh: &Arc<Shared>,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<tokio::task::JoinHandle<()>, String> {
+        let _guard = rt.enter();
+        let fail = |e: std::io::Error| format!("Cannot start: {e}");
+        let info = Info {
+            name: self.name.clone(),
+            endpoint: self.endpoint.clone(),
+            proxy: self.proxy,
+        };
+        Ok(match &self.socket {
+            Bound::Tcp(l, local) => {
+                let l = tokio::net::TcpListener::from_std(l.try_clone().map_err(fail)?)
+                    .map_err(fail)?;
+                rt.spawn(accept_tcp(sh.clone(), l, *local, info))
+            }
+            Bound::Unix(l, _) => {
+                let l = tokio::net::UnixListener::from_std(l.try_clone().map_err(fail)?)
+                    .map_err(fail)?;
+                rt.spawn(accept_unix(sh.clone(), l, info))
+            }
+        })
+    }
+}
+
+/// What a listener tells each of its sessions.
+#[derive(Clone)]
+struct Info {
+    name: Arc<str>,
+    endpoint: Arc<str>,
+    proxy: bool,
+}
+
+/// Binds a TCP address with Lacquer's socket options.
+pub(crate) fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    let domain = if addr.is_ipv6() {
+        Domain::IPV6
+    } else {
+        Domain::IPV4
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    // Accepted connections inherit it where the kernel lets them (the
+    // accept loop checks once), saving a system call per connection.
+    socket.set_nodelay(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// Binds a Unix socket: a stale socket file at the path is replaced,
+/// any other file is left alone (and binding fails); then the file gets
+/// the owner and mode asked for.
+fn bind_unix(spec: &UnixSpec, backlog: i32) -> Result<std::os::unix::net::UnixListener, String> {
+    let err = |e: std::io::Error| format!("{e}");
+    let addr = match spec.path.strip_prefix('@') {
+        // The abstract namespace: a name, no file.
+        Some(name) => SockAddr::unix(format!("\0{name}")).map_err(err)?,
+        None => {
+            use std::os::unix::fs::FileTypeExt;
+            if let Ok(meta) = std::fs::symlink_metadata(&spec.path) {
+                if !meta.file_type().is_socket() {
+                    return Err("a file that is not a socket is in the way".into());
+                }
+                std::fs::remove_file(&spec.path).map_err(err)?;
+            }
+            SockAddr::unix(&spec.path).map_err(err)?
+        }
+    };
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None).map_err(err)?;
+    socket.bind(&addr).map_err(err)?;
+    socket.listen(backlog).map_err(err)?;
+    socket.set_nonblocking(true).map_err(err)?;
+    if !spec.path.starts_with('@') {
+        set_owner(spec)?;
+    }
+    Ok(socket.into())
+}
+
+/// Gives a Unix socket's file the `user=`, `group=` and `mode=` of `-a`.
+fn set_owner(spec: &UnixSpec) -> Result<(), String> {
+    let uid = match &spec.user {
+        Some(u) => Some(
+            sockopt::user_by_name(u)
+                .map_err(|e| format!("user={u}: {e}"))?
+                .uid,
+        ),
+        None => None,
+    };
+    let gid = match &spec.group {
+        Some(g) => Some(sockopt::group_by_name(g).map_err(|e| format!("group={g}: {e}"))?),
+        None => None,
+    };
+    if uid.is_some() || gid.is_some() {
+        std::os::unix::fs::chown(&spec.path, uid, gid)
+            .map_err(|e| format!("cannot change the owner of {}: {e}", spec.path))?;
+    }
+    if let Some(mode) = spec.mode {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&spec.path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", spec.path))?;
+    }
+    Ok(())
+}
+
+/// Binds every `-a` endpoint. The wildcard IPv6 address of a `:port`
+/// endpoint is skipped quietly where the machine has no IPv6.
+pub(crate) fn bind_all(specs: &[ListenSpec], backlog: i32) -> Result<Vec<Listener>, String> {
+    let mut out = Vec::new();
+    for spec in specs {
+        let listener = |socket| Listener {
+            socket,
+            name: Arc::from(spec.name.as_str()),
+            endpoint: Arc::from(spec.endpoint.as_str()),
+            proxy: spec.proxy,
+        };
+        match &spec.addrs {
+            ListenAddrs::Unix(u) => {
+                let l = bind_unix(u, backlog)
+                    .map_err(|e| format!("Could not bind to {} (-a {}): {e}", u.path, spec.name))?;
+                out.push(listener(Bound::Unix(l, u.path.clone())));
+            }
+            ListenAddrs::Tcp(addrs) => {
+                let mut bound_any = false;
+                for (i, addr) in addrs.iter().enumerate() {
+                    match bind_tcp(*addr, backlog) {
+                        Ok(l) => {
+                            let local = l.local_addr().map_err(|e| e.to_string())?;
+                            out.push(listener(Bound::Tcp(l, local)));
+                            bound_any = true;
+                        }
+                        Err(_)
+                            if i > 0
+                                && bound_any
+                                && addr.is_ipv6()
+                                && addr.ip().is_unspecified() => {}
+                        Err(e) => {
+                            return Err(format!("Could not bind to {addr} (-a {}): {e}", spec.name))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Counts a failed accept and pauses briefly rather than spin (out of
+/// descriptors, or a connection reset before it was accepted).
+async fn accept_failed(e: std::io::Error) {
+    COUNTERS.inc(Counter::sess_fail);
+    COUNTERS.inc(match e.raw_os_error() {
+        Some(libc::ECONNABORTED) => Counter::sess_fail_econnaborted,
+        Some(libc::EINTR) => Counter::sess_fail_eintr,
+        Some(libc::EMFILE | libc::ENFILE) => Counter::sess_fail_emfile,
+        Some(libc::EBADF) => Counter::sess_fail_ebadf,
+        Some(libc::ENOMEM | libc::ENOBUFS) => Counter::sess_fail_enomem,
+        _ => Counter::sess_fail_other,
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+fn start_session(sh: &Arc<Shared>, stream: Box<dyn ClientStream>, addrs: SessAddrs, proxy: bool) {
+    // Boxed: the task then holds a pointer, and the session's state is
+    // not copied as the task is made and ends.
+    tokio::spawn(Box::pin(session::serve_connection(
+        sh.clone(),
+        stream,
+        addrs,
+        proxy,
+    )));
+}
+
+/// Accepts TCP clients until the task is aborted (`stop`).
+async fn accept_tcp(
+    sh: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    local: SocketAddr,
+    info: Info,
+) {
+    // Only a wildcard listener needs to ask which address a connection
+    // came to.
+    let wildcard = local.ip().is_unspecified();
+    let mut nodelay_inherited = None;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let local = match wildcard {
+                    true => stream.local_addr().unwrap_or(local),
+                    false => local,
+                };
+                let inherited =
+                    *nodelay_inherited.get_or_insert_with(|| stream.nodelay().unwrap_or(false));
+                if !inherited {
+                    let _ = stream.set_nodelay(true);
+                }
+                let addrs = SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
+                start_session(&sh, Box::new(stream), addrs, info.proxy);
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+/// Accepts Unix socket clients until the task is aborted. Such a client
+/// has no IP address: VCL sees 0.0.0.0 port 0, unless a PROXY header
+/// says otherwise.
+async fn accept_unix(sh: Arc<Shared>, listener: tokio::net::UnixListener, info: Info) {
+    let none = SocketAddr::from(([0, 0, 0, 0], 0));
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let addrs = SessAddrs::new(none, none, info.name.clone(), info.endpoint.clone());
+                start_session(&sh, Box::new(stream), addrs, info.proxy);
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(l: &ListenSpec) -> &[SocketAddr] {
+        match &l.addrs {
+            ListenAddrs::Tcp(a) => a,
+            ListenAddrs::Unix(_) => panic!("not TCP"),
+        }
+    }
+
+    #[test]
+    fn listen_forms() {
+        let l = parse_listen("admin=127.0.0.1:0", 0).unwrap();
+        assert_eq!(
+            (l.name.as_str(), l.endpoint.as_str()),
+            ("admin", "127.0.0.1:0")
+        );
+        assert_eq!(tcp(&l)[0].port(), 0);
+        let l = parse_listen(":6081", 1).unwrap();
+        assert_eq!(l.name, "a1");
+        assert_eq!(tcp(&l).len(), 2);
+        let l = parse_listen("[::1]:8080,HTTP", 0).unwrap();
+        assert_eq!(tcp(&l)[0], "[::1]:8080".parse().unwrap());
+        assert!(!l.proxy);
+        let l = parse_listen("lb=:80,PROXY", 0).unwrap();
+        assert!(l.proxy);
+        assert_eq!(l.endpoint, ":80");
+        assert!(parse_listen("nonsense", 0).is_err());
+        assert!(parse_listen("127.0.0.1:99999", 0).is_err());
+        assert!(parse_listen(":80,FTP", 0).is_err());
+        assert!(parse_listen(":80,user=www", 0).is_err());
+    }
+
+    #[test]
+    fn unix_socket_listeners() {
+        let l = parse_listen("hitch=/run/l.sock,PROXY,user=www,group=www,mode=660", 0).unwrap();
+        assert_eq!(l.name, "hitch");
+        assert!(l.proxy);
+        assert_eq!(
+            l.addrs,
+            ListenAddrs::Unix(UnixSpec {
+                path: "/run/l.sock".into(),
+                user: Some("www".into()),
+                group: Some("www".into()),
+                mode: Some(0o660),
+            })
+        );
+        assert!(matches!(
+            parse_listen("@lacquer", 0).unwrap().addrs,
+            ListenAddrs::Unix(_)
+        ));
+        assert!(parse_listen("/run/l.sock,mode=999", 0).is_err());
+        assert!(parse_listen("@abstract,mode=600", 0).is_err());
+        assert!(parse_listen("/", 0).is_err());
+        assert!(parse_listen(&format!("/{}", "x".repeat(120)), 0).is_err());
+    }
+}
