@@ -1,10 +1,13 @@
-//! Regular expressions as every part of Lacquer compiles them (VCL, bans):
-//! linear-time engines over bytes, with constructs they cannot run in
-//! linear time refused by name rather than misread. Matching is the
-//! `regex` crate's; finding the spans of every match (`regsuball`) goes
-//! through a lazy DFA of the same pattern, which on the short,
-//! alternation-rich patterns of VCL is markedly cheaper than the general
-//! engine's search strategies.
+//! Regular expressions as every part of Lacquer compiles them (VCL, bans).
+//! A pattern the linear-time engines can run runs there, over bytes:
+//! matching is the `regex` crate's, and finding the spans of every match
+//! (`regsuball`) goes through a lazy DFA of the same pattern, which on the
+//! short, alternation-rich patterns of VCL is markedly cheaper than the
+//! general engine's search strategies. A pattern with look-around or
+//! backreferences (as PCRE writes them) runs on a backtracking engine
+//! (`fancy-regex`) whose work per match is bounded, as PCRE's is by
+//! `pcre2_match_limit`: past the bound the match fails, and the caller
+//! says so in the log. A hostile subject cannot hang a worker either way.
 
 use regex_automata::hybrid::regex::{Cache, Regex as LazyRegex};
 use regex_automata::util::iter::Searcher;
@@ -12,38 +15,65 @@ use regex_automata::util::pool::Pool;
 use regex_automata::{nfa::thompson, util::syntax, Input};
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The limit on the compiled size of one pattern.
 const SIZE_LIMIT: usize = 1 << 22;
 
+/// The backtracking steps one match of a backtracking pattern may take,
+/// for patterns compiled from now on (`pcre2_match_limit`).
+static MATCH_LIMIT: AtomicUsize = AtomicUsize::new(10_000);
+
+/// Sets the bound on a backtracking match's work for patterns compiled
+/// from now on (a program loaded later, a new ban).
+pub fn set_match_limit(limit: usize) {
+    MATCH_LIMIT.store(limit.max(1), Ordering::Relaxed);
+}
+
+/// A backtracking match went past `pcre2_match_limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitExceeded;
+
+impl fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Regexp matching returned -47 (match limit exceeded)")
+    }
+}
+
 type CacheFn = Box<dyn Fn() -> Cache + Send + Sync + UnwindSafe + RefUnwindSafe>;
 
 /// A compiled pattern.
 pub struct Regex {
-    meta: regex::bytes::Regex,
-    /// The span finder; `None` for the rare pattern a lazy DFA cannot run
-    /// (Unicode word boundaries), which then searches with `meta`.
-    spans: Option<(Arc<LazyRegex>, Pool<Cache, CacheFn>)>,
+    pattern: String,
+    engine: Engine,
+}
+
+enum Engine {
+    Linear {
+        meta: regex::bytes::Regex,
+        /// The span finder; `None` for the rare pattern a lazy DFA cannot
+        /// run (Unicode word boundaries), which then searches with `meta`.
+        spans: Option<(Arc<LazyRegex>, Pool<Cache, CacheFn>)>,
+    },
+    Backtracking(Box<fancy_regex::Regex>),
 }
 
 impl fmt::Debug for Regex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Regex").field(&self.meta.as_str()).finish()
+        f.debug_tuple("Regex").field(&self.pattern).finish()
     }
 }
 
 impl Clone for Regex {
     fn clone(&self) -> Regex {
-        compile(self.meta.as_str()).expect("a pattern that compiled once compiles again")
+        compile(&self.pattern).expect("a pattern that compiled once compiles again")
     }
 }
 
 /// Why a pattern was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RegexError {
-    /// Look-around or a backreference: not runnable in linear time.
-    NotLinear,
     /// The pattern does not parse; the engine's one-line explanation.
     Syntax(String),
 }
@@ -51,25 +81,35 @@ pub enum RegexError {
 impl fmt::Display for RegexError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RegexError::NotLinear => f.write_str(
-                "look-around and backreferences cannot run in linear time, which Lacquer guarantees for every regex",
-            ),
             RegexError::Syntax(s) => f.write_str(s),
         }
     }
 }
 
-/// Compiles a pattern.
-pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
+/// Whether a pattern needs the backtracking engine: look-around or a
+/// backreference.
+fn needs_backtracking(pattern: &str) -> bool {
     let bytes = pattern.as_bytes();
-    let not_linear = ["(?=", "(?!", "(?<=", "(?<!"]
+    ["(?=", "(?!", "(?<=", "(?<!"]
         .iter()
         .any(|p| pattern.contains(p))
         || bytes
             .windows(2)
-            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0');
-    if not_linear {
-        return Err(RegexError::NotLinear);
+            .any(|w| w[0] == b'\\' && (w[1].is_ascii_digit() && w[1] != b'0' || w[1] == b'k'))
+}
+
+/// Compiles a pattern.
+pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
+    if needs_backtracking(pattern) {
+        let re = fancy_regex::RegexBuilder::new(pattern)
+            .backtrack_limit(MATCH_LIMIT.load(Ordering::Relaxed))
+            .delegate_size_limit(SIZE_LIMIT)
+            .build()
+            .map_err(|e| RegexError::Syntax(e.to_string()))?;
+        return Ok(Regex {
+            pattern: pattern.to_string(),
+            engine: Engine::Backtracking(Box::new(re)),
+        });
     }
     let meta = regex::bytes::RegexBuilder::new(pattern)
         .size_limit(SIZE_LIMIT)
@@ -100,19 +140,51 @@ pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
             let make: CacheFn = Box::new(move || for_caches.create_cache());
             (lazy, Pool::new(make))
         });
-    Ok(Regex { meta, spans })
+    Ok(Regex {
+        pattern: pattern.to_string(),
+        engine: Engine::Linear { meta, spans },
+    })
+}
+
+/// A subject as the backtracking engine reads it: text, with any bytes
+/// that are not UTF-8 read as U+FFFD.
+pub fn as_text(s: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(s)
 }
 
 impl Regex {
-    /// Whether the pattern matches anywhere in `s`.
+    /// Whether the pattern matches anywhere in `s` (a backtracking match
+    /// past its bound counts as no match).
     #[inline]
     pub fn is_match(&self, s: &[u8]) -> bool {
-        self.meta.is_match(s)
+        self.try_match(s).unwrap_or(false)
     }
 
-    /// The general engine, for capture groups.
-    pub fn meta(&self) -> &regex::bytes::Regex {
-        &self.meta
+    /// Whether the pattern matches anywhere in `s`, or that a
+    /// backtracking match went past `pcre2_match_limit`.
+    #[inline]
+    pub fn try_match(&self, s: &[u8]) -> Result<bool, LimitExceeded> {
+        match &self.engine {
+            Engine::Linear { meta, .. } => Ok(meta.is_match(s)),
+            Engine::Backtracking(re) => re.is_match(&as_text(s)).map_err(|_| LimitExceeded),
+        }
+    }
+
+    /// The linear engine, for capture groups; None for a backtracking
+    /// pattern (see [`Regex::backtracking`]).
+    pub fn meta(&self) -> Option<&regex::bytes::Regex> {
+        match &self.engine {
+            Engine::Linear { meta, .. } => Some(meta),
+            Engine::Backtracking(_) => None,
+        }
+    }
+
+    /// The backtracking engine of a pattern that needs it.
+    pub fn backtracking(&self) -> Option<&fancy_regex::Regex> {
+        match &self.engine {
+            Engine::Backtracking(re) => Some(re),
+            Engine::Linear { .. } => None,
+        }
     }
 
     /// Calls `f(start, end)` for the leftmost-first, non-overlapping
@@ -120,8 +192,11 @@ impl Regex {
     /// Returns false, having called `f` for some matches perhaps, when the
     /// lazy DFA gave up: the caller starts again with [`Regex::meta`].
     pub fn try_spans(&self, s: &[u8], all: bool, mut f: impl FnMut(usize, usize)) -> bool {
-        let Some((lazy, pool)) = &self.spans else {
-            for m in self.meta.find_iter(s) {
+        let Engine::Linear { meta, spans } = &self.engine else {
+            return false;
+        };
+        let Some((lazy, pool)) = spans else {
+            for m in meta.find_iter(s) {
                 f(m.start(), m.end());
                 if !all {
                     break;
@@ -160,12 +235,33 @@ mod tests {
     fn linear_patterns_compile_and_others_are_named() {
         let re = compile("(?i)^/A[[:digit:]]+").unwrap();
         assert!(re.is_match(b"/a42"));
-        assert_eq!(compile("(?<=a)b").unwrap_err(), RegexError::NotLinear);
-        assert_eq!(compile("(a)\\1").unwrap_err(), RegexError::NotLinear);
+        assert!(re.meta().is_some());
         match compile("(") {
             Err(RegexError::Syntax(s)) => assert!(s.contains("unclosed"), "{s}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn look_around_and_backreferences_backtrack_within_the_limit() {
+        let re = compile("^/(?!static/)").unwrap();
+        assert!(re.backtracking().is_some() && re.meta().is_none());
+        assert!(re.is_match(b"/page"));
+        assert!(!re.is_match(b"/static/x.css"));
+        let re = compile("(?<=v=)[0-9]+").unwrap();
+        assert_eq!(re.try_match(b"?v=42"), Ok(true));
+        let re = compile(r"^(\w+)-\1$").unwrap();
+        assert!(re.is_match(b"abc-abc"));
+        assert!(!re.is_match(b"abc-abd"));
+        // Bytes that are not UTF-8 are read as U+FFFD, not refused.
+        assert!(compile("(?!x)\u{fffd}").unwrap().is_match(b"\xff"));
+        // A pattern that backtracks exponentially fails at the bound
+        // rather than hang the worker.
+        let evil = compile("^(a|a)*(?=b)c").unwrap();
+        let subject = vec![b'a'; 64];
+        assert_eq!(evil.try_match(&subject), Err(LimitExceeded));
+        assert!(!evil.is_match(&subject));
+        assert!(compile("(?<=a+)b").is_err());
     }
 
     #[test]
@@ -188,17 +284,24 @@ mod tests {
             "",
         ] {
             let re = compile(pattern).unwrap();
-            assert!(re.spans.is_some(), "{pattern}");
+            assert!(
+                matches!(&re.engine, Engine::Linear { spans: Some(_), .. }),
+                "{pattern}"
+            );
             for s in subjects {
-                let general: Vec<(usize, usize)> =
-                    re.meta.find_iter(s).map(|m| (m.start(), m.end())).collect();
+                let general: Vec<(usize, usize)> = re
+                    .meta()
+                    .unwrap()
+                    .find_iter(s)
+                    .map(|m| (m.start(), m.end()))
+                    .collect();
                 assert_eq!(spans(&re, s), general, "{pattern} on {s:?}");
             }
         }
         // Unicode word boundaries are beyond the lazy DFA: the general
         // engine finds them.
         let re = compile(r"\bx\b").unwrap();
-        assert!(re.spans.is_none());
+        assert!(matches!(&re.engine, Engine::Linear { spans: None, .. }));
         assert_eq!(spans(&re, b"a x b"), vec![(2, 3)]);
         let mut first = Vec::new();
         re.try_spans(b"x x", false, |a, b| first.push((a, b)));

@@ -344,7 +344,15 @@ impl Compiler {
             )
             .note("First defined here:", Some(*at)));
         }
-        if crate::vars::Var::by_name(&name.name).is_some() || vmods::vmod(&name.name).is_some() {
+        // A vmod's name is taken only once it is imported (`acl purge`
+        // is common VCL, and vmod purge is rarely imported).
+        if self.imports.contains(&name.name) {
+            return Err(CompileError::new(
+                format!("Name '{}' already defined.", name.name),
+                name.span,
+            ));
+        }
+        if crate::vars::Var::by_name(&name.name).is_some() {
             return Err(CompileError::new(
                 format!("Name '{}' is reserved", name.name),
                 name.span,

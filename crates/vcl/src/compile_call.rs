@@ -207,16 +207,10 @@ pub(crate) fn arith_type(op: BinOp, l: Type, r: Type) -> Option<Type> {
     }
 }
 
-/// Compiles a regular expression; constructs that cannot run in linear
-/// time are refused with a message that says so.
+/// Compiles a regular expression.
 pub(crate) fn regex(pattern: &str, span: Span) -> CResult<Arc<lacquer_core::regex::Regex>> {
-    use lacquer_core::regex::RegexError;
     match lacquer_core::regex::compile(pattern) {
         Ok(re) => Ok(Arc::new(re)),
-        Err(e @ RegexError::NotLinear) => Err(CompileError::new(
-            format!("Regular expression not supported: {e}"),
-            span,
-        )),
         Err(e) => Err(CompileError::new(
             format!("Regular expression error: {e}"),
             span,

@@ -198,7 +198,15 @@ impl<'a> Eval<'a> {
             Expr::Or(a, b) => self.test(a)? || self.test(b)?,
             Expr::Regex(x, re, negate) => {
                 // An unset string matches as the empty one, as in Varnish.
-                let hit = self.with_str(x, |s| re.is_match(s.unwrap_or(b"")))?;
+                // A backtracking match past its bound is no match (so
+                // `!~` holds, as in Varnish), with a log record.
+                let hit = match self.with_str(x, |s| re.try_match(s.unwrap_or(b"")))? {
+                    Ok(hit) => hit,
+                    Err(e) => {
+                        self.host.error(&e.to_string());
+                        false
+                    }
+                };
                 hit != *negate
             }
             Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
@@ -508,10 +516,42 @@ pub fn regsub(re: &Regex, subject: &[u8], replacement: &[u8], all: bool) -> Byte
             return out.finish();
         }
     }
+    let Some(meta) = re.meta() else {
+        return regsub_backtracking(re, subject, replacement, all);
+    };
     let mut out = Spliced::new(subject, replacement);
-    for caps in re.meta().captures_iter(subject) {
+    for caps in meta.captures_iter(subject) {
         let m = caps.get(0).expect("group 0 always matches");
-        out.put(m.start(), m.end(), (!literal).then_some(&caps));
+        out.put(
+            m.start(),
+            m.end(),
+            (!literal).then_some(&|i: usize| caps.get(i).map(|g| &subject[g.range()])),
+        );
+        if !all {
+            break;
+        }
+    }
+    out.finish()
+}
+
+/// `regsub` on a pattern that needs backtracking: over the subject read as
+/// text; a match past `pcre2_match_limit` ends the substitutions there.
+fn regsub_backtracking(re: &Regex, subject: &[u8], replacement: &[u8], all: bool) -> Bytes {
+    let Some(fancy) = re.backtracking() else {
+        return Bytes::copy_from_slice(subject);
+    };
+    let text = lacquer_core::regex::as_text(subject);
+    let mut out = Spliced::new(text.as_bytes(), replacement);
+    for caps in fancy.captures_iter(&text) {
+        let Ok(caps) = caps else {
+            break;
+        };
+        let m = caps.get(0).expect("group 0 always matches");
+        out.put(
+            m.start(),
+            m.end(),
+            Some(&|i: usize| caps.get(i).map(|g| g.as_str().as_bytes())),
+        );
         if !all {
             break;
         }
@@ -539,15 +579,15 @@ impl<'a> Spliced<'a> {
         }
     }
 
-    fn put(&mut self, start: usize, end: usize, caps: Option<&regex::bytes::Captures>) {
+    fn put(&mut self, start: usize, end: usize, group: Option<&dyn Fn(usize) -> Option<&'a [u8]>>) {
         let (subject, replacement) = (self.subject, self.replacement);
         let buf = self
             .out
             .get_or_insert_with(|| Vec::with_capacity(subject.len() + replacement.len()));
         buf.extend_from_slice(&subject[self.last..start]);
-        match caps {
+        match group {
             None => buf.extend_from_slice(replacement),
-            Some(caps) => expand(buf, caps, replacement),
+            Some(group) => expand(buf, group, replacement),
         }
         self.last = end;
     }
@@ -566,15 +606,15 @@ impl<'a> Spliced<'a> {
 /// Appends `replacement` with `\0`…`\9` replaced by the groups and a
 /// backslash before any other character dropped (`\\` is one backslash,
 /// `\&` an ampersand); a backslash at the very end stays.
-fn expand(out: &mut Vec<u8>, caps: &regex::bytes::Captures, replacement: &[u8]) {
+fn expand<'a>(out: &mut Vec<u8>, group: &dyn Fn(usize) -> Option<&'a [u8]>, replacement: &[u8]) {
     let mut i = 0;
     while i < replacement.len() {
         let c = replacement[i];
         if c == b'\\' && i + 1 < replacement.len() {
             let n = replacement[i + 1];
             if n.is_ascii_digit() {
-                if let Some(g) = caps.get(usize::from(n - b'0')) {
-                    out.extend_from_slice(g.as_bytes());
+                if let Some(g) = group(usize::from(n - b'0')) {
+                    out.extend_from_slice(g);
                 }
                 i += 2;
                 continue;

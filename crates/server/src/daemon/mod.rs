@@ -50,6 +50,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     // -p vsl_mask=… applies to the default mask, as param.set does.
     crate::host::vsl::set_mask(&cfg.params, &cfg.params.vsl_mask())
         .map_err(|e| format!("-p vsl_mask: {e}"))?;
+    lacquer_core::regex::set_match_limit(cfg.params.pcre2_match_limit() as usize);
     std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
         format!(
             "Cannot create work directory {}: {e}",

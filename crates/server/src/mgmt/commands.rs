@@ -206,7 +206,11 @@ impl Mgmt {
                 Err(e) => Reply::with(status::PARAM, e),
             };
         }
-        param_reply(name, value, self.sh.params.set(name, value))
+        let set = self.sh.params.set(name, value);
+        if set.is_ok() && name == "pcre2_match_limit" {
+            lacquer_core::regex::set_match_limit(self.sh.params.pcre2_match_limit() as usize);
+        }
+        param_reply(name, value, set)
     }
 
     fn param_show(&self, args: &[String]) -> Reply {
