@@ -224,6 +224,22 @@ pub trait Host {
     fn client_socket(&self) -> Option<&dyn crate::socket::ClientSocket> {
         None
     }
+    /// vmod proxy: a field of the PROXY version 2 header the client
+    /// connection started with (by type; with `sub`, a sub-field of the
+    /// SSL field), None without one.
+    fn proxy_field(&self, _kind: u8, _sub: Option<u8>) -> Option<Vec<u8>> {
+        None
+    }
+    /// vmod proxy: the SSL field's client flags and verify result.
+    fn proxy_ssl(&self) -> Option<(u8, u32)> {
+        None
+    }
+    /// vmod unix: the credentials of the peer of a Unix socket
+    /// connection (user and group ids, and their names where the system
+    /// has them); None on any other connection.
+    fn peer_credentials(&self) -> Option<crate::socket::PeerCredentials> {
+        None
+    }
     /// vmod purge: purges every variant stored under the request's hash,
     /// or with `soft` (ttl, grace, keep) shortens their lifetimes; how many
     /// objects it acted on.

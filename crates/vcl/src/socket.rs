@@ -1,6 +1,7 @@
 //! What VCL may do to the client's TCP connection (vmod tcp,
 //! `std.set_ip_tos`), as the daemon provides it through
-//! [`crate::Host::client_socket`]: this crate never holds a descriptor.
+//! [`crate::Host::client_socket`], and what it may know of a Unix socket
+//! peer (vmod unix): this crate never holds a descriptor.
 
 use std::io;
 
@@ -20,6 +21,15 @@ pub struct TcpInfo {
     pub reordering: u32,
     pub pacing_rate: u64,
     pub max_pacing_rate: u64,
+}
+
+/// Who is at the other end of a Unix socket connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCredentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub user: Option<String>,
+    pub group: Option<String>,
 }
 
 /// The client connection's socket options.

@@ -11,6 +11,8 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_purge::VMOD,
     crate::vmod_xkey::VMOD,
     crate::vmod_tcp::VMOD,
+    crate::vmod_proxy::VMOD,
+    crate::vmod_unix::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {

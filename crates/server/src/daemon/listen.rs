@@ -380,7 +380,9 @@ async fn accept_unix(sh: Arc<Shared>, listener: tokio::net::UnixListener, info: 
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let addrs = SessAddrs::new(none, none, info.name.clone(), info.endpoint.clone());
+                let mut addrs =
+                    SessAddrs::new(none, none, info.name.clone(), info.endpoint.clone());
+                addrs.peer_cred = stream.peer_cred().ok().map(|c| (c.uid(), c.gid()));
                 start_session(&sh, Box::new(stream), addrs, info.proxy);
             }
             Err(e) => accept_failed(e).await,

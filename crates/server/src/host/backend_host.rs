@@ -622,6 +622,14 @@ impl Host for BackendHost<'_> {
         self.bereq.log.bytes(Tag::VCL_Log, msg);
     }
 
+    fn proxy_field(&self, kind: u8, sub: Option<u8>) -> Option<Vec<u8>> {
+        self.bereq.conn.proxy_field(kind, sub)
+    }
+
+    fn proxy_ssl(&self) -> Option<(u8, u32)> {
+        self.bereq.conn.proxy_ssl()
+    }
+
     fn error(&mut self, msg: &str) {
         self.bereq.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.bereq.xid, msg);

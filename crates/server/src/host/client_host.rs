@@ -476,6 +476,18 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
 
+    fn proxy_field(&self, kind: u8, sub: Option<u8>) -> Option<Vec<u8>> {
+        self.conn.proxy_field(kind, sub)
+    }
+
+    fn proxy_ssl(&self) -> Option<(u8, u32)> {
+        self.conn.proxy_ssl()
+    }
+
+    fn peer_credentials(&self) -> Option<lacquer_vcl::PeerCredentials> {
+        self.conn.peer_credentials()
+    }
+
     fn client_socket(&self) -> Option<&dyn lacquer_vcl::ClientSocket> {
         self.conn
             .fd

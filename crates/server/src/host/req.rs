@@ -142,6 +142,33 @@ impl ConnInfo {
             _ => Value::Unset,
         }
     }
+
+    /// A field of the connection's PROXY header (vmod proxy).
+    pub fn proxy_field(&self, kind: u8, sub: Option<u8>) -> Option<Vec<u8>> {
+        let header = self.addrs.proxy.as_ref()?;
+        match sub {
+            None => header.tlv(kind).map(<[u8]>::to_vec),
+            Some(sub) => header.ssl()?.sub(sub).map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The PROXY header's SSL flags and verify result (vmod proxy).
+    pub fn proxy_ssl(&self) -> Option<(u8, u32)> {
+        let ssl = self.addrs.proxy.as_ref()?.ssl()?;
+        Some((ssl.client, ssl.verify))
+    }
+
+    /// A Unix socket peer's credentials (vmod unix).
+    pub fn peer_credentials(&self) -> Option<lacquer_vcl::PeerCredentials> {
+        use crate::transport::sockopt;
+        let (uid, gid) = self.addrs.peer_cred?;
+        Some(lacquer_vcl::PeerCredentials {
+            uid,
+            gid,
+            user: sockopt::user_name(uid),
+            group: sockopt::group_name(gid),
+        })
+    }
 }
 
 /// The top request as `req_top.*` shows it to includes.

@@ -76,6 +76,7 @@ pub(super) async fn read_header(
                 a.listener.clone(),
                 a.endpoint.clone(),
             );
+            copy.peer_cred = a.peer_cred;
             copy.proxied(header);
             c.addrs = Arc::new(copy);
         }

@@ -73,6 +73,8 @@ pub(crate) struct SessAddrs {
     pub endpoint: std::sync::Arc<str>,
     /// The PROXY header the connection started with.
     pub proxy: Option<lacquer_http::proxy::ProxyHeader>,
+    /// A Unix socket peer's user and group ids.
+    pub peer_cred: Option<(u32, u32)>,
 }
 
 impl SessAddrs {
@@ -91,6 +93,7 @@ impl SessAddrs {
             listener,
             endpoint,
             proxy: None,
+            peer_cred: None,
         }
     }
 

@@ -209,6 +209,40 @@ pub(crate) fn group_by_name(name: &str) -> io::Result<u32> {
     Ok(gr.gr_gid)
 }
 
+/// The name of a user id, where the user database has one.
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    // SAFETY: passwd is plain data, valid all zeroes.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16384];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is to live memory of the size given.
+    let r =
+        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if r != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points to a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// The name of a group id, where the group database has one.
+pub(crate) fn group_name(gid: u32) -> Option<String> {
+    // SAFETY: group is plain data, valid all zeroes.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16384];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is to live memory of the size given.
+    let r =
+        unsafe { libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if r != 0 || found.is_null() || gr.gr_name.is_null() {
+        return None;
+    }
+    // SAFETY: gr_name points to a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(gr.gr_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
 fn c_string(name: &str) -> io::Result<std::ffi::CString> {
     std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a name with a NUL byte"))
@@ -247,6 +281,9 @@ mod tests {
     #[test]
     fn users_and_groups_are_found_by_name() {
         assert_eq!(user_by_name("root").unwrap(), User { uid: 0, gid: 0 });
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(group_name(0).as_deref(), Some("root"));
+        assert_eq!(user_name(4_000_000_000), None);
         assert_eq!(group_by_name("root").unwrap(), 0);
         assert_eq!(user_by_name("4242").unwrap().uid, 4242);
         assert!(user_by_name("no-such-user-here").is_err());
