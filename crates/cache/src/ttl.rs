@@ -244,11 +244,7 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     let field = control_field(headers, false);
     let targeted = field != "cache-control";
     let seconds = |name: &str| directive(headers, field, name).map(strict_delta_seconds);
-    let age = headers
-        .get("age")
-        .map(|v| lacquer_http::headers::trim(v))
-        .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
-        .map_or(0.0, parse_delta_seconds);
+    let age = age_seconds(headers);
     let mut timers = Timers {
         t_origin: now - age,
         ttl: d.default_ttl,
@@ -280,7 +276,7 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     } else if let Some(seconds) = max_age {
         timers.ttl = seconds;
     } else if let Some(expires) = expires {
-        timers.ttl = expires_ttl(headers, expires, now, age);
+        timers.ttl = expires_ttl(headers, expires, now, true);
     } else if let Some(heuristic) = last_modified_ttl(headers, now) {
         timers.ttl = timers.ttl.min(heuristic);
     }
@@ -351,29 +347,37 @@ pub fn logged_max_age(headers: &Headers, varnish_compat: bool) -> f64 {
         .map_or(0.0, strict_delta_seconds)
 }
 
-/// The TTL `Expires` gives, against the backend's `Date` when its clock
-/// disagrees with ours.
-fn expires_ttl(headers: &Headers, expires: f64, now: f64, age: f64) -> f64 {
+/// The lifetime `Expires` gives: `Expires` less the response's `Date`
+/// (RFC 9111 §4.2.1; with `rfc`, whenever there is one), or less our
+/// clock (Varnish uses `Date` only when the clocks disagree by more than
+/// the skew). Counted from the origin time, which `Age` moved back, so an
+/// `Age` past the lifetime makes the response stale on arrival, whichever
+/// clock is fast.
+fn expires_ttl(headers: &Headers, expires: f64, now: f64, rfc: bool) -> f64 {
     let date = headers
         .get("date")
         .and_then(|v| lacquer_core::time::parse_http_date(v));
     let reference = match date {
-        Some(date) if (date - now).abs() > CLOCK_SKEW => date,
+        Some(date) if rfc || (date - now).abs() > CLOCK_SKEW => date,
         _ => now,
     };
-    if expires <= reference {
-        0.0
-    } else {
-        expires - reference + age
-    }
+    (expires - reference).max(0.0)
+}
+
+/// The first value of `Age` (a list such as `7200, 0` is read by its
+/// first), when it is delta-seconds.
+fn age_seconds(headers: &Headers) -> f64 {
+    headers
+        .get("age")
+        .and_then(|v| v.split(|&b| b == b',').next())
+        .map(lacquer_http::headers::trim)
+        .filter(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+        .map_or(0.0, parse_delta_seconds)
 }
 
 /// Varnish's rules alone (`varnish_compat_ttl`).
 fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Timers {
-    let age = headers
-        .get("age")
-        .map(|v| parse_delta_seconds(lacquer_http::headers::trim(v)))
-        .unwrap_or(0.0);
+    let age = age_seconds(headers);
     let t_origin = now - age;
     let mut timers = Timers {
         t_origin,
@@ -394,7 +398,7 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     if let Some(seconds) = max_age {
         timers.ttl = seconds;
     } else if let Some(expires) = expires {
-        timers.ttl = expires_ttl(headers, expires, now, age);
+        timers.ttl = expires_ttl(headers, expires, now, false);
     }
     if let Some(swr) = cache_control_seconds(headers, "stale-while-revalidate") {
         timers.grace = swr;
@@ -484,6 +488,51 @@ mod tests {
             "max-age=1, stale-while-revalidate=30".into(),
         )]);
         assert_eq!(rfc_ttl(200, &h, now, &D).grace, 30.0);
+    }
+
+    #[test]
+    fn an_age_list_is_read_by_its_first_value() {
+        let now = 1_000_000.0;
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("Age", "7200, 0".into()),
+        ]);
+        for d in [&D, &COMPAT] {
+            let t = rfc_ttl(200, &h, now, d);
+            assert_eq!(t.t_origin, now - 7200.0);
+            assert!(t.t_origin + t.ttl < now, "stale on arrival");
+        }
+        let h = hdrs(&[
+            ("Cache-Control", "max-age=60".into()),
+            ("Age", "x, 5".into()),
+        ]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).t_origin, now);
+    }
+
+    #[test]
+    fn expires_less_date_less_age_whichever_clock_is_fast() {
+        let now = 1_000_000.0;
+        // The origin's clock 2 s behind ours, or an hour ahead: the
+        // lifetime is Expires - Date = 60 s either way, and an Age of 100 s
+        // leaves nothing of it.
+        for skew in [-2.0, 3600.0] {
+            let date = now + skew;
+            let h = hdrs(&[
+                ("Date", lacquer_core::time::http_date(date)),
+                ("Expires", lacquer_core::time::http_date(date + 60.0)),
+                ("Age", "100".into()),
+            ]);
+            let t = rfc_ttl(200, &h, now, &D);
+            assert_eq!(t.ttl, 60.0, "skew {skew}");
+            assert!(t.t_origin + t.ttl < now, "stale on arrival (skew {skew})");
+            let h = hdrs(&[
+                ("Date", lacquer_core::time::http_date(date)),
+                ("Expires", lacquer_core::time::http_date(date + 60.0)),
+                ("Age", "20".into()),
+            ]);
+            let t = rfc_ttl(200, &h, now, &D);
+            assert_eq!(t.t_origin + t.ttl - now, 40.0, "skew {skew}");
+        }
     }
 
     #[test]

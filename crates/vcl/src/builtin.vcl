@@ -183,9 +183,13 @@ sub vcl_beresp_cookie {
 }
 
 sub vcl_beresp_control {
+    # A field that targets this cache (RFC 9213) decides instead of
+    # Cache-Control, unless Varnish's rules alone are asked for.
     if (beresp.http.Surrogate-Control ~ "(?i)no-store" ||
         (!beresp.http.Surrogate-Control &&
-         beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)")) {
+         beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)" &&
+         (param.varnish_compat_ttl ||
+          !(beresp.http.Lacquer-Cache-Control || beresp.http.CDN-Cache-Control)))) {
         call vcl_beresp_hitmiss;
     }
 }

@@ -100,9 +100,7 @@ pub(crate) struct DeliveryHeaders {
 /// Appends the per-delivery headers and the blank line.
 pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &DeliveryHeaders) {
     if !d.own {
-        if !d.synthetic {
-            let _ = write!(out, "Age: {}\r\n", d.age);
-        }
+        // In varnishd's order: X-Varnish, Age, Via.
         match d.obj_xid {
             Some(o) => {
                 let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
@@ -112,6 +110,7 @@ pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &Deliver
             }
         }
         if !d.synthetic {
+            let _ = write!(out, "Age: {}\r\n", d.age);
             out.extend_from_slice(b"Via: ");
             out.extend_from_slice(sh.via.as_bytes());
             out.extend_from_slice(b"\r\n");

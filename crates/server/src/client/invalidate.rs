@@ -1,5 +1,6 @@
 //! Invalidation after unsafe methods (RFC 9111 §4.4): when a request with
-//! a method that is not safe (anything but GET, HEAD, OPTIONS and TRACE)
+//! a method that is not safe (anything but GET, HEAD, OPTIONS and TRACE,
+//! so also methods Lacquer does not know, which the built-in VCL pipes)
 //! gets a non-error answer (2xx or 3xx) through the cache, every stored
 //! variant of its target URI goes, and so do those of the `Location` and
 //! `Content-Location` URIs when they are on the same host. Varnish leaves

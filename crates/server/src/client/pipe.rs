@@ -1,6 +1,9 @@
 //! Pipe: after `vcl_pipe`, the client's connection is joined to a fresh
 //! backend connection and bytes flow both ways untouched until either
-//! side closes or nothing moves for `pipe_timeout`.
+//! side closes or nothing moves for `pipe_timeout`. A piped request with
+//! an unsafe method (the built-in VCL pipes the methods it does not know)
+//! still invalidates its URL when the backend's status line says it
+//! succeeded (RFC 9111 §4.4), once the pipe is over.
 
 use crate::host::backend_host::{self, Bereq, BereqBody};
 use crate::host::req::{ConnInfo, Outcome, Req};
@@ -37,7 +40,7 @@ pub(crate) async fn pipe(
     headers.remove_fixed_hop_by_hop();
     headers.remove_values(&req.hop_values);
     headers.set("Connection", "close");
-    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, "pipe");
+    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn.clone(), "pipe");
     bereq.uncacheable = true;
     crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {
@@ -107,25 +110,40 @@ pub(crate) async fn pipe(
         last: &last,
         moved: &from_client,
         started,
+        first: Vec::new(),
     };
     let mut backend_side = Watched {
         inner: &mut stream,
         last: &last,
         moved: &to_client,
         started,
+        first: Vec::new(),
     };
-    let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
-    let mut copy = std::pin::pin!(copy);
-    loop {
-        match tokio::time::timeout(idle, copy.as_mut()).await {
-            Ok(_) => break,
-            Err(_) => {
-                let quiet_for = started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
-                if quiet_for >= idle.as_millis() as u64 {
-                    break;
+    {
+        let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
+        let mut copy = std::pin::pin!(copy);
+        loop {
+            match tokio::time::timeout(idle, copy.as_mut()).await {
+                Ok(_) => break,
+                Err(_) => {
+                    let quiet_for =
+                        started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
+                    if quiet_for >= idle.as_millis() as u64 {
+                        break;
+                    }
                 }
             }
         }
+    }
+    if let Some(status) = status_of(&backend_side.first) {
+        crate::client::invalidate::after_unsafe(
+            sh,
+            vcl,
+            req,
+            conn,
+            status,
+            &lacquer_http::Headers::new(),
+        );
     }
     // Bytes read from one side count as piped whether or not the other
     // took them all before the end.
@@ -146,13 +164,27 @@ pub(crate) async fn pipe(
     Piped::Done(Outcome::Close(CloseReason::TxPipe))
 }
 
-/// A stream that notes when bytes last moved through it, and counts
-/// the bytes read from it.
+/// The status of an HTTP/1 status line's first bytes (`HTTP/1.1 200`).
+fn status_of(first: &[u8]) -> Option<u16> {
+    let rest = first.strip_prefix(b"HTTP/1.")?;
+    let code = rest.get(2..5)?;
+    if rest.get(1) != Some(&b' ') || !code.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(code).ok()?.parse().ok()
+}
+
+/// The bytes of a status line that say its status.
+const STATUS_LINE_START: usize = 12;
+
+/// A stream that notes when bytes last moved through it, counts the bytes
+/// read from it, and keeps the first few.
 struct Watched<'a, S: ?Sized> {
     inner: &'a mut S,
     last: &'a AtomicU64,
     moved: &'a AtomicU64,
     started: Instant,
+    first: Vec<u8>,
 }
 
 impl<S: ?Sized> Watched<'_, S> {
@@ -172,6 +204,12 @@ impl<S: AsyncRead + Unpin + ?Sized> AsyncRead for Watched<'_, S> {
         let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
         let read = buf.filled().len() - before;
         if read > 0 {
+            let want = STATUS_LINE_START.saturating_sub(self.first.len()).min(read);
+            if want > 0 {
+                let start = before;
+                let got = buf.filled()[start..start + want].to_vec();
+                self.first.extend_from_slice(&got);
+            }
             self.touch();
             self.moved.fetch_add(read as u64, Ordering::Relaxed);
         }
