@@ -167,6 +167,16 @@ impl Compiler {
                     };
                     Expr::Const(Value::Enum(w))
                 }
+                Some(e) if p.ty == Type::Regex => {
+                    let Some(pattern) = constant_string(e) else {
+                        return Err(CompileError::new(
+                            "Expected a regular expression in quotes",
+                            e.span,
+                        ));
+                    };
+                    let re = regex(&pattern, e.span)?;
+                    Expr::Const(Value::Regex(crate::types::RegexArg(re)))
+                }
                 Some(e) => self.expect(e, p.ty)?,
                 None => Expr::Const(match p.default {
                     Dflt::Required => {

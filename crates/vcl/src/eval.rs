@@ -488,7 +488,7 @@ pub fn append(prog: &Program, out: &mut Vec<u8>, v: &Value) {
             let _ = write!(out, "{}.http.{n}", k.prefix());
         }
         Value::Http(k) => out.extend_from_slice(k.prefix().as_bytes()),
-        Value::Blob(_) | Value::Sub(_) | Value::Probe(_) => {}
+        Value::Blob(_) | Value::Sub(_) | Value::Probe(_) | Value::Regex(_) => {}
     }
 }
 

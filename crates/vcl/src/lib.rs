@@ -20,12 +20,17 @@ pub mod source;
 pub mod types;
 pub mod vars;
 pub mod vmod;
+mod vmod_cookie;
 mod vmod_directors;
+mod vmod_header;
 mod vmod_proxy;
 mod vmod_purge;
 pub mod vmod_std;
+mod vmod_str;
 mod vmod_tcp;
 mod vmod_unix;
+mod vmod_var;
+mod vmod_vsthrottle;
 mod vmod_xkey;
 pub mod vmods;
 

@@ -196,6 +196,9 @@ pub trait Host {
     }
     fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes);
     fn unset_header(&mut self, kind: HttpKind, name: &str);
+    /// Adds a header line after those of its name (vmod header); a host
+    /// without headers (`vcl_init`) has nothing to add to.
+    fn append_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) {}
     /// Every value of a header, for `std.collect`.
     fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes>;
     fn hash_data(&mut self, data: &[u8]);
@@ -222,6 +225,11 @@ pub trait Host {
     /// The client connection's socket options (`std.set_ip_tos`, vmod
     /// tcp); None outside a client request.
     fn client_socket(&self) -> Option<&dyn crate::socket::ClientSocket> {
+        None
+    }
+    /// The vmods' state for the running task; None outside a client
+    /// request or a backend fetch (`vcl_init`).
+    fn task_privs(&mut self) -> Option<&mut crate::vmod::TaskPrivs> {
         None
     }
     /// vmod proxy: a field of the PROXY version 2 header the client

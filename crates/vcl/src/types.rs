@@ -28,6 +28,9 @@ pub enum Type {
     Probe,
     /// A bare word argument (`by=HASH`).
     Enum,
+    /// A regular expression argument, written as a constant string and
+    /// compiled with the program.
+    Regex,
 }
 
 impl Type {
@@ -52,6 +55,7 @@ impl Type {
             Type::Sub => "SUB",
             Type::Probe => "PROBE",
             Type::Enum => "ENUM",
+            Type::Regex => "REGEX",
         }
     }
 
@@ -59,7 +63,13 @@ impl Type {
     pub fn stringifies(self) -> bool {
         !matches!(
             self,
-            Type::Void | Type::Http | Type::Body | Type::Acl | Type::Sub | Type::Probe
+            Type::Void
+                | Type::Http
+                | Type::Body
+                | Type::Acl
+                | Type::Sub
+                | Type::Probe
+                | Type::Regex
         )
     }
 
@@ -130,6 +140,18 @@ pub enum Value {
     Enum(&'static str),
     Sub(usize),
     Probe(usize),
+    Regex(RegexArg),
+}
+
+/// A compiled regular expression argument (equal when it is the same
+/// one).
+#[derive(Debug, Clone)]
+pub struct RegexArg(pub std::sync::Arc<lacquer_core::regex::Regex>);
+
+impl PartialEq for RegexArg {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Value {

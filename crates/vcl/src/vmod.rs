@@ -67,6 +67,41 @@ pub const fn enm(name: &'static str, enums: &'static [&'static str], default: Df
     }
 }
 
+/// Vmods' state for one task (a client request, or a backend fetch), as
+/// Varnish's `PRIV_TASK`: made when a vmod first asks, dropped with the
+/// task. The client and the backend side of one request have their own.
+#[derive(Default)]
+pub struct TaskPrivs(Vec<(&'static str, Box<dyn Any + Send + Sync>)>);
+
+impl TaskPrivs {
+    /// The state `vmod` keeps for this task, made empty on first use.
+    pub fn get<T: Default + Any + Send + Sync>(&mut self, vmod: &'static str) -> &mut T {
+        let at = match self
+            .0
+            .iter()
+            .position(|(name, v)| *name == vmod && v.is::<T>())
+        {
+            Some(at) => at,
+            None => {
+                self.0.push((vmod, Box::<T>::default()));
+                self.0.len() - 1
+            }
+        };
+        self.0[at]
+            .1
+            .downcast_mut::<T>()
+            .expect("the type was checked above")
+    }
+}
+
+impl std::fmt::Debug for TaskPrivs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(n, _)| n))
+            .finish()
+    }
+}
+
 /// What a vmod function sees of the running request.
 pub struct Ctx<'a> {
     pub prog: &'a Program,

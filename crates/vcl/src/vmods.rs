@@ -13,6 +13,11 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_tcp::VMOD,
     crate::vmod_proxy::VMOD,
     crate::vmod_unix::VMOD,
+    crate::vmod_cookie::VMOD,
+    crate::vmod_header::VMOD,
+    crate::vmod_var::VMOD,
+    crate::vmod_str::VMOD,
+    crate::vmod_vsthrottle::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {

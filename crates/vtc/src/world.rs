@@ -409,7 +409,27 @@ impl Top {
         let mut i = 0;
         while i < names.len() {
             let f = names[i];
-            let ok = match f {
+            // `!name` holds when `name` does not.
+            let (negated, name) = match f.strip_prefix('!') {
+                Some(rest) => (true, rest),
+                None => (false, f),
+            };
+            let ok = match name {
+                // How this build was made: none of these apply.
+                "workspace_emulator" | "sanitizer" | "asan" | "msan" | "tsan" | "ubsan"
+                | "coverage" | "persistent_storage" => false,
+                "user_varnish" | "user_vcache" | "group_varnish" => {
+                    std::process::Command::new("getent")
+                        .arg(if name.starts_with("group") {
+                            "group"
+                        } else {
+                            "passwd"
+                        })
+                        .arg(name.split_once('_').map_or("", |(_, n)| n))
+                        .stdout(std::process::Stdio::null())
+                        .status()
+                        .is_ok_and(|s| s.success())
+                }
                 "64bit" => cfg!(target_pointer_width = "64"),
                 "ipv4" => std::net::TcpListener::bind("127.0.0.1:0").is_ok(),
                 "ipv6" => std::net::TcpListener::bind("[::1]:0").is_ok(),
@@ -432,7 +452,7 @@ impl Top {
                 }
                 _ => false,
             };
-            if !ok {
+            if ok == negated {
                 return Ok(Some(f.to_string()));
             }
             i += 1;

@@ -31,6 +31,8 @@ pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
 
 /// The backend request being prepared.
 pub(crate) struct Bereq {
+    /// The vmods' state for this fetch.
+    pub privs: lacquer_vcl::vmod::TaskPrivs,
     pub xid: u64,
     pub method: Bytes,
     pub url: Bytes,
@@ -119,6 +121,7 @@ impl Bereq {
             log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         }
         Bereq {
+            privs: Default::default(),
             log,
             acct: Acct::default(),
             xid,
@@ -582,6 +585,19 @@ impl Host for BackendHost<'_> {
         }
     }
 
+    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+        let name = Bytes::copy_from_slice(name.as_bytes());
+        match kind {
+            HttpKind::Bereq => self.bereq.headers.append(name, value),
+            HttpKind::Beresp => {
+                if let Some(r) = self.beresp.as_deref_mut() {
+                    r.headers.append(name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
         match kind {
             HttpKind::Bereq => self.bereq.headers.remove(name),
@@ -624,6 +640,10 @@ impl Host for BackendHost<'_> {
 
     fn proxy_field(&self, kind: u8, sub: Option<u8>) -> Option<Vec<u8>> {
         self.bereq.conn.proxy_field(kind, sub)
+    }
+
+    fn task_privs(&mut self) -> Option<&mut lacquer_vcl::vmod::TaskPrivs> {
+        Some(&mut self.bereq.privs)
     }
 
     fn proxy_ssl(&self) -> Option<(u8, u32)> {

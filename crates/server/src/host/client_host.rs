@@ -414,6 +414,30 @@ impl Host for ClientHost<'_> {
         }
     }
 
+    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+        match kind {
+            HttpKind::Req => {
+                if self.req.log.active() {
+                    self.req.log.header(Tag::ReqHeader, name.as_bytes(), &value);
+                }
+                self.req
+                    .head
+                    .headers
+                    .append(Bytes::copy_from_slice(name.as_bytes()), value)
+            }
+            HttpKind::Resp => {
+                if Self::is_delivery_header(name) {
+                    self.own_delivery_headers();
+                }
+                let obj = self.obj;
+                if let Some(r) = self.resp.as_deref_mut() {
+                    r.append(obj, name, value);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
         match kind {
             HttpKind::Req => {
@@ -474,6 +498,10 @@ impl Host for ClientHost<'_> {
 
     fn acl_log(&mut self, record: &str) {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
+    }
+
+    fn task_privs(&mut self) -> Option<&mut lacquer_vcl::vmod::TaskPrivs> {
+        Some(&mut self.req.privs)
     }
 
     fn proxy_field(&self, kind: u8, sub: Option<u8>) -> Option<Vec<u8>> {

@@ -20,6 +20,8 @@ use tokio::sync::Semaphore;
 
 /// One client request in flight, with what VCL set on it.
 pub(crate) struct Req {
+    /// The vmods' state for this request (cookie, var, …).
+    pub privs: lacquer_vcl::vmod::TaskPrivs,
     pub xid: u64,
     pub head: RequestHead,
     pub body: ReqBody,
@@ -70,6 +72,7 @@ impl Req {
     pub fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
         let body = ReqBody::new(head.framing);
         Req {
+            privs: Default::default(),
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
                 ..Acct::default()

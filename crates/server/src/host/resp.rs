@@ -147,6 +147,35 @@ impl Resp {
         }
     }
 
+    /// Adds a header line, keeping those of the name already there (vmod
+    /// header): the response's headers become its own copy first.
+    pub fn append(&mut self, obj: Option<&Object>, name: &str, value: Bytes) {
+        self.changed = true;
+        if self.headers.is_none() {
+            let mut out = Vec::new();
+            let base = obj.map(|o| o.headers().clone()).unwrap_or_default();
+            self.write_edited(&base, &mut out);
+            let mut headers = Headers::new();
+            for line in out.split(|&b| b == b'\n') {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if let Some(colon) = line.iter().position(|&b| b == b':') {
+                    let value = line[colon + 1..]
+                        .strip_prefix(b" ")
+                        .unwrap_or(&line[colon + 1..]);
+                    headers.append(
+                        Bytes::copy_from_slice(&line[..colon]),
+                        Bytes::copy_from_slice(value),
+                    );
+                }
+            }
+            self.headers = Some(headers);
+            self.edits.clear();
+        }
+        if let Some(h) = &mut self.headers {
+            h.append(Bytes::copy_from_slice(name.as_bytes()), value);
+        }
+    }
+
     /// Writes the head in place of the object's stored one (VCL changed
     /// it): the status line (or `status_line` when delivery overrides it,
     /// for 304 and 206) and the headers, without the blank line.
