@@ -62,6 +62,8 @@ pub(crate) struct Compiler {
     pub sources: Vec<Source>,
     pub version: (u8, u8),
     pub imports: Vec<String>,
+    /// The most a `std.cache_req_body` call asks to keep.
+    pub cache_req_body: Option<u64>,
     pub backends: Vec<Symbol<BackendDef>>,
     pub probes: Vec<Symbol<ProbeDef>>,
     pub acls: Vec<Symbol<Acl>>,
@@ -116,6 +118,7 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         sources,
         version: (4, 1),
         imports: Vec::new(),
+        cache_req_body: None,
         backends: Vec::new(),
         probes: Vec::new(),
         acls: Vec::new(),
@@ -333,6 +336,7 @@ impl Compiler {
             imports: self.imports.clone(),
             warnings: std::mem::take(&mut self.warnings),
             uses_client_socket: self.imports.iter().any(|i| i == "tcp" || i == "std"),
+            cache_req_body: self.cache_req_body,
         })
     }
 

@@ -82,6 +82,13 @@ impl Compiler {
             };
             self.use_(UseKind::Func(n.to_string()), f.scope, name.span);
             let bound = self.bind(f.params, args, span, n)?;
+            if n == "std.cache_req_body" {
+                let size = match bound.first() {
+                    Some(Expr::Const(Value::Bytes(b))) => *b as u64,
+                    _ => 1 << 20,
+                };
+                self.cache_req_body = Some(self.cache_req_body.unwrap_or(0).max(size));
+            }
             return Ok((Expr::Func(f, bound), f.ret));
         }
         if let Some(o) = self.objects.iter().position(|o| o.name == prefix) {

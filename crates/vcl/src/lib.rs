@@ -20,6 +20,7 @@ pub mod source;
 pub mod types;
 pub mod vars;
 pub mod vmod;
+mod vmod_bodyaccess;
 mod vmod_cookie;
 mod vmod_directors;
 mod vmod_header;

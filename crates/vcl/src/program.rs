@@ -33,6 +33,10 @@ pub struct Program {
     /// It imports a vmod that sets options on the client's socket (`tcp`,
     /// `std.set_ip_tos`): ESI includes need a descriptor of their own.
     pub uses_client_socket: bool,
+    /// It calls `std.cache_req_body`: the most any call asks to keep (a
+    /// size that is not a constant counts as 1 MiB). A request's body is
+    /// read up to this before `vcl_recv`, so the call can answer at once.
+    pub cache_req_body: Option<u64>,
     /// The vmods it imports.
     pub imports: Vec<String>,
 }
@@ -221,6 +225,11 @@ pub trait Host {
     /// `std.cache_req_body`: whether the body (up to `max`) was kept.
     fn cache_req_body(&mut self, _max: u64) -> bool {
         false
+    }
+    /// The request body `std.cache_req_body` kept (vmod bodyaccess);
+    /// None when it was not kept.
+    fn cached_req_body(&self) -> Option<Bytes> {
+        None
     }
     /// The client connection's socket options (`std.set_ip_tos`, vmod
     /// tcp); None outside a client request.

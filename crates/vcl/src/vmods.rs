@@ -18,6 +18,7 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_var::VMOD,
     crate::vmod_str::VMOD,
     crate::vmod_vsthrottle::VMOD,
+    crate::vmod_bodyaccess::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {

@@ -104,6 +104,13 @@ impl FetchMode for PassFetch<'_> {
     }
 
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
+        if let Some(body) = &bereq.cached_body {
+            // Read whole already: sent from memory, framed by its length.
+            return Ok(match bereq.body_unset || body.is_empty() {
+                true => BereqBody::None,
+                false => BereqBody::Length(body.len() as u64),
+            });
+        }
         if bereq.body_unset && !self.req.body.is_done() {
             // VCL dropped the body: read it off the connection and send
             // none.
@@ -129,10 +136,15 @@ impl FetchMode for PassFetch<'_> {
         limits: &lacquer_http::ResponseLimits,
     ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Passed> {
         let (c, sh, req) = (&mut *self.c, self.sh, &mut *self.req);
-        if body == BereqBody::None {
+        let in_memory = bereq
+            .cached_body
+            .clone()
+            .filter(|_| body != BereqBody::None);
+        if body == BereqBody::None || in_memory.is_some() {
             // Nobody else wants this response: a client that leaves ends
             // the wait for it (and frees the connection slot).
-            let exchange = backend.exchange(head, &[], t, limits, req.is_head());
+            let bytes = in_memory.unwrap_or_default();
+            let exchange = backend.exchange(head, &bytes, t, limits, req.is_head());
             let half_closed = sh.params.answer_half_closed();
             let Some(result) = c.watching(exchange, half_closed).await else {
                 bereq.log.fmt(

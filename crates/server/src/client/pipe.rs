@@ -67,8 +67,15 @@ pub(crate) async fn pipe(
         return Piped::Synth(503, None);
     };
     let t = bereq.timeouts(vcl, index, &sh.params);
-    // The client's bytes follow the head as it sent them.
-    let head = bereq.head(&backend.host_header, BereqBody::of(req.head.framing));
+    // The client's bytes follow the head as it sent them; a body read
+    // into memory (`std.cache_req_body`) goes first, framed by its length.
+    let cached = bereq.cached_body.clone().unwrap_or_default();
+    let framing = match bereq.cached_body.is_some() {
+        true if cached.is_empty() => BereqBody::None,
+        true => BereqBody::Length(cached.len() as u64),
+        false => BereqBody::of(req.head.framing),
+    };
+    let head = bereq.head(&backend.host_header, framing);
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {
@@ -88,6 +95,7 @@ pub(crate) async fn pipe(
     let pending = c.rbuf.split();
     let write = async {
         stream.write_all(&head).await?;
+        stream.write_all(&cached).await?;
         stream.write_all(&pending).await
     };
     if tokio::time::timeout(t.between_bytes, write)

@@ -9,7 +9,7 @@ use crate::client::pass;
 use crate::client::pipe;
 use crate::fetch::cache::{self as fetch, FetchKind};
 use crate::host::client_host::{ClientHost, Resp};
-use crate::host::req::{forwarded_for, ConnInfo, IncludeCtx, Outcome, Req};
+use crate::host::req::{forwarded_for, BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
@@ -22,6 +22,7 @@ use lacquer_cache::{BusyState, FetchSlot, Lookup, Wants};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
+use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Side, Tag, Txn};
@@ -197,11 +198,24 @@ async fn client_steps(
 /// often as VCL asks and `max_restarts` allows.
 async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
     let sh = cx.sh;
+    if let (Some(max), None) = (cx.vcl.program.cache_req_body, &req.include) {
+        // `std.cache_req_body` answers at once: the body is read first,
+        // up to the most any call of the program asks to keep.
+        match req.cache_body(c, sh, max).await {
+            Ok(BodyCache::Cached) => req.body_for_lookup = true,
+            Ok(BodyCache::TooBig) => {}
+            Ok(BodyCache::Overflowed) => return too_large(c, sh, req).await,
+            Err(reason) => return Outcome::Close(reason),
+        }
+    }
     loop {
         match recv(c, cx, req).await {
             Step::Done(outcome) => return outcome,
             Step::Restart => {
                 req.log.timestamp("Restart", lacquer_core::time::now());
+                if std::mem::take(&mut req.body_for_lookup) {
+                    req.cached_body = Some(Bytes::new());
+                }
                 req.restarts += 1;
                 req.is_hitmiss = false;
                 req.is_hitpass = false;
@@ -220,6 +234,17 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
             }
         }
     }
+}
+
+/// Answers a request whose chunked body went past what the program keeps
+/// (it cannot be sent on), and closes.
+async fn too_large(c: &mut Client, sh: &Shared, req: &mut Req) -> Outcome {
+    req.log
+        .bytes(Tag::FetchError, b"Request body too big to cache");
+    let msg = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let idle = Params::duration(sh.params.idle_send_timeout());
+    let _ = c.write_small(msg, idle).await;
+    Outcome::Close(CloseReason::RxOverflow)
 }
 
 /// Client address appended to `X-Forwarded-For`, as Varnish does before
@@ -319,6 +344,25 @@ async fn after_hash(
         // `recv` lets only these choices and `restart` through.
         _ => return Step::Restart,
     };
+    if !purge && req.cached_body.is_none() && !req.body.is_done() {
+        // A lookup's fetch may send the body (VCL sets a method other than
+        // GET), and may outlive this request: it takes the body from
+        // memory, if it is small enough to keep.
+        let max = cx
+            .vcl
+            .program
+            .cache_req_body
+            .unwrap_or(0)
+            .max(cx.sh.params.http_req_size());
+        match req.cache_body(c, cx.sh, max).await {
+            Ok(BodyCache::Cached) => req.body_for_lookup = true,
+            Ok(BodyCache::TooBig | BodyCache::Overflowed) => req.log.fmt(
+                Tag::FetchError,
+                format_args!("Request body over {max} bytes is not kept for the fetch"),
+            ),
+            Err(reason) => return Step::Done(Outcome::Close(reason)),
+        }
+    }
     let keep = match req.consume_body(c, cx.sh).await {
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),

@@ -92,7 +92,9 @@ pub(crate) fn spawn(
     bereq.is_bgfetch = kind.bgfetch;
     bereq.is_hitmiss = kind.hitmiss;
     bereq.hash = Bytes::copy_from_slice(key);
-    bereq.body_unset = true;
+    // A body read into memory goes with the fetch (unless VCL unsets it,
+    // as the built-in VCL does for a GET); any other was left behind.
+    bereq.body_unset = bereq.cached_body.as_ref().is_none_or(Bytes::is_empty);
     let sh = sh.clone();
     let vcl = vcl.clone();
     tokio::spawn(async move {
@@ -165,8 +167,11 @@ impl FetchMode for CacheFetch<'_> {
         self.stale.as_ref().is_some_and(|s| s.can_revalidate())
     }
 
-    async fn body(&mut self, _bereq: &mut Bereq) -> Result<BereqBody, ()> {
-        Ok(BereqBody::None)
+    async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, ()> {
+        Ok(match (&bereq.cached_body, bereq.body_unset) {
+            (Some(body), false) if !body.is_empty() => BereqBody::Length(body.len() as u64),
+            _ => BereqBody::None,
+        })
     }
 
     async fn exchange<'b>(
@@ -174,11 +179,15 @@ impl FetchMode for CacheFetch<'_> {
         bereq: &mut Bereq,
         backend: &'b lacquer_backend::Backend,
         head: &[u8],
-        _body: BereqBody,
+        body: BereqBody,
         t: &lacquer_backend::Timeouts,
         limits: &lacquer_http::ResponseLimits,
     ) -> Result<Result<(lacquer_backend::Conn<'b>, ResponseHead), FetchError>, ()> {
-        let exchange = backend.exchange(head, &[], t, limits, false);
+        let bytes = match (body, &bereq.cached_body) {
+            (BereqBody::Length(_), Some(b)) => b.clone(),
+            _ => Bytes::new(),
+        };
+        let exchange = backend.exchange(head, &bytes, t, limits, false);
         let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
             return Ok(exchange.await);
         };

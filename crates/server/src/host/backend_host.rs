@@ -51,6 +51,9 @@ pub(crate) struct Bereq {
     pub between_bytes_timeout: Option<f64>,
     /// `unset bereq.body` ran.
     pub body_unset: bool,
+    /// The client's body, when it was read whole into memory: sent from
+    /// here (so a retry or a fetch outliving the request can send it).
+    pub cached_body: Option<Bytes>,
     pub conn: ConnInfo,
     pub client_identity: Option<Bytes>,
     /// The fetch's log transaction.
@@ -141,6 +144,7 @@ impl Bereq {
             first_byte_timeout: None,
             between_bytes_timeout: None,
             body_unset: false,
+            cached_body: req.cached_body.clone(),
             conn,
             client_identity: req.identity.clone(),
         }

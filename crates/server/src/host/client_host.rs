@@ -500,6 +500,29 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
 
+    fn cache_req_body(&mut self, max: u64) -> bool {
+        // Read before vcl_recv, up to the most any call asks for.
+        match &self.req.cached_body {
+            Some(body) if body.len() as u64 <= max => {
+                self.req.body_for_lookup = false;
+                true
+            }
+            _ => {
+                self.req
+                    .log
+                    .bytes(Tag::FetchError, b"Request body too big to cache");
+                false
+            }
+        }
+    }
+
+    fn cached_req_body(&self) -> Option<Bytes> {
+        self.req
+            .cached_body
+            .clone()
+            .filter(|_| !self.req.body_for_lookup)
+    }
+
     fn task_privs(&mut self) -> Option<&mut lacquer_vcl::vmod::TaskPrivs> {
         Some(&mut self.req.privs)
     }

@@ -22,6 +22,14 @@ use tokio::sync::Semaphore;
 pub(crate) struct Req {
     /// The vmods' state for this request (cookie, var, …).
     pub privs: lacquer_vcl::vmod::TaskPrivs,
+    /// The request body, read whole into memory (`std.cache_req_body`,
+    /// or a lookup that may send it): it can then be sent more than
+    /// once (retries, a fetch that outlives the request).
+    pub cached_body: Option<Bytes>,
+    /// `cached_body` was read by Lacquer (ahead of `vcl_recv`, or for a
+    /// lookup's fetch), not kept by `std.cache_req_body`: as in Varnish,
+    /// a body a fetch has taken is gone after a restart.
+    pub body_for_lookup: bool,
     pub xid: u64,
     pub head: RequestHead,
     pub body: ReqBody,
@@ -73,6 +81,8 @@ impl Req {
         let body = ReqBody::new(head.framing);
         Req {
             privs: Default::default(),
+            cached_body: None,
+            body_for_lookup: false,
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
                 ..Acct::default()
@@ -240,6 +250,62 @@ impl Acct {
 impl Req {
     /// Reads and drops a request body that will not be forwarded. Returns
     /// whether the connection can still be kept.
+    /// Reads the body into memory if it is at most `max` bytes. A
+    /// length over `max` is not read at all (`TooBig`: the body stays on
+    /// the connection); a chunked body found over it on the way has been
+    /// read in part and cannot be sent on (`Overflowed`).
+    pub async fn cache_body(
+        &mut self,
+        c: &mut Client,
+        sh: &Shared,
+        max: u64,
+    ) -> Result<BodyCache, CloseReason> {
+        if self.cached_body.is_some() {
+            return Ok(BodyCache::Cached);
+        }
+        if self.body.is_done() {
+            self.cached_body = Some(Bytes::new());
+            return Ok(BodyCache::Cached);
+        }
+        if let lacquer_http::Framing::Length(n) = self.head.framing {
+            if n > max {
+                return Ok(BodyCache::TooBig);
+            }
+        }
+        if self.head.expect_continue {
+            self.head.expect_continue = false;
+            let idle = Params::duration(sh.params.idle_send_timeout());
+            if c.write_small(b"HTTP/1.1 100 Continue\r\n\r\n", idle)
+                .await
+                .is_err()
+            {
+                return Err(CloseReason::TxError);
+            }
+        }
+        let limit = Params::duration(sh.params.timeout_idle());
+        let mut body = Vec::new();
+        loop {
+            match self.body.next(c, limit).await {
+                Ok(Some(piece)) => {
+                    COUNTERS.add(Counter::s_req_bodybytes, piece.len() as u64);
+                    self.acct.body_rx += piece.len() as u64;
+                    if (body.len() + piece.len()) as u64 > max {
+                        return Ok(BodyCache::Overflowed);
+                    }
+                    body.extend_from_slice(&piece);
+                }
+                Ok(None) => break,
+                Err(BodyError::Malformed) => {
+                    c.refuse_body(sh).await;
+                    return Err(CloseReason::RxBad);
+                }
+                Err(BodyError::Gone) => return Err(CloseReason::RxBody),
+            }
+        }
+        self.cached_body = Some(Bytes::from(body));
+        Ok(BodyCache::Cached)
+    }
+
     pub async fn consume_body(&mut self, c: &mut Client, sh: &Shared) -> Result<bool, CloseReason> {
         let req = self;
         if req.body.is_done() {
@@ -264,6 +330,16 @@ impl Req {
             Err(BodyError::Gone) => Err(CloseReason::RxBody),
         }
     }
+}
+
+/// What became of reading a request body into memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyCache {
+    Cached,
+    /// Its length is over the bound: nothing was read.
+    TooBig,
+    /// A chunked body went over the bound part way: it is lost.
+    Overflowed,
 }
 
 /// Whether the client takes gzip (`req.can_gzip`).
