@@ -181,6 +181,9 @@ pub struct Backend {
     /// starts with (0: none). Such connections are never reused, since
     /// each speaks for one client.
     proxy_header: u8,
+    /// `.preamble`: bytes each new connection starts with (after any
+    /// PROXY header).
+    preamble: Option<Vec<u8>>,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
     idle: Mutex<Vec<(Stream, Instant)>>,
@@ -238,6 +241,7 @@ impl Backend {
             endpoint: endpoint.to_string(),
             addr,
             proxy_header: 0,
+            preamble: None,
             host_header: host_header.to_string(),
             idle: Mutex::new(Vec::new()),
             stats: BackendCounters::new(),
@@ -257,6 +261,12 @@ impl Backend {
 
     pub fn set_warm(&self, warm: bool) {
         self.warm.store(warm, Ordering::Relaxed);
+    }
+
+    /// Makes each new connection start with these bytes (`.preamble`).
+    pub fn with_preamble(mut self, preamble: Vec<u8>) -> Backend {
+        self.preamble = Some(preamble);
+        self
     }
 
     /// Makes each new connection start with a PROXY header of this
@@ -428,6 +438,14 @@ impl Backend {
         COUNTERS.inc(Counter::backend_conn);
         if self.proxy_header != 0 {
             self.send_proxy_header(&mut stream, t).await?;
+        }
+        if let Some(preamble) = &self.preamble {
+            use tokio::io::AsyncWriteExt;
+            match tokio::time::timeout(t.between_bytes, stream.write_all(preamble)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(FetchError::WriteFailed(e.to_string())),
+                Err(_) => return Err(FetchError::WriteFailed("timeout".into())),
+            }
         }
         Ok(Conn::new(self, stream, false, slot))
     }

@@ -170,12 +170,17 @@ pub struct Expr {
 #[derive(Debug)]
 pub enum ExprKind {
     Str(String),
+    /// A BLOB literal (`:base64:`), decoded.
+    Blob(Vec<u8>),
     Int(i64),
     Real(f64),
     Duration(f64),
     Bytes(f64),
     Ident(String),
-    Call { name: Ident, args: Vec<Arg> },
+    Call {
+        name: Ident,
+        args: Vec<Arg>,
+    },
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }

@@ -19,6 +19,7 @@ impl Compiler {
             ast::ExprKind::Real(f) => Some(Value::Real(*f)),
             ast::ExprKind::Duration(d) => Some(Value::Duration(*d)),
             ast::ExprKind::Bytes(b) => Some(Value::Bytes(*b)),
+            ast::ExprKind::Blob(b) => Some(Value::Blob(bytes::Bytes::copy_from_slice(b))),
             _ => None,
         }
     }
@@ -158,6 +159,7 @@ impl Compiler {
             host_header: None,
             path: None,
             proxy_header: None,
+            preamble: None,
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,
@@ -190,6 +192,23 @@ impl Compiler {
                 "max_connections" => b.max_connections = Some(self.field_int(f)?),
                 "wait_timeout" => b.wait_timeout = Some(self.field_duration(f)?),
                 "wait_limit" => b.wait_limit = Some(self.field_int(f)?),
+                "preamble" => match &f.value {
+                    FieldValue::Expr(e) => match self.const_value(e) {
+                        Some(Value::Blob(blob)) => b.preamble = Some(blob.to_vec()),
+                        _ => {
+                            return Err(CompileError::new(
+                                "Expected a BLOB (:base64:) for .preamble",
+                                e.span,
+                            ))
+                        }
+                    },
+                    _ => {
+                        return Err(CompileError::new(
+                            "Expected a BLOB (:base64:) for .preamble",
+                            f.name.span,
+                        ))
+                    }
+                },
                 "proxy_header" => {
                     let v = self.field_int(f)?;
                     if v != 1 && v != 2 {
@@ -224,7 +243,7 @@ impl Compiler {
                 }
                 _ => {
                     return Err(CompileError::new(
-                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header)"),
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble)"),
                         f.name.span,
                     ))
                 }

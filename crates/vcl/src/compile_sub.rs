@@ -518,6 +518,10 @@ impl Compiler {
     pub(crate) fn expr(&mut self, e: &ast::Expr) -> CResult<(Expr, Type)> {
         match &e.kind {
             ExprKind::Str(s) => Ok((Expr::Const(Value::str(s)), Type::String)),
+            ExprKind::Blob(b) => Ok((
+                Expr::Const(Value::Blob(bytes::Bytes::copy_from_slice(b))),
+                Type::Blob,
+            )),
             ExprKind::Int(i) => Ok((Expr::Const(Value::Int(*i)), Type::Int)),
             ExprKind::Real(f) => Ok((Expr::Const(Value::Real(*f)), Type::Real)),
             ExprKind::Duration(d) => Ok((Expr::Const(Value::Duration(*d)), Type::Duration)),
@@ -588,6 +592,24 @@ impl Compiler {
                 Ok((Expr::Regex(Box::new(lx), re, negate), Type::Bool))
             }
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+                // Two ACLs compare by identity, as names (`a1 == a1`).
+                if let (ExprKind::Ident(a), ExprKind::Ident(b), BinOp::Eq | BinOp::Ne) =
+                    (&l.kind, &r.kind, op)
+                {
+                    let acl = |c: &mut Self, name: &str, span| match c.symbol(&ast::Ident {
+                        name: name.to_string(),
+                        span,
+                    }) {
+                        Ok(Sym::Acl(i)) => Some(i),
+                        _ => None,
+                    };
+                    if let (Some(x), Some(y)) = (acl(self, a, l.span), acl(self, b, r.span)) {
+                        return Ok((
+                            Expr::Const(Value::Bool((x == y) == (op == BinOp::Eq))),
+                            Type::Bool,
+                        ));
+                    }
+                }
                 let (lx, lt) = self.expr(l)?;
                 let (rx, rt) = self.expr(r)?;
                 let ordered = !matches!(op, BinOp::Eq | BinOp::Ne);
@@ -602,7 +624,9 @@ impl Compiler {
                     // Strings order byte by byte, as strcmp does.
                     (Type::String, Type::String) => CmpKind::Str,
                     (Type::Bool, Type::Bool) if !ordered => CmpKind::Bool,
-                    (Type::Backend, Type::Backend) if !ordered => CmpKind::Backend,
+                    (Type::Backend, Type::Backend) | (Type::Probe, Type::Probe) if !ordered => {
+                        CmpKind::Backend
+                    }
                     (Type::Ip, Type::Ip) if !ordered => CmpKind::Ip,
                     (Type::Stevedore, Type::Stevedore) if !ordered => CmpKind::Str,
                     _ => {

@@ -488,7 +488,12 @@ pub fn append(prog: &Program, out: &mut Vec<u8>, v: &Value) {
             let _ = write!(out, "{}.http.{n}", k.prefix());
         }
         Value::Http(k) => out.extend_from_slice(k.prefix().as_bytes()),
-        Value::Blob(_) | Value::Sub(_) | Value::Probe(_) | Value::Regex(_) => {}
+        Value::Probe(i) => {
+            if let Some(p) = prog.probes.get(*i) {
+                out.extend_from_slice(p.name.as_bytes());
+            }
+        }
+        Value::Blob(_) | Value::Sub(_) | Value::Regex(_) => {}
     }
 }
 

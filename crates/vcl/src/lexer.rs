@@ -15,7 +15,44 @@ pub enum Tok {
         int: bool,
     },
     Op(&'static str),
+    /// A BLOB literal, `:base64:`, decoded.
+    Blob(Vec<u8>),
     Eof,
+}
+
+/// Decodes standard base64 (with or without padding); None if any
+/// character is not of the alphabet.
+pub fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let text = match text.iter().position(|&c| c == b'=') {
+        Some(pad) if text[pad..].iter().all(|&c| c == b'=') && text[pad..].len() <= 2 => {
+            &text[..pad]
+        }
+        Some(_) => return None,
+        None => text,
+    };
+    if text.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for &c in text {
+        acc = (acc << 6) | u32::from(value(c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
 }
 
 /// A token and where it is.
@@ -158,6 +195,22 @@ pub fn lex(text: &str, file: usize) -> Result<Vec<Token>, CompileError> {
             i = j;
             continue;
         }
+        if c == b':' {
+            // A BLOB literal: base64 between colons.
+            let end = b[i + 1..]
+                .iter()
+                .position(|&x| x == b':')
+                .map(|e| i + 1 + e);
+            if let Some(decoded) = end.and_then(|e| base64_decode(&b[i + 1..e])) {
+                let e = end.unwrap_or(i);
+                out.push(Token {
+                    tok: Tok::Blob(decoded),
+                    span: span(i, e + 1),
+                });
+                i = e + 1;
+                continue;
+            }
+        }
         match OPS.iter().find(|op| text[i..].starts_with(**op)) {
             Some(op) => {
                 out.push(Token {
@@ -190,6 +243,7 @@ impl Tok {
             Tok::Str(s) => format!("\"{s}\""),
             Tok::Num { value, .. } => format!("'{value}'"),
             Tok::Op(op) => format!("'{op}'"),
+            Tok::Blob(_) => "a BLOB literal".to_string(),
             Tok::Eof => "end of file".to_string(),
         }
     }
@@ -198,6 +252,19 @@ impl Tok {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blob_literals_are_base64_between_colons() {
+        assert_eq!(base64_decode(b"aGVsbG8="), Some(b"hello".to_vec()));
+        assert_eq!(base64_decode(b"aGVsbG8"), Some(b"hello".to_vec()));
+        assert_eq!(base64_decode(b""), Some(Vec::new()));
+        assert_eq!(base64_decode(b"a=b="), None);
+        assert_eq!(base64_decode(b"a"), None);
+        assert_eq!(base64_decode(b"a*bc"), None);
+        let toks = lex(".preamble = :aGk=: ;", 0).unwrap();
+        assert!(toks.iter().any(|t| t.tok == Tok::Blob(b"hi".to_vec())));
+        assert!(lex("x = :not base64:", 0).is_err());
+    }
 
     fn toks(s: &str) -> Vec<Tok> {
         lex(s, 0).unwrap().into_iter().map(|t| t.tok).collect()

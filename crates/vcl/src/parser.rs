@@ -565,6 +565,13 @@ impl Parser {
     fn primary(&mut self) -> PResult<Expr> {
         let start = self.span();
         match self.peek().clone() {
+            Tok::Blob(b) => {
+                self.bump();
+                Ok(Expr {
+                    kind: ExprKind::Blob(b),
+                    span: start,
+                })
+            }
             Tok::Str(s) => {
                 self.bump();
                 Ok(Expr {

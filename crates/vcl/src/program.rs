@@ -67,6 +67,8 @@ pub struct BackendDef {
     pub path: Option<String>,
     /// `.proxy_header`: 1 or 2.
     pub proxy_header: Option<u8>,
+    /// `.preamble`: bytes sent first on each new connection.
+    pub preamble: Option<Vec<u8>>,
     pub connect_timeout: Option<Duration>,
     pub first_byte_timeout: Option<Duration>,
     pub between_bytes_timeout: Option<Duration>,

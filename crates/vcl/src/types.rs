@@ -63,13 +63,7 @@ impl Type {
     pub fn stringifies(self) -> bool {
         !matches!(
             self,
-            Type::Void
-                | Type::Http
-                | Type::Body
-                | Type::Acl
-                | Type::Sub
-                | Type::Probe
-                | Type::Regex
+            Type::Void | Type::Http | Type::Body | Type::Acl | Type::Sub | Type::Regex
         )
     }
 

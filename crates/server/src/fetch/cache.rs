@@ -93,8 +93,20 @@ pub(crate) fn spawn(
     bereq.is_hitmiss = kind.hitmiss;
     bereq.hash = Bytes::copy_from_slice(key);
     // A body read into memory goes with the fetch (unless VCL unsets it,
-    // as the built-in VCL does for a GET); any other was left behind.
-    bereq.body_unset = bereq.cached_body.as_ref().is_none_or(Bytes::is_empty);
+    // as the built-in VCL does for a GET); any other was left behind. An
+    // explicit `Content-Length: 0` stays, as it came.
+    let explicit_empty = req.head.framing == lacquer_http::Framing::None
+        && req
+            .head
+            .headers
+            .get("content-length")
+            .is_some_and(|v| lacquer_http::headers::trim(v) == b"0");
+    bereq.body_unset = bereq.cached_body.as_ref().is_none_or(Bytes::is_empty) && !explicit_empty;
+    if explicit_empty {
+        bereq
+            .headers
+            .set("Content-Length", Bytes::from_static(b"0"));
+    }
     let sh = sh.clone();
     let vcl = vcl.clone();
     tokio::spawn(async move {

@@ -547,7 +547,9 @@ impl Host for BackendHost<'_> {
 
     fn unset(&mut self, var: Var) {
         if var == Var::BereqBody {
+            // No body, and no length for one (not even `0`).
             self.bereq.body_unset = true;
+            self.bereq.headers.remove("content-length");
         }
     }
 

@@ -114,6 +114,9 @@ impl Loaded {
                     if let Some(v) = d.proxy_header {
                         backend = backend.with_proxy_header(v);
                     }
+                    if let Some(p) = &d.preamble {
+                        backend = backend.with_preamble(p.clone());
+                    }
                     let probe = d.probe.and_then(|i| program.probes.get(i));
                     let backend = Arc::new(match probe {
                         Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host))),
