@@ -307,7 +307,10 @@ impl Cache {
                 ObjKind::HitPass if left > 0.0 => return Lookup::HitPass(obj.clone()),
                 ObjKind::HitMiss | ObjKind::HitPass => continue,
                 ObjKind::Normal => {
-                    if obj.body().is_failed() {
+                    // Stored with no TTL at all, an object served only the
+                    // request that fetched it: as in Varnish, lookups pass
+                    // over it (it does not hide a graced older one).
+                    if obj.body().is_failed() || obj.timers().ttl <= 0.0 {
                         continue;
                     }
                     if left > 0.0 && !obj.min_fresh_refuses(wants.min_fresh, left, now) {
@@ -692,8 +695,11 @@ impl FetchSlot {
                     busy: None,
                 }
             });
+            // An object with no TTL serves its own request only: it does
+            // not replace what is there (a graced variant stays usable).
+            let replaces = obj.kind() != ObjKind::Normal || obj.timers().ttl > 0.0;
             head.objs.retain(|old| {
-                let same_variant = old.vary().as_ref().is_none_or(|v| v.matches(req));
+                let same_variant = replaces && old.vary().as_ref().is_none_or(|v| v.matches(req));
                 if same_variant {
                     old.removed.store(true, Ordering::Release);
                     replaced.push(old.clone());

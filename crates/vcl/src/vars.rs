@@ -251,9 +251,6 @@ impl StorageField {
 /// writes every status line as HTTP/1.1.
 pub fn not_settable_in_lacquer(var: Var) -> Option<&'static str> {
     match var {
-        Var::BerespFilters => {
-            Some("fetch filters are chosen by beresp.do_esi, beresp.do_gzip and beresp.do_gunzip")
-        }
         Var::RespFilters => Some("delivery filters are chosen by resp.do_esi and the request"),
         Var::BerespProto | Var::RespProto => {
             Some("responses are HTTP/1.1 (the protocol is not stored or sent as set)")

@@ -266,6 +266,7 @@ pub(crate) fn beresp_from(
         do_esi: false,
         do_gzip: false,
         do_gunzip: false,
+        filters_set: false,
         was_304: false,
         backend: BackendRef::Backend(index),
         storage: Some(sh.cache.store_for(uncacheable, None).vcl_name()),

@@ -93,6 +93,8 @@ pub(crate) struct Beresp {
     pub do_esi: bool,
     pub do_gzip: bool,
     pub do_gunzip: bool,
+    /// VCL set `beresp.filters`: the `do_*` flags no longer change.
+    pub filters_set: bool,
     pub was_304: bool,
     pub backend: BackendRef,
     pub storage: Option<Arc<str>>,
@@ -242,6 +244,47 @@ impl Bereq {
     }
 }
 
+/// `beresp.filters` as the `do_*` flags make it: the fetch filters in
+/// order, with Varnish's names.
+fn filter_list(r: &Beresp) -> String {
+    let mut words = Vec::new();
+    if r.do_gunzip {
+        words.push("gunzip");
+    }
+    match (r.do_esi, r.do_gzip) {
+        (true, true) => words.push("esi_gzip"),
+        (true, false) => words.push("esi"),
+        (false, true) => words.push("gzip"),
+        (false, false) => {}
+    }
+    words.join(" ")
+}
+
+/// Sets the fetch filters by name: the flags follow, and stay as set.
+fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String> {
+    let (mut esi, mut gzip, mut gunzip) = (false, false, false);
+    for word in list
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+    {
+        match word {
+            b"esi" => esi = true,
+            b"esi_gzip" => (esi, gzip) = (true, true),
+            b"gzip" => gzip = true,
+            b"gunzip" => gunzip = true,
+            b"testgunzip" => {}
+            other => {
+                return Err(format!(
+                    "Filter '{}' not found",
+                    String::from_utf8_lossy(other)
+                ))
+            }
+        }
+    }
+    (r.do_esi, r.do_gzip, r.do_gunzip, r.filters_set) = (esi, gzip, gunzip, true);
+    Ok(())
+}
+
 impl Beresp {
     /// The response `vcl_backend_error` starts from.
     pub fn error(status: u16, reason: Option<Bytes>, now: f64, backend: BackendRef) -> Beresp {
@@ -271,6 +314,7 @@ impl Beresp {
             do_esi: false,
             do_gzip: false,
             do_gunzip: false,
+            filters_set: false,
             was_304: false,
             backend,
             storage: None,
@@ -397,7 +441,7 @@ impl Host for BackendHost<'_> {
             Var::BerespDoGunzip => Value::Bool(r.is_some_and(|r| r.do_gunzip)),
             Var::BerespDoGzip => Value::Bool(r.is_some_and(|r| r.do_gzip)),
             Var::BerespDoStream => Value::Bool(r.is_some_and(|r| r.do_stream)),
-            Var::BerespFilters => Value::str(""),
+            Var::BerespFilters => Value::str(&r.map(filter_list).unwrap_or_default()),
             Var::BerespGrace => Value::Duration(r.map_or(0.0, |r| r.timers.grace)),
             Var::BerespKeep => Value::Duration(r.map_or(0.0, |r| r.timers.keep)),
             Var::BerespProto => r.map_or(Value::Unset, |r| proto_text(r.version)),
@@ -513,9 +557,16 @@ impl Host for BackendHost<'_> {
                         r.uncacheable |= value.as_bool();
                     }
                     Var::BerespDoStream => r.do_stream = value.as_bool(),
+                    Var::BerespDoEsi | Var::BerespDoGzip | Var::BerespDoGunzip if r.filters_set => {
+                        return Err(format!(
+                            "{}: beresp.filters are already set",
+                            var.spec().name
+                        ));
+                    }
                     Var::BerespDoEsi => r.do_esi = value.as_bool(),
                     Var::BerespDoGzip => r.do_gzip = value.as_bool(),
                     Var::BerespDoGunzip => r.do_gunzip = value.as_bool(),
+                    Var::BerespFilters => set_filter_list(r, value.as_bytes())?,
                     Var::BerespStatus => {
                         let s = value.as_i64();
                         if !(100..=65535).contains(&s) || s % 1000 < 100 {
