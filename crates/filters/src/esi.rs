@@ -184,7 +184,17 @@ impl Parser<'_> {
         let mut removing: Option<usize> = None;
         while i < body.len() {
             if let Some(from) = removing {
-                let end = find_ci(body, b"</esi:remove", i);
+                // The end tag, passing over CDATA sections (where markup is
+                // only text, `</esi:remove>` too).
+                let mut end = find_ci(body, b"</esi:remove", i);
+                let mut k = i;
+                while let (Some(e), Some(cdata)) = (end, find(body, b"<![CDATA[", k)) {
+                    if cdata > e {
+                        break;
+                    }
+                    k = find(body, b"]]>", cdata + 9).map_or(body.len(), |c| c + 3);
+                    end = find_ci(body, b"</esi:remove", k);
+                }
                 // ESI elements inside a removed part are errors (and go
                 // with it).
                 let mut j = i;
@@ -547,6 +557,16 @@ mod tests {
         assert_eq!(incs, ["/yes"]);
         assert_eq!(p.errors, 1, "the include inside esi:remove: {:?}", p.notes);
         assert!(p.notes[0].contains("<esi:include> element nested in <esi:remove>"));
+    }
+
+    #[test]
+    fn cdata_inside_a_removed_part_is_text() {
+        let (out, _, p) = parse_text(
+            "<a><esi:remove>x<![CDATA[</esi:remove>]]>y</esi:remove>b</a>",
+            &Options::default(),
+        );
+        assert_eq!(out, "<a>b</a>");
+        assert_eq!(p.errors, 0, "{:?}", p.notes);
     }
 
     #[test]
