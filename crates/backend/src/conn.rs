@@ -21,6 +21,9 @@ pub struct Conn<'a> {
     /// Whether the connection may carry another request once the body is
     /// read.
     reusable: bool,
+    /// The request asked for the connection to close after it
+    /// (`Connection: close`), or the response as VCL left it did.
+    close_after: bool,
     /// Its place under the backend's `.max_connections`.
     slot: Option<Slot<'a>>,
 }
@@ -35,6 +38,7 @@ impl<'a> Conn<'a> {
             reused,
             saw_bytes: false,
             reusable: false,
+            close_after: false,
             slot: Some(slot),
         }
     }
@@ -82,6 +86,7 @@ impl<'a> Conn<'a> {
     /// Writes a request head, counting the request.
     pub async fn write_head(&mut self, head: &[u8], t: &Timeouts) -> Result<(), FetchError> {
         self.count_request(head.len(), 0);
+        self.close_after |= asks_close(head);
         self.send(head, t).await
     }
 
@@ -119,6 +124,7 @@ impl<'a> Conn<'a> {
         t: &Timeouts,
     ) -> Result<(), FetchError> {
         self.count_request(head.len(), body.len());
+        self.close_after |= asks_close(head);
         if body.is_empty() {
             return self.send(head, t).await;
         }
@@ -166,7 +172,7 @@ impl<'a> Conn<'a> {
                 if (100..200).contains(&head.status) && head.status != 101 {
                     continue;
                 }
-                self.reusable = head.keep_alive;
+                self.reusable = head.keep_alive && !self.close_after;
                 let stats = &self.backend.stats;
                 stats.add(BackendCounter::beresp_hdrbytes, head.wire_len as u64);
                 return Ok(head);
@@ -277,6 +283,13 @@ impl<'a> Conn<'a> {
         }
     }
 
+    /// Keeps the connection out of the pool after this exchange (the
+    /// response VCL left says `Connection: close`).
+    pub fn forbid_reuse(&mut self) {
+        self.close_after = true;
+        self.reusable = false;
+    }
+
     /// Gives up the connection once the exchange is over: back to the pool
     /// if the body was read to its end and both sides keep it alive.
     pub fn finish(mut self, body_done: bool) {
@@ -310,6 +323,18 @@ impl Drop for Conn<'_> {
     }
 }
 
+/// Whether a request head's `Connection` fields name `close`.
+fn asks_close(head: &[u8]) -> bool {
+    head.split(|&b| b == b'\n').skip(1).any(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        line.len() > 11
+            && line[..11].eq_ignore_ascii_case(b"connection:")
+            && line[11..]
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+    })
+}
+
 enum BodyState {
     Done,
     Length(u64),
@@ -320,4 +345,21 @@ enum BodyState {
 /// The reading position in a response body.
 pub struct BodyReader {
     state: BodyState,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_asking_to_close_is_seen() {
+        use super::asks_close;
+        assert!(asks_close(
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Close\r\n\r\n"
+        ));
+        assert!(!asks_close(
+            b"GET / HTTP/1.1\r\nX-Connection: close\r\n\r\n"
+        ));
+        assert!(!asks_close(
+            b"GET /connection:close HTTP/1.1\r\nHost: a\r\n\r\n"
+        ));
+    }
 }

@@ -15,8 +15,22 @@ pub fn now() -> f64 {
 }
 
 /// Formats a time as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+/// The latest time an HTTP date can say (the end of year 9999).
+pub const LATEST_HTTP_DATE: f64 = 253_402_300_799.0;
+
+/// Whether `t` can be written as an HTTP date.
+pub fn formattable(t: f64) -> bool {
+    t.is_finite() && (0.0..=LATEST_HTTP_DATE).contains(&t)
+}
+
+/// Formats `t` as an HTTP date; times it cannot say are clamped to the
+/// epoch or the end of year 9999 (see [`formattable`]).
 pub fn http_date(t: f64) -> String {
-    let t = if t.is_finite() && t > 0.0 { t } else { 0.0 };
+    let t = if t.is_finite() && t > 0.0 {
+        t.min(LATEST_HTTP_DATE)
+    } else {
+        0.0
+    };
     httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(t as u64))
 }
 

@@ -119,7 +119,13 @@ pub fn parse_content_length(value: &[u8]) -> Option<u64> {
     if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(value).ok()?.parse().ok()
+    // At most 2^63 - 1, as Varnish reads it (signed): anything larger is
+    // no length at all.
+    std::str::from_utf8(value)
+        .ok()?
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n <= i64::MAX as u64)
 }
 
 #[cfg(test)]
@@ -135,5 +141,10 @@ mod tests {
         assert_eq!(parse_content_length(b"1,1"), None);
         assert_eq!(parse_content_length(b" 1"), None);
         assert_eq!(parse_content_length(b"99999999999999999999"), None);
+        assert_eq!(
+            parse_content_length(b"9223372036854775807"),
+            Some(i64::MAX as u64)
+        );
+        assert_eq!(parse_content_length(b"9223372036854775808"), None);
     }
 }

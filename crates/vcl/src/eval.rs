@@ -262,7 +262,7 @@ impl<'a> Eval<'a> {
                 self.with_str(subject, |s| regsub(re, s.unwrap_or(b""), r, *all))
             }
             _ => {
-                let v = self.eval(e)?;
+                let v = formattable(self.eval(e)?)?;
                 Ok(to_bytes(self.prog, v))
             }
         }
@@ -330,13 +330,13 @@ impl<'a> Eval<'a> {
             Expr::Concat(parts) => {
                 let mut out = Vec::new();
                 for p in parts {
-                    let v = self.eval(p)?;
+                    let v = formattable(self.eval(p)?)?;
                     append(self.prog, &mut out, &v);
                 }
                 Value::Str(Bytes::from(out))
             }
             Expr::ToStr(x) => {
-                let v = self.eval(x)?;
+                let v = formattable(self.eval(x)?)?;
                 match v {
                     Value::Str(_) | Value::Unset => v,
                     v => Value::Str(to_bytes(self.prog, v)),
@@ -433,6 +433,17 @@ fn compare_bytes(op: BinOp, x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
         _ => None,
     };
     holds(op, ord)
+}
+
+/// A value that can become a string: a TIME an HTTP date cannot say
+/// fails the VCL, as in Varnish.
+fn formattable(v: Value) -> E<Value> {
+    match v {
+        Value::Time(t) if !lacquer_core::time::formattable(t) => {
+            Err(VclFailure(format!("Unformattable VCL_TIME {t}")))
+        }
+        v => Ok(v),
+    }
 }
 
 fn arith(op: BinOp, ty: Type, x: &Value, y: &Value) -> E<Value> {

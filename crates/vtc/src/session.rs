@@ -195,6 +195,9 @@ impl Session<'_> {
                 let Some(l) = self.listener else {
                     fail!("accept: only a server can accept");
                 };
+                // The current connection closes first, as in varnishtest:
+                // the peer sees it go before the next one is taken.
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
                 let (stream, peer) = l
                     .accept()
                     .map_err(|e| Fail(format!("Accept failed: {e}")))?;

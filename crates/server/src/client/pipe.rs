@@ -79,8 +79,10 @@ pub(crate) async fn pipe(
     let be = match backend.connect(&t, false).await {
         Ok(be) => be,
         Err(e) => {
+            // As varnishd: the client's connection closes unanswered (the
+            // pipe has taken it over), counted as a transmission error.
             crate::fetch::backend_steps::log_fetch_error(&mut bereq.log, &e);
-            return Piped::Synth(503, None);
+            return Piped::Done(Outcome::Close(CloseReason::TxError));
         }
     };
     let Some((mut stream, _, _slot)) = be.detach() else {
@@ -118,40 +120,50 @@ pub(crate) async fn pipe(
         last: &last,
         moved: &from_client,
         started,
-        first: Vec::new(),
+        first: None,
     };
+    let status_line = std::sync::Mutex::new(Vec::new());
     let mut backend_side = Watched {
         inner: &mut stream,
         last: &last,
         moved: &to_client,
         started,
-        first: Vec::new(),
+        first: Some(&status_line),
     };
-    {
-        let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
-        let mut copy = std::pin::pin!(copy);
-        loop {
-            match tokio::time::timeout(idle, copy.as_mut()).await {
-                Ok(_) => break,
-                Err(_) => {
-                    let quiet_for =
-                        started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
-                    if quiet_for >= idle.as_millis() as u64 {
-                        break;
-                    }
+    let mut invalidated = false;
+    let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
+    let mut copy = std::pin::pin!(copy);
+    loop {
+        // Once the backend's status line is through, an unsafe request it
+        // answered with success invalidates at once, before its client
+        // can ask again.
+        let step = std::future::poll_fn(|cx| {
+            let polled = std::future::Future::poll(copy.as_mut(), cx);
+            if !invalidated {
+                let status = status_of(&status_line.lock().unwrap_or_else(|p| p.into_inner()));
+                if let Some(status) = status {
+                    invalidated = true;
+                    crate::client::invalidate::after_unsafe(
+                        sh,
+                        vcl,
+                        req,
+                        conn.clone(),
+                        status,
+                        &lacquer_http::Headers::new(),
+                    );
+                }
+            }
+            polled
+        });
+        match tokio::time::timeout(idle, step).await {
+            Ok(_) => break,
+            Err(_) => {
+                let quiet_for = started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
+                if quiet_for >= idle.as_millis() as u64 {
+                    break;
                 }
             }
         }
-    }
-    if let Some(status) = status_of(&backend_side.first) {
-        crate::client::invalidate::after_unsafe(
-            sh,
-            vcl,
-            req,
-            conn,
-            status,
-            &lacquer_http::Headers::new(),
-        );
     }
     // Bytes read from one side count as piped whether or not the other
     // took them all before the end.
@@ -186,13 +198,13 @@ fn status_of(first: &[u8]) -> Option<u16> {
 const STATUS_LINE_START: usize = 12;
 
 /// A stream that notes when bytes last moved through it, counts the bytes
-/// read from it, and keeps the first few.
+/// read from it, and (the backend's) keeps the first few.
 struct Watched<'a, S: ?Sized> {
     inner: &'a mut S,
     last: &'a AtomicU64,
     moved: &'a AtomicU64,
     started: Instant,
-    first: Vec<u8>,
+    first: Option<&'a std::sync::Mutex<Vec<u8>>>,
 }
 
 impl<S: ?Sized> Watched<'_, S> {
@@ -212,11 +224,10 @@ impl<S: AsyncRead + Unpin + ?Sized> AsyncRead for Watched<'_, S> {
         let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
         let read = buf.filled().len() - before;
         if read > 0 {
-            let want = STATUS_LINE_START.saturating_sub(self.first.len()).min(read);
-            if want > 0 {
-                let start = before;
-                let got = buf.filled()[start..start + want].to_vec();
-                self.first.extend_from_slice(&got);
+            if let Some(first) = self.first {
+                let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
+                let want = STATUS_LINE_START.saturating_sub(first.len()).min(read);
+                first.extend_from_slice(&buf.filled()[before..before + want]);
             }
             self.touch();
             self.moved.fetch_add(read as u64, Ordering::Relaxed);

@@ -149,10 +149,11 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 conn.finish(false);
                 break 'attempt (503, None);
             }
-            let (conn, resp, mut beresp) = match mode.response(sh, bereq, conn, resp, index, now) {
-                Ok(x) => x,
-                Err(done) => return done,
-            };
+            let (mut conn, resp, mut beresp) =
+                match mode.response(sh, bereq, conn, resp, index, now) {
+                    Ok(x) => x,
+                    Err(done) => return done,
+                };
             let action = backend_host::call_method(
                 Method::BackendResponse,
                 sh,
@@ -161,6 +162,11 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 Some(&mut beresp),
             );
             if let Action::Deliver | Action::Pass(_) = action {
+                // A response VCL left saying `Connection: close` ends its
+                // connection, as varnishd does.
+                if beresp.headers.has_token("connection", "close") {
+                    conn.forbid_reuse();
+                }
                 beresp.headers.remove_hop_by_hop();
                 match mode.respond(bereq, beresp, resp, conn, action, &t).await {
                     Ok(done) => return done,
