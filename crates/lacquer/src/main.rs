@@ -22,7 +22,8 @@ const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
        lacquer top [-n workdir] [-1] [-f] [-p period] [-i tags] [-q query]
        lacquer hist [-n workdir] [-1] [-P profile] [-q query]
        lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
-       lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...";
+       lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...
+       lacquer upgrade-vcl old.vcl > new.vcl";
 
 fn usage() -> String {
     format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         Some("top") => top::main(&args[1..]),
         Some("hist") => hist::main(&args[1..]),
         Some("test") => lacquer_vtc::main(&args[1..]),
+        Some("upgrade-vcl") => upgrade_vcl(&args[1..]),
         Some("-V") | Some("--version") => {
             println!("lacquer {}", lacquer_core::VERSION);
             ExitCode::SUCCESS
@@ -53,6 +55,36 @@ fn main() -> ExitCode {
         }
         None => {
             eprintln!("{}", usage());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `lacquer upgrade-vcl OLD.vcl`: the VCL 4.1 form of a Varnish 3
+/// program, on standard output.
+fn upgrade_vcl(args: &[String]) -> ExitCode {
+    let [path] = args else {
+        eprintln!("usage: lacquer upgrade-vcl old.vcl > new.vcl");
+        return ExitCode::from(2);
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("lacquer upgrade-vcl: {path}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !lacquer_vcl::upgrade::is_vcl3(&text) {
+        eprintln!("lacquer upgrade-vcl: {path} does not read as VCL 3.0; nothing to do");
+        return ExitCode::from(1);
+    }
+    match lacquer_vcl::upgrade::upgrade(&text) {
+        Ok(new) => {
+            print!("{new}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lacquer upgrade-vcl: {path}: {e}");
             ExitCode::from(2)
         }
     }

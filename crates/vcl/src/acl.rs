@@ -30,6 +30,15 @@ fn as_v6(ip: IpAddr) -> Ipv6Addr {
     }
 }
 
+/// The address of a mapped or plain IPv6 number, as written.
+fn from_v6(net: u128, v4: bool) -> IpAddr {
+    let v6 = Ipv6Addr::from(net);
+    match (v4, v6.to_ipv4_mapped()) {
+        (true, Some(a)) => IpAddr::V4(a),
+        _ => IpAddr::V6(v6),
+    }
+}
+
 fn mask(bits: u8) -> u128 {
     if bits == 0 {
         0
@@ -65,8 +74,15 @@ impl Acl {
                 return Err(format!("mask /{m} is too long for {ip}"));
             }
             let bits = if ip.is_ipv4() { m + 96 } else { m };
-            // Host bits under the mask are dropped, as Varnish does.
             let net = u128::from(as_v6(ip));
+            // A literal address with bits past its mask is refused, as
+            // varnishd 7 refuses it (a name's addresses are masked).
+            if net & !mask(bits) != 0 && addr.parse::<IpAddr>().is_ok() {
+                let fixed = from_v6(net & mask(bits), ip.is_ipv4());
+                return Err(format!(
+                    "Non-zero bits in masked part, (maybe use {fixed}/{m} ?)"
+                ));
+            }
             out.push(AclRule {
                 net: net & mask(bits),
                 bits,

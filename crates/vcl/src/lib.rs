@@ -18,6 +18,7 @@ pub mod program;
 pub mod socket;
 pub mod source;
 pub mod types;
+pub mod upgrade;
 pub mod vars;
 pub mod vmod;
 mod vmod_bodyaccess;

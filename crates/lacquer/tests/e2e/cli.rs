@@ -141,3 +141,34 @@ fn version() {
     assert_eq!(code, 0);
     assert!(out.contains("Lacquer/"));
 }
+
+/// A Varnish 3 program (the directors, grace and ACL of an old Drupal
+/// article): refused with the way out named, and `upgrade-vcl` writes a
+/// 4.1 program that compiles.
+#[test]
+fn varnish_3_vcl_is_named_and_upgraded() {
+    let old = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vcl/varnish3.vcl");
+    let (code, _, err) = lacquer(&["serve", "-C", "-f", old]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("This is VCL 3.0") && err.contains("lacquer upgrade-vcl"),
+        "{err}"
+    );
+    let (code, new, err) = lacquer(&["upgrade-vcl", old]);
+    assert_eq!(code, 0, "{err}");
+    assert!(new.starts_with("vcl 4.1;"), "{new}");
+    assert!(
+        new.contains("new ssl_director = directors.round_robin();"),
+        "{new}"
+    );
+    let dir = std::env::temp_dir().join(format!("lacquer-e2e-upgrade-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("new.vcl");
+    std::fs::write(&path, &new).unwrap();
+    let (code, out, err) = lacquer(&["serve", "-C", "-f", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}\n{new}");
+    // A 4.1 program is left alone.
+    let (code, _, err) = lacquer(&["upgrade-vcl", &path.to_string_lossy()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 1, "{err}");
+}

@@ -53,9 +53,27 @@ impl VclSource {
             VclSource::Inline(text) => lacquer_vcl::compile_str("<vcl.inline>", text, &opts),
         };
         result.map_err(|f| {
+            // A Varnish 3 program says so, and how to get its 4.1 form.
+            let hint = match self {
+                VclSource::File(path) => std::fs::read_to_string(path)
+                    .ok()
+                    .filter(|text| lacquer_vcl::upgrade::is_vcl3(text))
+                    .map(|_| {
+                        format!(
+                            "This is VCL 3.0 (Varnish 3). `lacquer upgrade-vcl {}` writes it as VCL 4.1.\n",
+                            path.display()
+                        )
+                    }),
+                VclSource::Inline(text) if lacquer_vcl::upgrade::is_vcl3(text) => Some(
+                    "This is VCL 3.0 (Varnish 3). `lacquer upgrade-vcl FILE` writes it as VCL 4.1.\n"
+                        .to_string(),
+                ),
+                _ => None,
+            };
             format!(
-                "Message from VCC-compiler:\n{}Running VCC-compiler failed\nVCL compilation failed",
-                f.render()
+                "Message from VCC-compiler:\n{}{}Running VCC-compiler failed\nVCL compilation failed",
+                f.render(),
+                hint.unwrap_or_default()
             )
         })
     }
