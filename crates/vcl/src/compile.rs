@@ -64,6 +64,8 @@ pub(crate) struct Compiler {
     pub imports: Vec<String>,
     /// The most a `std.cache_req_body` call asks to keep.
     pub cache_req_body: Option<u64>,
+    /// A `std.rollback` call was seen.
+    pub uses_rollback: bool,
     pub backends: Vec<Symbol<BackendDef>>,
     pub probes: Vec<Symbol<ProbeDef>>,
     pub acls: Vec<Symbol<Acl>>,
@@ -119,6 +121,7 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         version: (4, 1),
         imports: Vec::new(),
         cache_req_body: None,
+        uses_rollback: false,
         backends: Vec::new(),
         probes: Vec::new(),
         acls: Vec::new(),
@@ -337,6 +340,7 @@ impl Compiler {
             warnings: std::mem::take(&mut self.warnings),
             uses_client_socket: self.imports.iter().any(|i| i == "tcp" || i == "std"),
             cache_req_body: self.cache_req_body,
+            uses_rollback: self.uses_rollback,
         })
     }
 

@@ -82,6 +82,9 @@ impl Compiler {
             };
             self.use_(UseKind::Func(n.to_string()), f.scope, name.span);
             let bound = self.bind(f.params, args, span, n)?;
+            if n == "std.rollback" {
+                self.uses_rollback = true;
+            }
             if n == "std.cache_req_body" {
                 let size = match bound.first() {
                     Some(Expr::Const(Value::Bytes(b))) => *b as u64,

@@ -37,6 +37,9 @@ pub struct Program {
     /// size that is not a constant counts as 1 MiB). A request's body is
     /// read up to this before `vcl_recv`, so the call can answer at once.
     pub cache_req_body: Option<u64>,
+    /// It calls `std.rollback`: requests keep their first head to go
+    /// back to.
+    pub uses_rollback: bool,
     /// The vmods it imports.
     pub imports: Vec<String>,
 }
@@ -222,8 +225,11 @@ pub trait Host {
     fn acl_log(&mut self, _record: &str) {}
     /// `std.timestamp`.
     fn timestamp(&mut self, _label: &[u8]) {}
-    /// `std.rollback`.
-    fn rollback(&mut self, _kind: HttpKind) {}
+    /// `std.rollback`: `req` or `bereq` as it was first; an error fails
+    /// the VCL (where a rollback cannot be).
+    fn rollback(&mut self, _kind: HttpKind) -> Result<(), String> {
+        Ok(())
+    }
     /// `std.cache_req_body`: whether the body (up to `max`) was kept.
     fn cache_req_body(&mut self, _max: u64) -> bool {
         false

@@ -382,7 +382,7 @@ fn rollback(c: &mut Ctx<'_>, a: &[Value]) -> R {
         if !matches!(kind, HttpKind::Req | HttpKind::Bereq) {
             return Err("std.rollback: only req and bereq can be rolled back".into());
         }
-        c.host.rollback(kind);
+        c.host.rollback(kind)?;
     }
     Ok(Value::Unset)
 }

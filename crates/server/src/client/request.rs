@@ -127,6 +127,14 @@ pub(crate) async fn handle(
     // it, the backend does not (unless VCL sets it anew).
     req.hop_values = req.head.headers.connection_named_values();
     append_forwarded_for(&mut req, c);
+    if vcl.program.uses_rollback {
+        let h = &req.head;
+        req.original = Some(Box::new((
+            h.method.clone(),
+            h.url.clone(),
+            h.headers.clone(),
+        )));
+    }
     client_steps(c, sh, &vcl, req).await
 }
 

@@ -99,6 +99,13 @@ pub(crate) async fn run_fetch<M: FetchMode>(
     mode: &mut M,
 ) -> M::Done {
     let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
+    if vcl.program.uses_rollback && bereq.original.is_none() {
+        bereq.original = Some(Box::new((
+            bereq.method.clone(),
+            bereq.url.clone(),
+            bereq.headers.clone(),
+        )));
+    }
     'fetch: loop {
         let failure: (u16, Option<Bytes>) = 'attempt: {
             match backend_host::call_method(Method::BackendFetch, sh, vcl, bereq, None) {
@@ -161,6 +168,14 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 bereq,
                 Some(&mut beresp),
             );
+            if std::mem::take(&mut bereq.response_dropped) {
+                // `std.rollback(bereq)` in vcl_backend_response: the
+                // response no longer answers the request, so it is dropped
+                // with its connection and the fetch goes on as failed.
+                conn.forbid_reuse();
+                conn.finish(false);
+                break 'attempt (503, None);
+            }
             if let Action::Deliver | Action::Pass(_) = action {
                 // A response VCL left saying `Connection: close` ends its
                 // connection, as varnishd does.

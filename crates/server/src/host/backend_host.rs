@@ -54,6 +54,11 @@ pub(crate) struct Bereq {
     /// The client's body, when it was read whole into memory: sent from
     /// here (so a retry or a fetch outliving the request can send it).
     pub cached_body: Option<Bytes>,
+    /// The request as made, before `vcl_backend_fetch` (for
+    /// `std.rollback`), when the program calls it.
+    pub original: Option<Box<(Bytes, Bytes, Headers)>>,
+    /// `std.rollback(bereq)` ran in vcl_backend_response.
+    pub response_dropped: bool,
     pub conn: ConnInfo,
     pub client_identity: Option<Bytes>,
     /// The fetch's log transaction.
@@ -147,6 +152,8 @@ impl Bereq {
             between_bytes_timeout: None,
             body_unset: false,
             cached_body: req.cached_body.clone(),
+            original: None,
+            response_dropped: false,
             conn,
             client_identity: req.identity.clone(),
         }
@@ -640,6 +647,22 @@ impl Host for BackendHost<'_> {
             }
             _ => {}
         }
+    }
+
+    fn rollback(&mut self, kind: HttpKind) -> Result<(), String> {
+        if kind != HttpKind::Bereq {
+            return Err("std.rollback: only bereq can be rolled back here".into());
+        }
+        if self.method == Method::BackendResponse {
+            // The response in hand answers the request as sent: it goes,
+            // and the fetch carries on as failed (vcl_backend_error).
+            self.bereq.response_dropped = true;
+        }
+        if let Some(original) = &self.bereq.original {
+            let (method, url, headers) = (**original).clone();
+            (self.bereq.method, self.bereq.url, self.bereq.headers) = (method, url, headers);
+        }
+        Ok(())
     }
 
     fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {

@@ -500,6 +500,18 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
 
+    fn rollback(&mut self, kind: HttpKind) -> Result<(), String> {
+        if kind != HttpKind::Req {
+            return Err("std.rollback: only req can be rolled back here".into());
+        }
+        if let Some(original) = &self.req.original {
+            let (method, url, headers) = (**original).clone();
+            let head = &mut self.req.head;
+            (head.method, head.url, head.headers) = (method, url, headers);
+        }
+        Ok(())
+    }
+
     fn cache_req_body(&mut self, max: u64) -> bool {
         // Read before vcl_recv, up to the most any call asks for.
         match &self.req.cached_body {

@@ -30,6 +30,9 @@ pub(crate) struct Req {
     /// lookup's fetch), not kept by `std.cache_req_body`: as in Varnish,
     /// a body a fetch has taken is gone after a restart.
     pub body_for_lookup: bool,
+    /// The head as it came (before `vcl_recv`), kept when the program
+    /// calls `std.rollback`.
+    pub original: Option<Box<(Bytes, Bytes, Headers)>>,
     pub xid: u64,
     pub head: RequestHead,
     pub body: ReqBody,
@@ -83,6 +86,7 @@ impl Req {
             privs: Default::default(),
             cached_body: None,
             body_for_lookup: false,
+            original: None,
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
                 ..Acct::default()
