@@ -208,8 +208,10 @@ impl FetchMode for PassFetch<'_> {
             beresp.status,
             &beresp.headers,
         );
-        let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip {
-            // Filtered: through a private object, as a miss would be.
+        let whole_first = !beresp.do_stream;
+        let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip || whole_first {
+            // Filtered, or read whole before delivery (`do_stream =
+            // false`): through a private object, as a miss would be.
             let transient = sh.cache.transient().clone();
             match fill::begin(sh, bereq, beresp, &resp, None, transient) {
                 Some(filling) => PassBody::Private(filling),
@@ -225,6 +227,9 @@ impl FetchMode for PassFetch<'_> {
             timeouts: t,
         };
         Ok(match body {
+            PassBody::Private(filling) if whole_first => {
+                deliver_whole(c, sh, vcl, req, conn, filling, backend, keep).await?
+            }
             PassBody::Private(filling) => {
                 deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
             }
@@ -313,6 +318,54 @@ async fn deliver_private(
         true,
     );
     Passed::Done(fill::alongside(delivery, filling).await)
+}
+
+/// `beresp.do_stream = false` on a pass: the body is read whole into the
+/// private object first (so it goes out with its length), then delivered;
+/// a body that fails goes to vcl_backend_error (which may retry), as in
+/// Varnish.
+#[allow(clippy::too_many_arguments)]
+async fn deliver_whole(
+    c: &mut Client,
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    req: &mut Req,
+    conn: ConnInfo,
+    filling: fill::Filling<'_>,
+    backend: Backend<'_, '_>,
+    keep: bool,
+) -> Result<Passed, BodyFailed> {
+    let obj = filling.obj().clone();
+    fill::fill(
+        sh,
+        backend.bereq,
+        filling,
+        backend.conn,
+        backend.timeouts,
+        true,
+    )
+    .await;
+    if obj.body().chunks().is_none() {
+        return Err(BodyFailed);
+    }
+    let mut resp = Resp::for_object(&obj, false);
+    let mut host = ClientHost {
+        obj: Some(&obj),
+        resp: Some(&mut resp),
+        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
+    };
+    if let Some(other) = deliver_or(vcl, &mut host) {
+        return Ok(other);
+    }
+    let d = Delivery {
+        hit: false,
+        keep,
+        vcl,
+        synthetic: false,
+    };
+    Ok(Passed::Done(
+        deliver::object(c, sh, req, &obj, d, Some(&resp)).await,
+    ))
 }
 
 /// Runs `vcl_deliver` on the response head, writes it and streams the
