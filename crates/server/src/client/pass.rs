@@ -208,7 +208,8 @@ impl FetchMode for PassFetch<'_> {
             beresp.status,
             &beresp.headers,
         );
-        let whole_first = !beresp.do_stream;
+        // (A HEAD has no body to wait for: its length is the backend's.)
+        let whole_first = !beresp.do_stream && !req.is_head();
         let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip || whole_first {
             // Filtered, or read whole before delivery (`do_stream =
             // false`): through a private object, as a miss would be.
