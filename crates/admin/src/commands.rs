@@ -61,6 +61,8 @@ commands! {
         "Unload the named configurations (when possible).";
     VclInline = "vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", 2, Some(3),
         "Compile and load the VCL data under the name provided.";
+    VclLabel = "vcl.label", "vcl.label <label> <configname>", 2, Some(2),
+        "Apply label to configuration.";
     VclList = "vcl.list", "vcl.list [-j]", 0, Some(1), "List all loaded configuration.";
     VclLoad = "vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", 2, Some(3),
         "Compile and load the VCL file under the name provided.";

@@ -104,24 +104,25 @@ fn serve(args: &[String]) -> ExitCode {
             print!("{}", lacquer_server::describe(what));
             ExitCode::SUCCESS
         }
-        Ok(ServeAction::Compile(cfg)) => match cfg
-            .vcl
-            .as_ref()
-            .expect("-C needs -b or -f")
-            .compile(&cfg.params, cfg.store_names())
-        {
-            Ok(program) => {
-                for w in &program.warnings {
-                    eprintln!("Warning: {w}");
+        Ok(ServeAction::Compile(cfg)) => {
+            match cfg.vcl.as_ref().expect("-C needs -b or -f").compile(
+                &cfg.params,
+                cfg.store_names(),
+                Vec::new(),
+            ) {
+                Ok(program) => {
+                    for w in &program.warnings {
+                        eprintln!("Warning: {w}");
+                    }
+                    println!("VCL compiled.");
+                    ExitCode::SUCCESS
                 }
-                println!("VCL compiled.");
-                ExitCode::SUCCESS
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Ok(ServeAction::Run(cfg)) => match lacquer_server::serve(*cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -66,6 +66,10 @@ pub(crate) struct Compiler {
     pub cache_req_body: Option<u64>,
     /// A `std.rollback` call was seen.
     pub uses_rollback: bool,
+    /// A `return (vcl(...))` was seen.
+    pub uses_labels: bool,
+    /// The labels named by `return (vcl(...))`.
+    pub labels_used: Vec<String>,
     pub backends: Vec<Symbol<BackendDef>>,
     pub probes: Vec<Symbol<ProbeDef>>,
     pub acls: Vec<Symbol<Acl>>,
@@ -77,6 +81,8 @@ pub(crate) struct Compiler {
     pub warnings: Vec<String>,
     /// The stores `storage.<name>` may name.
     pub storages: Vec<String>,
+    /// The VCL labels `return (vcl(...))` may name.
+    pub labels: Vec<String>,
 }
 
 /// A failed compilation, with the sources needed to show where.
@@ -100,6 +106,9 @@ pub struct Options {
     /// The stores the daemon has (`-s`), which `storage.<name>` may
     /// name; Transient is always there.
     pub storages: Vec<String>,
+    /// The VCL labels the daemon has (`vcl.label`), which
+    /// `return (vcl(label))` may name.
+    pub labels: Vec<String>,
 }
 
 impl Default for Options {
@@ -107,6 +116,7 @@ impl Default for Options {
         Options {
             unused_is_error: true,
             storages: vec!["s0".to_string()],
+            labels: Vec::new(),
         }
     }
 }
@@ -122,6 +132,8 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         imports: Vec::new(),
         cache_req_body: None,
         uses_rollback: false,
+        uses_labels: false,
+        labels_used: Vec::new(),
         backends: Vec::new(),
         probes: Vec::new(),
         acls: Vec::new(),
@@ -131,6 +143,7 @@ pub fn compile(main: Source, loader: &mut Loader<'_>, opts: &Options) -> Result<
         current: 0,
         warnings: Vec::new(),
         storages: opts.storages.clone(),
+        labels: opts.labels.clone(),
     };
     let result = user.and_then(|tokens| c.compile_program(tokens, opts));
     match result {
@@ -341,6 +354,8 @@ impl Compiler {
             uses_client_socket: self.imports.iter().any(|i| i == "tcp" || i == "std"),
             cache_req_body: self.cache_req_body,
             uses_rollback: self.uses_rollback,
+            uses_labels: self.uses_labels,
+            labels_used: std::mem::take(&mut self.labels_used),
         })
     }
 

@@ -145,10 +145,35 @@ impl Compiler {
             ));
         };
         if kind == ActionKind::Vcl {
-            return Err(CompileError::new(
-                "return (vcl(...)) needs VCL labels, which Lacquer does not support yet",
-                action.span,
-            ));
+            // `return (vcl(label))`: a label the daemon has now.
+            let label = match args {
+                [ast::Expr {
+                    kind: ExprKind::Ident(name),
+                    span,
+                }] => {
+                    if !self.labels.iter().any(|l| l == name) {
+                        return Err(CompileError::new(
+                            format!(
+                                "Symbol not found: '{name}' (not a VCL label; vcl.label makes one)"
+                            ),
+                            *span,
+                        ));
+                    }
+                    name.clone()
+                }
+                _ => {
+                    return Err(CompileError::new(
+                        "return (vcl(...)) takes the name of a VCL label",
+                        span,
+                    ))
+                }
+            };
+            self.use_(UseKind::Return(kind), scope::RECV, action.span);
+            self.uses_labels = true;
+            if !self.labels_used.contains(&label) {
+                self.labels_used.push(label.clone());
+            }
+            return Ok(Stmt::Return(kind, vec![Expr::Const(Value::str(&label))]));
         }
         let mut allowed: u16 = Method::ALL
             .iter()

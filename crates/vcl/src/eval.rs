@@ -181,7 +181,10 @@ impl<'a> Eval<'a> {
             ActionKind::Abandon => Action::Abandon,
             ActionKind::Retry => Action::Retry,
             ActionKind::Ok => Action::Ok,
-            ActionKind::Vcl => Action::Fail,
+            ActionKind::Vcl => match args.first() {
+                Some(e) => Action::Vcl(self.eval_bytes(e)?),
+                None => Action::Fail,
+            },
         })
     }
 

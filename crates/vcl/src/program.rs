@@ -40,6 +40,11 @@ pub struct Program {
     /// It calls `std.rollback`: requests keep their first head to go
     /// back to.
     pub uses_rollback: bool,
+    /// It says `return (vcl(label))`: requests keep their first head, to
+    /// start over in another program as they came.
+    pub uses_labels: bool,
+    /// The labels its `return (vcl(...))` name.
+    pub labels_used: Vec<String>,
     /// The vmods it imports.
     pub imports: Vec<String>,
 }

@@ -364,6 +364,8 @@ pub enum Action {
         reason: Option<Bytes>,
     },
     Ok,
+    /// `return (vcl(label))`: go on in the program the label names.
+    Vcl(Bytes),
 }
 
 impl Action {
@@ -384,6 +386,7 @@ impl Action {
             Action::Retry => "retry",
             Action::Error { .. } => "error",
             Action::Ok => "ok",
+            Action::Vcl(_) => "vcl",
         }
     }
 }

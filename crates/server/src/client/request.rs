@@ -127,7 +127,7 @@ pub(crate) async fn handle(
     // it, the backend does not (unless VCL sets it anew).
     req.hop_values = req.head.headers.connection_named_values();
     append_forwarded_for(&mut req, c);
-    if vcl.program.uses_rollback {
+    if vcl.program.uses_rollback || vcl.program.uses_labels {
         let h = &req.head;
         req.original = Some(Box::new((
             h.method.clone(),
@@ -174,16 +174,26 @@ async fn client_steps(
     vcl: &Arc<Loaded>,
     mut req: Req,
 ) -> Outcome {
-    let cx = Ctx {
-        sh,
-        vcl,
-        conn: ConnInfo {
-            addrs: c.addrs.clone(),
-            fd: c.fd.map(crate::transport::sockopt::ClientFd),
-        },
+    let conn = ConnInfo {
+        addrs: c.addrs.clone(),
+        fd: c.fd.map(crate::transport::sockopt::ClientFd),
     };
     req.sess = c.sess;
-    let outcome = steps(c, &cx, &mut req).await;
+    let mut vcl = vcl.clone();
+    let outcome = loop {
+        let cx = Ctx {
+            sh,
+            vcl: &vcl,
+            conn: conn.clone(),
+        };
+        let outcome = steps(c, &cx, &mut req).await;
+        // `return (vcl(label))`: the request starts over in the program
+        // the label names.
+        match req.switch_vcl.take() {
+            Some(next) => vcl = next,
+            None => break outcome,
+        }
+    };
     c.sess = req.sess;
     let a = req.acct;
     vsl::numbers(
@@ -295,6 +305,9 @@ fn normalise_accept_encoding(req: &mut Req) {
 
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     let action = cx.call(Method::Recv, req, None, None, None);
+    if let Action::Vcl(label) = &action {
+        return switch_vcl(c, cx, req, label).await;
+    }
     let (Action::Hash
     | Action::Purge
     | Action::Pass(_)
@@ -322,6 +335,36 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     };
     c.key = key;
     step
+}
+
+/// `return (vcl(label))` from `vcl_recv`: allowed once, on the first pass
+/// of a top request; the request goes back to how it came and starts over
+/// in the labelled program.
+async fn switch_vcl(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, label: &[u8]) -> Step {
+    let label = String::from_utf8_lossy(label);
+    let next = cx
+        .sh
+        .vcls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .labelled(&label);
+    let Some(next) = next.filter(|_| req.restarts == 0 && req.include.is_none() && !req.switched)
+    else {
+        req.log.fmt(
+            Tag::VCL_Error,
+            format_args!("return (vcl({label})) not possible here"),
+        );
+        return failed(c, cx, req).await;
+    };
+    req.log
+        .fmt(Tag::VCL_use, format_args!("{} via {label}", next.name));
+    if let Some(original) = &req.original {
+        let (method, url, headers) = (**original).clone();
+        (req.head.method, req.head.url, req.head.headers) = (method, url, headers);
+    }
+    req.switched = true;
+    req.switch_vcl = Some(next);
+    Step::Done(Outcome::KeepAlive)
 }
 
 /// Where `vcl_recv`'s choice leads once the request is hashed.

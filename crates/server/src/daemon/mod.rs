@@ -100,10 +100,16 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     // `start` needs a program loaded through the CLI: the built-in one
     // only fills the slot until then and is never listed.
     let (program, listed) = match &cfg.vcl {
-        Some(source) => (source.compile(&cfg.params, cfg.store_names())?, true),
+        Some(source) => (
+            source.compile(&cfg.params, cfg.store_names(), Vec::new())?,
+            true,
+        ),
         None => (
-            crate::VclSource::Inline("vcl 4.1; backend default none;".into())
-                .compile(&cfg.params, cfg.store_names())?,
+            crate::VclSource::Inline("vcl 4.1; backend default none;".into()).compile(
+                &cfg.params,
+                cfg.store_names(),
+                Vec::new(),
+            )?,
             false,
         ),
     };

@@ -33,6 +33,10 @@ pub(crate) struct Req {
     /// The head as it came (before `vcl_recv`), kept when the program
     /// calls `std.rollback`.
     pub original: Option<Box<(Bytes, Bytes, Headers)>>,
+    /// `return (vcl(label))`: the program to start over in.
+    pub switch_vcl: Option<Arc<Loaded>>,
+    /// The request has switched program once already.
+    pub switched: bool,
     pub xid: u64,
     pub head: RequestHead,
     pub body: ReqBody,
@@ -87,6 +91,8 @@ impl Req {
             cached_body: None,
             body_for_lookup: false,
             original: None,
+            switch_vcl: None,
+            switched: false,
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
                 ..Acct::default()

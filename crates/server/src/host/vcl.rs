@@ -37,10 +37,16 @@ pub enum VclSource {
 impl VclSource {
     /// Compiles the program for a daemon with the named stores, or
     /// returns the compiler's message.
-    pub fn compile(&self, params: &Params, storages: Vec<String>) -> Result<Program, String> {
+    pub fn compile(
+        &self,
+        params: &Params,
+        storages: Vec<String>,
+        labels: Vec<String>,
+    ) -> Result<Program, String> {
         let opts = lacquer_vcl::Options {
             unused_is_error: params.vcc_err_unref(),
             storages,
+            labels,
         };
         let result = match self {
             VclSource::File(path) => lacquer_vcl::compile_file(path, Vec::new(), &opts),
@@ -212,6 +218,8 @@ pub(crate) struct VclEntry {
 pub(crate) struct Registry {
     pub entries: Vec<VclEntry>,
     pub active: String,
+    /// `vcl.label`: a label and the program it names.
+    pub labels: Vec<(String, String)>,
 }
 
 impl Registry {
@@ -223,6 +231,7 @@ impl Registry {
                 state: VclState::Auto,
             }],
             active,
+            labels: Vec::new(),
         }
     }
 
@@ -232,16 +241,31 @@ impl Registry {
         Registry {
             entries: Vec::new(),
             active: String::new(),
+            labels: Vec::new(),
         }
+    }
+
+    /// The program a label names.
+    pub fn labelled(&self, label: &str) -> Option<Arc<Loaded>> {
+        let (_, target) = self.labels.iter().find(|(l, _)| l == label)?;
+        self.find(target).map(|e| e.loaded.clone())
+    }
+
+    /// The labels, as `return (vcl(...))` may name them.
+    pub fn label_names(&self) -> Vec<String> {
+        self.labels.iter().map(|(l, _)| l.clone()).collect()
     }
 
     pub fn find(&self, name: &str) -> Option<&VclEntry> {
         self.entries.iter().find(|e| e.loaded.name == name)
     }
 
-    /// Whether a program is available for use: not set cold, or active.
+    /// Whether a program is available for use: not set cold, active, or
+    /// labelled (a label keeps its program warm, as in Varnish).
     pub fn is_warm(&self, e: &VclEntry) -> bool {
-        e.state != VclState::Cold || e.loaded.name == self.active
+        e.state != VclState::Cold
+            || e.loaded.name == self.active
+            || self.labels.iter().any(|(_, t)| *t == e.loaded.name)
     }
 
     /// Sets the VCL counters from the registry, and tells each program's

@@ -180,6 +180,7 @@ impl Mgmt {
                 self.vcl_load(&args[1], VclSource::Inline(args[2].clone()), args.get(3))
             }
             Cmd::VclUse => self.vcl_use(&args[1]),
+            Cmd::VclLabel => self.vcl_label(&args[1], &args[2]),
             Cmd::VclDiscard => self.vcl_discard(&args[1..]),
             Cmd::VclList => self.vcl_list(json, args),
             Cmd::VclShow => self.vcl_show(args),

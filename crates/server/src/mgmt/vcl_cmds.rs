@@ -47,7 +47,8 @@ impl Mgmt {
         }
         let stores = self.sh.cache.stores().iter();
         let names = stores.map(|s| s.name().to_string()).collect();
-        let program = match source.compile(&self.sh.params, names) {
+        let labels = self.registry().label_names();
+        let program = match source.compile(&self.sh.params, names, labels) {
             Ok(p) => p,
             Err(e) => return Reply::with(status::PARAM, e),
         };
@@ -80,8 +81,40 @@ impl Mgmt {
         Reply::ok(warnings)
     }
 
+    /// `vcl.label LABEL PROGRAM`: makes or moves a label.
+    pub(super) fn vcl_label(&self, label: &str, target: &str) -> Reply {
+        if let Some(e) = bad_name(label) {
+            return Reply::with(status::PARAM, e);
+        }
+        let mut reg = self.registry();
+        if reg.find(label).is_some() {
+            return Reply::with(
+                status::PARAM,
+                format!("{label} is a VCL program, not a label"),
+            );
+        }
+        if reg.labels.iter().any(|(l, _)| l == target) {
+            return Reply::with(status::PARAM, "VCL labels cannot point to labels");
+        }
+        if reg.find(target).is_none() {
+            return no_such(target);
+        }
+        match reg.labels.iter_mut().find(|(l, _)| l == label) {
+            Some(slot) => slot.1 = target.to_string(),
+            None => reg.labels.push((label.to_string(), target.to_string())),
+        }
+        reg.count();
+        Reply::ok("")
+    }
+
     pub(super) fn vcl_use(&self, name: &str) -> Reply {
         let mut reg = self.registry();
+        // A label stands for its program.
+        let name = match reg.labels.iter().find(|(l, _)| l == name) {
+            Some((_, target)) => target.clone(),
+            None => name.to_string(),
+        };
+        let name = name.as_str();
         let Some(entry) = reg.entries.iter_mut().find(|e| e.loaded.name == name) else {
             return no_such(name);
         };
@@ -99,15 +132,49 @@ impl Mgmt {
         let mut reg = self.registry();
         let mut doomed = Vec::new();
         for pat in patterns {
+            let labels: Vec<String> = reg
+                .labels
+                .iter()
+                .map(|(l, _)| l.clone())
+                .filter(|l| glob(pat, l))
+                .collect();
             let matched: Vec<String> = reg
                 .entries
                 .iter()
                 .map(|e| e.loaded.name.clone())
                 .filter(|n| glob(pat, n))
                 .collect();
-            if matched.is_empty() {
+            if matched.is_empty() && labels.is_empty() {
                 return no_such(pat);
             }
+            if let Some((l, t)) = reg
+                .labels
+                .iter()
+                .find(|(l, t)| matched.contains(t) && !labels.contains(l))
+            {
+                return Reply::with(
+                    status::CANT,
+                    format!("Cannot discard labeled VCL program {t} (label {l})\n"),
+                );
+            }
+            for l in &labels {
+                let users: Vec<&str> = reg
+                    .entries
+                    .iter()
+                    .filter(|e| e.loaded.program.labels_used.contains(l))
+                    .map(|e| e.loaded.name.as_str())
+                    .collect();
+                if !users.is_empty() {
+                    return Reply::with(
+                        status::CANT,
+                        format!(
+                            "Cannot discard VCL label {l}, other VCLs depend on it:\n\t{}\n",
+                            users.join("\n\t")
+                        ),
+                    );
+                }
+            }
+            reg.labels.retain(|(l, _)| !labels.contains(l));
             if let Some(active) = matched.iter().find(|n| **n == reg.active) {
                 return Reply::with(
                     status::CANT,
@@ -140,6 +207,19 @@ impl Mgmt {
                 let status = if active { "active" } else { "available" };
                 (status, e.state.name(), temp, busy, e.loaded.name.as_str())
             })
+            .collect();
+        let label_rows: Vec<String> = reg
+            .labels
+            .iter()
+            .map(|(l, t)| format!("{l} -> {t}"))
+            .collect();
+        let rows: Vec<(&str, &str, &str, usize, &str)> = rows
+            .into_iter()
+            .chain(
+                label_rows
+                    .iter()
+                    .map(|r| ("available", "label", "warm", 0, r.as_str())),
+            )
             .collect();
         if json_out {
             let items: Vec<String> = rows
