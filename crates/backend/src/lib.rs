@@ -170,6 +170,30 @@ impl std::fmt::Display for FetchError {
     }
 }
 
+/// A pool of idle connections.
+type Idle = Mutex<Vec<(Stream, Instant)>>;
+
+/// The idle pool of an address (and preamble), shared while any backend
+/// holds it.
+fn shared_pool(addr: &Address, preamble: Option<&[u8]>) -> Arc<Idle> {
+    type Key = (Address, Option<Vec<u8>>);
+    static POOLS: std::sync::OnceLock<
+        Mutex<std::collections::HashMap<Key, std::sync::Weak<Idle>>>,
+    > = std::sync::OnceLock::new();
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    pools.retain(|_, p| p.strong_count() > 0);
+    let key = (addr.clone(), preamble.map(<[u8]>::to_vec));
+    if let Some(pool) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
+        return pool;
+    }
+    let pool = Arc::new(Idle::default());
+    pools.insert(key, Arc::downgrade(&pool));
+    pool
+}
+
 /// One origin server.
 #[derive(Debug)]
 pub struct Backend {
@@ -186,7 +210,11 @@ pub struct Backend {
     preamble: Option<Vec<u8>>,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
-    idle: Mutex<Vec<(Stream, Instant)>>,
+    /// Idle keep-alive connections, shared by every backend (of every
+    /// loaded program) with the same address and preamble, as Varnish
+    /// shares its connection pools: a new program reuses the connections
+    /// the old one opened.
+    idle: Arc<Idle>,
     /// Its `VBE.<vcl>.<name>.*` counters.
     pub stats: BackendCounters,
     /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
@@ -236,6 +264,7 @@ impl AdminHealth {
 
 impl Backend {
     pub fn new(name: &str, endpoint: &str, addr: Address, host_header: &str) -> Backend {
+        let idle = shared_pool(&addr, None);
         Backend {
             name: name.to_string(),
             endpoint: endpoint.to_string(),
@@ -243,7 +272,7 @@ impl Backend {
             proxy_header: 0,
             preamble: None,
             host_header: host_header.to_string(),
-            idle: Mutex::new(Vec::new()),
+            idle,
             stats: BackendCounters::new(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
@@ -265,6 +294,9 @@ impl Backend {
 
     /// Makes each new connection start with these bytes (`.preamble`).
     pub fn with_preamble(mut self, preamble: Vec<u8>) -> Backend {
+        // Connections that started with another preamble (or none) are
+        // not this backend's to reuse.
+        self.idle = shared_pool(&self.addr, Some(&preamble));
         self.preamble = Some(preamble);
         self
     }
