@@ -288,9 +288,9 @@ counter_table! {
     sc_pipe_overflow: Counter, "Sessions closed because a pipe overflowed (never: pipes are bounded by their buffers).";
     sess_readahead: Counter, "Requests read from bytes already received with the one before (pipelined).";
     sess_herd: Counter, "Keep-alive sessions that waited longer than timeout_linger for their next request.";
-    sess_queued: Counter, "Sessions queued for a thread (never: a session needs no thread of its own).";
-    sess_dropped: Counter, "Sessions dropped for want of a thread (never).";
-    req_dropped: Counter, "Requests dropped for want of a thread (never).";
+    sess_queued: Counter, "Requests that waited for a place among those at work (thread_pool_max).";
+    sess_dropped: Counter, "Sessions dropped at their first request: no place and the queue full (thread_queue_limit).";
+    req_dropped: Counter, "Later requests of a session dropped: no place and the queue full.";
     sess_fail_econnaborted: Counter, "Accepts that failed because the connection was aborted before it was accepted.";
     sess_fail_eintr: Counter, "Accepts that failed because they were interrupted.";
     sess_fail_emfile: Counter, "Accepts that failed because the process had no descriptor left.";
@@ -315,8 +315,8 @@ counter_table! {
     threads_created: Counter, "Worker threads started.";
     threads_destroyed: Counter, "Worker threads stopped.";
     threads_failed: Counter, "Worker threads that could not be started.";
-    threads_limited: Counter, "Times a thread was wanted beyond the limit (never: sessions do not need threads).";
-    thread_queue_len: Gauge, "Sessions waiting for a thread (never).";
+    threads_limited: Counter, "Times a request found every place taken (thread_pools x thread_pool_max).";
+    thread_queue_len: Gauge, "Requests waiting for a place among those at work.";
     pools: Gauge, "Thread pools (one runtime).";
     summs: Counter, "Times the workers' counters were summed.";
     vmods: Gauge, "VMODs imported by loaded programs.";

@@ -396,7 +396,7 @@ param_table! {
     thread_pool_fail_delay: Seconds, "0.2", "seconds", min Some("0.01"), max None,
         "Accepted for varnishd command lines; see thread_pool_add_delay.";
     thread_pool_max: Count, "5000", "threads", min Some("5"), max None,
-        "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
+        "The most requests each pool works on at once (thread_pools pools): a request needs a place from the time its head is read until its response is sent, as it needs a thread in Varnish; an idle keep-alive connection needs none. Requests past it wait (thread_queue_limit).";
     thread_pool_min: Count, "100", "threads", min Some("5"), max None,
         "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
     thread_pool_reserve: Count, "0", "threads", min Some("0"), max None,
@@ -408,9 +408,9 @@ param_table! {
     thread_pool_watchdog: Seconds, "60", "seconds", min Some("0.1"), max None,
         "Accepted for varnishd command lines: with no thread pool there is no pool to be stuck waiting for threads.";
     thread_pools: Count, "2", "pools", min Some("1"), max None,
-        "Accepted for compatibility with varnishd command lines. Lacquer runs one worker per core.";
+        "Multiplies thread_pool_max and thread_queue_limit (Lacquer runs one worker per core, not one pool of threads each).";
     thread_queue_limit: Count, "20", "requests", min Some("0"), max None,
-        "Accepted for varnishd command lines: sessions never queue for a thread (thread_queue_len stays 0).";
+        "How many requests per pool may wait for a place among those at work (thread_pool_max); past it a request is dropped with its connection (sess_dropped, req_dropped).";
     thread_stats_rate: Count, "10", "requests", min Some("0"), max None,
         "Accepted for varnishd command lines: each worker's counters are summed whenever they are read.";
     timeout_idle: Seconds, "5", "seconds", min Some("0"), max None,

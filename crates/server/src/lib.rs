@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub log: Option<Arc<lacquer_shm::Log>>,
     /// The health probes running, shared by the programs' backends.
     pub probes: lacquer_backend::probe::Probes,
+    /// How many requests are at work at once (`thread_pool_max`).
+    pub admission: session::admission::Admission,
 }
 
 /// The machine's host name, as `server.hostname` gives it.

@@ -139,6 +139,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
         identity: cfg.identity,
         probes,
+        admission: Default::default(),
     });
     let lurker_shared = shared.clone();
     std::thread::Builder::new()

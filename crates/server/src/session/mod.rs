@@ -3,6 +3,7 @@
 //! to the request state machine in order (so pipelined requests are
 //! answered in order), and ends the connection with a close reason.
 
+pub(crate) mod admission;
 mod proxy;
 
 use crate::client::request;
@@ -53,7 +54,8 @@ pub(crate) async fn serve_connection(
         log.release();
     }
     let reason = match proxy {
-        true => match crate::session::proxy::read_header(&sh, &mut c, &mut log).await {
+        // Boxed, as the other paths few connections take.
+        true => match Box::pin(crate::session::proxy::read_header(&sh, &mut c, &mut log)).await {
             Ok(()) => serve_requests(&sh, &mut c, &mut log).await,
             Err(reason) => reason,
         },
@@ -134,6 +136,16 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
             // Sent with the request before it (pipelined).
             COUNTERS.inc(Counter::sess_readahead);
         }
+        // A place among the requests at work (thread_pool_max), waiting
+        // in the queue if need be; none left: the connection is dropped.
+        let place = match sh.admission.try_admit(&sh.params) {
+            Some(place) => Some(place),
+            // Boxed: the wait is rare, and the session's state stays small.
+            None => Box::pin(sh.admission.admit(&sh.params, !served)).await,
+        };
+        let Some(_place) = place else {
+            return CloseReason::Overload;
+        };
         served = true;
         match request::handle(c, sh, head, log).await {
             Outcome::KeepAlive => continue,
