@@ -29,6 +29,9 @@ pub fn main(args: &[String]) -> ExitCode {
     if let Err(code) = parsed {
         return code;
     }
+    if let Err(code) = source::daemonize("log", &opts) {
+        return code;
+    }
     let out: Box<dyn Write> = match &write_file {
         Some(path) => match std::fs::File::create(path) {
             Ok(f) => Box::new(std::io::BufWriter::new(f)),

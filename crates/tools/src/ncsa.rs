@@ -9,7 +9,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: lacquer ncsa [-n workdir] [-d] [-r file] [-b | -c] [-F format] [-q query] [-k count]";
+    "usage: lacquer ncsa [-n workdir] [-d] [-r file] [-b | -c] [-E] [-F format | -f formatfile]
+                    [-q query] [-k count] [-w file [-a]] [-D] [-P pidfile] [-t seconds|off]";
 
 /// varnishncsa's default: the NCSA combined log format.
 pub const DEFAULT_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";
@@ -17,15 +18,28 @@ pub const DEFAULT_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{U
 pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Request);
     let mut format = DEFAULT_FORMAT.to_string();
-    let parsed = source::parse_args("ncsa", USAGE, args, &mut opts, "F", &mut |flag, v| {
+    let (mut write_file, mut append, mut esi) = (None, false, false);
+    let parsed = source::parse_args("ncsa", USAGE, args, &mut opts, "Ffw", &mut |flag, v| {
         match flag {
             'F' => format = v()?,
+            'f' => {
+                let path = v()?;
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("-f {path}: {e}"))?;
+                // The file's first line is the format.
+                format = text.lines().next().unwrap_or_default().to_string();
+            }
+            'w' => write_file = Some(v()?),
+            'a' => append = true,
+            'E' => esi = true,
             'g' | 'i' | 'x' | 'I' | 'X' => return Err(format!("-{flag} is not a ncsa option")),
             _ => return Ok(false),
         }
         Ok(true)
     });
     if let Err(code) = parsed {
+        return code;
+    }
+    if let Err(code) = source::daemonize("ncsa", &opts) {
         return code;
     }
     let items = match parse_format(&format) {
@@ -36,10 +50,30 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     let backend = opts.backend_only && !opts.client_only;
+    // `-w file`: lines go there (`-a`: after what it holds).
+    let out: Box<dyn Write> = match &write_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(path);
+            match file {
+                Ok(f) => Box::new(f),
+                Err(e) => {
+                    eprintln!("lacquer ncsa: -w {path}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => Box::new(std::io::stdout()),
+    };
     let mut sink = Lines {
         items,
         backend,
-        out: std::io::BufWriter::new(std::io::stdout()),
+        esi,
+        out: std::io::BufWriter::new(out),
         failed: false,
     };
     let result = source::read_records(&opts, &mut sink);
@@ -108,9 +142,19 @@ pub fn parse_format(f: &str) -> Result<Vec<Item>, String> {
     Ok(items)
 }
 
+/// Whether a request is an ESI include (its Begin record says `esi`).
+fn is_esi(t: &Transaction) -> bool {
+    t.records
+        .iter()
+        .find(|r| r.tag == Tag::Begin)
+        .is_some_and(|r| r.payload.ends_with(b"esi"))
+}
+
 struct Lines<W: Write> {
     items: Vec<Item>,
     backend: bool,
+    /// `-E`: ESI sub-requests are lines too.
+    esi: bool,
     out: W,
     failed: bool,
 }
@@ -124,8 +168,9 @@ impl<W: Write> Sink for Lines<W> {
         };
         let mut text = String::new();
         for t in g.iter().filter(|t| t.kind == want) {
-            // Restarts and ESI children are not lines of their own.
-            if !self.backend && t.level > 1 {
+            // Restarts and (without -E) ESI children are not lines of
+            // their own.
+            if !self.backend && t.level > 1 && !(self.esi && is_esi(t)) {
                 continue;
             }
             let handling = handling(t);

@@ -34,6 +34,13 @@ pub struct LogOptions {
     pub max_groups: Option<u64>,
     pub timeout: Duration,
     pub limit: usize,
+    /// `-D`: run in the background.
+    pub daemon: bool,
+    /// `-P file`: write the process id there.
+    pub pid_file: Option<PathBuf>,
+    /// `-t seconds|off`: how long to wait for the daemon's log to appear
+    /// (None: for ever).
+    pub open_timeout: Option<Duration>,
 }
 
 impl LogOptions {
@@ -53,6 +60,9 @@ impl LogOptions {
             max_groups: None,
             timeout: Duration::from_secs(120),
             limit: 1000,
+            daemon: false,
+            pid_file: None,
+            open_timeout: Some(Duration::from_secs(5)),
         }
     }
 
@@ -99,6 +109,19 @@ impl LogOptions {
                     .parse()
                     .map_err(|_| format!("-T: \"{v}\" is not a number"))?;
                 self.timeout = Duration::from_secs_f64(secs.max(0.0));
+            }
+            'D' => self.daemon = true,
+            'P' => self.pid_file = Some(PathBuf::from(value()?)),
+            't' => {
+                let v = value()?;
+                self.open_timeout = match v.as_str() {
+                    "off" => None,
+                    n => Some(Duration::from_secs_f64(
+                        n.parse::<f64>()
+                            .map_err(|_| format!("-t: \"{v}\" is not a number or off"))?
+                            .max(0.0),
+                    )),
+                };
             }
             'L' => {
                 let v = value()?;
@@ -228,7 +251,17 @@ pub fn read_records(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String
         .workdir
         .clone()
         .unwrap_or_else(lacquer_core::host::default_workdir);
-    let mut reader = Reader::open(&dir, opts.from_oldest).map_err(|e| e.to_string())?;
+    // `-t`: the daemon may not have made its log yet.
+    let started = Instant::now();
+    let mut reader = loop {
+        match Reader::open(&dir, opts.from_oldest) {
+            Ok(r) => break r,
+            Err(e) if opts.open_timeout.is_some_and(|t| started.elapsed() >= t) => {
+                return Err(e.to_string())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    };
     let mut records = Vec::new();
     let mut last_check = Instant::now();
     let mut last_idle = Instant::now();
@@ -347,7 +380,47 @@ pub fn getopt(
 }
 
 /// The flags of the shared options that take a value.
-pub const SHARED_WITH_VALUE: &str = "nrgqixIXkTL";
+pub const SHARED_WITH_VALUE: &str = "nrgqixIXkTLPt";
+
+/// Set in the environment of the copy `-D` starts, which runs in the
+/// background and must not start another.
+const DAEMONIZED: &str = "LACQUER_TOOL_DAEMONIZED";
+
+/// `-D` and `-P`: starts a copy of this command in the background (with
+/// its output to nowhere) and writes its process id to the `-P` file, or
+/// writes this process's own. `Err` carries the exit status of a process
+/// that has handed over to its copy.
+pub fn daemonize(tool: &str, opts: &LogOptions) -> Result<(), ExitCode> {
+    let write_pid = |pid: u32| {
+        if let Some(path) = &opts.pid_file {
+            if let Err(e) = std::fs::write(path, format!("{pid}\n")) {
+                eprintln!("lacquer {tool}: -P {}: {e}", path.display());
+                return Err(ExitCode::FAILURE);
+            }
+        }
+        Ok(())
+    };
+    if !opts.daemon || std::env::var_os(DAEMONIZED).is_some() {
+        return write_pid(std::process::id());
+    }
+    let exe = std::env::current_exe().map_err(|e| {
+        eprintln!("lacquer {tool}: -D: {e}");
+        ExitCode::FAILURE
+    })?;
+    let child = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(DAEMONIZED, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            eprintln!("lacquer {tool}: -D: {e}");
+            ExitCode::FAILURE
+        })?;
+    write_pid(child.id())?;
+    Err(ExitCode::SUCCESS)
+}
 
 /// A tool's own options: handles `flag` (with `value` yielding its
 /// argument) and says whether it was one of them.

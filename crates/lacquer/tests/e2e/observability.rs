@@ -317,3 +317,43 @@ fn metrics_endpoint_serves_the_counters_in_prometheus_format() {
     assert_eq!(bad.read_response(false).status, 400);
     assert!(bad.closed());
 }
+
+/// varnishncsa as its packaged service runs it: in the background (`-D`),
+/// its process id in a file (`-P`), lines appended to a file (`-w`, `-a`).
+#[test]
+fn ncsa_runs_as_a_service_writing_a_file() {
+    let o = Origin::start(|_| Reply::ok("body"));
+    let lq = Lacquer::start(o.addr, &[]);
+    let dir = lq.workdir.join("ncsa-service");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, pid_file) = (dir.join("access.log"), dir.join("ncsa.pid"));
+    std::fs::write(&log, "an earlier line\n").unwrap();
+    let started = tool(
+        &lq,
+        &[
+            "ncsa",
+            "-D",
+            "-a",
+            "-P",
+            pid_file.to_str().unwrap(),
+            "-w",
+            log.to_str().unwrap(),
+            "-F",
+            "%s %U",
+        ],
+    );
+    assert!(started.status.success(), "{started:?}");
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(pid.parse::<u32>().is_ok(), "{pid}");
+    let mut c = lq.connect();
+    assert!(eventually(Duration::from_secs(10), || {
+        assert_eq!(c.get("/logged", &[]).status, 200);
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("200 /logged"))
+    }));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("an earlier line\n"), "{text}");
+    let _ = Command::new("kill").arg(&pid).status();
+}
