@@ -3,11 +3,13 @@
 //! deliver) over the request state (`host::req`); `pass` and `pipe` are
 //! the steps that go to the backend for one client; `deliver` and `esi`
 //! put a response on the wire; `invalidate` removes what a successful
-//! unsafe request changed. `request` uses the others.
+//! unsafe request changed; `req_headers` shapes a request's headers
+//! before VCL sees them. `request` uses the others.
 
 pub(crate) mod deliver;
 pub(crate) mod esi;
 pub(crate) mod invalidate;
 pub(crate) mod pass;
 pub(crate) mod pipe;
+pub(crate) mod req_headers;
 pub(crate) mod request;

@@ -7,9 +7,10 @@
 use crate::client::deliver::{self, Delivery};
 use crate::client::pass;
 use crate::client::pipe;
+use crate::client::req_headers;
 use crate::fetch::cache::{self as fetch, FetchKind};
 use crate::host::client_host::{ClientHost, Resp};
-use crate::host::req::{forwarded_for, BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
+use crate::host::req::{BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
@@ -126,7 +127,7 @@ pub(crate) async fn handle(
     // What the client's Connection names is for this hop alone: VCL sees
     // it, the backend does not (unless VCL sets it anew).
     req.hop_values = req.head.headers.connection_named_values();
-    append_forwarded_for(&mut req, c);
+    req_headers::append_forwarded_for(&mut req, c);
     if vcl.program.uses_rollback || vcl.program.uses_labels {
         let h = &req.head;
         req.original = Some(Box::new((
@@ -265,44 +266,6 @@ async fn too_large(c: &mut Client, sh: &Shared, req: &mut Req) -> Outcome {
     Outcome::Close(CloseReason::RxOverflow)
 }
 
-/// Client address appended to `X-Forwarded-For`, as Varnish does before
-/// `vcl_recv`.
-fn append_forwarded_for(req: &mut Req, c: &Client) {
-    // Repeated lines are one list: each proxy before us counts.
-    let prev = req.head.headers.get_joined("x-forwarded-for");
-    let value = forwarded_for(prev.as_ref(), &c.addrs.client_ip);
-    if req.log.active() {
-        if let Some(prev) = &prev {
-            req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
-        }
-        req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
-    }
-    req.head.headers.set("X-Forwarded-For", value);
-}
-
-/// On the way to a lookup, as Varnish does with `http_gzip_support`:
-/// `Accept-Encoding` becomes `gzip` for a client that takes it and goes
-/// for one that does not (the cache keeps one gzip'd variant and
-/// inflates on delivery).
-fn normalise_accept_encoding(req: &mut Req) {
-    let current = req.head.headers.get("accept-encoding").cloned();
-    let gzip = crate::host::req::can_gzip(&req.head.headers);
-    if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {
-        return;
-    }
-    if let Some(old) = &current {
-        req.log.header(Tag::ReqUnset, b"Accept-Encoding", old);
-    }
-    if gzip {
-        req.log.header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
-        req.head
-            .headers
-            .set("Accept-Encoding", Bytes::from_static(b"gzip"));
-    } else {
-        req.head.headers.remove("accept-encoding");
-    }
-}
-
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     let action = cx.call(Method::Recv, req, None, None, None);
     if let Action::Vcl(label) = &action {
@@ -321,7 +284,7 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     // a request that goes to the backend as it came.
     let lookup_bound = !matches!(action, Action::Pass(_) | Action::Pipe);
     if lookup_bound && cx.sh.params.http_gzip_support() {
-        normalise_accept_encoding(req);
+        req_headers::normalise_accept_encoding(req);
     }
     // vcl_hash runs whatever vcl_recv chose, as in Varnish: what it sets
     // on the request is there for pass, pipe, synth and restarts too.
@@ -793,33 +756,4 @@ pub(crate) fn include_task(
     Box::pin(async move {
         handle_include(&mut fc, &sh, &vcl, head, ctx, xid, parent).await;
     })
-}
-
-#[cfg(test)]
-mod tests {
-    /// Every connection holds its session's state, boxed, for as long as
-    /// it is open: an idle keep-alive connection costs this much memory.
-    /// The rare paths (pass, pipe, ESI, inflating, 416, a PROXY header,
-    /// waiting for a place among the requests at work) are boxed apart
-    /// so that they do not grow it; a change that inlines one fails here.
-    #[test]
-    #[allow(unreachable_code, clippy::diverging_sub_expression)]
-    fn a_connections_state_stays_small() {
-        fn size<F: FnOnce() -> R, R>(_: &F) -> usize {
-            std::mem::size_of::<R>()
-        }
-        let session = || {
-            crate::session::serve_connection(
-                unreachable!(),
-                unreachable!(),
-                unreachable!(),
-                unreachable!(),
-            )
-        };
-        let bytes = size(&session);
-        assert!(
-            bytes <= 6 * 1024 + 512,
-            "a session's state is {bytes} bytes"
-        );
-    }
 }

@@ -1,0 +1,46 @@
+//! What Lacquer does to a request's headers before VCL sees them, as
+//! Varnish does: the client's address appended to `X-Forwarded-For`, and
+//! `Accept-Encoding` washed to `gzip` (or removed) on the way to a lookup.
+
+use crate::host::req::{forwarded_for, Req};
+use crate::transport::io::Client;
+use bytes::Bytes;
+use lacquer_shm::Tag;
+
+/// Client address appended to `X-Forwarded-For`, as Varnish does before
+/// `vcl_recv`.
+pub(super) fn append_forwarded_for(req: &mut Req, c: &Client) {
+    // Repeated lines are one list: each proxy before us counts.
+    let prev = req.head.headers.get_joined("x-forwarded-for");
+    let value = forwarded_for(prev.as_ref(), &c.addrs.client_ip);
+    if req.log.active() {
+        if let Some(prev) = &prev {
+            req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);
+        }
+        req.log.header(Tag::ReqHeader, b"X-Forwarded-For", &value);
+    }
+    req.head.headers.set("X-Forwarded-For", value);
+}
+
+/// On the way to a lookup, as Varnish does with `http_gzip_support`:
+/// `Accept-Encoding` becomes `gzip` for a client that takes it and goes
+/// for one that does not (the cache keeps one gzip'd variant and
+/// inflates on delivery).
+pub(super) fn normalise_accept_encoding(req: &mut Req) {
+    let current = req.head.headers.get("accept-encoding").cloned();
+    let gzip = crate::host::req::can_gzip(&req.head.headers);
+    if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {
+        return;
+    }
+    if let Some(old) = &current {
+        req.log.header(Tag::ReqUnset, b"Accept-Encoding", old);
+    }
+    if gzip {
+        req.log.header(Tag::ReqHeader, b"Accept-Encoding", b"gzip");
+        req.head
+            .headers
+            .set("Accept-Encoding", Bytes::from_static(b"gzip"));
+    } else {
+        req.head.headers.remove("accept-encoding");
+    }
+}
