@@ -21,6 +21,7 @@ pub mod types;
 pub mod upgrade;
 pub mod vars;
 pub mod vmod;
+mod vmod_blob;
 mod vmod_bodyaccess;
 mod vmod_cookie;
 mod vmod_directors;

@@ -19,6 +19,7 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_str::VMOD,
     crate::vmod_vsthrottle::VMOD,
     crate::vmod_bodyaccess::VMOD,
+    crate::vmod_blob::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {
