@@ -229,6 +229,27 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// The total of a window whose body's length is not known yet.
+const UNKNOWN_TOTAL: u64 = u64::MAX;
+
+/// A closed range (`bytes=a-b`, a ≤ b) for a body whose length is not
+/// known yet; anything else (open, suffix, several, If-Range) is served
+/// whole.
+fn open_range(req: &Headers) -> Option<(u64, u64)> {
+    if req.get("if-range").is_some() {
+        return None;
+    }
+    let value = trim(req.get("range")?);
+    if value.len() < 6 || !value[..6].eq_ignore_ascii_case(b"bytes=") {
+        return None;
+    }
+    let spec = trim(&value[6..]);
+    let dash = spec.iter().position(|&b| b == b'-')?;
+    let start = parse_u64(trim(&spec[..dash]))?;
+    let end = parse_u64(trim(&spec[dash + 1..]))?;
+    (start <= end).then_some((start, end))
+}
+
 /// Evaluates a single byte range against a body of known length. Anything
 /// else (several ranges, other units, a failed If-Range) is a full
 /// response, as RFC 9110 permits.
@@ -345,6 +366,10 @@ pub(crate) async fn object(
                     return Box::pin(unsatisfiable(c, sh, req, obj, total, keep, d.hit)).await;
                 }
             }
+        } else if !is_head {
+            // Still arriving, its length unknown: a closed range is served
+            // as far as the body goes (`bytes a-b/*`), as varnishd does.
+            window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
         }
     }
     let status_line: Option<&[u8]> = if cond {
@@ -374,12 +399,18 @@ pub(crate) async fn object(
         // The body goes out transformed (inflated, includes expanded).
         weaken_etag_line(&mut c.wbuf);
     }
-    if let Some((start, end, total)) = window {
-        let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
+    match window {
+        Some((start, end, UNKNOWN_TOTAL)) => {
+            let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/*\r\n");
+        }
+        Some((start, end, total)) => {
+            let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/{total}\r\n");
+        }
+        None => {}
     }
     let wire = if bodyless {
         WireBody::Bodyless
-    } else if let Some((start, end, _)) = window {
+    } else if let Some((start, end, _)) = window.filter(|w| w.2 != UNKNOWN_TOTAL) {
         WireBody::Length(end - start + 1)
     } else if let Some(n) = known {
         WireBody::Length(n)
