@@ -177,6 +177,19 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 break 'attempt (503, None);
             }
             if let Action::Deliver | Action::Pass(_) = action {
+                // A partial response (206, not 1206) is never run through
+                // the filters, as in Varnish: ESI on one fails the fetch,
+                // gzip and gunzip are left out.
+                if beresp.status == 206 {
+                    if beresp.do_esi {
+                        let e =
+                            FetchError::BadBody("Attempted ESI on partial (206) response".into());
+                        log_fetch_error(&mut bereq.log, &e);
+                        conn.finish(false);
+                        break 'attempt (503, None);
+                    }
+                    (beresp.do_gzip, beresp.do_gunzip) = (false, false);
+                }
                 // A response VCL left saying `Connection: close` ends its
                 // connection, as varnishd does.
                 if beresp.headers.has_token("connection", "close") {
