@@ -44,6 +44,10 @@ pub enum BusyState {
 #[derive(Debug)]
 struct Busy {
     tx: watch::Sender<BusyState>,
+    /// The variant the fetch is expected to bring, predicted from the
+    /// stored variants' `Vary` and the fetching request: a request that
+    /// would not select it does not wait for it.
+    vary: Option<VarySpec>,
 }
 
 #[derive(Debug)]
@@ -341,6 +345,18 @@ impl Cache {
             drop(map);
             return Lookup::Miss(self.slot(hashed.hash, key, None));
         }
+        // Predictive vary: a fetch under way for another variant is not
+        // waited for; this request fetches its own.
+        let other_variant = head
+            .busy
+            .as_ref()
+            .and_then(|b| b.vary.as_ref())
+            .is_some_and(|v| !v.matches(req));
+        if other_variant && grace.is_none() && !wants.ignore_vary {
+            let key = head.key.clone();
+            drop(map);
+            return Lookup::Miss(self.slot(hashed.hash, key, None));
+        }
         if let Some(busy) = &head.busy {
             return match grace {
                 Some(obj) => {
@@ -351,7 +367,12 @@ impl Cache {
             };
         }
         let kept = kept.cloned();
-        let (busy, _) = Busy::new();
+        let predicted = head
+            .objs
+            .iter()
+            .find_map(|o| o.vary())
+            .map(|v| v.predict(req));
+        let (busy, _) = Busy::predicting(predicted);
         head.busy = Some(busy.clone());
         let mut slot = self.slot(hashed.hash, head.key.clone(), Some(busy));
         drop(map);
@@ -659,8 +680,12 @@ impl Cache {
 
 impl Busy {
     fn new() -> (Arc<Busy>, watch::Receiver<BusyState>) {
+        Busy::predicting(None)
+    }
+
+    fn predicting(vary: Option<VarySpec>) -> (Arc<Busy>, watch::Receiver<BusyState>) {
         let (tx, rx) = watch::channel(BusyState::Pending);
-        (Arc::new(Busy { tx }), rx)
+        (Arc::new(Busy { tx, vary }), rx)
     }
 }
 

@@ -124,6 +124,23 @@ impl VarySpec {
         })
     }
 
+    /// The variant another request would select: these field names with
+    /// its values (Varnish's predictive vary, for a fetch under way).
+    pub fn predict(&self, req: &Headers) -> VarySpec {
+        VarySpec {
+            fields: self
+                .fields
+                .iter()
+                .map(|(name, _)| {
+                    (
+                        name.clone(),
+                        req.get(name).map(|v| Bytes::copy_from_slice(v)),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// Whether a request selects this variant.
     pub fn matches(&self, req: &Headers) -> bool {
         self.fields
