@@ -11,6 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const READ_SIZE: usize = 64 * 1024;
 
+/// The most interim (1xx) responses read before a final one.
+const MAX_INTERIM: usize = 8;
+
 /// A connection to a backend, checked out of its pool.
 pub struct Conn<'a> {
     backend: &'a Backend,
@@ -21,6 +24,9 @@ pub struct Conn<'a> {
     /// Whether the connection may carry another request once the body is
     /// read.
     reusable: bool,
+    /// Interim responses (102, 103 …) read before the final one, for a
+    /// pass to hand its client.
+    interim: Vec<ResponseHead>,
     /// The request asked for the connection to close after it
     /// (`Connection: close`), or the response as VCL left it did.
     close_after: bool,
@@ -39,6 +45,7 @@ impl<'a> Conn<'a> {
             saw_bytes: false,
             reusable: false,
             close_after: false,
+            interim: Vec::new(),
             slot: Some(slot),
         }
     }
@@ -167,9 +174,21 @@ impl<'a> Conn<'a> {
         is_head: bool,
     ) -> Result<ResponseHead, FetchError> {
         let mut first = true;
+        let mut interim = 0;
         loop {
             if let Some(head) = try_parse(&mut self.buf, limits, is_head)? {
                 if (100..200).contains(&head.status) && head.status != 101 {
+                    // A backend that sends interim responses without end
+                    // gets no more than a few read.
+                    interim += 1;
+                    if interim > MAX_INTERIM {
+                        return Err(FetchError::BadResponse(
+                            "too many interim (1xx) responses".into(),
+                        ));
+                    }
+                    if head.status != 100 {
+                        self.interim.push(head);
+                    }
                     continue;
                 }
                 self.reusable = head.keep_alive && !self.close_after;
@@ -188,6 +207,11 @@ impl<'a> Conn<'a> {
                 });
             }
         }
+    }
+
+    /// The interim responses read before the final one (each once).
+    pub fn take_interim(&mut self) -> Vec<ResponseHead> {
+        std::mem::take(&mut self.interim)
     }
 
     /// Starts reading a body with this framing.

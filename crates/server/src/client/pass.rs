@@ -32,6 +32,7 @@ use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
+use std::io::Write as _;
 use std::sync::Arc;
 
 /// How a pass ended, and what the client state machine does next.
@@ -188,7 +189,7 @@ impl FetchMode for PassFetch<'_> {
         bereq: &mut Bereq,
         beresp: Beresp,
         resp: ResponseHead,
-        be: Conn<'_>,
+        mut be: Conn<'_>,
         _action: Action,
         t: &lacquer_backend::Timeouts,
     ) -> Result<Passed, BodyFailed> {
@@ -200,6 +201,25 @@ impl FetchMode for PassFetch<'_> {
             self.conn.clone(),
             self.keep,
         );
+        // Interim responses (103 Early Hints …) reach an HTTP/1.1 client
+        // before the final one; nothing keeps them.
+        let interim = be.take_interim();
+        if !interim.is_empty() && req.head.version == Version::Http11 && !c.is_fragment() {
+            let mut out = Vec::new();
+            for head in &interim {
+                let mut fields = head.headers.clone();
+                fields.remove_hop_by_hop();
+                let _ = write!(out, "HTTP/1.1 {} ", head.status);
+                out.extend_from_slice(&head.reason);
+                out.extend_from_slice(b"\r\n");
+                fields.write_to(&mut out);
+                out.extend_from_slice(b"\r\n");
+            }
+            let idle = Params::duration(sh.params.idle_send_timeout());
+            if c.write_small(&out, idle).await.is_err() {
+                return Ok(Passed::Done(Outcome::Close(CloseReason::TxError)));
+            }
+        }
         crate::client::invalidate::after_unsafe(
             sh,
             vcl,
