@@ -102,6 +102,25 @@ impl std::fmt::Debug for TaskPrivs {
     }
 }
 
+/// A function's entry in its vmod's table.
+pub const fn func(
+    vmod: &'static str,
+    name: &'static str,
+    params: &'static [Param],
+    ret: Type,
+    scope: u16,
+    call: FuncCall,
+) -> FuncSpec {
+    FuncSpec {
+        vmod,
+        name,
+        ret,
+        params,
+        scope,
+        call,
+    }
+}
+
 /// What a vmod function sees of the running request.
 pub struct Ctx<'a> {
     pub prog: &'a Program,

@@ -221,14 +221,7 @@ const fn f(
     ret: Type,
     call: crate::vmod::FuncCall,
 ) -> FuncSpec {
-    FuncSpec {
-        vmod: "blob",
-        name,
-        ret,
-        params,
-        scope: ALL,
-        call,
-    }
+    crate::vmod::func("blob", name, params, ret, ALL, call)
 }
 
 static FUNCTIONS: &[FuncSpec] = &[

@@ -192,14 +192,7 @@ const fn f(
     params: &'static [crate::vmod::Param],
     call: crate::vmod::FuncCall,
 ) -> FuncSpec {
-    FuncSpec {
-        vmod: "cookie",
-        name,
-        ret,
-        params,
-        scope: CLIENT_BACKEND,
-        call,
-    }
+    crate::vmod::func("cookie", name, params, ret, CLIENT_BACKEND, call)
 }
 
 static FUNCTIONS: &[FuncSpec] = &[
@@ -250,14 +243,14 @@ static FUNCTIONS: &[FuncSpec] = &[
         get_re,
     ),
     f("get_string", Type::String, &[], get_string),
-    FuncSpec {
-        vmod: "cookie",
-        name: "format_date",
-        ret: Type::String,
-        params: &[req("now", Type::Time), req("timedelta", Type::Duration)],
-        scope: ALL,
-        call: format_date,
-    },
+    crate::vmod::func(
+        "cookie",
+        "format_date",
+        &[req("now", Type::Time), req("timedelta", Type::Duration)],
+        Type::String,
+        ALL,
+        format_date,
+    ),
 ];
 
 pub const VMOD: Vmod = Vmod {

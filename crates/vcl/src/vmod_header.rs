@@ -73,14 +73,7 @@ const fn f(
     ret: Type,
     call: crate::vmod::FuncCall,
 ) -> FuncSpec {
-    FuncSpec {
-        vmod: "header",
-        name,
-        ret,
-        params,
-        scope: CLIENT_BACKEND,
-        call,
-    }
+    crate::vmod::func("header", name, params, ret, CLIENT_BACKEND, call)
 }
 
 static FUNCTIONS: &[FuncSpec] = &[

@@ -101,14 +101,7 @@ const fn f(
     ret: Type,
     call: crate::vmod::FuncCall,
 ) -> FuncSpec {
-    FuncSpec {
-        vmod: "str",
-        name,
-        ret,
-        params,
-        scope: ALL,
-        call,
-    }
+    crate::vmod::func("str", name, params, ret, ALL, call)
 }
 
 static FUNCTIONS: &[FuncSpec] = &[

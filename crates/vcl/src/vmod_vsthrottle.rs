@@ -7,7 +7,7 @@
 
 use crate::types::scope::ALL;
 use crate::types::{Type, Value};
-use crate::vmod::{dflt, req, Ctx, Dflt, FuncSpec, Vmod};
+use crate::vmod::{dflt, func, req, Ctx, Dflt, FuncSpec, Param, Vmod};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -86,46 +86,36 @@ fn blocked(_: &mut Ctx<'_>, a: &[Value]) -> R {
     })))
 }
 
+const KEY: Param = req("key", Type::String);
+const LIMIT: Param = req("limit", Type::Int);
+const PERIOD: Param = req("period", Type::Duration);
+const BLOCK: Param = dflt("block", Type::Duration, Dflt::Duration(0.0));
+
 static FUNCTIONS: &[FuncSpec] = &[
-    FuncSpec {
-        vmod: "vsthrottle",
-        name: "is_denied",
-        ret: Type::Bool,
-        params: &[
-            req("key", Type::String),
-            req("limit", Type::Int),
-            req("period", Type::Duration),
-            dflt("block", Type::Duration, Dflt::Duration(0.0)),
-        ],
-        scope: ALL,
-        call: is_denied,
-    },
-    FuncSpec {
-        vmod: "vsthrottle",
-        name: "remaining",
-        ret: Type::Int,
-        params: &[
-            req("key", Type::String),
-            req("limit", Type::Int),
-            req("period", Type::Duration),
-            dflt("block", Type::Duration, Dflt::Duration(0.0)),
-        ],
-        scope: ALL,
-        call: remaining,
-    },
-    FuncSpec {
-        vmod: "vsthrottle",
-        name: "blocked",
-        ret: Type::Duration,
-        params: &[
-            req("key", Type::String),
-            req("limit", Type::Int),
-            req("period", Type::Duration),
-            req("block", Type::Duration),
-        ],
-        scope: ALL,
-        call: blocked,
-    },
+    func(
+        "vsthrottle",
+        "is_denied",
+        &[KEY, LIMIT, PERIOD, BLOCK],
+        Type::Bool,
+        ALL,
+        is_denied,
+    ),
+    func(
+        "vsthrottle",
+        "remaining",
+        &[KEY, LIMIT, PERIOD, BLOCK],
+        Type::Int,
+        ALL,
+        remaining,
+    ),
+    func(
+        "vsthrottle",
+        "blocked",
+        &[KEY, LIMIT, PERIOD, req("block", Type::Duration)],
+        Type::Duration,
+        ALL,
+        blocked,
+    ),
 ];
 
 pub const VMOD: Vmod = Vmod {

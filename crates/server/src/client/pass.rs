@@ -248,11 +248,8 @@ impl FetchMode for PassFetch<'_> {
             timeouts: t,
         };
         Ok(match body {
-            PassBody::Private(filling) if whole_first => {
-                deliver_whole(c, sh, vcl, req, conn, filling, backend, keep).await?
-            }
             PassBody::Private(filling) => {
-                deliver_private(c, sh, vcl, req, conn, filling, backend, keep).await
+                deliver_private(c, sh, vcl, req, conn, filling, backend, keep, whole_first).await?
             }
             PassBody::Stream(beresp) => {
                 stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
@@ -301,7 +298,10 @@ fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
 }
 
 /// Runs `vcl_deliver` on a private object and delivers it as its body
-/// comes in through the filters VCL chose.
+/// comes in through the filters VCL chose; with `whole_first`
+/// (`beresp.do_stream = false`) the body is read whole first, so it goes
+/// out with its length, and a body that fails goes to vcl_backend_error
+/// (which may retry), as in Varnish.
 #[allow(clippy::too_many_arguments)]
 async fn deliver_private(
     c: &mut Client,
@@ -312,62 +312,17 @@ async fn deliver_private(
     filling: fill::Filling<'_>,
     backend: Backend<'_, '_>,
     keep: bool,
-) -> Passed {
-    let obj = filling.obj().clone();
-    let mut resp = Resp::for_object(&obj, false);
-    let mut host = ClientHost {
-        obj: Some(&obj),
-        resp: Some(&mut resp),
-        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
-    };
-    if let Some(other) = deliver_or(vcl, &mut host) {
-        return other;
-    }
-    let d = Delivery {
-        hit: false,
-        keep,
-        vcl,
-        synthetic: false,
-    };
-    let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
-    let filling = fill::fill(
-        sh,
-        backend.bereq,
-        filling,
-        backend.conn,
-        backend.timeouts,
-        true,
-    );
-    Passed::Done(fill::alongside(delivery, filling).await)
-}
-
-/// `beresp.do_stream = false` on a pass: the body is read whole into the
-/// private object first (so it goes out with its length), then delivered;
-/// a body that fails goes to vcl_backend_error (which may retry), as in
-/// Varnish.
-#[allow(clippy::too_many_arguments)]
-async fn deliver_whole(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    vcl: &Arc<Loaded>,
-    req: &mut Req,
-    conn: ConnInfo,
-    filling: fill::Filling<'_>,
-    backend: Backend<'_, '_>,
-    keep: bool,
+    whole_first: bool,
 ) -> Result<Passed, BodyFailed> {
     let obj = filling.obj().clone();
-    fill::fill(
-        sh,
-        backend.bereq,
-        filling,
-        backend.conn,
-        backend.timeouts,
-        true,
-    )
-    .await;
-    if obj.body().chunks().is_none() {
-        return Err(BodyFailed);
+    let mut pending = Some((filling, backend));
+    if whole_first {
+        if let Some((filling, b)) = pending.take() {
+            fill::fill(sh, b.bereq, filling, b.conn, b.timeouts, true).await;
+        }
+        if obj.body().chunks().is_none() {
+            return Err(BodyFailed);
+        }
     }
     let mut resp = Resp::for_object(&obj, false);
     let mut host = ClientHost {
@@ -384,9 +339,14 @@ async fn deliver_whole(
         vcl,
         synthetic: false,
     };
-    Ok(Passed::Done(
-        deliver::object(c, sh, req, &obj, d, Some(&resp)).await,
-    ))
+    let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
+    Ok(Passed::Done(match pending {
+        Some((filling, b)) => {
+            let filling = fill::fill(sh, b.bereq, filling, b.conn, b.timeouts, true);
+            fill::alongside(delivery, filling).await
+        }
+        None => delivery.await,
+    }))
 }
 
 /// Runs `vcl_deliver` on the response head, writes it and streams the
