@@ -23,36 +23,7 @@ pub enum Tok {
 /// Decodes standard base64 (with or without padding); None if any
 /// character is not of the alphabet.
 pub fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => Some(c - b'A'),
-        b'a'..=b'z' => Some(c - b'a' + 26),
-        b'0'..=b'9' => Some(c - b'0' + 52),
-        b'+' => Some(62),
-        b'/' => Some(63),
-        _ => None,
-    };
-    let text = match text.iter().position(|&c| c == b'=') {
-        Some(pad) if text[pad..].iter().all(|&c| c == b'=') && text[pad..].len() <= 2 => {
-            &text[..pad]
-        }
-        Some(_) => return None,
-        None => text,
-    };
-    if text.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for &c in text {
-        acc = (acc << 6) | u32::from(value(c)?);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    crate::base64::decode(text, crate::base64::STD, Some(b'='))
 }
 
 /// A token and where it is.

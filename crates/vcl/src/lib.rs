@@ -7,6 +7,7 @@
 
 pub mod acl;
 pub mod ast;
+pub mod base64;
 mod compile;
 mod compile_call;
 mod compile_decl;

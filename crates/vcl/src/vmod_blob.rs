@@ -22,12 +22,9 @@ const CODINGS: &[&str] = &[
 ];
 const CASES: &[&str] = &["LOWER", "UPPER", "DEFAULT"];
 
-const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-const CF: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-~";
-
 /// A base64 alphabet and its padding (None: no padding).
 fn alphabet(coding: &str) -> (&'static [u8; 64], Option<u8>) {
+    use crate::base64::{CF, STD, URL};
     match coding {
         "BASE64URL" => (URL, Some(b'=')),
         "BASE64URLNOPAD" => (URL, None),
@@ -38,42 +35,12 @@ fn alphabet(coding: &str) -> (&'static [u8; 64], Option<u8>) {
 
 fn b64_encode(data: &[u8], coding: &str) -> Vec<u8> {
     let (abc, pad) = alphabet(coding);
-    let mut out = Vec::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n =
-            chunk.iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(abc[(n >> (18 - 6 * i) & 63) as usize]);
-        }
-        if let Some(p) = pad {
-            out.extend(std::iter::repeat_n(p, 3 - chunk.len()));
-        }
-    }
-    out
+    crate::base64::encode(data, abc, pad)
 }
 
 fn b64_decode(text: &[u8], coding: &str) -> Option<Vec<u8>> {
     let (abc, pad) = alphabet(coding);
-    let text = match pad {
-        Some(p) => {
-            let end = text.iter().rposition(|&c| c != p).map_or(0, |e| e + 1);
-            &text[..end]
-        }
-        None => text,
-    };
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for &c in text {
-        let v = abc.iter().position(|&a| a == c)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    crate::base64::decode(text, abc, pad)
 }
 
 fn hex_decode(text: &[u8]) -> Option<Vec<u8>> {
