@@ -11,6 +11,7 @@ pub mod actors;
 pub mod barrier;
 pub mod gzip;
 pub mod http;
+pub mod json;
 pub mod logexpect;
 pub mod macros;
 pub mod net;

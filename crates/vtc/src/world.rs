@@ -284,6 +284,16 @@ impl Top {
                         fail!("FAIL CLI response {status} expected {want}");
                     }
                 }
+                "-clijson" => {
+                    let c = next()?;
+                    let (status, body) = v.cli(&world, &c)?;
+                    if status != 200 {
+                        fail!("FAIL CLI response {status} expected 200");
+                    }
+                    if !crate::json::is_json(&body) {
+                        fail!("FAIL CLI response is not JSON: {body}");
+                    }
+                }
                 "-cliexpect" => {
                     let pattern = next()?;
                     let c = next()?;
