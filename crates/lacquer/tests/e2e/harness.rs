@@ -38,7 +38,7 @@ impl Lacquer {
         Lacquer::spawn(args, Some(vcl_text(file, vars)))
     }
 
-    fn spawn(args: &[&str], vcl: Option<String>) -> Lacquer {
+    pub fn spawn(args: &[&str], vcl: Option<String>) -> Lacquer {
         let workdir = std::env::temp_dir().join(format!(
             "lacquer-e2e-{}-{}",
             std::process::id(),

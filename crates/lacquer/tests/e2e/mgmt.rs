@@ -431,3 +431,47 @@ fn management_can_be_turned_off_or_left_open() {
     assert_eq!(c.send_line("status").unwrap().0, 200);
     let _ = std::fs::remove_dir_all(&secret_dir);
 }
+
+/// Several `-f`: each is loaded, the earlier ones as boot0, boot1, … and
+/// the last as the active "boot"; `-f ""` starts without a program, and a
+/// `-I` file that loads and uses one starts serving.
+#[test]
+fn several_programs_at_start_and_none_until_the_cli_file() {
+    let o = Origin::start(|_| Reply::ok("served"));
+    let dir = std::env::temp_dir().join(format!("lacquer-e2e-boot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = |name: &str, header: &str| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "vcl 4.1;\nbackend default {{ .host = \"{}\"; .port = \"{}\"; }}\nsub vcl_deliver {{ set resp.http.program = \"{header}\"; }}\n",
+                o.addr.ip(),
+                o.addr.port()
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let (first, second) = (
+        program("first.vcl", "first"),
+        program("second.vcl", "second"),
+    );
+    let lq = Lacquer::spawn(&["-f", &first, "-f", &second], None);
+    let (_, list, _) = adm(&lq, &["vcl.list"], "");
+    assert!(list.contains("boot0"), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("active") && l.ends_with(" boot")),
+        "{list}"
+    );
+    let mut c = lq.connect();
+    assert_eq!(c.get("/", &[]).header("program"), Some("second"));
+
+    let cli = dir.join("start.cli");
+    std::fs::write(&cli, format!("vcl.load later {first}\nvcl.use later\n")).unwrap();
+    let lq = Lacquer::spawn(&["-f", "", "-I", cli.to_str().unwrap()], None);
+    let mut c = lq.connect();
+    assert_eq!(c.get("/", &[]).header("program"), Some("first"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,7 +30,7 @@ macro_rules! serve_options {
 serve_options! {
     Listen = 'a', true, "[-a [name=][address][:port|/path][,HTTP|,PROXY][,user=U][,group=G][,mode=M]]";
     Backend = 'b', true, "[-b host[:port]]";
-    VclFile = 'f', true, "[-f file.vcl]";
+    VclFile = 'f', true, "[-f file.vcl]...";
     CompileOnly = 'C', false, "[-C]";
     Stopped = 'd', false, "[-d]";
     Workdir = 'n', true, "[-n workdir]";
@@ -176,6 +176,10 @@ pub struct ServeConfig {
     pub reverse_cli: Option<String>,
     /// `-r`: parameters `param.set` may not change.
     pub read_only: Vec<String>,
+    /// The `-f` files before the last, loaded as `boot0`, `boot1`, ….
+    pub earlier_vcls: Vec<PathBuf>,
+    /// `-f ""`: clients are served once a program is active (after `-I`).
+    pub wait_for_program: bool,
 }
 
 /// `-S`: how management clients prove who they are.
@@ -325,7 +329,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let params = Params::default();
     let mut listen_specs = Vec::new();
     let mut backend = None;
-    let mut vcl_file = None;
+    let mut vcl_files: Vec<PathBuf> = Vec::new();
     let mut compile_only = false;
     let mut start_stopped = false;
     let mut workdir = None;
@@ -383,7 +387,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         match option {
             ServeOption::Listen => listen_specs.push(value),
             ServeOption::Backend => backend = Some(parse_backend(&value)?),
-            ServeOption::VclFile => vcl_file = Some(PathBuf::from(value)),
+            ServeOption::VclFile => vcl_files.push(PathBuf::from(value)),
             ServeOption::CompileOnly => compile_only = true,
             ServeOption::Stopped => start_stopped = true,
             ServeOption::Workdir => workdir = Some(PathBuf::from(value)),
@@ -505,7 +509,23 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             }
         }
     }
-    let vcl = match (backend, vcl_file) {
+    // `-f ""` alone: no program yet; one may come from `-I`, and clients
+    // are served once one is active.
+    let wait_for_program = vcl_files.len() == 1 && vcl_files[0].as_os_str().is_empty();
+    if wait_for_program {
+        vcl_files.clear();
+        start_stopped = true;
+    }
+    if vcl_files.iter().any(|f| f.as_os_str().is_empty()) {
+        return Err("-f \"\" must be the only -f".to_string());
+    }
+    // Several -f: each is loaded, as boot0, boot1, …; the last is "boot".
+    let earlier_vcls = vcl_files
+        .len()
+        .checked_sub(1)
+        .map(|n| vcl_files[..n].to_vec())
+        .unwrap_or_default();
+    let vcl = match (backend, vcl_files.pop()) {
         (Some(_), Some(_)) => return Err("only one of -b and -f can be given".to_string()),
         (Some(b), None) => Some(crate::VclSource::Backend {
             host: b.addr.ip().to_string(),
@@ -554,6 +574,8 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         cli_file,
         reverse_cli,
         read_only,
+        earlier_vcls,
+        wait_for_program,
     });
     Ok(if compile_only {
         ServeAction::Compile(cfg)

@@ -121,11 +121,23 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         cache.bans(),
         &probes,
     )?);
-    let registry = if listed {
+    let mut registry = if listed {
         Registry::new(loaded.clone())
     } else {
         Registry::empty()
     };
+    // Several -f: the files before the last are loaded too, as boot0,
+    // boot1, … (the last is the active "boot").
+    for (i, path) in cfg.earlier_vcls.iter().enumerate() {
+        let source = crate::VclSource::File(path.clone());
+        let program = source.compile(&cfg.params, cfg.store_names(), Vec::new())?;
+        let name = format!("boot{i}");
+        let earlier = Loaded::new(&name, program, &cfg.params, cache.bans(), &probes)?;
+        registry.entries.push(crate::host::vcl::VclEntry {
+            loaded: Arc::new(earlier),
+            state: crate::host::vcl::VclState::Auto,
+        });
+    }
     registry.count();
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
@@ -192,7 +204,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         if let Some(file) = &cfg.cli_file {
             mgmt.run_cli_file(file).await?;
         }
-        if !cfg.start_stopped {
+        if !cfg.start_stopped || (cfg.wait_for_program && !mgmt.registry_is_empty()) {
             mgmt.start_accepting()?;
         }
         for l in mgmt_tokio {
