@@ -168,6 +168,18 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         crate::daemon::probe::start_probes(&shared, &active);
+        // The programs of earlier -f files probe their backends too.
+        let earlier: Vec<Arc<Loaded>> = {
+            let reg = shared.vcls.lock().unwrap_or_else(|p| p.into_inner());
+            reg.entries
+                .iter()
+                .filter(|e| !Arc::ptr_eq(&e.loaded, &active))
+                .map(|e| e.loaded.clone())
+                .collect()
+        };
+        for loaded in &earlier {
+            crate::daemon::probe::start_probes(&shared, loaded);
+        }
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
