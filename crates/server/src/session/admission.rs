@@ -27,8 +27,12 @@ pub(crate) struct Place<'a>(&'a Admission);
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
-        self.0.freed.notify_one();
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+        // Only a waiter needs waking (a waiter counts itself before it
+        // looks for a place, so it either sees this one or is woken).
+        if self.0.waiting.load(Ordering::SeqCst) > 0 {
+            self.0.freed.notify_one();
+        }
     }
 }
 
@@ -54,8 +58,8 @@ impl Admission {
         }
         COUNTERS.inc(Counter::threads_limited);
         let queue = pools.saturating_mul(params.thread_queue_limit());
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= queue {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= queue {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
             COUNTERS.inc(if first {
                 Counter::sess_dropped
             } else {
@@ -75,14 +79,14 @@ impl Admission {
             }
             freed.await;
         }
-        let left = self.waiting.fetch_sub(1, Ordering::AcqRel) - 1;
+        let left = self.waiting.fetch_sub(1, Ordering::SeqCst) - 1;
         COUNTERS.set(Counter::thread_queue_len, left);
         Some(Place(self))
     }
 
     fn try_take(&self, max: u64) -> bool {
         self.active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
             })
             .is_ok()
