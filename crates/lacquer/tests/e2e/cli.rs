@@ -172,3 +172,18 @@ fn varnish_3_vcl_is_named_and_upgraded() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 1, "{err}");
 }
+
+/// `-x vsl`, `-x cli`, `-x builtin`, `-x optstring` print their tables.
+#[test]
+fn describe_prints_the_tables() {
+    for (what, want) in [
+        ("vsl", "ReqURL"),
+        ("cli", "vcl.label <label> <configname>"),
+        ("builtin", "sub vcl_builtin_recv"),
+        ("optstring", "a:b:"),
+    ] {
+        let (code, out, err) = lacquer(&["serve", "-x", what]);
+        assert_eq!(code, 0, "{what}: {err}");
+        assert!(out.contains(want), "-x {what}:\n{out}");
+    }
+}

@@ -475,3 +475,30 @@ fn several_programs_at_start_and_none_until_the_cli_file() {
     assert_eq!(c.get("/", &[]).header("program"), Some("first"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-M`: the daemon connects out and offers its management interface
+/// there (here without a secret: the banner, then commands).
+#[test]
+fn reverse_cli_connects_out() {
+    let o = Origin::start(|_| Reply::ok("x"));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = listener.local_addr().unwrap().to_string();
+    let b = o.addr.to_string();
+    let _lq = Lacquer::spawn(&["-b", &b, "-S", "none", "-M", &at], None);
+    let (mut s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let read_reply = |s: &mut TcpStream| {
+        let mut line = [0u8; STATUS_LINE_LEN];
+        s.read_exact(&mut line).unwrap();
+        let (status, len) = parse_status_line(&line).unwrap();
+        let mut body = vec![0u8; len + 1];
+        s.read_exact(&mut body).unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let (status, banner) = read_reply(&mut s);
+    assert_eq!(status, 200, "{banner}");
+    s.write_all(b"ping\n").unwrap();
+    let (status, pong) = read_reply(&mut s);
+    assert_eq!(status, 200);
+    assert!(pong.starts_with("PONG "), "{pong}");
+}

@@ -328,6 +328,9 @@ fn ncsa_runs_as_a_service_writing_a_file() {
     std::fs::create_dir_all(&dir).unwrap();
     let (log, pid_file) = (dir.join("access.log"), dir.join("ncsa.pid"));
     std::fs::write(&log, "an earlier line\n").unwrap();
+    // `-f`: the format from a file's first line.
+    let format = dir.join("format");
+    std::fs::write(&format, "%s %U\nignored\n").unwrap();
     let started = tool(
         &lq,
         &[
@@ -338,8 +341,8 @@ fn ncsa_runs_as_a_service_writing_a_file() {
             pid_file.to_str().unwrap(),
             "-w",
             log.to_str().unwrap(),
-            "-F",
-            "%s %U",
+            "-f",
+            format.to_str().unwrap(),
         ],
     );
     assert!(started.status.success(), "{started:?}");
