@@ -565,7 +565,7 @@ impl Backend {
 
     /// Sends a request whose body (if any) is in memory and reads the
     /// response head. A reused connection that fails before any response
-    /// byte is retried once on a fresh one.
+    /// byte is retried once on a fresh one when `extra_chance` allows it.
     pub async fn exchange(
         &self,
         head: &[u8],
@@ -573,6 +573,7 @@ impl Backend {
         t: &Timeouts,
         limits: &ResponseLimits,
         is_head: bool,
+        extra_chance: bool,
     ) -> Result<(Conn<'_>, ResponseHead), FetchError> {
         let mut allow_reuse = true;
         let mut slot = Some(self.slot(t.wait).await?);
@@ -599,7 +600,7 @@ impl Backend {
                         );
                     // The retry keeps the slot rather than queue again.
                     slot = Some(conn.give_up());
-                    if retryable && allow_reuse {
+                    if retryable && allow_reuse && extra_chance {
                         COUNTERS.inc(Counter::backend_retry);
                         allow_reuse = false;
                         continue;

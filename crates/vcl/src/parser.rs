@@ -590,12 +590,16 @@ impl Parser {
                         "d" => Some((86400.0, true)),
                         "w" => Some((7.0 * 86400.0, true)),
                         "y" => Some((365.0 * 86400.0, true)),
-                        "B" => Some((1.0, false)),
-                        "KB" => Some((1024.0, false)),
-                        "MB" => Some((1024.0 * 1024.0, false)),
-                        "GB" => Some((1024.0 * 1024.0 * 1024.0, false)),
-                        "TB" => Some((1024.0f64.powi(4), false)),
-                        _ => None,
+                        // Byte units as varnishd reads them, any case;
+                        // a lone `m` stays minutes.
+                        u => match u.to_ascii_lowercase().as_str() {
+                            "b" => Some((1.0, false)),
+                            "k" | "kb" => Some((1024.0, false)),
+                            "mb" => Some((1024.0 * 1024.0, false)),
+                            "g" | "gb" => Some((1024.0 * 1024.0 * 1024.0, false)),
+                            "t" | "tb" => Some((1024.0f64.powi(4), false)),
+                            _ => None,
+                        },
                     };
                     if let Some((scale, duration)) = scale {
                         let span = start.to(self.bump().span);

@@ -64,7 +64,7 @@ var_table! {
     ReqCanGzip = "req.can_gzip": Bool, r CLIENT, w NONE, u NONE, All;
     ReqEsi = "req.esi": Bool, r CLIENT, w CLIENT, u NONE, V40;
     ReqEsiLevel = "req.esi_level": Int, r CLIENT, w NONE, u NONE, All;
-    ReqGrace = "req.grace": Duration, r CLIENT, w CLIENT, u NONE, All;
+    ReqGrace = "req.grace": Duration, r CLIENT, w CLIENT, u CLIENT, All;
     ReqHash = "req.hash": Blob, r REQ_HASH, w NONE, u NONE, All;
     ReqHashAlwaysMiss = "req.hash_always_miss": Bool, r CLIENT, w CLIENT, u NONE, All;
     ReqHashIgnoreBusy = "req.hash_ignore_busy": Bool, r CLIENT, w CLIENT, u NONE, All;
@@ -77,7 +77,8 @@ var_table! {
     ReqStorage = "req.storage": Stevedore, r CLIENT, w CLIENT, u NONE, All;
     ReqTime = "req.time": Time, r CLIENT, w NONE, u NONE, All;
     ReqTransport = "req.transport": String, r CLIENT, w NONE, u NONE, All;
-    ReqTtl = "req.ttl": Duration, r CLIENT, w CLIENT, u NONE, All;
+    ReqTtl = "req.ttl": Duration, r CLIENT, w CLIENT, u CLIENT, All;
+    ReqMaxAge = "req.max_age": Duration, r CLIENT, w CLIENT, u CLIENT, All;
     ReqUrl = "req.url": String, r CLIENT, w CLIENT, u NONE, All;
     ReqXid = "req.xid": String, r CLIENT, w NONE, u NONE, All;
     ReqTopMethod = "req_top.method": String, r CLIENT, w NONE, u NONE, All;
@@ -97,6 +98,7 @@ var_table! {
     BereqMethod = "bereq.method": String, r PIPE_BACKEND, w PIPE_BACKEND, u NONE, All;
     BereqProto = "bereq.proto": String, r PIPE_BACKEND, w PIPE_BACKEND, u NONE, WritableIn40;
     BereqRetries = "bereq.retries": Int, r BACKEND, w NONE, u NONE, All;
+    BereqRetryConnect = "bereq.retry_connect": Bool, r PIPE_BACKEND, w PIPE_BACKEND, u NONE, All;
     BereqTime = "bereq.time": Time, r PIPE_BACKEND, w NONE, u NONE, All;
     BereqUncacheable = "bereq.uncacheable": Bool, r BACKEND, w NONE, u NONE, All;
     BereqUrl = "bereq.url": String, r PIPE_BACKEND, w PIPE_BACKEND, u NONE, All;
@@ -120,6 +122,7 @@ var_table! {
     BerespStorage = "beresp.storage": Stevedore, r BERESP, w BERESP, u NONE, All;
     BerespStorageHint = "beresp.storage_hint": String, r BERESP, w BERESP, u NONE, V40;
     BerespTime = "beresp.time": Time, r BERESP, w NONE, u NONE, All;
+    BerespTransitBuffer = "beresp.transit_buffer": Bytes, r BE_RESPONSE, w BE_RESPONSE, u NONE, All;
     BerespTtl = "beresp.ttl": Duration, r BERESP, w BERESP, u NONE, All;
     BerespUncacheable = "beresp.uncacheable": Bool, r BERESP, w BERESP, u NONE, All;
     BerespWas304 = "beresp.was_304": Bool, r BERESP, w NONE, u NONE, All;

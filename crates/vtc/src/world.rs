@@ -154,11 +154,13 @@ impl Top {
         while i < words.len() {
             let w = &words[i];
             let next = |i: &mut usize| option_value("server", words, i);
+            // As in varnishtest: changing or starting a server that is
+            // still running waits for it first.
+            if w.block || !matches!(w.text.as_str(), "-wait" | "-break") {
+                s.wait();
+            }
             match w.text.as_str() {
-                _ if w.block => {
-                    s.wait();
-                    s.spec = w.text.clone();
-                }
+                _ if w.block => s.spec = w.text.clone(),
                 "-listen" => s.listen = next(&mut i)?,
                 "-repeat" => s.repeat = parse_count(&next(&mut i)?)?,
                 "-keepalive" => s.keepalive = true,

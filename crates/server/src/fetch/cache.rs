@@ -199,7 +199,7 @@ impl FetchMode for CacheFetch<'_> {
             (BereqBody::Length(_), Some(b)) => b.clone(),
             _ => Bytes::new(),
         };
-        let exchange = backend.exchange(head, &bytes, t, limits, false);
+        let exchange = backend.exchange(head, &bytes, t, limits, false, bereq.retry_connect);
         let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
             return Ok(exchange.await);
         };

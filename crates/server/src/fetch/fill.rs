@@ -144,7 +144,7 @@ pub(crate) async fn fill(
     let mut received = 0u64;
     // Every early return drops the handle, which fails the body.
     loop {
-        if private && !reader_keeps_up(p.transit_buffer(), handle.obj()).await {
+        if private && !reader_keeps_up(bereq.transit_buffer(p), handle.obj()).await {
             abandoned(&mut bereq.log);
             return;
         }
@@ -173,7 +173,7 @@ pub(crate) async fn fill(
                     }
                     // A piece that inflates far goes in slices, each
                     // waiting for the reader as a backend read would.
-                    if private && !reader_keeps_up(p.transit_buffer(), handle.obj()).await {
+                    if private && !reader_keeps_up(bereq.transit_buffer(p), handle.obj()).await {
                         abandoned(&mut bereq.log);
                         return;
                     }

@@ -44,6 +44,11 @@ pub(crate) struct Bereq {
     pub is_bgfetch: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// A reused connection that fails before any response byte may be
+    /// retried once on a fresh one (`bereq.retry_connect`).
+    pub retry_connect: bool,
+    /// `beresp.transit_buffer`, when VCL set it.
+    pub transit_buffer: Option<u64>,
     pub t_start: f64,
     pub hash: Bytes,
     pub connect_timeout: Option<f64>,
@@ -109,6 +114,12 @@ pub(crate) struct Beresp {
 }
 
 impl Bereq {
+    /// How far a private fill may run ahead of its reader: VCL's
+    /// `beresp.transit_buffer`, else the parameter.
+    pub fn transit_buffer(&self, p: &lacquer_core::params::Params) -> u64 {
+        self.transit_buffer.unwrap_or_else(|| p.transit_buffer())
+    }
+
     /// A backend request copied from a client request, with the given
     /// headers; the flags are the caller's to set. It begins a backend
     /// transaction in the log, linked from the request's for `reason`
@@ -145,6 +156,8 @@ impl Bereq {
             is_bgfetch: false,
             is_hitmiss: false,
             is_hitpass: false,
+            retry_connect: true,
+            transit_buffer: None,
             t_start: now,
             hash: Bytes::new(),
             connect_timeout: None,
@@ -426,6 +439,7 @@ impl Host for BackendHost<'_> {
             Var::BereqIsBgfetch => Value::Bool(b.is_bgfetch),
             Var::BereqIsHitmiss => Value::Bool(b.is_hitmiss),
             Var::BereqIsHitpass => Value::Bool(b.is_hitpass),
+            Var::BereqRetryConnect => Value::Bool(b.retry_connect),
             Var::BereqMethod => Value::Str(b.method.clone()),
             Var::BereqProto => proto_text(b.version),
             Var::BereqRetries => Value::Int(i64::from(b.retries)),
@@ -458,6 +472,7 @@ impl Host for BackendHost<'_> {
                 .and_then(|r| r.storage.clone())
                 .map_or(Value::Unset, Value::Stevedore),
             Var::BerespTime => Value::Time(r.map_or_else(now, |r| r.t_resp)),
+            Var::BerespTransitBuffer => Value::Bytes(b.transit_buffer(p) as f64),
             Var::BerespTtl => {
                 Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
             }
@@ -484,6 +499,7 @@ impl Host for BackendHost<'_> {
             | Var::ReqTime
             | Var::ReqTransport
             | Var::ReqTtl
+            | Var::ReqMaxAge
             | Var::ReqUrl
             | Var::ReqXid
             | Var::ReqTopMethod
@@ -530,6 +546,7 @@ impl Host for BackendHost<'_> {
             }
             Var::BereqBetweenBytesTimeout => b.between_bytes_timeout = Some(value.as_f64()),
             Var::BereqConnectTimeout => b.connect_timeout = Some(value.as_f64()),
+            Var::BereqRetryConnect => b.retry_connect = value.as_bool(),
             Var::BereqFirstByteTimeout => b.first_byte_timeout = Some(value.as_f64()),
             Var::BereqMethod => b.method = Bytes::copy_from_slice(value.as_bytes()),
             Var::BereqUrl => {
@@ -548,6 +565,9 @@ impl Host for BackendHost<'_> {
                 } else {
                     Version::Http11
                 }
+            }
+            Var::BerespTransitBuffer => {
+                b.transit_buffer = Some(value.as_f64().clamp(0.0, u64::MAX as f64) as u64)
             }
             _ => {
                 let Some(r) = self.beresp.as_deref_mut() else {

@@ -158,7 +158,7 @@ impl Host for ClientHost<'_> {
             Var::ReqStorage => req.storage.clone().map_or(Value::Unset, Value::Stevedore),
             Var::ReqTime | Var::ReqTopTime => Value::Time(req.t_req),
             Var::ReqTransport => Value::str("HTTP/1"),
-            Var::ReqTtl => dur(req.ttl),
+            Var::ReqTtl | Var::ReqMaxAge => dur(req.ttl),
             Var::ReqUrl | Var::ReqTopUrl => Value::Str(req.head.url.clone()),
             Var::ReqXid => Value::str(&req.xid.to_string()),
             Var::SessXid => Value::str(&req.xid.to_string()),
@@ -228,6 +228,7 @@ impl Host for ClientHost<'_> {
             | Var::BereqMethod
             | Var::BereqProto
             | Var::BereqRetries
+            | Var::BereqRetryConnect
             | Var::BereqTime
             | Var::BereqUncacheable
             | Var::BereqUrl
@@ -251,6 +252,7 @@ impl Host for ClientHost<'_> {
             | Var::BerespStorage
             | Var::BerespStorageHint
             | Var::BerespTime
+            | Var::BerespTransitBuffer
             | Var::BerespTtl
             | Var::BerespUncacheable
             | Var::BerespWas304
@@ -269,7 +271,7 @@ impl Host for ClientHost<'_> {
             }
             Var::ReqEsi | Var::RespDoEsi => req.esi_enabled = value.as_bool(),
             Var::ReqGrace => req.grace = Some(value.as_f64()),
-            Var::ReqTtl => req.ttl = Some(value.as_f64()),
+            Var::ReqTtl | Var::ReqMaxAge => req.ttl = Some(value.as_f64()),
             Var::ReqHashAlwaysMiss => req.hash_always_miss = value.as_bool(),
             Var::ReqHashIgnoreBusy => req.hash_ignore_busy = value.as_bool(),
             Var::ReqHashIgnoreVary => req.hash_ignore_vary = value.as_bool(),
@@ -336,7 +338,14 @@ impl Host for ClientHost<'_> {
         Ok(())
     }
 
-    fn unset(&mut self, _var: Var) {}
+    /// `unset req.grace` / `unset req.max_age`: back to no limit.
+    fn unset(&mut self, var: Var) {
+        match var {
+            Var::ReqGrace => self.req.grace = None,
+            Var::ReqTtl | Var::ReqMaxAge => self.req.ttl = None,
+            _ => {}
+        }
+    }
 
     fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
         match self.header_ref(kind, name) {
