@@ -138,7 +138,7 @@ sub vcl_builtin_synth {
     <h3>Guru Meditation:</h3>
     <p>XID: "} + req.xid + {"</p>
     <hr>
-    <p>Lacquer</p>
+    <p>Lacquer cache server</p>
   </body>
 </html>
 "};
@@ -226,7 +226,7 @@ sub vcl_builtin_backend_error {
     <h3>Guru Meditation:</h3>
     <p>XID: "} + bereq.xid + {"</p>
     <hr>
-    <p>Lacquer</p>
+    <p>Lacquer cache server</p>
   </body>
 </html>
 "};

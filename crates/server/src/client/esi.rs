@@ -314,6 +314,11 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
             raw.extend_from_slice(b"\r\n");
         }
     }
+    // The page's request had a body; its include has none, and says so
+    // (a backend that reads the method's body must not wait for one).
+    if base.get("content-length").is_some() || base.get("transfer-encoding").is_some() {
+        raw.extend_from_slice(b"Content-Length: 0\r\n");
+    }
     if let Some(host) = &inc.host {
         raw.extend_from_slice(b"Host: ");
         raw.extend_from_slice(host);

@@ -565,6 +565,18 @@ async fn send_with_body<'b>(
     t: &lacquer_backend::Timeouts,
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
+    let limit = Params::duration(sh.params.timeout_idle());
+    // The body's first piece is read before a backend connection is
+    // taken: a client slow to send one holds no backend connection, and
+    // one whose framing is broken from the start never reaches it.
+    let mut first = match req.body.next(c, limit).await {
+        Err(BodyError::Malformed) => {
+            c.refuse_body(sh).await;
+            return Err(Outcome::Close(CloseReason::RxBad));
+        }
+        Err(BodyError::Gone) => return Err(Outcome::Close(CloseReason::RxBody)),
+        ok => Some(ok),
+    };
     let mut conn = match backend.connect(t, true).await {
         Ok(conn) => conn,
         Err(e) => return Ok(Err(e)),
@@ -572,10 +584,13 @@ async fn send_with_body<'b>(
     if let Err(e) = conn.write_head(head, t).await {
         return Ok(Err(e));
     }
-    let limit = Params::duration(sh.params.timeout_idle());
     let mut frame = Vec::with_capacity(16);
     loop {
-        match req.body.next(c, limit).await {
+        let next = match first.take() {
+            Some(next) => next,
+            None => req.body.next(c, limit).await,
+        };
+        match next {
             Ok(Some(piece)) => {
                 COUNTERS.add(Counter::s_req_bodybytes, piece.len() as u64);
                 let r = if chunked {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// The body of a synthetic error page when VCL could not build one.
 pub(crate) fn page(status: u16, reason: &str, xid: u64) -> String {
     format!(
-        "<!DOCTYPE html>\n<html>\n  <head>\n    <title>{status} {reason}</title>\n  </head>\n  <body>\n    <h1>Error {status} {reason}</h1>\n    <p>{reason}</p>\n    <h3>Guru Meditation:</h3>\n    <p>XID: {xid}</p>\n    <hr>\n    <p>Lacquer</p>\n  </body>\n</html>\n"
+        "<!DOCTYPE html>\n<html>\n  <head>\n    <title>{status} {reason}</title>\n  </head>\n  <body>\n    <h1>Error {status} {reason}</h1>\n    <p>{reason}</p>\n    <h3>Guru Meditation:</h3>\n    <p>XID: {xid}</p>\n    <hr>\n    <p>Lacquer cache server</p>\n  </body>\n</html>\n"
     )
 }
 
