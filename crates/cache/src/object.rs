@@ -340,12 +340,31 @@ impl Object {
     }
 
     /// Whether a conditional fetch can revalidate it: a whole 200 with an
-    /// `ETag` or a `Last-Modified`.
+    /// `ETag` or a strong `Last-Modified`.
     pub fn can_revalidate(&self) -> bool {
         self.kind == ObjKind::Normal
             && self.status == 200
             && self.body.chunks().is_some()
-            && (self.headers.contains("etag") || self.headers.contains("last-modified"))
+            && (self.headers.contains("etag") || self.strong_last_modified().is_some())
+    }
+
+    /// The `Last-Modified` field when it is a strong validator (RFC 9110
+    /// 8.8.2.2): at least a second before the response's `Date` (the time
+    /// it was fetched when the origin sent none). One equal to `Date`
+    /// cannot tell two changes within that second apart, so it is never
+    /// sent back as `If-Modified-Since`.
+    pub fn strong_last_modified(&self) -> Option<&Bytes> {
+        let lm = self.last_modified?;
+        let date = self
+            .headers
+            .get("date")
+            .and_then(|d| lacquer_core::time::parse_http_date(d))
+            .unwrap_or_else(|| self.t_origin.get());
+        if lm <= date - 1.0 {
+            self.headers.get("last-modified")
+        } else {
+            None
+        }
     }
 
     /// Says, before the object is shared, that its fetch parses the body

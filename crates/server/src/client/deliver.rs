@@ -408,8 +408,16 @@ pub(crate) async fn object(
         }
         None => {}
     }
+    // An object fetched with HEAD kept its announced length: a HEAD hears
+    // it; anything else gets the (empty) body it has.
+    let head_fetched = known == Some(0) && obj.headers().contains("content-length");
+    if head_fetched && !is_head {
+        remove_header_line(&mut c.wbuf, b"content-length");
+    }
     let wire = if bodyless {
         WireBody::Bodyless
+    } else if head_fetched && is_head {
+        WireBody::HeadUnknown
     } else if let Some((start, end, _)) = window.filter(|w| w.2 != UNKNOWN_TOTAL) {
         WireBody::Length(end - start + 1)
     } else if let Some(n) = known {

@@ -81,7 +81,7 @@ pub(crate) fn spawn(
         if let Some(etag) = stale.headers().get("etag") {
             headers.set("If-None-Match", etag.clone());
         }
-        if let Some(lm) = stale.headers().get("last-modified") {
+        if let Some(lm) = stale.strong_last_modified() {
             headers.set("If-Modified-Since", lm.clone());
         }
     }
@@ -199,7 +199,8 @@ impl FetchMode for CacheFetch<'_> {
             (BereqBody::Length(_), Some(b)) => b.clone(),
             _ => Bytes::new(),
         };
-        let exchange = backend.exchange(head, &bytes, t, limits, false, bereq.retry_connect);
+        let is_head = bereq.method.eq_ignore_ascii_case(b"HEAD");
+        let exchange = backend.exchange(head, &bytes, t, limits, is_head, bereq.retry_connect);
         let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
             return Ok(exchange.await);
         };

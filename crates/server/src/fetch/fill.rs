@@ -71,7 +71,10 @@ pub(crate) fn begin<'c>(
         _ => None,
     };
     let body = Body::streaming(expected);
-    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary);
+    // A response to a HEAD (VCL made the fetch one) keeps the length it
+    // announced: a HEAD answered from it says the same.
+    let head_length = bereq.method.eq_ignore_ascii_case(b"HEAD");
+    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary, head_length);
     if filters.is_esi() {
         obj.expect_esi();
     }
@@ -284,7 +287,7 @@ pub(crate) fn from_stale(
     let headers = std::mem::take(&mut beresp.headers);
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
-    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary);
+    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary, false);
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
         obj.set_esi(program.clone());
@@ -303,7 +306,9 @@ pub(crate) fn from_stale(
 }
 
 /// The object for a response head as VCL left it, with `headers` (the
-/// filters may have changed them) and `body`.
+/// filters may have changed them) and `body`; `head_length` keeps the
+/// `Content-Length` of a response to a HEAD.
+#[allow(clippy::too_many_arguments)]
 fn make_object(
     xid: u64,
     beresp: &Beresp,
@@ -312,6 +317,7 @@ fn make_object(
     framing: Framing,
     body: Body,
     vary: Option<VarySpec>,
+    head_length: bool,
 ) -> Arc<Object> {
     let status = beresp.status % 1000;
     let head = ResponseHead {
@@ -324,6 +330,7 @@ fn make_object(
         wire_len: resp.wire_len,
     };
     let not_stored = match status {
+        _ if head_length => &NOT_STORED[1..],
         206 | 416 => NOT_STORED,
         _ => NOT_STORED_WHOLE,
     };
