@@ -104,6 +104,11 @@ impl FetchMode for PassFetch<'_> {
         true
     }
 
+    /// The client's 304 is the client's to judge.
+    fn refresh_valid(&mut self, _bereq: &mut Bereq) -> bool {
+        true
+    }
+
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
         if let Some(body) = &bereq.cached_body {
             // Read whole already: sent from memory, framed by its length.

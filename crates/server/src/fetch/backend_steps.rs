@@ -45,6 +45,12 @@ pub(crate) trait FetchMode {
     /// Whether a 304 may answer the request: it asked conditionally.
     fn asked_conditionally(&self) -> bool;
 
+    /// A 304 arrived: whether what it revalidates is still valid. When
+    /// not (purged or banned meanwhile), the fetch forgets it, takes its
+    /// conditions off the request, and fails so that a retry fetches
+    /// whole.
+    fn refresh_valid(&mut self, bereq: &mut Bereq) -> bool;
+
     /// Readies the request body once `vcl_backend_fetch` is done: what
     /// follows the head on the wire.
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Self::Done>;
@@ -152,6 +158,13 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 // A 304 stands for an object the fetch does not have.
                 COUNTERS.inc(Counter::fetch_failed);
                 let e = FetchError::BadResponse("304 response but not conditional fetch".into());
+                log_fetch_error(&mut bereq.log, &e);
+                conn.finish(false);
+                break 'attempt (503, None);
+            }
+            if resp.status == 304 && !mode.refresh_valid(bereq) {
+                COUNTERS.inc(Counter::fetch_failed);
+                let e = FetchError::BadResponse("304 response for an invalidated object".into());
                 log_fetch_error(&mut bereq.log, &e);
                 conn.finish(false);
                 break 'attempt (503, None);

@@ -179,6 +179,16 @@ impl FetchMode for CacheFetch<'_> {
         self.stale.as_ref().is_some_and(|s| s.can_revalidate())
     }
 
+    fn refresh_valid(&mut self, bereq: &mut Bereq) -> bool {
+        if !self.stale.as_ref().is_some_and(|s| s.is_removed()) {
+            return true;
+        }
+        self.stale = None;
+        bereq.headers.remove("if-none-match");
+        bereq.headers.remove("if-modified-since");
+        false
+    }
+
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, ()> {
         Ok(match (&bereq.cached_body, bereq.body_unset) {
             (Some(body), false) if !body.is_empty() => BereqBody::Length(body.len() as u64),
