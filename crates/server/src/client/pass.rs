@@ -234,7 +234,9 @@ impl FetchMode for PassFetch<'_> {
             &beresp.headers,
         );
         // (A HEAD has no body to wait for: its length is the backend's.)
-        let whole_first = !beresp.do_stream && !req.is_head();
+        // An ESI page is parsed whole before it goes out anyway, so a
+        // broken one is an error page rather than a cut one.
+        let whole_first = (!beresp.do_stream || beresp.do_esi) && !req.is_head();
         let body = if beresp.do_esi || beresp.do_gzip || beresp.do_gunzip || whole_first {
             // Filtered, or read whole before delivery (`do_stream =
             // false`): through a private object, as a miss would be.

@@ -451,7 +451,9 @@ async fn store(
         cacheable = false;
     }
     let mut beresp = beresp;
-    let stream = beresp.do_stream;
+    // An ESI page is parsed whole before it goes out anyway: read whole
+    // first, a broken one is an error page rather than a cut one.
+    let stream = beresp.do_stream && !beresp.do_esi;
     let withheld = if cacheable {
         withhold(&mut bereq.log, &mut beresp.headers, p.varnish_compat_ttl())
     } else {
