@@ -573,16 +573,21 @@ async fn send_with_body<'b>(
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
     let limit = Params::duration(sh.params.timeout_idle());
-    // The body's first piece is read before a backend connection is
-    // taken: a client slow to send one holds no backend connection, and
-    // one whose framing is broken from the start never reaches it.
-    let mut first = match req.body.next(c, limit).await {
-        Err(BodyError::Malformed) => {
-            c.refuse_body(sh).await;
-            return Err(Outcome::Close(CloseReason::RxBad));
+    // When the body has begun to arrive with the head, its first piece is
+    // read before a backend connection is taken: framing broken from the
+    // start never reaches the backend. (Otherwise the head goes first, as
+    // varnishd sends it.)
+    let mut first = if c.rbuf.is_empty() && !c.has_unread() {
+        None
+    } else {
+        match req.body.next(c, limit).await {
+            Err(BodyError::Malformed) => {
+                c.refuse_body(sh).await;
+                return Err(Outcome::Close(CloseReason::RxBad));
+            }
+            Err(BodyError::Gone) => return Err(Outcome::Close(CloseReason::RxBody)),
+            ok => Some(ok),
         }
-        Err(BodyError::Gone) => return Err(Outcome::Close(CloseReason::RxBody)),
-        ok => Some(ok),
     };
     let mut conn = match backend.connect(t, true).await {
         Ok(conn) => conn,

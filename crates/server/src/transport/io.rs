@@ -360,6 +360,24 @@ impl Client {
         }
     }
 
+    /// Whether the client has sent bytes not yet read (asked of the
+    /// socket itself, so that it holds even before the reactor has seen
+    /// them). False for a stream without a socket.
+    pub fn has_unread(&self) -> bool {
+        let Wire::Stream(stream) = &self.wire else {
+            return false;
+        };
+        let Some(socket) = stream.socket() else {
+            return false;
+        };
+        // The socket is non-blocking: with nothing there, this fails at
+        // once (WouldBlock).
+        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+        socket2::SockRef::from(socket)
+            .peek(&mut byte)
+            .is_ok_and(|n| n > 0)
+    }
+
     /// Awaits `fut` while watching the client's socket, so that a client
     /// that leaves is noticed at once instead of when its response is
     /// written: `None` when it closed or reset (a half-close is waited
