@@ -155,6 +155,39 @@ sub vcl_builtin_backend_fetch {
     }
 }
 
+sub vcl_backend_refresh {
+    call vcl_builtin_backend_refresh;
+    return (merge);
+}
+
+sub vcl_builtin_backend_refresh {
+    call vcl_refresh_valid;
+    call vcl_refresh_conditions;
+    call vcl_refresh_status;
+}
+
+# A ban or purge removed the stale object while its 304 was on the way.
+sub vcl_refresh_valid {
+    if (!obj_stale.is_valid) {
+        return (error(503, "Invalid object for refresh"));
+    }
+}
+
+# A 304 answers only a conditional request.
+sub vcl_refresh_conditions {
+    if (!bereq.http.if-modified-since &&
+        !bereq.http.if-none-match) {
+        return (error(503, "Unexpected 304"));
+    }
+}
+
+# Only a 200 is revalidated (VCL that means otherwise overrides this sub).
+sub vcl_refresh_status {
+    if (obj_stale.status != 200) {
+        return (error(503, "Invalid object for refresh (status)"));
+    }
+}
+
 sub vcl_backend_response {
     call vcl_builtin_backend_response;
     return (deliver);

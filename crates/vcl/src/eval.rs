@@ -181,6 +181,8 @@ impl<'a> Eval<'a> {
             ActionKind::Abandon => Action::Abandon,
             ActionKind::Retry => Action::Retry,
             ActionKind::Ok => Action::Ok,
+            ActionKind::Merge => Action::Merge,
+            ActionKind::ObjStale => Action::ObjStale,
             ActionKind::Vcl => match args.first() {
                 Some(e) => Action::Vcl(self.eval_bytes(e)?),
                 None => Action::Fail,

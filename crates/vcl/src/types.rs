@@ -89,6 +89,7 @@ pub enum HttpKind {
     Bereq,
     Beresp,
     Obj,
+    ObjStale,
     Resp,
 }
 
@@ -100,6 +101,7 @@ impl HttpKind {
             HttpKind::Bereq => "bereq",
             HttpKind::Beresp => "beresp",
             HttpKind::Obj => "obj",
+            HttpKind::ObjStale => "obj_stale",
             HttpKind::Resp => "resp",
         }
     }
@@ -275,6 +277,7 @@ methods! {
     BackendError = "vcl_backend_error", 11, BE_ERROR, [Fail, Deliver, Retry, Abandon];
     Init = "vcl_init", 12, INIT, [Fail, Ok];
     Fini = "vcl_fini", 13, FINI, [Ok];
+    BackendRefresh = "vcl_backend_refresh", 14, BE_REFRESH, [Fail, Abandon, Merge, ObjStale, Retry, Error];
 }
 
 /// Method sets, as vcl-var(7) names them.
@@ -282,8 +285,8 @@ pub mod scope {
     pub use super::method_bits::*;
     pub const NONE: u16 = 0;
     pub const CLIENT: u16 = RECV | PIPE | PASS | HASH | PURGE | MISS | HIT | DELIVER | SYNTH;
-    pub const BACKEND: u16 = BE_FETCH | BE_RESPONSE | BE_ERROR;
-    pub const BERESP: u16 = BE_RESPONSE | BE_ERROR;
+    pub const BACKEND: u16 = BE_FETCH | BE_REFRESH | BE_RESPONSE | BE_ERROR;
+    pub const BERESP: u16 = BE_REFRESH | BE_RESPONSE | BE_ERROR;
     pub const PIPE_BACKEND: u16 = PIPE | BACKEND;
     pub const CLIENT_BACKEND: u16 = CLIENT | BACKEND;
     pub const HIT_DELIVER: u16 = HIT | DELIVER;
@@ -337,6 +340,8 @@ actions! {
     Error = "error";
     Ok = "ok";
     Vcl = "vcl";
+    Merge = "merge";
+    ObjStale = "obj_stale";
 }
 
 /// What a method decided, with its evaluated arguments.
@@ -366,6 +371,10 @@ pub enum Action {
     Ok,
     /// `return (vcl(label))`: go on in the program the label names.
     Vcl(Bytes),
+    /// `vcl_backend_refresh`: the 304's headers over the stale object's.
+    Merge,
+    /// `vcl_backend_refresh`: the stale object as it was.
+    ObjStale,
 }
 
 impl Action {
@@ -387,6 +396,8 @@ impl Action {
             Action::Error { .. } => "error",
             Action::Ok => "ok",
             Action::Vcl(_) => "vcl",
+            Action::Merge => "merge",
+            Action::ObjStale => "obj_stale",
         }
     }
 }

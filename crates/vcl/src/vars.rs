@@ -138,6 +138,20 @@ var_table! {
     ObjTime = "obj.time": Time, r HIT_DELIVER, w NONE, u NONE, All;
     ObjTtl = "obj.ttl": Duration, r HIT_DELIVER, w NONE, u NONE, All;
     ObjUncacheable = "obj.uncacheable": Bool, r DELIVER, w NONE, u NONE, All;
+    ObjStale = "obj_stale": Http, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleAge = "obj_stale.age": Duration, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleCanEsi = "obj_stale.can_esi": Bool, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleGrace = "obj_stale.grace": Duration, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleHits = "obj_stale.hits": Int, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleIsValid = "obj_stale.is_valid": Bool, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleKeep = "obj_stale.keep": Duration, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleProto = "obj_stale.proto": String, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleReason = "obj_stale.reason": String, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleStatus = "obj_stale.status": Int, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleStorage = "obj_stale.storage": Stevedore, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleTime = "obj_stale.time": Time, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleTtl = "obj_stale.ttl": Duration, r BE_REFRESH, w NONE, u NONE, All;
+    ObjStaleUncacheable = "obj_stale.uncacheable": Bool, r BE_REFRESH, w NONE, u NONE, All;
     Resp = "resp": Http, r DELIVER_SYNTH, w NONE, u NONE, All;
     RespBody = "resp.body": Body, r NONE, w SYNTH, u NONE, All;
     RespDoEsi = "resp.do_esi": Bool, r DELIVER_SYNTH, w DELIVER_SYNTH, u NONE, V41;
@@ -208,6 +222,12 @@ pub static HEADER_FAMILIES: &[HeaderFamily] = &[
         kind: HttpKind::Obj,
         prefix: "obj.http.",
         read: HIT,
+        write: NONE,
+    },
+    HeaderFamily {
+        kind: HttpKind::ObjStale,
+        prefix: "obj_stale.http.",
+        read: BE_REFRESH,
         write: NONE,
     },
     HeaderFamily {

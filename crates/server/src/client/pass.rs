@@ -104,10 +104,8 @@ impl FetchMode for PassFetch<'_> {
         true
     }
 
-    /// The client's 304 is the client's to judge.
-    fn refresh_valid(&mut self, _bereq: &mut Bereq) -> bool {
-        true
-    }
+    /// A pass revalidates nothing of its own.
+    fn forget_invalidated(&mut self, _bereq: &mut Bereq) {}
 
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
         if let Some(body) = &bereq.cached_body {

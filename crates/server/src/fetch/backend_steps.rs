@@ -45,11 +45,10 @@ pub(crate) trait FetchMode {
     /// Whether a 304 may answer the request: it asked conditionally.
     fn asked_conditionally(&self) -> bool;
 
-    /// A 304 arrived: whether what it revalidates is still valid. When
-    /// not (purged or banned meanwhile), the fetch forgets it, takes its
-    /// conditions off the request, and fails so that a retry fetches
-    /// whole.
-    fn refresh_valid(&mut self, bereq: &mut Bereq) -> bool;
+    /// A 304 was not merged: when what it revalidates was invalidated
+    /// meanwhile (purged or banned), the fetch forgets it and takes its
+    /// conditions off the request, so that a retry fetches whole.
+    fn forget_invalidated(&mut self, bereq: &mut Bereq);
 
     /// Readies the request body once `vcl_backend_fetch` is done: what
     /// follows the head on the wire.
@@ -162,12 +161,35 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 conn.finish(false);
                 break 'attempt (503, None);
             }
-            if resp.status == 304 && !mode.refresh_valid(bereq) {
-                COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::BadResponse("304 response for an invalidated object".into());
-                log_fetch_error(&mut bereq.log, &e);
-                conn.finish(false);
-                break 'attempt (503, None);
+            let mut resp = resp;
+            if resp.status == 304 && bereq.stale.is_some() {
+                // vcl_backend_refresh decides what the 304 makes of the
+                // stale object, seeing the 304 as beresp.
+                let mut refresh = beresp_from(sh, &resp, index, now, false);
+                let action = backend_host::call_method(
+                    Method::BackendRefresh,
+                    sh,
+                    vcl,
+                    bereq,
+                    Some(&mut refresh),
+                );
+                match action {
+                    Action::Merge => resp.headers = refresh.headers,
+                    Action::ObjStale => resp.headers = lacquer_http::Headers::new(),
+                    other => {
+                        conn.finish(false);
+                        mode.forget_invalidated(bereq);
+                        match other {
+                            Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
+                                bereq.retry();
+                                continue 'fetch;
+                            }
+                            Action::Abandon | Action::Fail => return mode.abandoned(bereq),
+                            Action::Error { status, reason } => break 'attempt (status, reason),
+                            _ => break 'attempt (503, None),
+                        }
+                    }
+                }
             }
             let (mut conn, resp, mut beresp) =
                 match mode.response(sh, bereq, conn, resp, index, now) {

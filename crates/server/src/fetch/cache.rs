@@ -92,6 +92,7 @@ pub(crate) fn spawn(
     bereq.is_bgfetch = kind.bgfetch;
     bereq.is_hitmiss = kind.hitmiss;
     bereq.hash = Bytes::copy_from_slice(key);
+    bereq.stale = slot.stale().filter(|s| s.can_revalidate()).cloned();
     // A body read into memory goes with the fetch (unless VCL unsets it,
     // as the built-in VCL does for a GET); any other was left behind. An
     // explicit `Content-Length: 0` stays, as it came.
@@ -179,14 +180,13 @@ impl FetchMode for CacheFetch<'_> {
         self.stale.as_ref().is_some_and(|s| s.can_revalidate())
     }
 
-    fn refresh_valid(&mut self, bereq: &mut Bereq) -> bool {
-        if !self.stale.as_ref().is_some_and(|s| s.is_removed()) {
-            return true;
+    fn forget_invalidated(&mut self, bereq: &mut Bereq) {
+        if self.stale.as_ref().is_some_and(|s| s.is_removed()) {
+            self.stale = None;
+            bereq.stale = None;
+            bereq.headers.remove("if-none-match");
+            bereq.headers.remove("if-modified-since");
         }
-        self.stale = None;
-        bereq.headers.remove("if-none-match");
-        bereq.headers.remove("if-modified-since");
-        false
     }
 
     async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, ()> {

@@ -8,7 +8,7 @@ use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::Timeouts;
-use lacquer_cache::object::Timers;
+use lacquer_cache::object::{Object, Timers};
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, Version};
 use lacquer_shm::{Side, Tag, Txn};
@@ -49,6 +49,9 @@ pub(crate) struct Bereq {
     pub retry_connect: bool,
     /// `beresp.transit_buffer`, when VCL set it.
     pub transit_buffer: Option<u64>,
+    /// The stale object a conditional fetch revalidates (`obj_stale` in
+    /// `vcl_backend_refresh`).
+    pub stale: Option<Arc<Object>>,
     pub t_start: f64,
     pub hash: Bytes,
     pub connect_timeout: Option<f64>,
@@ -158,6 +161,7 @@ impl Bereq {
             is_hitpass: false,
             retry_connect: true,
             transit_buffer: None,
+            stale: None,
             t_start: now,
             hash: Bytes::new(),
             connect_timeout: None,
@@ -473,6 +477,39 @@ impl Host for BackendHost<'_> {
                 .map_or(Value::Unset, Value::Stevedore),
             Var::BerespTime => Value::Time(r.map_or_else(now, |r| r.t_resp)),
             Var::BerespTransitBuffer => Value::Bytes(b.transit_buffer(p) as f64),
+            Var::ObjStale => Value::Http(HttpKind::ObjStale),
+            Var::ObjStaleIsValid => Value::Bool(b.stale.as_ref().is_some_and(|o| !o.is_removed())),
+            Var::ObjStaleAge
+            | Var::ObjStaleCanEsi
+            | Var::ObjStaleGrace
+            | Var::ObjStaleHits
+            | Var::ObjStaleKeep
+            | Var::ObjStaleProto
+            | Var::ObjStaleReason
+            | Var::ObjStaleStatus
+            | Var::ObjStaleStorage
+            | Var::ObjStaleTime
+            | Var::ObjStaleTtl
+            | Var::ObjStaleUncacheable => {
+                let same = match var {
+                    Var::ObjStaleAge => Var::ObjAge,
+                    Var::ObjStaleCanEsi => Var::ObjCanEsi,
+                    Var::ObjStaleGrace => Var::ObjGrace,
+                    Var::ObjStaleHits => Var::ObjHits,
+                    Var::ObjStaleKeep => Var::ObjKeep,
+                    Var::ObjStaleProto => Var::ObjProto,
+                    Var::ObjStaleReason => Var::ObjReason,
+                    Var::ObjStaleStatus => Var::ObjStatus,
+                    Var::ObjStaleStorage => Var::ObjStorage,
+                    Var::ObjStaleTime => Var::ObjTime,
+                    Var::ObjStaleTtl => Var::ObjTtl,
+                    _ => Var::ObjUncacheable,
+                };
+                match b.stale.as_deref() {
+                    Some(o) => crate::host::client_host::obj_var(Some(o), same),
+                    None => Value::Unset,
+                }
+            }
             Var::BerespTtl => {
                 Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
             }
@@ -641,6 +678,11 @@ impl Host for BackendHost<'_> {
                 .beresp
                 .as_deref()
                 .and_then(|r| r.headers.get(name).cloned()),
+            HttpKind::ObjStale => self
+                .bereq
+                .stale
+                .as_deref()
+                .and_then(|o| o.headers().get(name).cloned()),
             _ => None,
         }
     }

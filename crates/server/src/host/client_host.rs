@@ -177,28 +177,18 @@ impl Host for ClientHost<'_> {
             Var::SessTimeoutLinger => {
                 Value::Duration(req.sess.linger.unwrap_or(self.sh.params.timeout_linger()))
             }
-            Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
-            Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
-            Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
-            Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits() as i64)),
-            Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
-            Var::ObjProto => Value::str("HTTP/1.1"),
-            Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
-            Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status()))),
-            Var::ObjStorage => Value::Stevedore(
-                format!(
-                    "storage.{}",
-                    obj.and_then(|o| o.store_name()).unwrap_or("Transient")
-                )
-                .into(),
-            ),
-            Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
-            Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
-            // Without an object in vcl_deliver, the response is a pass
-            // streamed straight through: uncacheable.
-            Var::ObjUncacheable => {
-                Value::Bool(obj.is_none_or(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
-            }
+            Var::ObjAge
+            | Var::ObjCanEsi
+            | Var::ObjGrace
+            | Var::ObjHits
+            | Var::ObjKeep
+            | Var::ObjProto
+            | Var::ObjReason
+            | Var::ObjStatus
+            | Var::ObjStorage
+            | Var::ObjTime
+            | Var::ObjTtl
+            | Var::ObjUncacheable => obj_var(obj, var),
             Var::Resp => Value::Http(HttpKind::Resp),
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
             Var::RespFilters => Value::str(""),
@@ -256,6 +246,20 @@ impl Host for ClientHost<'_> {
             | Var::BerespTtl
             | Var::BerespUncacheable
             | Var::BerespWas304
+            | Var::ObjStale
+            | Var::ObjStaleAge
+            | Var::ObjStaleCanEsi
+            | Var::ObjStaleGrace
+            | Var::ObjStaleHits
+            | Var::ObjStaleIsValid
+            | Var::ObjStaleKeep
+            | Var::ObjStaleProto
+            | Var::ObjStaleReason
+            | Var::ObjStaleStatus
+            | Var::ObjStaleStorage
+            | Var::ObjStaleTime
+            | Var::ObjStaleTtl
+            | Var::ObjStaleUncacheable
             | Var::RespBody => Value::Unset,
         }
     }
@@ -360,6 +364,7 @@ impl Host for ClientHost<'_> {
             HttpKind::ReqTop if self.req.include.is_some() => lend(top(self.req).headers.get(name)),
             HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
             HttpKind::Obj => lend(self.obj.and_then(|o| o.headers().get(name))),
+            HttpKind::ObjStale => Lent::Absent,
             HttpKind::Resp => {
                 let Some(resp) = self.resp.as_deref() else {
                     return Lent::Absent;
@@ -592,4 +597,35 @@ fn log_unset(log: &mut lacquer_shm::Txn, headers: &lacquer_http::Headers, name: 
 /// A header value as lent to the interpreter.
 fn lend(v: Option<&Bytes>) -> Lent<'_> {
     v.map_or(Lent::Absent, Lent::Value)
+}
+
+/// An `obj.*` variable (or, with the same meaning, `obj_stale.*`) of an
+/// object, or of none (a pass in `vcl_deliver`).
+pub(crate) fn obj_var(obj: Option<&Object>, var: Var) -> Value {
+    let now = lacquer_core::time::now;
+    match var {
+        Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
+        Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
+        Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
+        Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits() as i64)),
+        Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
+        Var::ObjProto => Value::str("HTTP/1.1"),
+        Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
+        Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status()))),
+        Var::ObjStorage => Value::Stevedore(
+            format!(
+                "storage.{}",
+                obj.and_then(|o| o.store_name()).unwrap_or("Transient")
+            )
+            .into(),
+        ),
+        Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
+        Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
+        // Without an object in vcl_deliver, the response is a pass
+        // streamed straight through: uncacheable.
+        Var::ObjUncacheable => {
+            Value::Bool(obj.is_none_or(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
+        }
+        _ => Value::Unset,
+    }
 }
