@@ -402,8 +402,6 @@ fn compile_errors_name_position_and_problem() {
         ("sub helper { }", "Unused sub helper"),
         ("sub a { call b; } sub b { call a; } sub vcl_recv { call a; }", "Recursive call"),
         ("sub f { set beresp.ttl = 1s; } sub vcl_recv { call f; }", "'beresp.ttl': cannot be set or unset in vcl_recv"),
-        ("sub vcl_deliver { set resp.filters = \"gzip\"; }", "'resp.filters' cannot be set in Lacquer"),
-        ("sub vcl_deliver { set resp.filters = \"esi\"; }", "'resp.filters' cannot be set in Lacquer"),
         ("sub vcl_backend_response { set beresp.storage = storage.nope; }", "Symbol not found: 'storage.nope'"),
         ("sub vcl_recv { if (storage.nope.happy) { } }", "Symbol not found: 'storage.nope.happy'"),
         ("sub vcl_recv { return; }", "Expected a return action"),

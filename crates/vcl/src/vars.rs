@@ -270,11 +270,10 @@ impl StorageField {
 }
 
 /// Why a variable Varnish lets VCL set is refused when the program loads,
-/// rather than set to no effect: Lacquer has no filter lists to name, and
-/// writes every status line as HTTP/1.1.
+/// rather than set to no effect: Lacquer writes every status line as
+/// HTTP/1.1.
 pub fn not_settable_in_lacquer(var: Var) -> Option<&'static str> {
     match var {
-        Var::RespFilters => Some("delivery filters are chosen by resp.do_esi and the request"),
         Var::BerespProto | Var::RespProto => {
             Some("responses are HTTP/1.1 (the protocol is not stored or sent as set)")
         }

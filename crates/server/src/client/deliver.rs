@@ -346,10 +346,11 @@ pub(crate) async fn object(
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
-    let esi = !bodyless && obj.esi_expected() && req.esi_enabled;
-    let gunzip =
-        !bodyless && p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers);
-    // The length is not the stored one: no ranges, chunked framing.
+    let filters = Filters::of(p, req, obj, status);
+    let esi = !bodyless && filters.esi;
+    let gunzip = !bodyless && filters.gunzip;
+    // The length is not the stored one: chunked framing, and only a closed
+    // range (`bytes a-b/*`) of what comes out.
     let filtered = esi || gunzip;
     let known = if filtered {
         None
@@ -357,7 +358,9 @@ pub(crate) async fn object(
         obj.body().known_len()
     };
     let mut window = None;
-    if !bodyless && !filtered && status == 200 && p.http_range_support() {
+    if filtered && filters.range && status == 200 && !is_head {
+        window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
+    } else if !bodyless && !filtered && status == 200 && p.http_range_support() {
         if let Some(total) = known {
             match range(&req.head.headers, obj, total) {
                 Range::Full => {}
@@ -477,6 +480,69 @@ pub(crate) async fn object(
     })
 }
 
+/// The delivery filters of a response (`resp.filters`), in the order
+/// they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filters {
+    /// Run the object's ESI program.
+    pub esi: bool,
+    /// Inflate a gzip'd body.
+    pub gunzip: bool,
+    /// Answer the request's byte range.
+    pub range: bool,
+}
+
+impl Filters {
+    const ESI: u8 = 1;
+    const GUNZIP: u8 = 2;
+    const RANGE: u8 = 4;
+
+    /// The filters a response gets: those VCL set, else the ones the
+    /// object and the request call for.
+    pub fn of(p: &Params, req: &Req, obj: &Object, status: u16) -> Filters {
+        match req.resp_filters {
+            Some(bits) => Filters {
+                esi: bits & Self::ESI != 0 && obj.esi_expected(),
+                gunzip: bits & Self::GUNZIP != 0 && obj.gzipped(),
+                range: bits & Self::RANGE != 0,
+            },
+            None => Filters {
+                esi: obj.esi_expected() && req.esi_enabled,
+                gunzip: p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers),
+                range: status == 200
+                    && p.http_range_support()
+                    && req.head.headers.get("range").is_some(),
+            },
+        }
+    }
+
+    /// The list as VCL reads it: `esi gunzip range`.
+    pub fn names(self) -> String {
+        let names = [(self.esi, "esi"), (self.gunzip, "gunzip"), (self.range, "range")];
+        let on: Vec<&str> = names.iter().filter(|n| n.0).map(|n| n.1).collect();
+        on.join(" ")
+    }
+
+    /// Reads a list VCL set; an unknown filter is an error naming it.
+    pub fn parse(list: &[u8]) -> Result<u8, String> {
+        let mut bits = 0;
+        for name in list.split(|b| b.is_ascii_whitespace()).filter(|n| !n.is_empty()) {
+            bits |= match name {
+                b"esi" => Self::ESI,
+                b"gunzip" => Self::GUNZIP,
+                b"range" => Self::RANGE,
+                other => {
+                    return Err(format!(
+                        "Filter '{}' not found",
+                        String::from_utf8_lossy(other)
+                    ))
+                }
+            };
+        }
+        Ok(bits)
+    }
+}
+
 /// What goes on the wire after the head.
 struct Shape {
     window: Option<(u64, u64, u64)>,
@@ -522,7 +588,14 @@ async fn send(
         }
         // Boxed, as every rare path here: an ESI page's or an inflated
         // body's state would otherwise grow every connection's task.
-        let r = Box::pin(filtered_body(c, sh, req, obj, d, &clock)).await;
+        c.window = window.map(|(start, end, _)| (start, end - start + 1));
+        let top = Filters {
+            esi,
+            gunzip,
+            range: false,
+        };
+        let r = Box::pin(filtered_body(c, sh, req, obj, d, &clock, Some(top))).await;
+        c.window = None;
         if let Err(outcome) = r {
             return Some(outcome);
         }
@@ -561,13 +634,18 @@ async fn filtered_body(
     obj: &Object,
     d: Delivery<'_>,
     clock: &SendClock,
+    top: Option<Filters>,
 ) -> Result<(), Outcome> {
     // An include of a page that goes out gzip'd hands it deflate data.
-    let splice = match &req.include {
-        Some(ctx) => ctx.gzip,
-        None => obj.gzipped() && (can_gzip(&req.head.headers) || !sh.params.http_gzip_support()),
+    let splice = match (&req.include, top) {
+        (Some(ctx), _) => ctx.gzip,
+        (None, Some(f)) => obj.gzipped() && !f.gunzip,
+        (None, None) => {
+            obj.gzipped() && (can_gzip(&req.head.headers) || !sh.params.http_gzip_support())
+        }
     };
-    if obj.esi_expected() && req.esi_enabled {
+    let esi = top.map_or(obj.esi_expected() && req.esi_enabled, |f| f.esi);
+    if esi {
         wait_complete(obj).await?;
         if let Some(program) = obj.esi::<lacquer_filters::esi::Program>() {
             let out = esi::Out {
@@ -595,7 +673,11 @@ async fn filtered_body(
                 .map_err(Outcome::from);
         }
     }
-    if obj.gzipped() && (c.is_fragment() || !can_gzip(&req.head.headers)) {
+    let gunzip = top.map_or(
+        obj.gzipped() && (c.is_fragment() || !can_gzip(&req.head.headers)),
+        |f| f.gunzip,
+    );
+    if gunzip {
         stream_gunzip(c, req, obj, clock).await?;
         return finish_body(c, clock).await;
     }
@@ -680,7 +762,7 @@ async fn fragment(
     d: Delivery<'_>,
 ) -> Outcome {
     let clock = send_clock(&sh.params, req);
-    let result = filtered_body(c, sh, req, obj, d, &clock).await;
+    let result = filtered_body(c, sh, req, obj, d, &clock, None).await;
     req.log.timestamp("Resp", lacquer_core::time::now());
     match result {
         Ok(()) => Outcome::KeepAlive,

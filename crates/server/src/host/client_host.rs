@@ -191,7 +191,14 @@ impl Host for ClientHost<'_> {
             | Var::ObjUncacheable => obj_var(obj, var),
             Var::Resp => Value::Http(HttpKind::Resp),
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
-            Var::RespFilters => Value::str(""),
+            Var::RespFilters => match obj {
+                Some(o) => {
+                    let status = self.resp.as_deref().map_or(o.status(), |r| r.status % 1000);
+                    let f = crate::client::deliver::Filters::of(&self.sh.params, req, o, status);
+                    Value::str(&f.names())
+                }
+                None => Value::str(""),
+            },
             Var::RespIsStreaming => {
                 Value::Bool(obj.is_some_and(|o| o.body().known_len().is_none()))
             }
@@ -273,7 +280,13 @@ impl Host for ClientHost<'_> {
                     req.backend_hint = b;
                 }
             }
+            Var::RespDoEsi if req.resp_filters.is_some() => {
+                return Err("resp.do_esi: resp.filters are already set".into())
+            }
             Var::ReqEsi | Var::RespDoEsi => req.esi_enabled = value.as_bool(),
+            Var::RespFilters => {
+                req.resp_filters = Some(crate::client::deliver::Filters::parse(value.as_bytes())?)
+            }
             Var::ReqGrace => req.grace = Some(value.as_f64()),
             Var::ReqTtl | Var::ReqMaxAge => req.ttl = Some(value.as_f64()),
             Var::ReqHashAlwaysMiss => req.hash_always_miss = value.as_bool(),

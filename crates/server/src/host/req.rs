@@ -62,6 +62,8 @@ pub(crate) struct Req {
     pub acct: Acct,
     /// `req.esi` and `resp.do_esi`: whether this delivery runs ESI.
     pub esi_enabled: bool,
+    /// `resp.filters` as VCL set them (bits of [`crate::client::deliver::Filters`]).
+    pub resp_filters: Option<u8>,
     /// Set on an ESI include: its depth, the top request, its ancestors.
     pub include: Option<Arc<IncludeCtx>>,
     /// An include's headers as it began, before `vcl_recv` (what its own
@@ -115,6 +117,7 @@ impl Req {
             storage: None,
             sess: Default::default(),
             esi_enabled: true,
+            resp_filters: None,
             include: None,
             initial: None,
             hop_values: Vec::new(),

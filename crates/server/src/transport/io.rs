@@ -185,6 +185,9 @@ pub(crate) struct Client {
     pub sess: SessTimeouts,
     /// The response being sent has a chunk-framed body.
     chunked: bool,
+    /// A byte range of a body made on the way out (an ESI page, an
+    /// inflated body): bytes still to skip, bytes still to send.
+    pub window: Option<(u64, u64)>,
 }
 
 /// The timeouts of one session, as `sess.*` in VCL sets them.
@@ -208,6 +211,7 @@ impl Client {
             addrs: std::sync::Arc::new(addrs),
             key: Vec::with_capacity(128),
             chunked: false,
+            window: None,
         }
     }
 
@@ -223,6 +227,7 @@ impl Client {
             fd: socket,
             sess: parent.sess,
             chunked: false,
+            window: None,
         }
     }
 
@@ -293,6 +298,14 @@ impl Client {
         last: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
+        let windowed;
+        let pieces = match self.window.as_mut() {
+            Some(w) => {
+                windowed = cut_window(pieces, w);
+                &windowed[..]
+            }
+            None => pieces,
+        };
         let chunked = self.chunked;
         let size: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         if size == 0 {
@@ -615,5 +628,40 @@ impl ReqBody {
             n += piece.len() as u64;
         }
         Ok(n)
+    }
+}
+
+/// The part of `pieces` inside a window (bytes to skip, bytes to send),
+/// which moves on past them.
+fn cut_window(pieces: &[Bytes], w: &mut (u64, u64)) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    for p in pieces {
+        let mut p = p.clone();
+        let skip = w.0.min(p.len() as u64);
+        w.0 -= skip;
+        p = p.slice(skip as usize..);
+        let take = w.1.min(p.len() as u64);
+        w.1 -= take;
+        if take > 0 {
+            out.push(p.slice(..take as usize));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn a_window_spans_pieces_and_moves_on() {
+        let mut w = (2, 4);
+        let a = cut_window(&[Bytes::from_static(b"abc"), Bytes::from_static(b"defg")], &mut w);
+        assert_eq!(a.concat(), b"cdef");
+        assert_eq!(w, (0, 0));
+        assert!(cut_window(&[Bytes::from_static(b"hij")], &mut w).is_empty());
+        let mut w = (5, 1);
+        assert!(cut_window(&[Bytes::from_static(b"abc")], &mut w).is_empty());
+        assert_eq!(cut_window(&[Bytes::from_static(b"defg")], &mut w).concat(), b"f");
     }
 }
