@@ -518,7 +518,11 @@ impl Filters {
 
     /// The list as VCL reads it: `esi gunzip range`.
     pub fn names(self) -> String {
-        let names = [(self.esi, "esi"), (self.gunzip, "gunzip"), (self.range, "range")];
+        let names = [
+            (self.esi, "esi"),
+            (self.gunzip, "gunzip"),
+            (self.range, "range"),
+        ];
         let on: Vec<&str> = names.iter().filter(|n| n.0).map(|n| n.1).collect();
         on.join(" ")
     }
@@ -526,7 +530,10 @@ impl Filters {
     /// Reads a list VCL set; an unknown filter is an error naming it.
     pub fn parse(list: &[u8]) -> Result<u8, String> {
         let mut bits = 0;
-        for name in list.split(|b| b.is_ascii_whitespace()).filter(|n| !n.is_empty()) {
+        for name in list
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|n| !n.is_empty())
+        {
             bits |= match name {
                 b"esi" => Self::ESI,
                 b"gunzip" => Self::GUNZIP,

@@ -148,7 +148,8 @@ impl FetchMode for PassFetch<'_> {
             // Nobody else wants this response: a client that leaves ends
             // the wait for it (and frees the connection slot).
             let bytes = in_memory.unwrap_or_default();
-            let exchange = backend.exchange(head, &bytes, t, limits, req.is_head(), bereq.retry_connect);
+            let exchange =
+                backend.exchange(head, &bytes, t, limits, req.is_head(), bereq.retry_connect);
             let half_closed = sh.params.answer_half_closed();
             let Some(result) = c.watching(exchange, half_closed).await else {
                 bereq.log.fmt(

@@ -177,7 +177,8 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                     Action::Merge => resp.headers = refresh.headers,
                     Action::ObjStale => resp.headers = lacquer_http::Headers::new(),
                     other => {
-                        conn.finish(false);
+                        // A 304 has no body: its connection carries on.
+                        conn.finish(resp.framing == Framing::None);
                         mode.forget_invalidated(bereq);
                         match other {
                             Action::Retry if bereq.retries < max_retries && mode.may_retry() => {

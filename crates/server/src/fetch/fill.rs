@@ -74,7 +74,16 @@ pub(crate) fn begin<'c>(
     // A response to a HEAD (VCL made the fetch one) keeps the length it
     // announced: a HEAD answered from it says the same.
     let head_length = bereq.method.eq_ignore_ascii_case(b"HEAD");
-    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary, head_length);
+    let obj = make_object(
+        bereq.xid,
+        &beresp,
+        headers,
+        resp,
+        framing,
+        body,
+        vary,
+        head_length,
+    );
     if filters.is_esi() {
         obj.expect_esi();
     }
@@ -287,7 +296,9 @@ pub(crate) fn from_stale(
     let headers = std::mem::take(&mut beresp.headers);
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
-    let obj = make_object(bereq.xid, &beresp, headers, resp, framing, body, vary, false);
+    let obj = make_object(
+        bereq.xid, &beresp, headers, resp, framing, body, vary, false,
+    );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
         obj.set_esi(program.clone());

@@ -656,12 +656,18 @@ mod window_tests {
     #[test]
     fn a_window_spans_pieces_and_moves_on() {
         let mut w = (2, 4);
-        let a = cut_window(&[Bytes::from_static(b"abc"), Bytes::from_static(b"defg")], &mut w);
+        let a = cut_window(
+            &[Bytes::from_static(b"abc"), Bytes::from_static(b"defg")],
+            &mut w,
+        );
         assert_eq!(a.concat(), b"cdef");
         assert_eq!(w, (0, 0));
         assert!(cut_window(&[Bytes::from_static(b"hij")], &mut w).is_empty());
         let mut w = (5, 1);
         assert!(cut_window(&[Bytes::from_static(b"abc")], &mut w).is_empty());
-        assert_eq!(cut_window(&[Bytes::from_static(b"defg")], &mut w).concat(), b"f");
+        assert_eq!(
+            cut_window(&[Bytes::from_static(b"defg")], &mut w).concat(),
+            b"f"
+        );
     }
 }
