@@ -235,6 +235,11 @@ impl<'a> Conn<'a> {
         BodyReader { state }
     }
 
+    /// Whether bytes past the response head have already arrived.
+    pub fn body_buffered(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
     /// Reads the next piece of the body; `None` at its end.
     pub async fn read_body(
         &mut self,

@@ -419,6 +419,26 @@ async fn stream_response(
         amended.reason = Bytes::from_static(b"Not Modified");
     }
     let status = amended.status;
+    let bodyless = status == 204 || status == 304 || status < 200;
+    let fragment = c.is_fragment();
+    // A gzip'd body goes out inflated to a client that does not take gzip
+    // (a backend may send it whatever was asked), as from the cache.
+    let gunzip = !fragment
+        && !bodyless
+        && sh.params.http_gzip_support()
+        && crate::client::deliver::is_gzipped(&amended.headers)
+        && !crate::host::req::can_gzip(&req.head.headers);
+    if gunzip {
+        amended.headers.remove("content-encoding");
+        if let Some(etag) = amended
+            .headers
+            .get("etag")
+            .filter(|e| !e.starts_with(b"W/"))
+        {
+            let weak = [&b"W/"[..], etag].concat();
+            amended.headers.set("ETag", weak);
+        }
+    }
     let (block, _) = crate::host::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
@@ -426,9 +446,11 @@ async fn stream_response(
         .map(|v| lacquer_cache::ttl::parse_delta_seconds(lacquer_http::headers::trim(v)) as u64)
         .unwrap_or(0);
     let http10 = req.head.version == Version::Http10;
-    let bodyless = status == 204 || status == 304 || status < 200;
     let wire = match resp.framing {
         _ if bodyless => WireBody::Bodyless,
+        Framing::Length(_) if gunzip && is_head => WireBody::HeadUnknown,
+        Framing::Length(_) if gunzip && http10 => WireBody::Close,
+        Framing::Length(_) if gunzip => WireBody::Chunked,
         Framing::Length(n) => WireBody::Length(n),
         Framing::None if is_head => WireBody::HeadUnknown,
         Framing::None => WireBody::Length(0),
@@ -437,9 +459,8 @@ async fn stream_response(
     };
     let keep = keep && wire != WireBody::Close;
     // An include hands its parent the status and the body alone, inflated.
-    let fragment = c.is_fragment();
-    let mut inflate =
-        (fragment && crate::client::deliver::is_gzipped(&amended.headers)).then(Gunzip::new);
+    let mut inflate = (gunzip || fragment && crate::client::deliver::is_gzipped(&amended.headers))
+        .then(Gunzip::new);
     c.wbuf.clear();
     c.wbuf.extend_from_slice(&block);
     deliver::write_delivery_headers(
@@ -468,9 +489,51 @@ async fn stream_response(
         Params::duration(req.sess.send.unwrap_or(sh.params.send_timeout())),
         Params::duration(req.sess.idle_send.unwrap_or(sh.params.idle_send_timeout())),
     );
-    if c.send_head(wire, &[], &clock).await.is_err() {
-        return Passed::Done(Outcome::Close(CloseReason::TxError));
+    let mut reader = be.body(if bodyless {
+        Framing::None
+    } else {
+        resp.framing
+    });
+    // A gzip'd body is checked on its way through, as varnishd's
+    // testgunzip does: one that is corrupt, cut short or followed by junk
+    // ends the client's connection rather than reach it whole-looking.
+    let sends_body = !bodyless && !is_head && !not_modified;
+    let mut test = (!fragment
+        && !gunzip
+        && sends_body
+        && sh.params.http_gzip_support()
+        && crate::client::deliver::is_gzipped(&amended.headers))
+    .then(|| Box::new(lacquer_filters::splice::Scan::new()));
+    // Body bytes that came with the response head go out with the head,
+    // in one write.
+    let mut first = None;
+    if !fragment && !gunzip && sends_body && be.body_buffered() {
+        first = Some(be.read_body(&mut reader, t).await);
     }
+    // The backend body bytes read so far, once the head went out.
+    let head_sent = match first.take() {
+        Some(Ok(Some(piece))) => {
+            if let Some(Err(e)) = test.as_mut().map(|s| s.push(&piece)) {
+                backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                return Passed::Done(Outcome::Close(CloseReason::TxError));
+            }
+            let n = piece.len() as u64;
+            let sent = c.send_head_and_piece(wire, piece, &clock).await;
+            if let Ok(n) = sent {
+                COUNTERS.add(Counter::s_resp_bodybytes, n);
+                req.acct.body_tx += n;
+            }
+            sent.is_ok().then_some(n)
+        }
+        other => {
+            first = other;
+            let sent = c.send_head(wire, &[], &clock).await;
+            sent.is_ok().then_some(0)
+        }
+    };
+    let Some(mut body) = head_sent else {
+        return Passed::Done(Outcome::Close(CloseReason::TxError));
+    };
     if not_modified {
         // The body the backend is sending is not wanted: its connection
         // cannot carry another request.
@@ -482,16 +545,18 @@ async fn stream_response(
             false => Outcome::Close(CloseReason::ReqClose),
         });
     }
-    let mut reader = be.body(if bodyless {
-        Framing::None
-    } else {
-        resp.framing
-    });
-    let mut body = 0u64;
     loop {
-        match be.read_body(&mut reader, t).await {
+        let next = match first.take() {
+            Some(next) => next,
+            None => be.read_body(&mut reader, t).await,
+        };
+        match next {
             Ok(Some(piece)) => {
                 body += piece.len() as u64;
+                if let Some(Err(e)) = test.as_mut().map(|s| s.push(&piece)) {
+                    backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                    return Passed::Done(Outcome::Close(CloseReason::TxError));
+                }
                 // Inflated (for an include) a bounded slice at a time.
                 let mut slices = inflate.as_mut().map(|z| z.slices(&piece, INFLATE_SLICE));
                 let mut whole = Some(piece.clone());
@@ -519,12 +584,19 @@ async fn stream_response(
                 }
             }
             Ok(None) => {
+                if let Some(Err(e)) = test.take().map(|s| s.finish()) {
+                    backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
+                    return Passed::Done(Outcome::Close(CloseReason::TxError));
+                }
                 if let Some(z) = inflate.take() {
                     match z.finish() {
                         Ok((tail, _)) => {
                             let Ok(n) = c.send_body(&[tail], &clock).await else {
                                 return Passed::Done(Outcome::Close(CloseReason::TxError));
                             };
+                            if !fragment {
+                                COUNTERS.add(Counter::s_resp_bodybytes, n);
+                            }
                             req.acct.body_tx += n;
                         }
                         Err(e) => {

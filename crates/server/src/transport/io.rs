@@ -458,6 +458,31 @@ impl Client {
         result
     }
 
+    /// Sends the head in the header buffer together with the body's first
+    /// piece (framed as a chunk when the body is chunked), in one write.
+    pub async fn send_head_and_piece(
+        &mut self,
+        wire: WireBody,
+        piece: Bytes,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        if self.is_fragment() || wire != WireBody::Chunked || piece.is_empty() {
+            let n = piece.len() as u64;
+            self.send_head(wire, &[piece], clock).await?;
+            return Ok(n);
+        }
+        self.chunked = true;
+        let mut size_line = Vec::with_capacity(16);
+        lacquer_http::chunked::chunk_header(piece.len(), &mut size_line);
+        let parts: [&[u8]; 3] = [&size_line, &piece, b"\r\n"];
+        let result = match &mut self.wire {
+            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, &parts, clock).await,
+            Wire::Fragment(_) => Ok(()),
+        };
+        self.wbuf.clear();
+        result.map(|()| piece.len() as u64)
+    }
+
     /// Writes a small complete message with the idle send timeout.
     pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
         let Wire::Stream(stream) = &mut self.wire else {
