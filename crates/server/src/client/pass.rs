@@ -374,6 +374,9 @@ async fn stream_response(
         conn: mut be,
         timeouts: t,
     } = backend;
+    // VCL that set beresp.filters chose none (a streamed pass has no
+    // filters): the body is neither checked nor inflated.
+    let gzip_known = !beresp.filters_set;
     let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
     let mut host = ClientHost {
         resp: Some(&mut vresp),
@@ -424,6 +427,7 @@ async fn stream_response(
     // A gzip'd body goes out inflated to a client that does not take gzip
     // (a backend may send it whatever was asked), as from the cache.
     let gunzip = !fragment
+        && gzip_known
         && !bodyless
         && sh.params.http_gzip_support()
         && crate::client::deliver::is_gzipped(&amended.headers)
@@ -499,6 +503,7 @@ async fn stream_response(
     // ends the client's connection rather than reach it whole-looking.
     let sends_body = !bodyless && !is_head && !not_modified;
     let mut test = (!fragment
+        && gzip_known
         && !gunzip
         && sends_body
         && sh.params.http_gzip_support()
@@ -644,11 +649,12 @@ async fn send_with_body<'b>(
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
     let limit = Params::duration(sh.params.timeout_idle());
-    // When the body has begun to arrive with the head, its first piece is
-    // read before a backend connection is taken: framing broken from the
-    // start never reaches the backend. (Otherwise the head goes first, as
-    // varnishd sends it.)
-    let mut first = if c.rbuf.is_empty() && !c.has_unread() {
+    // A chunked body's first piece (and any body's that has begun to
+    // arrive) is read before a backend connection is taken: chunk framing
+    // broken from the start never reaches the backend, and a client slow
+    // to start one holds no backend connection. (Otherwise the head goes
+    // first, as varnishd sends it.)
+    let mut first = if !chunked && c.rbuf.is_empty() && !c.has_unread() {
         None
     } else {
         match req.body.next(c, limit).await {
