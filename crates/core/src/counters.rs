@@ -321,8 +321,8 @@ counter_table! {
     summs: Counter, "Times the workers' counters were summed.";
     vmods: Gauge, "VMODs imported by loaded programs.";
     n_vcl_discard: Gauge, "Programs discarded but not yet let go (never: a discarded program goes when its last request ends, unseen).";
-    ws_backend_overflow: Counter, "Backend workspace overflows (never: there are no workspaces).";
-    ws_client_overflow: Counter, "Client workspace overflows (never).";
+    ws_backend_overflow: Counter, "Backend workspace overflows (workspace_backend).";
+    ws_client_overflow: Counter, "Client workspace overflows (workspace_client).";
     ws_thread_overflow: Counter, "Thread workspace overflows (never).";
     ws_session_overflow: Counter, "Session workspace overflows (never).";
     shm_records: Counter, "Log records written.";

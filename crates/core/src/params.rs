@@ -346,9 +346,9 @@ param_table! {
     max_retries: Count, "4", "retries", min Some("0"), max None,
         "Upper limit on how many times a backend fetch can retry.";
     max_vcl: Count, "100", "programs", min Some("0"), max None,
-        "Accepted for varnishd command lines: loading more programs than this is not refused yet.";
+        "How many VCL programs may be loaded before vcl.load and vcl.inline warn or refuse (max_vcl_handling).";
     max_vcl_handling: Count, "1", "", min Some("0"), max Some("2"),
-        "Accepted for varnishd command lines; see max_vcl.";
+        "What loading past max_vcl does: 0 nothing, 1 a warning, 2 a refusal.";
     nuke_limit: Count, "50", "allocations", min Some("0"), max None,
         "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
     pcre2_depth_limit: Count, "20", "", min Some("1"), max None,
@@ -452,9 +452,9 @@ param_table! {
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
         "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
     workspace_backend: Bytes, "96k", "bytes", min Some("1k"), max None,
-        "Accepted for varnishd command lines: backend requests have no fixed workspace (ws_backend_overflow stays 0); http_req_size and http_resp_size bound their heads.";
+        "Bytes for a backend request's head and the header values VCL sets in the backend subroutines; past it the VCL fails (ws_backend_overflow).";
     workspace_client: Bytes, "96k", "bytes", min Some("9k"), max None,
-        "Accepted for varnishd command lines: client requests have no fixed workspace (ws_client_overflow stays 0); http_req_size bounds their heads.";
+        "Bytes for a client request's head and the header values VCL sets in the client subroutines; past it the VCL fails (ws_client_overflow).";
     workspace_session: Bytes, "768b", "bytes", min Some("384b"), max None,
         "Accepted for varnishd command lines: sessions have no fixed workspace.";
     workspace_thread: Bytes, "2k", "bytes", min Some("256b"), max Some("8k"),

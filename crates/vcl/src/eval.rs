@@ -77,7 +77,7 @@ impl<'a> Eval<'a> {
             }
             Stmt::Set(Place::Header(kind, name), e) => {
                 let b = self.eval_bytes(e)?;
-                self.host.set_header(*kind, name, b);
+                self.host.set_header(*kind, name, b).map_err(VclFailure)?;
             }
             Stmt::Unset(place) => match place {
                 Place::Var(var) => self.host.unset(*var),

@@ -208,11 +208,15 @@ pub trait Host {
     fn str_ref(&self, _var: Var) -> Option<&[u8]> {
         None
     }
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes);
+    /// Sets a header; an error (the task's workspace is used up) fails
+    /// the VCL.
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String>;
     fn unset_header(&mut self, kind: HttpKind, name: &str);
     /// Adds a header line after those of its name (vmod header); a host
     /// without headers (`vcl_init`) has nothing to add to.
-    fn append_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) {}
+    fn append_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) -> Result<(), String> {
+        Ok(())
+    }
     /// Every value of a header, for `std.collect`.
     fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes>;
     fn hash_data(&mut self, data: &[u8]);

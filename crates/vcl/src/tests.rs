@@ -74,9 +74,10 @@ impl Host for TestHost {
             .find(|(k, n, _)| *k == kind && n.eq_ignore_ascii_case(name))
             .map(|(_, _, v)| v.clone())
     }
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
         self.unset_header(kind, name);
         self.headers.push((kind, name.to_string(), value));
+        Ok(())
     }
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
         self.headers

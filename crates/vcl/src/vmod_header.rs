@@ -26,7 +26,7 @@ fn regex(v: &Value) -> Option<&lacquer_core::regex::Regex> {
 
 fn append(c: &mut Ctx<'_>, a: &[Value]) -> R {
     if let (Some((kind, name)), Value::Str(value)) = (header(&a[0]), &a[1]) {
-        c.host.append_header(kind, name, value.clone());
+        c.host.append_header(kind, name, value.clone())?;
     }
     Ok(Value::Unset)
 }
@@ -36,7 +36,7 @@ fn copy(c: &mut Ctx<'_>, a: &[Value]) -> R {
         return Ok(Value::Unset);
     };
     for value in c.host.header_all(from, src) {
-        c.host.append_header(to, dst, value);
+        c.host.append_header(to, dst, value)?;
     }
     Ok(Value::Unset)
 }
@@ -62,7 +62,7 @@ fn remove(c: &mut Ctx<'_>, a: &[Value]) -> R {
     }
     c.host.unset_header(kind, name);
     for value in all.into_iter().filter(|v| !re.is_match(v)) {
-        c.host.append_header(kind, name, value);
+        c.host.append_header(kind, name, value)?;
     }
     Ok(Value::Unset)
 }

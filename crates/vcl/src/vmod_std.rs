@@ -234,7 +234,7 @@ fn collect(c: &mut Ctx<'_>, a: &[Value]) -> R {
     if all.len() > 1 {
         let joined = all.join(s(&a[1]));
         c.host.unset_header(kind, name);
-        c.host.set_header(kind, name, Bytes::from(joined));
+        c.host.set_header(kind, name, Bytes::from(joined))?;
     }
     Ok(Value::Unset)
 }

@@ -219,6 +219,8 @@ impl Varnish {
     /// Sends one command; returns status and body.
     pub fn cli(&mut self, world: &World, cmd: &str) -> Step<(u32, String)> {
         self.launch(world)?;
+        // As varnishtest: macros expand in a command, braced or not.
+        let cmd = &world.macros.expand(cmd)?;
         let cli = self.cli.as_mut().expect("launched");
         for l in cmd.lines() {
             log(4, &self.name, &format!("CLI TX|{l}"));

@@ -47,6 +47,9 @@ pub(crate) struct Bereq {
     /// A reused connection that fails before any response byte may be
     /// retried once on a fresh one (`bereq.retry_connect`).
     pub retry_connect: bool,
+    /// Bytes of header values VCL has set, charged to `workspace_backend`
+    /// with the request head.
+    pub ws_used: u64,
     /// `beresp.transit_buffer`, when VCL set it.
     pub transit_buffer: Option<u64>,
     /// The stale object a conditional fetch revalidates (`obj_stale` in
@@ -161,6 +164,7 @@ impl Bereq {
             is_hitpass: false,
             retry_connect: true,
             transit_buffer: None,
+            ws_used: 0,
             stale: None,
             t_start: now,
             hash: Bytes::new(),
@@ -389,6 +393,29 @@ fn proto_text(v: Version) -> Value {
         Version::Http10 => b"HTTP/1.0",
         Version::Http11 => b"HTTP/1.1",
     }))
+}
+
+impl BackendHost<'_> {
+    /// Charges a header VCL sets to the fetch's workspace
+    /// (`workspace_backend`, which also holds the backend request's
+    /// head): past it, the VCL fails, as varnishd's does on a workspace
+    /// overflow.
+    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), String> {
+        let cost = (name.len() + value.len() + 4) as u64;
+        let b = &mut *self.bereq;
+        let head: u64 = b.url.len() as u64
+            + b.headers
+                .iter()
+                .map(|h| (h.name.len() + h.value.len() + 4) as u64)
+                .sum::<u64>();
+        if head + b.ws_used + cost > self.sh.params.workspace_backend() {
+            lacquer_core::counters::COUNTERS
+                .inc(lacquer_core::counters::Counter::ws_backend_overflow);
+            return Err("out of workspace (bo)".into());
+        }
+        b.ws_used += cost;
+        Ok(())
+    }
 }
 
 impl Host for BackendHost<'_> {
@@ -699,7 +726,8 @@ impl Host for BackendHost<'_> {
         }
     }
 
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+        self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Bereq => self.bereq.headers.set_named(name, value),
             HttpKind::Beresp => {
@@ -709,6 +737,7 @@ impl Host for BackendHost<'_> {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn rollback(&mut self, kind: HttpKind) -> Result<(), String> {
@@ -727,7 +756,8 @@ impl Host for BackendHost<'_> {
         Ok(())
     }
 
-    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+        self.charge_workspace(name, &value)?;
         let name = Bytes::copy_from_slice(name.as_bytes());
         match kind {
             HttpKind::Bereq => self.bereq.headers.append(name, value),
@@ -738,6 +768,7 @@ impl Host for BackendHost<'_> {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn unset_header(&mut self, kind: HttpKind, name: &str) {

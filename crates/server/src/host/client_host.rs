@@ -9,6 +9,7 @@ use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object};
+use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Version;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
@@ -43,6 +44,20 @@ fn proto_text(v: Version) -> Value {
 }
 
 impl<'a> ClientHost<'a> {
+    /// Charges a header VCL sets to the request's workspace
+    /// (`workspace_client`, which also holds the request head): past it,
+    /// the VCL fails, as varnishd's does on a workspace overflow.
+    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), String> {
+        let cost = (name.len() + value.len() + 4) as u64;
+        let head = self.req.head.raw.len() as u64;
+        if head + self.req.ws_used + cost > self.sh.params.workspace_client() {
+            COUNTERS.inc(Counter::ws_client_overflow);
+            return Err("out of workspace (req)".into());
+        }
+        self.req.ws_used += cost;
+        Ok(())
+    }
+
     /// A host for `method` over a request, with no hash, key, object or
     /// response yet (set those with struct update syntax).
     pub fn new(
@@ -420,7 +435,8 @@ impl Host for ClientHost<'_> {
         }
     }
 
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+        self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Req => {
                 if self.req.log.active() {
@@ -439,9 +455,11 @@ impl Host for ClientHost<'_> {
             }
             _ => {}
         }
+        Ok(())
     }
 
-    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) {
+    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+        self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Req => {
                 if self.req.log.active() {
@@ -463,6 +481,7 @@ impl Host for ClientHost<'_> {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn unset_header(&mut self, kind: HttpKind, name: &str) {

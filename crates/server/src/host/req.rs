@@ -62,6 +62,9 @@ pub(crate) struct Req {
     pub acct: Acct,
     /// `req.esi` and `resp.do_esi`: whether this delivery runs ESI.
     pub esi_enabled: bool,
+    /// Bytes of header values VCL has set, charged to `workspace_client`
+    /// with the request head.
+    pub ws_used: u64,
     /// `resp.filters` as VCL set them (bits of [`crate::client::deliver::Filters`]).
     pub resp_filters: Option<u8>,
     /// Set on an ESI include: its depth, the top request, its ancestors.
@@ -118,6 +121,7 @@ impl Req {
             sess: Default::default(),
             esi_enabled: true,
             resp_filters: None,
+            ws_used: 0,
             include: None,
             initial: None,
             hop_values: Vec::new(),

@@ -386,7 +386,9 @@ impl lacquer_vcl::Host for InitHost<'_> {
     fn header(&mut self, _kind: HttpKind, _name: &str) -> Option<Bytes> {
         None
     }
-    fn set_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) {}
+    fn set_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) -> Result<(), String> {
+        Ok(())
+    }
     fn unset_header(&mut self, _kind: HttpKind, _name: &str) {}
     fn header_all(&mut self, _kind: HttpKind, _name: &str) -> Vec<Bytes> {
         Vec::new()

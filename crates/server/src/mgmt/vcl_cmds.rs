@@ -45,6 +45,21 @@ impl Mgmt {
         if self.registry().find(name).is_some() {
             return Reply::with(status::PARAM, format!("Already a VCL named {name}"));
         }
+        // max_vcl: past it, a warning (max_vcl_handling=1) or a refusal (2).
+        let loaded_now = self.registry().entries.len() as u64;
+        let mut too_many = String::new();
+        let (max, handling) = (self.sh.params.max_vcl(), self.sh.params.max_vcl_handling());
+        if handling != 0 && loaded_now >= max {
+            if handling == 2 {
+                return Reply::with(
+                    status::CANT,
+                    format!(
+                        "Too many ({max}) VCLs already loaded\n(See max_vcl and max_vcl_handling parameters)\n"
+                    ),
+                );
+            }
+            too_many = "Remember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)\n".to_string();
+        }
         let stores = self.sh.cache.stores().iter();
         let names = stores.map(|s| s.name().to_string()).collect();
         let labels = self.registry().label_names();
@@ -52,11 +67,12 @@ impl Mgmt {
             Ok(p) => p,
             Err(e) => return Reply::with(status::PARAM, e),
         };
-        let warnings: String = program
+        let mut warnings: String = program
             .warnings
             .iter()
             .map(|w| format!("Warning: {w}\n"))
             .collect();
+        warnings.push_str(&too_many);
         let sh = &self.sh;
         let loaded = match Loaded::new(name, program, &sh.params, sh.cache.bans(), &sh.probes) {
             Ok(l) => Arc::new(l),
