@@ -372,7 +372,7 @@ param_table! {
     prefer_ipv6: Bool, "off", "bool", min None, max None,
         "Accepted for varnishd command lines: a backend host name is connected to at the first address it resolves to.";
     rush_exponent: Count, "3", "requests per request", min Some("2"), max None,
-        "Accepted for varnishd command lines: when a busy object resolves, every waiting request is woken at once.";
+        "Accepted for varnishd command lines: when a busy object resolves, every waiting request is woken at once, so waiters on an uncacheable object fetch side by side rather than a few at a time.";
     send_timeout: Seconds, "600", "seconds", min Some("0"), max None,
         "Total time allowed to deliver one response to a client; when exceeded the connection is closed and everything the delivery held is freed.";
     shortlived: Seconds, "10", "seconds", min Some("0"), max None,
