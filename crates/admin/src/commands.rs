@@ -57,6 +57,18 @@ commands! {
     Status = "status", "status [-j]", 0, Some(1), "Check status of the cache.";
     Stop = "stop", "stop", 0, Some(0), "Stop accepting client connections.";
     StorageList = "storage.list", "storage.list [-j]", 0, Some(1), "List storage devices.";
+    TlsCertCommit = "tls.cert.commit", "tls.cert.commit", 0, Some(0),
+        "Put the staged certificate changes in force for new TLS handshakes.";
+    TlsCertDiscard = "tls.cert.discard", "tls.cert.discard <id>", 1, Some(1),
+        "Stage the removal of a certificate.";
+    TlsCertList = "tls.cert.list", "tls.cert.list", 0, Some(0),
+        "List the certificates in force, their listeners and names, and what is staged.";
+    TlsCertLoad = "tls.cert.load", "tls.cert.load <id> <pemfile> [<keyfile>]", 2, Some(3),
+        "Stage a certificate: key and chain in one PEM file, or the key apart.";
+    TlsCertReload = "tls.cert.reload", "tls.cert.reload", 0, Some(0),
+        "Read every certificate file of the -A file again; if one is broken, nothing changes.";
+    TlsCertRollback = "tls.cert.rollback", "tls.cert.rollback", 0, Some(0),
+        "Drop the staged certificate changes.";
     VclDiscard = "vcl.discard", "vcl.discard <name_pattern>...", 1, None,
         "Unload the named configurations (when possible).";
     VclInline = "vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", 2, Some(3),

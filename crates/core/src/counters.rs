@@ -297,6 +297,9 @@ counter_table! {
     sess_fail_ebadf: Counter, "Accepts that failed on a bad listen socket.";
     sess_fail_enomem: Counter, "Accepts that failed for want of memory.";
     sess_fail_other: Counter, "Accepts that failed for any other reason.";
+    tls_handshakes: Counter, "TLS handshakes completed on client connections.";
+    tls_handshake_fail: Counter, "TLS handshakes refused or broken off (a garbage ClientHello, no common protocol or cipher, a server name with no certificate under sni-nomatch-abort).";
+    tls_handshake_timeout: Counter, "TLS handshakes not done within the -A file's handshake timeout.";
     client_resp_500: Counter, "Deliveries that failed for want of workspace (never: there is no workspace to run out of).";
     n_pipe: Gauge, "Pipes open now.";
     pipe_limited: Counter, "Pipes refused at a limit (never: pipes are not limited in number).";

@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub probes: lacquer_backend::probe::Probes,
     /// How many requests are at work at once (`thread_pool_max`).
     pub admission: session::admission::Admission,
+    /// The `-A` file's certificates, for the `tls.cert.*` commands.
+    pub tls: Option<Arc<transport::tls::TlsState>>,
 }
 
 /// The machine's host name, as `server.hostname` gives it.

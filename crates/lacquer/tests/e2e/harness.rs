@@ -14,7 +14,10 @@ static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 /// A running `lacquer serve`.
 pub struct Lacquer {
     child: Child,
+    /// The first listener (`-a 127.0.0.1:0`).
     pub addr: SocketAddr,
+    /// Every listener, by name, as the daemon reported them.
+    pub listens: Vec<(String, SocketAddr)>,
     /// The management interface (`-T`), if it is on.
     pub mgmt: Option<SocketAddr>,
     /// The `/metrics` endpoint, if `--metrics` was given.
@@ -63,13 +66,17 @@ impl Lacquer {
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
+        let mut listens = Vec::new();
         let mut mgmt = None;
         let mut metrics = None;
         for line in lines.by_ref() {
             let line = line.expect("stdout readable");
             if let Some(rest) = line.strip_prefix("Listen ") {
                 let parts: Vec<&str> = rest.split_whitespace().collect();
-                addr = Some(format!("{}:{}", parts[1], parts[2]).parse().unwrap());
+                if let Ok(a) = format!("{}:{}", parts[1], parts[2]).parse() {
+                    addr.get_or_insert(a);
+                    listens.push((parts[0].to_string(), a));
+                }
             }
             if let Some(rest) = line.strip_prefix("Management ") {
                 let parts: Vec<&str> = rest.split_whitespace().collect();
@@ -88,6 +95,7 @@ impl Lacquer {
         Lacquer {
             child,
             addr: addr.expect("lacquer reported its address"),
+            listens,
             mgmt,
             metrics,
             workdir,
@@ -113,6 +121,15 @@ impl Lacquer {
         let (status, body) = self.cli_run(line);
         assert_eq!(status, 200, "{line}: {body}");
         body
+    }
+
+    /// The address of the listener with this name.
+    pub fn listen(&self, name: &str) -> SocketAddr {
+        self.listens
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+            .unwrap_or_else(|| panic!("no listener {name}: {:?}", self.listens))
     }
 
     pub fn connect(&self) -> Client {

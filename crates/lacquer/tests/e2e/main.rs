@@ -14,5 +14,6 @@ mod mgmt;
 mod observability;
 mod origin;
 mod storage;
+mod tls;
 mod vcl;
 mod vtc;

@@ -4,7 +4,7 @@
 //! (answered with their modern form) and `-w` (mapped to the thread pool
 //! parameters). Every mistake is one clear line and exit status 2.
 
-pub use crate::daemon::listen::{parse_listen, ListenAddrs, ListenSpec, UnixSpec};
+pub use crate::daemon::listen::{parse_listen, ListenAddrs, ListenSpec, TlsUse, UnixSpec};
 use lacquer_core::params::Params;
 use lacquer_core::units::parse_bytes;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -28,7 +28,7 @@ macro_rules! serve_options {
 }
 
 serve_options! {
-    Listen = 'a', true, "[-a [name=][address][:port|/path][,HTTP|,PROXY][,user=U][,group=G][,mode=M]]";
+    Listen = 'a', true, "[-a [name=][address][:port|/path][,HTTP|,PROXY|,HTTPS][,user=U][,group=G][,mode=M]]";
     Backend = 'b', true, "[-b host[:port]]";
     VclFile = 'f', true, "[-f file.vcl]...";
     CompileOnly = 'C', false, "[-C]";
@@ -55,6 +55,7 @@ serve_options! {
     OldUser = 'u', true, "[-u user (now -j unix,user=)]";
     OldGroup = 'g', true, "[-g group (now -j unix,ccgroup=)]";
     OldThreads = 'w', true, "[-w min[,max[,timeout]]]";
+    TlsConf = 'A', true, "[-A tls.conf]";
 }
 
 /// What `-x` describes.
@@ -180,6 +181,8 @@ pub struct ServeConfig {
     pub earlier_vcls: Vec<PathBuf>,
     /// `-f ""`: clients are served once a program is active (after `-I`).
     pub wait_for_program: bool,
+    /// `-A`: TLS frontends and certificates, in Hitch's syntax.
+    pub tls_file: Option<PathBuf>,
 }
 
 /// `-S`: how management clients prove who they are.
@@ -343,6 +346,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut jail = None;
     let mut cli_file = None;
     let mut reverse_cli = None;
+    let mut tls_file = None;
     let mut read_only = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -386,6 +390,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         };
         match option {
             ServeOption::Listen => listen_specs.push(value),
+            ServeOption::TlsConf => tls_file = Some(PathBuf::from(value)),
             ServeOption::Backend => backend = Some(parse_backend(&value)?),
             ServeOption::VclFile => vcl_files.push(PathBuf::from(value)),
             ServeOption::CompileOnly => compile_only = true,
@@ -550,6 +555,12 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         if !names.insert(l.name.clone()) {
             return Err(format!("-a: listen name \"{}\" used twice", l.name));
         }
+        if l.tls.is_some() && tls_file.is_none() {
+            return Err(format!(
+                "-a {}: HTTPS needs certificates: give them with -A tls.conf",
+                l.name
+            ));
+        }
     }
     if stores.is_empty() {
         stores.push(StoreSpec {
@@ -576,6 +587,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         read_only,
         earlier_vcls,
         wait_for_program,
+        tls_file,
     });
     Ok(if compile_only {
         ServeAction::Compile(cfg)

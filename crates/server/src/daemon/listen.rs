@@ -26,6 +26,18 @@ pub struct ListenSpec {
     pub addrs: ListenAddrs,
     /// `PROXY`: every connection starts with a PROXY protocol header.
     pub proxy: bool,
+    /// Connections speak TLS: `HTTPS` (the `-A` file's global
+    /// certificates), or one of its frontends.
+    pub tls: Option<TlsUse>,
+}
+
+/// Which certificates and settings a TLS listener takes from `-A`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsUse {
+    /// `-a host:port,HTTPS`: the file's global ones.
+    Global,
+    /// The file's frontend of this index.
+    Frontend(usize),
 }
 
 /// Where a listener binds.
@@ -58,6 +70,7 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
     let endpoint = parts.next().unwrap_or("");
     let unix = endpoint.starts_with('/') || endpoint.starts_with('@');
     let mut proxy = false;
+    let mut tls = None;
     let mut unix_spec = UnixSpec {
         path: endpoint.to_string(),
         ..UnixSpec::default()
@@ -70,6 +83,10 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
         match (key.as_str(), value) {
             ("HTTP" | "HTTP/1", None) => {}
             ("PROXY", None) => proxy = true,
+            ("HTTPS", None) if unix => {
+                return Err(format!("-a {spec}: HTTPS is for TCP listeners"))
+            }
+            ("HTTPS", None) => tls = Some(TlsUse::Global),
             ("user" | "group" | "mode", Some(_)) if !unix => {
                 return Err(format!("-a {spec}: {key}= is only for Unix domain sockets"))
             }
@@ -93,6 +110,11 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
             _ => return Err(format!("-a {spec}: unknown protocol or option \"{extra}\"")),
         }
     }
+    if proxy && tls.is_some() {
+        return Err(format!(
+            "-a {spec}: PROXY before TLS on one listener is not served yet"
+        ));
+    }
     if unix {
         if endpoint.len() < 2 || endpoint.len() > 107 {
             return Err(format!(
@@ -104,6 +126,7 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
             endpoint: endpoint.to_string(),
             addrs: ListenAddrs::Unix(unix_spec),
             proxy,
+            tls,
         });
     }
     let (host, port) = split_host_port(endpoint).map_err(|e| format!("-a {spec}: {e}"))?;
@@ -130,6 +153,7 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
         endpoint: endpoint.to_string(),
         addrs: ListenAddrs::Tcp(addrs),
         proxy,
+        tls,
     })
 }
 
@@ -142,6 +166,8 @@ pub(crate) struct Listener {
     pub endpoint: Arc<str>,
     /// Connections start with a PROXY header.
     pub proxy: bool,
+    /// Connections speak TLS (set once the `-A` file is read).
+    pub tls: Option<Arc<crate::transport::tls::TlsListener>>,
 }
 
 /// The socket of a listener.
@@ -173,6 +199,7 @@ impl Listener {
             name: self.name.clone(),
             endpoint: self.endpoint.clone(),
             proxy: self.proxy,
+            tls: self.tls.clone(),
         };
         Ok(match &self.socket {
             Bound::Tcp(l, local) => {
@@ -195,6 +222,7 @@ struct Info {
     name: Arc<str>,
     endpoint: Arc<str>,
     proxy: bool,
+    tls: Option<Arc<crate::transport::tls::TlsListener>>,
 }
 
 /// Binds a TCP address with Lacquer's socket options.
@@ -283,6 +311,7 @@ pub(crate) fn bind_all(specs: &[ListenSpec], backlog: i32) -> Result<Vec<Listene
             name: Arc::from(spec.name.as_str()),
             endpoint: Arc::from(spec.endpoint.as_str()),
             proxy: spec.proxy,
+            tls: None,
         };
         match &spec.addrs {
             ListenAddrs::Unix(u) => {
@@ -365,7 +394,19 @@ async fn accept_tcp(
                     let _ = stream.set_nodelay(true);
                 }
                 let addrs = SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
-                start_session(&sh, Box::new(stream), addrs, info.proxy);
+                match &info.tls {
+                    // The handshake runs on the connection's own task, so
+                    // a slow one holds up no other.
+                    Some(tls) => {
+                        let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
+                        tokio::spawn(async move {
+                            if let Some(stream) = tls.handshake(stream).await {
+                                start_session(&sh, Box::new(stream), addrs, proxy);
+                            }
+                        });
+                    }
+                    None => start_session(&sh, Box::new(stream), addrs, info.proxy),
+                }
             }
             Err(e) => accept_failed(e).await,
         }

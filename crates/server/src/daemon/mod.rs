@@ -45,6 +45,62 @@ fn bind_some(addrs: &[SocketAddr], option: &str) -> Result<Vec<std::net::TcpList
 }
 
 /// Runs the daemon until the process is stopped.
+/// The `-a` listeners and one `tls<N>` listener per frontend of the `-A`
+/// file.
+fn with_frontends(
+    listens: &[config::ListenSpec],
+    tls: Option<&crate::transport::tls::TlsState>,
+) -> Result<Vec<config::ListenSpec>, String> {
+    let mut out = listens.to_vec();
+    for (i, f) in tls
+        .map(|t| &t.file().frontends[..])
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let endpoint = match f.host.as_str() {
+            "" => format!(":{}", f.port),
+            h if h.contains(':') => format!("[{h}]:{}", f.port),
+            h => format!("{h}:{}", f.port),
+        };
+        let mut spec = config::parse_listen(&format!("tls{i}={endpoint}"), 0)
+            .map_err(|e| format!("-A frontend {endpoint}: {e}"))?;
+        if out.iter().any(|l| l.name == spec.name) {
+            return Err(format!(
+                "-a: the name {} is the -A file's frontend {i}",
+                spec.name
+            ));
+        }
+        spec.tls = Some(config::TlsUse::Frontend(i));
+        out.push(spec);
+    }
+    Ok(out)
+}
+
+/// Gives each TLS listener its certificates and settings.
+fn attach_tls(
+    tls: &crate::transport::tls::TlsState,
+    specs: &[config::ListenSpec],
+    listeners: &mut [listen::Listener],
+) -> Result<(), String> {
+    let mut made = std::collections::HashMap::new();
+    for spec in specs {
+        let frontend = match spec.tls {
+            None => continue,
+            Some(config::TlsUse::Global) => None,
+            Some(config::TlsUse::Frontend(i)) => Some(i),
+        };
+        made.insert(
+            spec.name.clone(),
+            Arc::new(tls.listener(&spec.name, frontend)?),
+        );
+    }
+    for l in listeners {
+        l.tls = made.get(&*l.name).cloned();
+    }
+    Ok(())
+}
+
 pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     crate::daemon::panics::install_hook();
     // -p vsl_mask=… applies to the default mask, as param.set does.
@@ -62,7 +118,15 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
     }
     let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
-    let listeners = listen::bind_all(&cfg.listens, backlog)?;
+    let tls = match &cfg.tls_file {
+        Some(path) => Some(Arc::new(crate::transport::tls::TlsState::read(path)?)),
+        None => None,
+    };
+    let listens = with_frontends(&cfg.listens, tls.as_deref())?;
+    let mut listeners = listen::bind_all(&listens, backlog)?;
+    if let Some(tls) = &tls {
+        attach_tls(tls, &listens, &mut listeners)?;
+    }
     let mgmt_listeners = match &cfg.mgmt_listen {
         Some(addrs) => bind_some(addrs, "-T")?,
         None => Vec::new(),
@@ -152,6 +216,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         identity: cfg.identity,
         probes,
         admission: Default::default(),
+        tls,
     });
     let lurker_shared = shared.clone();
     std::thread::Builder::new()

@@ -149,6 +149,12 @@ impl Mgmt {
                 }
             }
             Cmd::StorageList => self.storage_list(json, args),
+            Cmd::TlsCertCommit
+            | Cmd::TlsCertDiscard
+            | Cmd::TlsCertList
+            | Cmd::TlsCertLoad
+            | Cmd::TlsCertReload
+            | Cmd::TlsCertRollback => self.tls_cert(spec.cmd, args),
             Cmd::Ban => {
                 let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
                 match lacquer_cache::ban::BanSpec::parse(&words) {

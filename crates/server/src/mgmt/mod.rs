@@ -2,10 +2,11 @@
 //! Varnish's CLI protocol, the challenge-response login, the work-directory
 //! file that tells `lacquer adm -n` where to connect, and the "child" —
 //! the client listeners — that `start` and `stop` switch on and off.
-//! The commands themselves are in `commands` and `vcl_cmds`.
+//! The commands themselves are in `commands`, `vcl_cmds` and `tls_cmds`.
 
 mod commands;
 mod json;
+mod tls_cmds;
 mod vcl_cmds;
 
 use crate::daemon::listen::Listener;

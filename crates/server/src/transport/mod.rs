@@ -1,7 +1,8 @@
 //! Below the seam: a client connection's bytes (`io`: reading heads and
 //! bodies, writing within the send timeouts, an ESI include's channel to
-//! its page) and its socket options (`sockopt`, the one module that calls
-//! the C library). TLS and other transports come in here.
+//! its page), its socket options (`sockopt`, the one module that calls
+//! the C library) and TLS (`tls`).
 
 pub(crate) mod io;
 pub(crate) mod sockopt;
+pub(crate) mod tls;

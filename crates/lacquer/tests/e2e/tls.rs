@@ -1,0 +1,275 @@
+//! TLS on client connections end to end: an `-A` file in Hitch's syntax,
+//! the certificate chosen by SNI, `-a …,HTTPS`, certificates swapped by
+//! the `tls.cert.*` commands while an established connection carries on,
+//! and handshakes that are garbage or stall. Certificates come from a
+//! throwaway CA made for each test.
+
+use crate::harness::{eventually, Lacquer};
+use crate::origin::{Origin, Reply};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A CA and the leaf certificates it signs, written as PEM files.
+struct Pki {
+    dir: PathBuf,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new(dir: &Path) -> Pki {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "Lacquer test CA");
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = params.self_signed(&ca_key).unwrap();
+        Pki {
+            dir: dir.to_path_buf(),
+            ca,
+            ca_key,
+        }
+    }
+
+    /// A certificate for `names`, key and chain in `file`.
+    fn leaf(&self, file: &str, names: &[&str]) -> PathBuf {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let path = self.dir.join(file);
+        std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+        path
+    }
+
+    fn client(&self) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    }
+}
+
+/// A TLS connection to `addr` naming `sni`.
+fn connect(
+    pki: &Pki,
+    addr: SocketAddr,
+    sni: &str,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let tcp = TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let name = ServerName::try_from(sni.to_string()).unwrap();
+    let conn = rustls::ClientConnection::new(pki.client(), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    // Drive the handshake to its end.
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock)?;
+    }
+    Ok(tls)
+}
+
+/// The names of the certificate the server showed.
+fn served_names(tls: &rustls::StreamOwned<rustls::ClientConnection, TcpStream>) -> Vec<String> {
+    let chain: &[CertificateDer<'_>] = tls.conn.peer_certificates().unwrap();
+    lacquer_tls::names::dns_names(&chain[0])
+}
+
+/// One keep-alive GET on an open connection: status line and body.
+fn get(
+    tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    url: &str,
+) -> (String, String) {
+    write!(tls, "GET {url} HTTP/1.1\r\nHost: example\r\n\r\n").unwrap();
+    tls.flush().unwrap();
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(tls.read(&mut byte).unwrap(), 1, "response head");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("a length")
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; len];
+    tls.read_exact(&mut body).unwrap();
+    (
+        head.lines().next().unwrap().to_string(),
+        String::from_utf8(body).unwrap(),
+    )
+}
+
+fn setup(name: &str, extra: &str) -> (Pki, Origin, Lacquer) {
+    let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-{name}", std::process::id()));
+    let pki = Pki::new(&dir);
+    pki.leaf("a.pem", &["a.example"]);
+    pki.leaf("b.pem", &["*.b.example", "b.example"]);
+    let conf = dir.join("hitch.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# as hitch would have it\n\
+             frontend = \"[127.0.0.1]:0\"\n\
+             backend = \"[127.0.0.1]:6086\"\n\
+             write-proxy-v2 = on\n\
+             pem-file = \"a.pem\"\n\
+             pem-file = \"b.pem\"\n\
+             alpn-protos = \"http/1.1\"\n\
+             {extra}"
+        ),
+    )
+    .unwrap();
+    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
+    let lq = Lacquer::start(
+        origin.addr,
+        &[
+            "-A",
+            conf.to_str().unwrap(),
+            "-a",
+            "secure=127.0.0.1:0,HTTPS",
+        ],
+    );
+    (pki, origin, lq)
+}
+
+#[test]
+fn hitch_configuration_serves_https_and_sni_picks_the_certificate() {
+    let (pki, _origin, lq) = setup("sni", "");
+    for listener in ["tls0", "secure"] {
+        let addr = lq.listen(listener);
+        let mut tls = connect(&pki, addr, "a.example").unwrap();
+        assert_eq!(served_names(&tls), vec!["a.example"]);
+        let (status, body) = get(&mut tls, "/x");
+        assert!(status.starts_with("HTTP/1.1 200 "), "{status}");
+        assert_eq!(body, "page /x");
+        // Keep-alive over TLS: a second request on the connection, a hit.
+        assert_eq!(get(&mut tls, "/x").1, "page /x");
+
+        let tls = connect(&pki, addr, "www.b.example").unwrap();
+        assert_eq!(served_names(&tls), vec!["*.b.example", "b.example"]);
+        // A name no certificate has: the first one (the client refuses it).
+        match connect(&pki, addr, "c.example") {
+            Ok(_) => panic!("a certificate for another name was accepted"),
+            Err(e) => assert!(e.to_string().contains("certificate"), "{e}"),
+        }
+    }
+    // The plain listener still speaks plain HTTP.
+    assert_eq!(lq.get("/plain").status, 200);
+    let list = lq.cli_ok("tls.cert.list");
+    assert!(
+        list.contains("a.pem") && list.contains("*.b.example"),
+        "{list}"
+    );
+}
+
+#[test]
+fn certificates_change_for_new_handshakes_while_connections_carry_on() {
+    let (pki, _origin, lq) = setup("swap", "");
+    let addr = lq.listen("tls0");
+    let mut old = connect(&pki, addr, "a.example").unwrap();
+    assert_eq!(get(&mut old, "/1").1, "page /1");
+
+    // A certificate for a new name: staged, then committed.
+    let c = pki.leaf("c.pem", &["c.example"]);
+    lq.cli_ok(&format!("tls.cert.load cee {}", c.display()));
+    assert!(
+        connect(&pki, addr, "c.example").is_err(),
+        "not before the commit"
+    );
+    assert!(lq.cli_ok("tls.cert.list").contains("staged"));
+    lq.cli_ok("tls.cert.commit");
+    let tls = connect(&pki, addr, "c.example").unwrap();
+    assert_eq!(served_names(&tls), vec!["c.example"]);
+    // The connection made before carries on.
+    assert_eq!(get(&mut old, "/2").1, "page /2");
+
+    // Staged and rolled back: nothing changes.
+    lq.cli_ok("tls.cert.discard cee");
+    lq.cli_ok("tls.cert.rollback");
+    assert!(connect(&pki, addr, "c.example").is_ok());
+    assert_eq!(lq.cli_run("tls.cert.discard nosuch").0, 300);
+    assert_eq!(lq.cli_run("tls.cert.load bad /nonexistent.pem").0, 300);
+
+    // A renewed file is read again by reload; a broken one is refused
+    // with a message and the certificates in force stay.
+    pki.leaf("a.pem", &["a.example", "renewed.a.example"]);
+    assert!(lq.cli_ok("tls.cert.reload").contains("certificates read"));
+    let tls = connect(&pki, addr, "renewed.a.example").unwrap();
+    assert!(served_names(&tls).contains(&"renewed.a.example".to_string()));
+    std::fs::write(
+        pki.dir.join("b.pem"),
+        "-----BEGIN CERTIFICATE-----\nbroken\n",
+    )
+    .unwrap();
+    let (status, body) = lq.cli_run("tls.cert.reload");
+    assert_eq!(status, 300, "{body}");
+    assert!(body.contains("b.pem"), "{body}");
+    assert!(connect(&pki, addr, "www.b.example").is_ok());
+    assert_eq!(get(&mut old, "/3").1, "page /3");
+}
+
+#[test]
+fn garbage_and_stalled_handshakes_close_only_their_connection() {
+    let (pki, _origin, lq) = setup(
+        "hostile",
+        "tls-handshake-timeout = 0.5\nsni-nomatch-abort = on\n",
+    );
+    let addr = lq.listen("tls0");
+    // Not TLS at all.
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut sink = Vec::new();
+    let _ = raw.read_to_end(&mut sink);
+    assert!(!String::from_utf8_lossy(&sink).contains("200"), "{sink:?}");
+
+    // Says nothing: closed at the handshake timeout.
+    let mut quiet = TcpStream::connect(addr).unwrap();
+    quiet
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let began = Instant::now();
+    assert_eq!(quiet.read(&mut [0u8; 16]).unwrap_or(0), 0);
+    assert!(began.elapsed() < Duration::from_secs(5));
+
+    // sni-nomatch-abort: an unknown name ends the handshake.
+    assert!(connect(&pki, addr, "nobody.example").is_err());
+    // Others are untouched.
+    let mut tls = connect(&pki, addr, "b.example").unwrap();
+    assert_eq!(get(&mut tls, "/ok").1, "page /ok");
+    // Counted: the refused and the stalled handshakes, and the good ones.
+    let counter = |name: &str| -> u64 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .args(["stat", "-1", "-f", name, "-n"])
+            .arg(&lq.workdir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(eventually(Duration::from_secs(5), || {
+        counter("MAIN.tls_handshake_fail") >= 2
+            && counter("MAIN.tls_handshake_timeout") == 1
+            && counter("MAIN.tls_handshakes") >= 1
+    }));
+}

@@ -1,0 +1,290 @@
+//! TLS on client connections: the listeners of `-A` frontends and of
+//! `-a host:port,HTTPS`, their handshakes (bounded by the file's
+//! handshake timeout, counted when they fail), and the certificate sets
+//! the `tls.cert.*` commands change while established connections carry
+//! on.
+
+use crate::transport::io::ClientStream;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_tls::{Cert, CertSet, PemSpec, Resolver, TlsFile};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
+    fn socket(&self) -> Option<&TcpStream> {
+        Some(self.get_ref().0)
+    }
+}
+
+/// How a listener speaks TLS.
+pub(crate) struct TlsListener {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub timeout: Duration,
+}
+
+impl TlsListener {
+    /// The handshake, within the timeout; None (counted) when it fails.
+    pub async fn handshake(
+        &self,
+        stream: TcpStream,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        match tokio::time::timeout(self.timeout, self.acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => {
+                COUNTERS.inc(Counter::tls_handshakes);
+                Some(tls)
+            }
+            Ok(Err(_)) => {
+                COUNTERS.inc(Counter::tls_handshake_fail);
+                None
+            }
+            Err(_) => {
+                COUNTERS.inc(Counter::tls_handshake_timeout);
+                None
+            }
+        }
+    }
+}
+
+/// Which certificates a TLS listener offers.
+struct Offer {
+    /// The listener's name (`-a` name or `tls<N>` for a frontend).
+    name: String,
+    resolver: Arc<Resolver>,
+    /// The frontend's own certificates (none for `-a …,HTTPS`), and the
+    /// `pem-file`s they come from.
+    own: Vec<Arc<Cert>>,
+    own_specs: Vec<PemSpec>,
+    /// Whether the file's global certificates are offered too.
+    global: bool,
+}
+
+/// The `-A` file and the certificate sets in force, for the `tls.cert.*`
+/// commands.
+pub(crate) struct TlsState {
+    path: PathBuf,
+    file: TlsFile,
+    inner: Mutex<Certs>,
+}
+
+struct Certs {
+    offers: Vec<Offer>,
+    /// The global certificates in force.
+    global: Vec<Arc<Cert>>,
+    /// Changes made by `tls.cert.load` / `tls.cert.discard` and not yet
+    /// committed: the global set they would make.
+    staged: Option<Vec<Arc<Cert>>>,
+}
+
+impl TlsState {
+    /// Reads the `-A` file and its certificates.
+    pub fn read(path: &std::path::Path) -> Result<TlsState, String> {
+        let file = lacquer_tls::config::read(path).map_err(|e| e.to_string())?;
+        for w in &file.warnings {
+            eprintln!("Warning: {w}");
+        }
+        let global = lacquer_tls::global_certs(&file)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        Ok(TlsState {
+            path: path.to_path_buf(),
+            file,
+            inner: Mutex::new(Certs {
+                offers: Vec::new(),
+                global,
+                staged: None,
+            }),
+        })
+    }
+
+    pub fn file(&self) -> &TlsFile {
+        &self.file
+    }
+
+    /// The TLS side of a listener: `frontend` is the index of the file's
+    /// frontend it serves, None for `-a …,HTTPS` (the global
+    /// certificates and settings).
+    pub fn listener(&self, name: &str, frontend: Option<usize>) -> Result<TlsListener, String> {
+        let (settings, own_specs, global) = match frontend {
+            Some(i) => {
+                let f = &self.file.frontends[i];
+                (f.settings.clone(), f.pems.clone(), f.match_global_certs)
+            }
+            None => (self.file.settings.clone(), Vec::new(), true),
+        };
+        let own = load_all(&own_specs)?;
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let set = set_for(&own, global.then_some(&inner.global[..]));
+        if set.certs.is_empty() {
+            return Err(format!(
+                "{}: listener {name} has no certificate (give pem-file or pem-dir)",
+                self.path.display()
+            ));
+        }
+        let resolver = Arc::new(Resolver::new(Arc::new(set), settings.sni_nomatch_abort));
+        let config = lacquer_tls::server_config(
+            &settings,
+            resolver.clone(),
+            &self.file.alpn,
+            self.file.session_cache,
+        )?;
+        inner.offers.push(Offer {
+            name: name.to_string(),
+            resolver,
+            own,
+            own_specs,
+            global,
+        });
+        Ok(TlsListener {
+            acceptor: tokio_rustls::TlsAcceptor::from(config),
+            timeout: self.file.handshake_timeout,
+        })
+    }
+
+    /// `tls.cert.list`: every certificate in force, and any staged.
+    pub fn list(&self) -> String {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = format!("{:<24} {:<10} {:<40} names\n", "id", "listeners", "file");
+        let mut row = |c: &Cert, listeners: String| {
+            out.push_str(&format!(
+                "{:<24} {:<10} {:<40} {}\n",
+                c.id,
+                listeners,
+                c.file.display(),
+                c.names.join(",")
+            ));
+        };
+        let global_on: Vec<&str> = inner
+            .offers
+            .iter()
+            .filter(|o| o.global)
+            .map(|o| o.name.as_str())
+            .collect();
+        for c in &inner.global {
+            row(c, global_on.join(","));
+        }
+        for o in &inner.offers {
+            for c in &o.own {
+                row(c, o.name.clone());
+            }
+        }
+        if let Some(staged) = &inner.staged {
+            out.push_str("staged (tls.cert.commit to use, tls.cert.rollback to drop):\n");
+            for c in staged {
+                out.push_str(&format!("  {} {}\n", c.id, c.file.display()));
+            }
+        }
+        out
+    }
+
+    /// `tls.cert.load ID FILE [KEYFILE]`: stages a global certificate.
+    pub fn load(&self, id: &str, cert: &str, key: Option<&str>) -> Result<(), String> {
+        let spec = PemSpec {
+            cert: PathBuf::from(cert),
+            private_key: key.map(PathBuf::from),
+            ocsp_resp_file: None,
+        };
+        let loaded = Arc::new(lacquer_tls::load_cert(id, &spec)?);
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut staged = inner.staged.take().unwrap_or_else(|| inner.global.clone());
+        if staged.iter().any(|c| c.id == id) {
+            inner.staged = Some(staged);
+            return Err(format!("a certificate with id {id} is already loaded"));
+        }
+        staged.push(loaded);
+        inner.staged = Some(staged);
+        Ok(())
+    }
+
+    /// `tls.cert.discard ID`: stages a global certificate's removal.
+    pub fn discard(&self, id: &str) -> Result<(), String> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut staged = inner.staged.take().unwrap_or_else(|| inner.global.clone());
+        let before = staged.len();
+        staged.retain(|c| c.id != id);
+        let found = staged.len() != before;
+        inner.staged = Some(staged);
+        match found {
+            true => Ok(()),
+            false => Err(format!("no certificate with id {id}")),
+        }
+    }
+
+    /// `tls.cert.commit`: the staged global set goes in force for new
+    /// handshakes. Refused when it would leave a listener without one.
+    pub fn commit(&self) -> Result<(), String> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(staged) = inner.staged.take() else {
+            return Err("nothing to commit".into());
+        };
+        if let Some(o) = inner
+            .offers
+            .iter()
+            .find(|o| o.own.is_empty() && o.global && staged.is_empty())
+        {
+            let name = o.name.clone();
+            inner.staged = Some(staged);
+            return Err(format!("listener {name} would have no certificate"));
+        }
+        inner.global = staged;
+        swap_all(&inner);
+        Ok(())
+    }
+
+    /// `tls.cert.rollback`: drops what is staged.
+    pub fn rollback(&self) -> Result<(), String> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        match inner.staged.take() {
+            Some(_) => Ok(()),
+            None => Err("nothing to roll back".into()),
+        }
+    }
+
+    /// `tls.cert.reload`: reads every certificate file of the `-A` file
+    /// again (renewed certificates); any that fails leaves all as they
+    /// were.
+    pub fn reload(&self) -> Result<usize, String> {
+        let global: Vec<Arc<Cert>> = lacquer_tls::global_certs(&self.file)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let owns = inner
+            .offers
+            .iter()
+            .map(|o| load_all(&o.own_specs))
+            .collect::<Result<Vec<_>, _>>()?;
+        let count = global.len() + owns.iter().map(Vec::len).sum::<usize>();
+        for (o, own) in inner.offers.iter_mut().zip(owns) {
+            o.own = own;
+        }
+        inner.global = global;
+        inner.staged = None;
+        swap_all(&inner);
+        Ok(count)
+    }
+}
+
+/// Reads the certificates of `pem-file`s, ids from their file names.
+fn load_all(specs: &[PemSpec]) -> Result<Vec<Arc<Cert>>, String> {
+    specs
+        .iter()
+        .map(|p| lacquer_tls::load_cert(&lacquer_tls::cert_id(&p.cert), p).map(Arc::new))
+        .collect()
+}
+
+/// A listener's set: its own certificates first, then the global ones.
+fn set_for(own: &[Arc<Cert>], global: Option<&[Arc<Cert>]>) -> CertSet {
+    let mut certs = own.to_vec();
+    certs.extend(global.unwrap_or_default().iter().cloned());
+    CertSet::new(certs)
+}
+
+fn swap_all(inner: &Certs) {
+    for o in &inner.offers {
+        let set = set_for(&o.own, o.global.then_some(&inner.global[..]));
+        o.resolver.swap(Arc::new(set));
+    }
+}

@@ -1,0 +1,658 @@
+//! The `-A` file: Hitch's configuration syntax (`key = value` lines, `#`
+//! comments, quoted or bare values, `{ … }` blocks for `frontend` and
+//! `pem-file`). Keys that only mean something to a separate TLS proxy
+//! (`backend`, `workers`, `write-proxy-v2` …) are accepted with a warning,
+//! so an existing hitch.conf loads as it is; any other unknown key is an
+//! error naming its file, line and column.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration error, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One certificate: a PEM file holding the key and the chain (or the key
+/// apart), and an OCSP response to staple.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PemSpec {
+    pub cert: PathBuf,
+    pub private_key: Option<PathBuf>,
+    pub ocsp_resp_file: Option<PathBuf>,
+}
+
+/// The TLS settings a frontend uses (the global ones, or its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `TLSv1.2`, `TLSv1.3`.
+    pub protos: Vec<String>,
+    /// TLS 1.2 suites, OpenSSL's cipher-list syntax.
+    pub ciphers: Option<String>,
+    /// TLS 1.3 suites, colon-separated.
+    pub ciphersuites: Option<String>,
+    pub prefer_server_ciphers: bool,
+    pub sni_nomatch_abort: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            protos: vec!["TLSv1.2".into(), "TLSv1.3".into()],
+            ciphers: None,
+            ciphersuites: None,
+            prefer_server_ciphers: false,
+            sni_nomatch_abort: false,
+        }
+    }
+}
+
+/// A listening address with its own certificates and settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frontend {
+    /// `*` or empty for every address.
+    pub host: String,
+    pub port: u16,
+    pub pems: Vec<PemSpec>,
+    /// Offer the global certificates too (`match-global-certs`).
+    pub match_global_certs: bool,
+    pub settings: Settings,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFile {
+    pub frontends: Vec<Frontend>,
+    pub pems: Vec<PemSpec>,
+    pub pem_dir: Option<PathBuf>,
+    pub pem_dir_glob: Option<String>,
+    pub settings: Settings,
+    /// ALPN protocols offered, in order of preference.
+    pub alpn: Vec<String>,
+    /// Sessions remembered for resumption (0: none).
+    pub session_cache: usize,
+    pub ocsp_dir: Option<PathBuf>,
+    pub handshake_timeout: Duration,
+    /// What was accepted without effect, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl Default for TlsFile {
+    fn default() -> Self {
+        TlsFile {
+            frontends: Vec::new(),
+            pems: Vec::new(),
+            pem_dir: None,
+            pem_dir_glob: None,
+            settings: Settings::default(),
+            alpn: vec!["http/1.1".into()],
+            session_cache: 1024,
+            ocsp_dir: None,
+            handshake_timeout: Duration::from_secs(3),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Hitch's keys that concern a proxy in front of a cache, not a cache that
+/// terminates TLS itself.
+const PROXY_ONLY: &[&str] = &[
+    "backend",
+    "workers",
+    "backlog",
+    "keepalive",
+    "chroot",
+    "user",
+    "group",
+    "quiet",
+    "syslog",
+    "syslog-facility",
+    "daemon",
+    "write-ip",
+    "write-proxy",
+    "write-proxy-v1",
+    "write-proxy-v2",
+    "proxy-proxy",
+    "proxy-tlv",
+    "proxy-client-cert",
+    "log-level",
+    "log-filename",
+    "send-bufsize",
+    "recv-bufsize",
+    "backend-connect-timeout",
+    "ssl-engine",
+    "ecdh-curve",
+    "tcp-fastopen",
+    "ocsp-verify-staple",
+    "ocsp-connect-tmo",
+    "ocsp-resp-tmo",
+    "ocsp-refresh-interval",
+];
+
+/// A token of the file, with where it starts.
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Word(String),
+    Str(String),
+    Eq,
+    Open,
+    Close,
+    Newline,
+}
+
+struct Lexed {
+    tok: Tok,
+    line: usize,
+    col: usize,
+}
+
+fn lex(text: &str, file: &str) -> Result<Vec<Lexed>, ConfigError> {
+    let mut out = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = n + 1;
+        let chars: Vec<char> = raw.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            let col = i + 1;
+            match c {
+                '#' => break,
+                c if c.is_whitespace() => i += 1,
+                '=' => {
+                    out.push(Lexed {
+                        tok: Tok::Eq,
+                        line,
+                        col,
+                    });
+                    i += 1;
+                }
+                '{' => {
+                    out.push(Lexed {
+                        tok: Tok::Open,
+                        line,
+                        col,
+                    });
+                    i += 1;
+                }
+                '}' => {
+                    out.push(Lexed {
+                        tok: Tok::Close,
+                        line,
+                        col,
+                    });
+                    i += 1;
+                }
+                '"' => {
+                    let mut s = String::new();
+                    i += 1;
+                    loop {
+                        match chars.get(i) {
+                            None => {
+                                return Err(ConfigError(format!(
+                                    "{file}:{line}:{col}: unterminated string"
+                                )))
+                            }
+                            Some('"') => break,
+                            Some('\\') if chars.get(i + 1).is_some() => {
+                                s.push(chars[i + 1]);
+                                i += 2;
+                                continue;
+                            }
+                            Some(&c) => s.push(c),
+                        }
+                        i += 1;
+                    }
+                    i += 1;
+                    out.push(Lexed {
+                        tok: Tok::Str(s),
+                        line,
+                        col,
+                    });
+                }
+                _ => {
+                    let start = i;
+                    while i < chars.len()
+                        && !chars[i].is_whitespace()
+                        && !matches!(chars[i], '=' | '{' | '}' | '#' | '"')
+                    {
+                        i += 1;
+                    }
+                    let w: String = chars[start..i].iter().collect();
+                    out.push(Lexed {
+                        tok: Tok::Word(w),
+                        line,
+                        col,
+                    });
+                }
+            }
+        }
+        out.push(Lexed {
+            tok: Tok::Newline,
+            line,
+            col: chars.len() + 1,
+        });
+    }
+    Ok(out)
+}
+
+/// A value: one or more words or strings on the line, or a block.
+enum Value {
+    Text(String, usize, usize),
+    Block(Vec<(String, Value, usize, usize)>),
+}
+
+struct Parser<'a> {
+    toks: Vec<Lexed>,
+    at: usize,
+    file: &'a str,
+}
+
+impl Parser<'_> {
+    fn err(&self, line: usize, col: usize, msg: impl std::fmt::Display) -> ConfigError {
+        ConfigError(format!("{}:{line}:{col}: {msg}", self.file))
+    }
+
+    fn skip_newlines(&mut self) {
+        while self
+            .toks
+            .get(self.at)
+            .is_some_and(|t| t.tok == Tok::Newline)
+        {
+            self.at += 1;
+        }
+    }
+
+    /// `key = value` lines until the end (or a `}` when `nested`).
+    fn entries(&mut self, nested: bool) -> Result<Vec<(String, Value, usize, usize)>, ConfigError> {
+        let mut out = Vec::new();
+        loop {
+            self.skip_newlines();
+            let Some(t) = self.toks.get(self.at) else {
+                if nested {
+                    let (line, col) = self.toks.last().map_or((1, 1), |t| (t.line, t.col));
+                    return Err(self.err(line, col, "missing '}'"));
+                }
+                return Ok(out);
+            };
+            let (line, col) = (t.line, t.col);
+            let key = match &t.tok {
+                Tok::Close if nested => {
+                    self.at += 1;
+                    return Ok(out);
+                }
+                Tok::Word(w) => w.clone(),
+                _ => return Err(self.err(line, col, "expected a key")),
+            };
+            self.at += 1;
+            if self.toks.get(self.at).map(|t| &t.tok) != Some(&Tok::Eq) {
+                return Err(self.err(line, col, format!("expected '=' after {key}")));
+            }
+            self.at += 1;
+            let value = self.value(&key, line, col)?;
+            out.push((key, value, line, col));
+        }
+    }
+
+    fn value(&mut self, key: &str, line: usize, col: usize) -> Result<Value, ConfigError> {
+        match self.toks.get(self.at).map(|t| (&t.tok, t.line, t.col)) {
+            Some((Tok::Open, ..)) => {
+                self.at += 1;
+                Ok(Value::Block(self.entries(true)?))
+            }
+            Some((Tok::Word(_) | Tok::Str(_), vline, vcol)) => {
+                let mut words = Vec::new();
+                while let Some(Tok::Word(w) | Tok::Str(w)) = self.toks.get(self.at).map(|t| &t.tok)
+                {
+                    words.push(w.clone());
+                    self.at += 1;
+                }
+                Ok(Value::Text(words.join(" "), vline, vcol))
+            }
+            _ => Err(self.err(line, col, format!("{key} needs a value"))),
+        }
+    }
+}
+
+fn text(v: &Value) -> Option<(&str, usize, usize)> {
+    match v {
+        Value::Text(s, l, c) => Some((s, *l, *c)),
+        Value::Block(_) => None,
+    }
+}
+
+fn boolean(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "yes" | "true" | "1" => Some(true),
+        "off" | "no" | "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Reads a `-A` file.
+pub fn read(path: &Path) -> Result<TlsFile, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    parse(&text, &path.display().to_string(), path.parent())
+}
+
+/// Parses the text of a `-A` file named `file`; relative paths in it are
+/// taken from `dir`.
+pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, ConfigError> {
+    let mut p = Parser {
+        toks: lex(text, file)?,
+        at: 0,
+        file,
+    };
+    let entries = p.entries(false)?;
+    let mut out = TlsFile::default();
+    let path = |s: &str| -> PathBuf {
+        let p = PathBuf::from(s);
+        match dir {
+            Some(d) if p.is_relative() => d.join(p),
+            _ => p,
+        }
+    };
+    for (key, value, line, col) in entries {
+        let at = |msg: String| ConfigError(format!("{file}:{line}:{col}: {msg}"));
+        if settings_key(&mut out.settings, &key, &value, &at)? {
+            continue;
+        }
+        match key.as_str() {
+            "frontend" => out.frontends.push(frontend(&value, &at, &path)?),
+            "pem-file" => out.pems.push(pem(&value, &at, &path)?),
+            "pem-dir" => out.pem_dir = Some(path(need_text(&value, &key, &at)?)),
+            "pem-dir-glob" => out.pem_dir_glob = Some(need_text(&value, &key, &at)?.to_string()),
+            "alpn-protos" => {
+                out.alpn = need_text(&value, &key, &at)?
+                    .split([',', ' '])
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if let Some(bad) = out.alpn.iter().find(|a| !matches!(a.as_str(), "http/1.1" | "h2")) {
+                    return Err(at(format!("alpn-protos: \"{bad}\" is not served (http/1.1, h2)")));
+                }
+            }
+            "session-cache" => {
+                let v = need_text(&value, &key, &at)?;
+                out.session_cache = v
+                    .parse()
+                    .map_err(|_| at(format!("session-cache: \"{v}\" is not a count")))?;
+            }
+            "ocsp-dir" => out.ocsp_dir = Some(path(need_text(&value, &key, &at)?)),
+            "tls-handshake-timeout" | "ssl-handshake-timeout" => {
+                let v = need_text(&value, &key, &at)?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| at(format!("{key}: \"{v}\" is not a number of seconds")))?;
+                out.handshake_timeout = Duration::from_secs_f64(secs);
+            }
+            k if PROXY_ONLY.contains(&k) => out.warnings.push(format!(
+                "{file}:{line}:{col}: {k} is for a separate TLS proxy; Lacquer terminates TLS itself and ignores it"
+            )),
+            other => return Err(at(format!("unknown key \"{other}\""))),
+        }
+    }
+    Ok(out)
+}
+
+fn need_text<'v>(
+    v: &'v Value,
+    key: &str,
+    at: &dyn Fn(String) -> ConfigError,
+) -> Result<&'v str, ConfigError> {
+    text(v)
+        .map(|(s, ..)| s)
+        .ok_or_else(|| at(format!("{key} takes a value, not a block")))
+}
+
+/// A key every frontend may override; true when it was one.
+fn settings_key(
+    s: &mut Settings,
+    key: &str,
+    value: &Value,
+    at: &dyn Fn(String) -> ConfigError,
+) -> Result<bool, ConfigError> {
+    match key {
+        "tls-protos" => {
+            let v = need_text(value, key, at)?;
+            let mut protos = Vec::new();
+            for p in v.split_whitespace() {
+                match p {
+                    "TLSv1.2" | "TLSv1.3" => protos.push(p.to_string()),
+                    "SSLv3" | "TLSv1.0" | "TLSv1.1" => {
+                        return Err(at(format!(
+                            "tls-protos: {p} is not offered (it is broken); use TLSv1.2 and TLSv1.3"
+                        )))
+                    }
+                    other => return Err(at(format!("tls-protos: unknown protocol \"{other}\""))),
+                }
+            }
+            if protos.is_empty() {
+                return Err(at("tls-protos: no protocol".into()));
+            }
+            s.protos = protos;
+        }
+        "ssl" | "tls" => {
+            let v = need_text(value, key, at)?;
+            if boolean(v) != Some(true) {
+                return Err(at(format!("{key} = {v}: only TLS (on) is served")));
+            }
+        }
+        "ciphers" => s.ciphers = Some(need_text(value, key, at)?.to_string()),
+        "ciphersuites" => s.ciphersuites = Some(need_text(value, key, at)?.to_string()),
+        "prefer-server-ciphers" | "sni-nomatch-abort" => {
+            let v = need_text(value, key, at)?;
+            let b = boolean(v).ok_or_else(|| at(format!("{key}: \"{v}\" is not on or off")))?;
+            match key {
+                "prefer-server-ciphers" => s.prefer_server_ciphers = b,
+                _ => s.sni_nomatch_abort = b,
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn pem(
+    v: &Value,
+    at: &dyn Fn(String) -> ConfigError,
+    path: &dyn Fn(&str) -> PathBuf,
+) -> Result<PemSpec, ConfigError> {
+    match v {
+        Value::Text(s, ..) => Ok(PemSpec {
+            cert: path(s),
+            ..PemSpec::default()
+        }),
+        Value::Block(entries) => {
+            let mut spec = PemSpec::default();
+            let mut cert = None;
+            for (key, value, ..) in entries {
+                let s = need_text(value, key, at)?;
+                match key.as_str() {
+                    "cert" => cert = Some(path(s)),
+                    "private-key" => spec.private_key = Some(path(s)),
+                    "ocsp-resp-file" => spec.ocsp_resp_file = Some(path(s)),
+                    other => return Err(at(format!("pem-file: unknown key \"{other}\""))),
+                }
+            }
+            spec.cert = cert.ok_or_else(|| at("pem-file: no cert".into()))?;
+            Ok(spec)
+        }
+    }
+}
+
+fn frontend(
+    v: &Value,
+    at: &dyn Fn(String) -> ConfigError,
+    path: &dyn Fn(&str) -> PathBuf,
+) -> Result<Frontend, ConfigError> {
+    let mut f = Frontend {
+        host: String::new(),
+        port: 443,
+        pems: Vec::new(),
+        match_global_certs: true,
+        settings: Settings::default(),
+    };
+    match v {
+        Value::Text(s, ..) => {
+            // "[host]:port", optionally "+/path/cert.pem"
+            let (addr, pem) = match s.split_once('+') {
+                Some((a, p)) => (a, Some(p)),
+                None => (s.as_str(), None),
+            };
+            let (host, port) = host_port(addr)
+                .ok_or_else(|| at(format!("frontend \"{s}\": expected \"[host]:port\"")))?;
+            (f.host, f.port) = (host, port);
+            if let Some(p) = pem {
+                f.pems.push(PemSpec {
+                    cert: path(p),
+                    ..PemSpec::default()
+                });
+                f.match_global_certs = false;
+            }
+        }
+        Value::Block(entries) => {
+            let mut explicit_match = None;
+            for (key, value, ..) in entries {
+                if settings_key(&mut f.settings, key, value, at)? {
+                    continue;
+                }
+                match key.as_str() {
+                    "host" => f.host = need_text(value, key, at)?.trim_matches(['[', ']']).into(),
+                    "port" => {
+                        let v = need_text(value, key, at)?;
+                        f.port = v
+                            .parse()
+                            .map_err(|_| at(format!("frontend: port \"{v}\" is not a port")))?;
+                    }
+                    "pem-file" => f.pems.push(pem(value, at, path)?),
+                    "match-global-certs" => {
+                        let v = need_text(value, key, at)?;
+                        explicit_match = Some(boolean(v).ok_or_else(|| {
+                            at(format!("match-global-certs: \"{v}\" is not on or off"))
+                        })?);
+                    }
+                    other => return Err(at(format!("frontend: unknown key \"{other}\""))),
+                }
+            }
+            f.match_global_certs = explicit_match.unwrap_or(f.pems.is_empty());
+        }
+    }
+    if f.host == "*" {
+        f.host.clear();
+    }
+    Ok(f)
+}
+
+/// `[host]:port`, `host:port` or `[::1]:443`.
+fn host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once(']')?;
+        (h, p.strip_prefix(':')?)
+    } else {
+        s.rsplit_once(':')?
+    };
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hitch_file_reads_with_its_proxy_keys_ignored() {
+        let text = r#"
+# A hitch.conf as packaged
+frontend = "[*]:443"
+frontend = {
+    host = "127.0.0.1"
+    port = "8443"
+    pem-file = "site.pem"
+    tls-protos = TLSv1.3
+    sni-nomatch-abort = on
+}
+backend = "[127.0.0.1]:6086"
+workers = 4
+write-proxy-v2 = on
+pem-file = "/etc/tls/default.pem"
+pem-file = {
+    cert = "a.crt"
+    private-key = "a.key"
+    ocsp-resp-file = "a.ocsp"
+}
+ciphers = "EECDH+AESGCM:EDH+AESGCM"
+prefer-server-ciphers = on
+alpn-protos = "h2, http/1.1"
+session-cache = 100
+ssl-handshake-timeout = 5
+"#;
+        let f = parse(text, "hitch.conf", Some(Path::new("/etc/hitch"))).unwrap();
+        assert_eq!(f.frontends.len(), 2);
+        assert_eq!(
+            (f.frontends[0].host.as_str(), f.frontends[0].port),
+            ("", 443)
+        );
+        assert!(f.frontends[0].match_global_certs);
+        let fe = &f.frontends[1];
+        assert_eq!((fe.host.as_str(), fe.port), ("127.0.0.1", 8443));
+        assert_eq!(fe.pems[0].cert, PathBuf::from("/etc/hitch/site.pem"));
+        assert!(!fe.match_global_certs);
+        assert_eq!(fe.settings.protos, vec!["TLSv1.3"]);
+        assert!(fe.settings.sni_nomatch_abort);
+        assert_eq!(f.pems.len(), 2);
+        assert_eq!(
+            f.pems[1].private_key,
+            Some(PathBuf::from("/etc/hitch/a.key"))
+        );
+        assert!(f.settings.prefer_server_ciphers);
+        assert_eq!(f.alpn, vec!["h2", "http/1.1"]);
+        assert_eq!(f.session_cache, 100);
+        assert_eq!(f.handshake_timeout, Duration::from_secs(5));
+        assert_eq!(f.warnings.len(), 3);
+        assert!(f.warnings[0].starts_with("hitch.conf:11:1: backend"));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_column() {
+        let cases = [
+            (
+                "pem-file = \"a.pem\"\nfrobnicate = 1\n",
+                "t.conf:2:1: unknown key \"frobnicate\"",
+            ),
+            (
+                "tls-protos = TLSv1.0\n",
+                "t.conf:1:1: tls-protos: TLSv1.0 is not offered",
+            ),
+            ("frontend = {\n  port = 443\n", "missing '}'"),
+            (
+                "frontend = \"nowhere\"\n",
+                "t.conf:1:1: frontend \"nowhere\"",
+            ),
+            ("pem-file\n", "t.conf:1:1: expected '=' after pem-file"),
+            ("ciphers = \"open\n", "t.conf:1:11: unterminated string"),
+            ("alpn-protos = \"spdy/3\"\n", "\"spdy/3\" is not served"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text, "t.conf", None).unwrap_err().0;
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn frontend_forms() {
+        let f = parse("frontend = \"[::1]:8443+cert.pem\"\n", "t", None).unwrap();
+        let fe = &f.frontends[0];
+        assert_eq!((fe.host.as_str(), fe.port), ("::1", 8443));
+        assert_eq!(fe.pems[0].cert, PathBuf::from("cert.pem"));
+        assert!(!fe.match_global_certs);
+    }
+}

@@ -1,0 +1,161 @@
+//! The host names a certificate is for: its subjectAltName DNS names, or
+//! its subject's common name when it has none. Read with a small DER
+//! walker that follows only the path to those fields; anything malformed
+//! gives no names, never a panic.
+
+/// One DER element: its tag and contents.
+struct Tlv<'a> {
+    tag: u8,
+    body: &'a [u8],
+}
+
+/// Reads the element at the front of `b`; returns it and the rest.
+fn next(b: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
+    let (&tag, rest) = b.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let mut len = 0usize;
+        for &byte in &rest[..n] {
+            len = (len << 8) | usize::from(byte);
+        }
+        rest = &rest[n..];
+        len
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((
+        Tlv {
+            tag,
+            body: &rest[..len],
+        },
+        &rest[len..],
+    ))
+}
+
+/// The elements of a constructed element's contents.
+fn children(mut b: &[u8]) -> Vec<Tlv<'_>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let Some((t, rest)) = next(b) else { break };
+        out.push(t);
+        b = rest;
+    }
+    out
+}
+
+const SEQUENCE: u8 = 0x30;
+const SET: u8 = 0x31;
+const OID: u8 = 0x06;
+const OCTET_STRING: u8 = 0x04;
+/// `[3]` in the TBSCertificate: the extensions.
+const EXTENSIONS: u8 = 0xa3;
+/// `[2]` in GeneralName: a dNSName.
+const DNS_NAME: u8 = 0x82;
+/// 2.5.29.17, subjectAltName.
+const SAN: &[u8] = &[0x55, 0x1d, 0x11];
+/// 2.5.4.3, commonName.
+const CN: &[u8] = &[0x55, 0x04, 0x03];
+
+/// The DNS names of a DER certificate, lower-cased.
+pub fn dns_names(der: &[u8]) -> Vec<String> {
+    let Some((cert, _)) = next(der).filter(|(c, _)| c.tag == SEQUENCE) else {
+        return Vec::new();
+    };
+    let Some(tbs) = children(cert.body)
+        .into_iter()
+        .next()
+        .filter(|t| t.tag == SEQUENCE)
+    else {
+        return Vec::new();
+    };
+    let fields = children(tbs.body);
+    let mut names = Vec::new();
+    if let Some(ext) = fields.iter().find(|t| t.tag == EXTENSIONS) {
+        for e in children(next(ext.body).map(|(seq, _)| seq.body).unwrap_or_default()) {
+            let parts = children(e.body);
+            let is_san = parts.first().is_some_and(|p| p.tag == OID && p.body == SAN);
+            let Some(value) = parts.iter().rev().find(|p| p.tag == OCTET_STRING) else {
+                continue;
+            };
+            if !is_san {
+                continue;
+            }
+            if let Some((general_names, _)) = next(value.body) {
+                for n in children(general_names.body) {
+                    if n.tag == DNS_NAME {
+                        if let Ok(s) = std::str::from_utf8(n.body) {
+                            names.push(s.to_ascii_lowercase());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if names.is_empty() {
+        // The subject is the sixth field with a version, the fifth without.
+        let has_version = fields.first().is_some_and(|f| f.tag == 0xa0);
+        let subject = fields.get(if has_version { 5 } else { 4 });
+        for rdn in subject.map(|s| children(s.body)).unwrap_or_default() {
+            if rdn.tag != SET {
+                continue;
+            }
+            for atv in children(rdn.body) {
+                let parts = children(atv.body);
+                if parts.first().is_some_and(|p| p.tag == OID && p.body == CN) {
+                    if let Some(Ok(s)) = parts.get(1).map(|v| std::str::from_utf8(v.body)) {
+                        names.push(s.to_ascii_lowercase());
+                    }
+                }
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_san_and_from_cn() {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["www.example.com".into(), "*.example.org".into()])
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "ignored.example");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(
+            dns_names(cert.der()),
+            vec!["www.example.com", "*.example.org"]
+        );
+
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "Only.CN.example");
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(dns_names(cert.der()), vec!["only.cn.example"]);
+    }
+
+    #[test]
+    fn garbage_gives_no_names() {
+        for bad in [
+            &b""[..],
+            b"\x30",
+            b"\x30\x84\xff\xff\xff\xff",
+            b"\x30\x03\x30\x01\x00",
+            &[0x30; 64],
+        ] {
+            assert!(dns_names(bad).is_empty());
+        }
+    }
+}
