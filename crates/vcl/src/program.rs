@@ -271,6 +271,11 @@ pub trait Host {
     /// vmod unix: the credentials of the peer of a Unix socket
     /// connection (user and group ids, and their names where the system
     /// has them); None on any other connection.
+    /// vmod tls: what the client connection's TLS handshake settled;
+    /// None on a connection without TLS.
+    fn tls_session(&self) -> Option<&crate::socket::TlsSession> {
+        None
+    }
     fn peer_credentials(&self) -> Option<crate::socket::PeerCredentials> {
         None
     }

@@ -32,6 +32,19 @@ pub struct PeerCredentials {
     pub group: Option<String>,
 }
 
+/// What the TLS handshake of a client connection settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSession {
+    /// `TLSv1.2` or `TLSv1.3`.
+    pub version: &'static str,
+    /// The suite's IANA name.
+    pub cipher: String,
+    /// The server name the client asked for (SNI).
+    pub sni: Option<String>,
+    /// The ALPN protocol agreed.
+    pub alpn: Option<String>,
+}
+
 /// The client connection's socket options.
 pub trait ClientSocket {
     /// Sets `SO_MAX_PACING_RATE` in bytes per second (`u32::MAX` lifts

@@ -20,6 +20,7 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_vsthrottle::VMOD,
     crate::vmod_bodyaccess::VMOD,
     crate::vmod_blob::VMOD,
+    crate::vmod_tls::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {

@@ -53,13 +53,13 @@ impl Pki {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        Arc::new(
-            rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
     }
 }
 
@@ -87,7 +87,7 @@ fn served_names(tls: &rustls::StreamOwned<rustls::ClientConnection, TcpStream>) 
     lacquer_tls::names::dns_names(&chain[0])
 }
 
-/// One keep-alive GET on an open connection: status line and body.
+/// One keep-alive GET on an open connection: the head and the body.
 fn get(
     tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
     url: &str,
@@ -110,13 +110,14 @@ fn get(
         .unwrap();
     let mut body = vec![0u8; len];
     tls.read_exact(&mut body).unwrap();
-    (
-        head.lines().next().unwrap().to_string(),
-        String::from_utf8(body).unwrap(),
-    )
+    (head, String::from_utf8(body).unwrap())
 }
 
 fn setup(name: &str, extra: &str) -> (Pki, Origin, Lacquer) {
+    setup_with(name, extra, None)
+}
+
+fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Origin, Lacquer) {
     let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-{name}", std::process::id()));
     let pki = Pki::new(&dir);
     pki.leaf("a.pem", &["a.example"]);
@@ -137,15 +138,23 @@ fn setup(name: &str, extra: &str) -> (Pki, Origin, Lacquer) {
     )
     .unwrap();
     let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
-    let lq = Lacquer::start(
-        origin.addr,
-        &[
-            "-A",
-            conf.to_str().unwrap(),
-            "-a",
-            "secure=127.0.0.1:0,HTTPS",
-        ],
-    );
+    let args = [
+        "-A",
+        conf.to_str().unwrap(),
+        "-a",
+        "secure=127.0.0.1:0,HTTPS",
+    ];
+    let lq = match vcl {
+        Some(text) => {
+            let backend = format!(
+                "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n",
+                origin.addr.ip(),
+                origin.addr.port()
+            );
+            Lacquer::spawn(&args, Some(format!("{backend}{text}")))
+        }
+        None => Lacquer::start(origin.addr, &args),
+    };
     (pki, origin, lq)
 }
 
@@ -156,8 +165,8 @@ fn hitch_configuration_serves_https_and_sni_picks_the_certificate() {
         let addr = lq.listen(listener);
         let mut tls = connect(&pki, addr, "a.example").unwrap();
         assert_eq!(served_names(&tls), vec!["a.example"]);
-        let (status, body) = get(&mut tls, "/x");
-        assert!(status.starts_with("HTTP/1.1 200 "), "{status}");
+        let (head, body) = get(&mut tls, "/x");
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
         assert_eq!(body, "page /x");
         // Keep-alive over TLS: a second request on the connection, a hit.
         assert_eq!(get(&mut tls, "/x").1, "page /x");
@@ -272,4 +281,46 @@ fn garbage_and_stalled_handshakes_close_only_their_connection() {
             && counter("MAIN.tls_handshake_timeout") == 1
             && counter("MAIN.tls_handshakes") >= 1
     }));
+}
+
+#[test]
+fn vcl_sees_the_handshake() {
+    let vcl = r#"
+import tls;
+sub vcl_deliver {
+    set resp.http.is-tls = tls.is_tls();
+    set resp.http.version = tls.version();
+    set resp.http.cipher = tls.cipher();
+    set resp.http.sni = tls.authority();
+    set resp.http.alpn = tls.alpn();
+    set resp.http.proto = req.http.X-Forwarded-Proto;
+    set resp.http.socket = local.socket;
+}
+"#;
+    let (pki, _origin, lq) = setup_with("vcl", "", Some(vcl));
+    let mut tls = connect(&pki, lq.listen("tls0"), "a.example").unwrap();
+    // A client's own X-Forwarded-Proto does not survive TLS's.
+    write!(
+        tls,
+        "GET /v HTTP/1.1\r\nHost: a.example\r\nX-Forwarded-Proto: gopher\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tls.read(&mut buf).unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+    for want in [
+        "is-tls: true",
+        "version: TLSv1.3",
+        "cipher: TLS_",
+        "sni: a.example",
+        "alpn: http/1.1",
+        "proto: https",
+        "socket: tls0",
+    ] {
+        assert!(head.contains(want), "{want} in\n{head}");
+    }
+    // Without TLS: nothing of it.
+    let plain = lq.get("/v");
+    assert_eq!(plain.header("is-tls"), Some("false"));
+    assert_eq!(plain.header("proto"), Some(""));
 }

@@ -22,6 +22,27 @@ pub(super) fn append_forwarded_for(req: &mut Req, c: &Client) {
     req.head.headers.set("X-Forwarded-For", value);
 }
 
+/// On a TLS connection, `X-Forwarded-Proto: https` (whatever the client
+/// sent), so that VCL and backends see how the client came, as they did
+/// behind a TLS proxy.
+pub(super) fn set_forwarded_proto(req: &mut Req, c: &Client) {
+    if c.addrs.tls.is_none() {
+        return;
+    }
+    if let Some(prev) = req.head.headers.get("x-forwarded-proto") {
+        if prev.as_ref() == b"https" {
+            return;
+        }
+        req.log
+            .header(Tag::ReqUnset, b"X-Forwarded-Proto", &prev.clone());
+    }
+    req.log
+        .header(Tag::ReqHeader, b"X-Forwarded-Proto", b"https");
+    req.head
+        .headers
+        .set("X-Forwarded-Proto", Bytes::from_static(b"https"));
+}
+
 /// On the way to a lookup, as Varnish does with `http_gzip_support`:
 /// `Accept-Encoding` becomes `gzip` for a client that takes it and goes
 /// for one that does not (the cache keeps one gzip'd variant and

@@ -393,7 +393,8 @@ async fn accept_tcp(
                 if !inherited {
                     let _ = stream.set_nodelay(true);
                 }
-                let addrs = SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
+                let mut addrs =
+                    SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
                 match &info.tls {
                     // The handshake runs on the connection's own task, so
                     // a slow one holds up no other.
@@ -401,6 +402,7 @@ async fn accept_tcp(
                         let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
                         tokio::spawn(async move {
                             if let Some(stream) = tls.handshake(stream).await {
+                                addrs.tls = Some(crate::transport::tls::session_of(&stream));
                                 start_session(&sh, Box::new(stream), addrs, proxy);
                             }
                         });

@@ -819,6 +819,10 @@ impl Host for BackendHost<'_> {
         Some(&mut self.bereq.privs)
     }
 
+    fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
+        self.bereq.conn.addrs.tls.as_ref()
+    }
+
     fn proxy_ssl(&self) -> Option<(u8, u32)> {
         self.bereq.conn.proxy_ssl()
     }

@@ -593,6 +593,10 @@ impl Host for ClientHost<'_> {
         self.conn.proxy_ssl()
     }
 
+    fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
+        self.conn.addrs.tls.as_ref()
+    }
+
     fn peer_credentials(&self) -> Option<lacquer_vcl::PeerCredentials> {
         self.conn.peer_credentials()
     }

@@ -75,6 +75,8 @@ pub(crate) struct SessAddrs {
     pub proxy: Option<lacquer_http::proxy::ProxyHeader>,
     /// A Unix socket peer's user and group ids.
     pub peer_cred: Option<(u32, u32)>,
+    /// What the TLS handshake settled, on a TLS listener.
+    pub tls: Option<lacquer_vcl::TlsSession>,
 }
 
 impl SessAddrs {
@@ -94,6 +96,7 @@ impl SessAddrs {
             endpoint,
             proxy: None,
             peer_cred: None,
+            tls: None,
         }
     }
 

@@ -18,6 +18,36 @@ impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
     }
 }
 
+/// What a finished handshake settled, for VCL (vmod tls).
+pub(crate) fn session_of(
+    stream: &tokio_rustls::server::TlsStream<TcpStream>,
+) -> lacquer_vcl::TlsSession {
+    let conn = stream.get_ref().1;
+    let version = match conn.protocol_version() {
+        Some(tokio_rustls::rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        _ => "TLSv1.2",
+    };
+    let cipher = conn
+        .negotiated_cipher_suite()
+        .map(|s| {
+            let name = format!("{:?}", s.suite());
+            // rustls names TLS 1.3 suites TLS13_…; IANA's are TLS_….
+            match name.strip_prefix("TLS13_") {
+                Some(rest) => format!("TLS_{rest}"),
+                None => name,
+            }
+        })
+        .unwrap_or_default();
+    lacquer_vcl::TlsSession {
+        version,
+        cipher,
+        sni: conn.server_name().map(str::to_string),
+        alpn: conn
+            .alpn_protocol()
+            .map(|a| String::from_utf8_lossy(a).into_owned()),
+    }
+}
+
 /// How a listener speaks TLS.
 pub(crate) struct TlsListener {
     pub acceptor: tokio_rustls::TlsAcceptor,
