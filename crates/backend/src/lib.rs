@@ -9,6 +9,7 @@
 mod conn;
 mod limit;
 pub mod probe;
+pub mod tls;
 
 pub use conn::{BodyReader, Conn};
 pub use limit::{Refused, Slot, WaitPolicy};
@@ -21,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
-/// A connection to a backend, whatever carries it: TCP or a Unix socket
-/// today, TLS next. The exchange reads and writes it as bytes.
+/// A connection to a backend, whatever carries it: TCP, a Unix socket,
+/// TLS over TCP. The exchange reads and writes it as bytes.
 pub trait BackendStream:
     tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + std::fmt::Debug
 {
@@ -173,10 +174,10 @@ impl std::fmt::Display for FetchError {
 /// A pool of idle connections.
 type Idle = Mutex<Vec<(Stream, Instant)>>;
 
-/// The idle pool of an address (and preamble), shared while any backend
-/// holds it.
-fn shared_pool(addr: &Address, preamble: Option<&[u8]>) -> Arc<Idle> {
-    type Key = (Address, Option<Vec<u8>>);
+/// The idle pool of an address (and preamble, and TLS), shared while any
+/// backend holds it.
+fn shared_pool(addr: &Address, preamble: Option<&[u8]>, tls: Option<&str>) -> Arc<Idle> {
+    type Key = (Address, Option<Vec<u8>>, Option<String>);
     static POOLS: std::sync::OnceLock<
         Mutex<std::collections::HashMap<Key, std::sync::Weak<Idle>>>,
     > = std::sync::OnceLock::new();
@@ -185,7 +186,11 @@ fn shared_pool(addr: &Address, preamble: Option<&[u8]>) -> Arc<Idle> {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     pools.retain(|_, p| p.strong_count() > 0);
-    let key = (addr.clone(), preamble.map(<[u8]>::to_vec));
+    let key = (
+        addr.clone(),
+        preamble.map(<[u8]>::to_vec),
+        tls.map(str::to_string),
+    );
     if let Some(pool) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
         return pool;
     }
@@ -208,6 +213,9 @@ pub struct Backend {
     /// `.preamble`: bytes each new connection starts with (after any
     /// PROXY header).
     preamble: Option<Vec<u8>>,
+    /// `.ssl`: connections speak TLS once the PROXY header and preamble
+    /// are sent.
+    tls: Option<tls::BackendTls>,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
     /// Idle keep-alive connections, shared by every backend (of every
@@ -264,13 +272,14 @@ impl AdminHealth {
 
 impl Backend {
     pub fn new(name: &str, endpoint: &str, addr: Address, host_header: &str) -> Backend {
-        let idle = shared_pool(&addr, None);
+        let idle = shared_pool(&addr, None, None);
         Backend {
             name: name.to_string(),
             endpoint: endpoint.to_string(),
             addr,
             proxy_header: 0,
             preamble: None,
+            tls: None,
             host_header: host_header.to_string(),
             idle,
             stats: BackendCounters::new(),
@@ -296,9 +305,22 @@ impl Backend {
     pub fn with_preamble(mut self, preamble: Vec<u8>) -> Backend {
         // Connections that started with another preamble (or none) are
         // not this backend's to reuse.
-        self.idle = shared_pool(&self.addr, Some(&preamble));
+        let tls = self.tls.as_ref().map(|t| t.key.as_str());
+        self.idle = shared_pool(&self.addr, Some(&preamble), tls);
         self.preamble = Some(preamble);
         self
+    }
+
+    /// Makes its connections speak TLS (`.ssl = 1`).
+    pub fn with_tls(mut self, tls: tls::BackendTls) -> Backend {
+        self.idle = shared_pool(&self.addr, self.preamble.as_deref(), Some(&tls.key));
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Whether its connections speak TLS.
+    pub fn tls(&self) -> Option<&tls::BackendTls> {
+        self.tls.as_ref()
     }
 
     /// Makes each new connection start with a PROXY header of this
@@ -478,6 +500,13 @@ impl Backend {
                 Ok(Err(e)) => return Err(FetchError::WriteFailed(e.to_string())),
                 Err(_) => return Err(FetchError::WriteFailed("timeout".into())),
             }
+        }
+        if let Some(tls) = &self.tls {
+            // The handshake counts against the connect timeout.
+            stream = tls.wrap(stream, t.connect).await.map_err(|e| {
+                self.stats.inc(BackendCounter::fail);
+                FetchError::ConnectFailed(format!("TLS: {e}"))
+            })?;
         }
         Ok(Conn::new(self, stream, false, slot))
     }

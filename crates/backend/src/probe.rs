@@ -100,6 +100,8 @@ struct History {
 pub struct Probe {
     pub addr: Address,
     pub spec: ProbeSpec,
+    /// A TLS backend's probe speaks TLS too.
+    tls: Option<crate::tls::BackendTls>,
     history: Mutex<History>,
     healthy: AtomicBool,
     /// The backends that follow it.
@@ -113,19 +115,30 @@ pub struct Probe {
 /// probe and its health instead of starting over from `.initial`.
 #[derive(Debug, Default)]
 pub struct Probes {
-    live: Mutex<HashMap<(Address, ProbeSpec), Weak<Probe>>>,
+    live: Mutex<HashMap<ProbeKey, Weak<Probe>>>,
 }
 
+/// What makes two probes one: the address, the definition, and for a TLS
+/// backend how its connections are checked.
+type ProbeKey = (Address, ProbeSpec, Option<String>);
+
 impl Probes {
-    /// The live probe for this address and definition, or a new one.
-    pub fn get(&self, addr: Address, spec: ProbeSpec) -> Arc<Probe> {
+    /// The live probe for this address, definition and TLS, or a new one.
+    pub fn get(
+        &self,
+        addr: Address,
+        spec: ProbeSpec,
+        tls: Option<crate::tls::BackendTls>,
+    ) -> Arc<Probe> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|_, p| p.strong_count() > 0);
-        let key = (addr, spec);
+        let key = (addr, spec, tls.as_ref().map(|t| t.key.clone()));
         if let Some(p) = live.get(&key).and_then(Weak::upgrade) {
             return p;
         }
-        let probe = Arc::new(Probe::new(key.0.clone(), key.1.clone()));
+        let mut probe = Probe::new(key.0.clone(), key.1.clone());
+        probe.tls = tls;
+        let probe = Arc::new(probe);
         live.insert(key, Arc::downgrade(&probe));
         probe
     }
@@ -153,6 +166,7 @@ impl Probe {
         let healthy = initial >= spec.threshold;
         Probe {
             addr,
+            tls: None,
             backends: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
             healthy: AtomicBool::new(healthy),
@@ -196,7 +210,7 @@ impl Probe {
     /// Runs the probe once, records the result and tells the backends
     /// that follow it.
     pub async fn run_once(&self) -> Recorded {
-        let result = run(&self.addr, &self.spec).await;
+        let result = run(&self.addr, &self.spec, self.tls.as_ref()).await;
         let recorded = self.record(&result);
         for b in self.followers() {
             b.probed(self, &recorded);
@@ -310,8 +324,12 @@ impl Probe {
     }
 }
 
-/// Runs one probe against `addr`.
-pub async fn run(addr: &Address, spec: &ProbeSpec) -> ProbeResult {
+/// Runs one probe against `addr` (over TLS for a TLS backend).
+pub async fn run(
+    addr: &Address,
+    spec: &ProbeSpec,
+    tls: Option<&crate::tls::BackendTls>,
+) -> ProbeResult {
     let mut steps = Steps::default();
     let start = Instant::now();
     let attempt = async {
@@ -324,6 +342,12 @@ pub async fn run(addr: &Address, spec: &ProbeSpec) -> ProbeResult {
             steps.connected_v4 = true;
         } else {
             steps.connected_v6 = true;
+        }
+        if let Some(tls) = tls {
+            stream = tls
+                .wrap(stream, spec.timeout)
+                .await
+                .map_err(|e| format!("TLS error {e}"))?;
         }
         if let Err(e) = stream.write_all(&spec.request).await {
             steps.send_error = true;
@@ -472,15 +496,15 @@ mod tests {
     #[test]
     fn probes_are_shared_by_address_and_definition() {
         let probes = Probes::default();
-        let a = probes.get(ADDR, spec(4, 2, 1));
-        let b = probes.get(ADDR, spec(4, 2, 1));
+        let a = probes.get(ADDR, spec(4, 2, 1), None);
+        let b = probes.get(ADDR, spec(4, 2, 1), None);
         assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &probes.get(ADDR, spec(4, 2, 2))));
+        assert!(!Arc::ptr_eq(&a, &probes.get(ADDR, spec(4, 2, 2), None)));
         // Once nobody holds it, the next program gets a fresh one.
         let weak = Arc::downgrade(&a);
         drop((a, b));
         assert!(weak.upgrade().is_none());
-        assert_eq!(probes.get(ADDR, spec(4, 2, 1)).good(), 1);
+        assert_eq!(probes.get(ADDR, spec(4, 2, 1), None).good(), 1);
     }
 
     #[test]

@@ -379,6 +379,8 @@ param_table! {
         "Objects whose ttl+grace+keep is shorter than this always go to the Transient store.";
     sigsegv_handler: Bool, "on", "bool", min None, max None,
         "Accepted for varnishd command lines: Lacquer is memory-safe Rust; a panic is caught, logged and contained to its request.";
+    ssl_ca_file: Text, "/etc/ssl/certs/ca-certificates.crt", "", min None, max None,
+        "The CA bundle (PEM) that TLS backends' certificates are checked against (.ssl_verify_peer), read when a program loads.";
     syslog_cli_traffic: Bool, "on", "bool", min None, max None,
         "Accepted for varnishd command lines: management commands are not sent to syslog.";
     tcp_fastopen: Bool, "off", "bool", min None, max None,

@@ -160,6 +160,7 @@ impl Compiler {
             path: None,
             proxy_header: None,
             preamble: None,
+            ssl: None,
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,
@@ -172,6 +173,7 @@ impl Compiler {
             return Ok(b);
         };
         let mut seen: Vec<&str> = Vec::new();
+        let mut tls_flags: Vec<(&str, bool)> = Vec::new();
         for f in fields {
             let n = f.name.name.as_str();
             if seen.contains(&n) {
@@ -209,6 +211,13 @@ impl Compiler {
                         ))
                     }
                 },
+                "ssl" | "ssl_sni" | "ssl_verify_peer" | "ssl_verify_host" => {
+                    let v = self.field_int(f)?;
+                    if v > 1 {
+                        return Err(CompileError::new(format!(".{n} must be 0 or 1"), f.name.span));
+                    }
+                    tls_flags.push((n, v == 1));
+                }
                 "proxy_header" => {
                     let v = self.field_int(f)?;
                     if v != 1 && v != 2 {
@@ -243,10 +252,21 @@ impl Compiler {
                 }
                 _ => {
                     return Err(CompileError::new(
-                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble)"),
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble, .ssl, .ssl_sni, .ssl_verify_peer, .ssl_verify_host)"),
                         f.name.span,
                     ))
                 }
+            }
+        }
+        let flag = |name: &str| tls_flags.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        if flag("ssl") == Some(true) {
+            b.ssl = Some(crate::program::BackendTlsDef {
+                sni: flag("ssl_sni").unwrap_or(true),
+                verify_peer: flag("ssl_verify_peer").unwrap_or(true),
+                verify_host: flag("ssl_verify_host").unwrap_or(true),
+            });
+            if !seen.contains(&"port") {
+                b.port = "443".to_string();
             }
         }
         if let Some(path) = &b.path {

@@ -41,7 +41,7 @@ pub mod vmods;
 
 pub use compile::{compile, Failure, Options};
 pub use eval::{init, run, VclFailure};
-pub use program::{BackendDef, Host, Lent, ProbeDef, Program};
+pub use program::{BackendDef, BackendTlsDef, Host, Lent, ProbeDef, Program};
 pub use socket::{ClientSocket, PeerCredentials, TcpInfo, TlsSession};
 pub use source::{CompileError, Source, Span};
 pub use types::{Action, BackendRef, HttpKind, Method, Type, Value};

@@ -77,6 +77,10 @@ pub struct BackendDef {
     pub proxy_header: Option<u8>,
     /// `.preamble`: bytes sent first on each new connection.
     pub preamble: Option<Vec<u8>>,
+    /// `.ssl = 1`: the backend speaks TLS (after any PROXY header and
+    /// preamble), with `.ssl_sni`, `.ssl_verify_peer`, `.ssl_verify_host`
+    /// (each on unless set to 0).
+    pub ssl: Option<BackendTlsDef>,
     pub connect_timeout: Option<Duration>,
     pub first_byte_timeout: Option<Duration>,
     pub between_bytes_timeout: Option<Duration>,
@@ -85,6 +89,17 @@ pub struct BackendDef {
     pub wait_timeout: Option<Duration>,
     pub wait_limit: Option<u64>,
     pub probe: Option<usize>,
+}
+
+/// How a backend's TLS is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendTlsDef {
+    /// Send the host name (`.host_header`, else `.host`) as SNI.
+    pub sni: bool,
+    /// Check the certificate chain against the CA bundle (`ssl_ca_file`).
+    pub verify_peer: bool,
+    /// Check that the certificate is for the host name.
+    pub verify_host: bool,
 }
 
 /// A health probe.

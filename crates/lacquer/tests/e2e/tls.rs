@@ -324,3 +324,72 @@ sub vcl_deliver {
     assert_eq!(plain.header("is-tls"), Some("false"));
     assert_eq!(plain.header("proto"), Some(""));
 }
+
+#[test]
+fn backends_speak_tls_checked_as_asked() {
+    // The TLS origin: a Lacquer with a frontend, in front of a plain one.
+    let (pki, _origin, tls_origin) = setup("backend", "");
+    let port = tls_origin.listen("tls0").port();
+    let ca = pki.dir.join("ca.pem");
+    std::fs::write(&ca, pki.ca.pem()).unwrap();
+    let vcl = |attrs: &str, initial: u32| {
+        format!(
+            "vcl 4.1;\n\
+             backend b {{ .host = \"127.0.0.1\"; .port = \"{port}\"; .ssl = 1; {attrs}\n\
+               .probe = {{ .url = \"/probe\"; .interval = 0.2s; .window = 2; .threshold = 1; .initial = {initial}; }} }}\n"
+        )
+    };
+    // Healthy from the start, so that the fetch itself is what fails.
+    let front = |attrs: &str, ca_file: &str| {
+        Lacquer::spawn(
+            &["-p", &format!("ssl_ca_file={ca_file}")],
+            Some(vcl(attrs, 1)),
+        )
+    };
+    let ca = ca.to_str().unwrap();
+
+    // Checked against the CA, for the name the certificate has. The
+    // probe (sick until it has succeeded) speaks TLS too.
+    let lq = Lacquer::spawn(
+        &["-p", &format!("ssl_ca_file={ca}")],
+        Some(vcl(".host_header = \"a.example\";", 0)),
+    );
+    assert!(eventually(Duration::from_secs(10), || {
+        lq.cli_ok("backend.list").contains("healthy")
+    }));
+    let r = lq.get("/over-tls");
+    assert_eq!((r.status, r.text()), (200, "page /over-tls".to_string()));
+    assert_eq!(lq.get("/again").status, 200);
+    // The second fetch went over the first one's TLS connection.
+    assert!(eventually(Duration::from_secs(5), || {
+        let log = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .args(["log", "-d", "-g", "raw", "-i", "BackendOpen", "-n"])
+            .arg(&lq.workdir)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&log.stdout).contains(" reuse")
+    }));
+
+    // A name the certificate does not have: refused, unless the name is
+    // not checked.
+    let lq = front(".host_header = \"wrong.example\";", ca);
+    assert_eq!(lq.get("/x").status, 503);
+    let lq = front(
+        ".host_header = \"wrong.example\"; .ssl_verify_host = 0;",
+        ca,
+    );
+    assert_eq!(lq.get("/x").status, 200);
+
+    // A CA bundle without the issuer: refused, unless the peer is not
+    // checked.
+    let other = Pki::new(&pki.dir.join("other"));
+    let other_ca = pki.dir.join("other-ca.pem");
+    std::fs::write(&other_ca, other.ca.pem()).unwrap();
+    let lq = front(".host_header = \"a.example\";", other_ca.to_str().unwrap());
+    assert_eq!(lq.get("/x").status, 503);
+    let lq = front(
+        ".host_header = \"a.example\"; .ssl_verify_peer = 0;",
+        other_ca.to_str().unwrap(),
+    );
+    assert_eq!(lq.get("/x").status, 200);
+}

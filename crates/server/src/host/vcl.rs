@@ -115,13 +115,13 @@ impl Loaded {
         let backends = program
             .backends
             .iter()
-            .map(|d| {
+            .map(|d| -> Result<Option<Arc<Backend>>, String> {
                 let addr = match (&d.addr, &d.path) {
                     (Some(a), _) => Address::Tcp(*a),
                     (None, Some(path)) => Address::Unix(path.clone()),
-                    (None, None) => return None,
+                    (None, None) => return Ok(None),
                 };
-                Some({
+                Ok(Some({
                     // A Unix socket backend's default Host is the
                     // listening side's (`localhost`, as in Varnish).
                     let host = match (&d.host_header, &addr) {
@@ -141,16 +141,24 @@ impl Loaded {
                     if let Some(p) = &d.preamble {
                         backend = backend.with_preamble(p.clone());
                     }
+                    if let Some(def) = d.ssl {
+                        let ca = params.ssl_ca_file();
+                        match crate::transport::tls::backend_tls(def, &host, &ca) {
+                            Ok(tls) => backend = backend.with_tls(tls),
+                            Err(e) => return Err(format!("backend {}: {e}", d.name)),
+                        }
+                    }
+                    let tls = backend.tls().cloned();
                     let probe = d.probe.and_then(|i| program.probes.get(i));
                     let backend = Arc::new(match probe {
-                        Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host))),
+                        Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host), tls)),
                         None => backend,
                     });
                     backend.follow_probe();
                     backend
-                })
+                }))
             })
-            .collect();
+            .collect::<Result<Vec<_>, String>>()?;
         let program = Arc::new(program);
         let loaded = Loaded {
             name: name.to_string(),

@@ -318,3 +318,200 @@ fn swap_all(inner: &Certs) {
         o.resolver.swap(Arc::new(set));
     }
 }
+
+/// The rustls client configurations of TLS backends, one per CA bundle
+/// and way of checking, kept for the daemon's life so that programs
+/// loaded later resume the sessions earlier ones began.
+fn client_config(
+    ca_file: &str,
+    def: lacquer_vcl::BackendTlsDef,
+) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String> {
+    use std::collections::HashMap;
+    use tokio_rustls::rustls;
+    type Key = (String, bool, bool, bool);
+    static CONFIGS: std::sync::OnceLock<Mutex<HashMap<Key, Arc<rustls::ClientConfig>>>> =
+        std::sync::OnceLock::new();
+    let key = (
+        ca_file.to_string(),
+        def.sni,
+        def.verify_peer,
+        def.verify_host,
+    );
+    let mut configs = CONFIGS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = configs.get(&key) {
+        return Ok(c.clone());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Arc<dyn rustls::client::danger::ServerCertVerifier> = if def.verify_peer {
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
+            .map_err(|e| format!("ssl_ca_file {ca_file}: {e}"))?;
+        for cert in certs {
+            let cert = cert.map_err(|e| format!("ssl_ca_file {ca_file}: {e}"))?;
+            // A bundle may hold certificates rustls cannot use as roots.
+            let _ = roots.add(cert);
+        }
+        if roots.is_empty() {
+            return Err(format!("ssl_ca_file {ca_file}: no CA certificate in it"));
+        }
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| format!("ssl_ca_file {ca_file}: {e}"))?;
+        match def.verify_host {
+            true => webpki,
+            false => Arc::new(verify::AnyName(webpki)),
+        }
+    } else {
+        Arc::new(verify::Unchecked(provider.clone()))
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    config.enable_sni = def.sni;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    configs.insert(key, config.clone());
+    Ok(config)
+}
+
+/// How a backend with `.ssl = 1` speaks TLS: to `host` (its
+/// `.host_header`, else `.host`), checked against `ssl_ca_file`.
+pub(crate) fn backend_tls(
+    def: lacquer_vcl::BackendTlsDef,
+    host: &str,
+    ca_file: &str,
+) -> Result<lacquer_backend::tls::BackendTls, String> {
+    use tokio_rustls::rustls::pki_types::ServerName;
+    let config = client_config(ca_file, def)?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(bare.to_string())
+        .map_err(|_| format!("\"{host}\" is no host name for TLS"))?;
+    Ok(lacquer_backend::tls::BackendTls {
+        connector: tokio_rustls::TlsConnector::from(config),
+        name,
+        key: format!(
+            "{bare} sni={} peer={} host={} ca={ca_file}",
+            def.sni, def.verify_peer, def.verify_host
+        ),
+    })
+}
+
+/// The certificate checks `.ssl_verify_peer = 0` and
+/// `.ssl_verify_host = 0` ask for.
+mod verify {
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::client::danger::{
+        HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+    };
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use tokio_rustls::rustls::{DigitallySignedStruct, SignatureScheme};
+
+    /// The chain is checked, the name is not (`.ssl_verify_host = 0`).
+    #[derive(Debug)]
+    pub(super) struct AnyName(pub Arc<rustls::client::WebPkiServerVerifier>);
+
+    impl ServerCertVerifier for AnyName {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &ServerName<'_>,
+            ocsp: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            match self
+                .0
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+            {
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                )) => Ok(ServerCertVerified::assertion()),
+                other => other,
+            }
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
+
+    /// No certificate check (`.ssl_verify_peer = 0`); the handshake's
+    /// signatures are still checked against the certificate shown.
+    #[derive(Debug)]
+    pub(super) struct Unchecked(pub Arc<rustls::crypto::CryptoProvider>);
+
+    impl ServerCertVerifier for Unchecked {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! TLS to a backend (`.ssl = 1`): the connector and the name it sends as
+//! SNI and checks the certificate against, and the stream a TLS
+//! connection is, pooled and probed like any other.
+
+use crate::{BackendStream, Stream};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio_rustls::rustls::pki_types::ServerName;
+
+/// How a backend's connections speak TLS.
+#[derive(Clone)]
+pub struct BackendTls {
+    pub connector: tokio_rustls::TlsConnector,
+    /// The name sent as SNI (when the connector sends one) and checked.
+    pub name: ServerName<'static>,
+    /// What tells its connections from others on the same address: the
+    /// name and how they were checked (for pools and probes).
+    pub key: String,
+}
+
+impl std::fmt::Debug for BackendTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendTls")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl BackendTls {
+    /// The handshake over a fresh connection, within `limit`.
+    pub async fn wrap(&self, stream: Stream, limit: Duration) -> std::io::Result<Stream> {
+        let handshake = self.connector.connect(self.name.clone(), stream);
+        match tokio::time::timeout(limit, handshake).await {
+            Ok(Ok(tls)) => Ok(Box::new(tls)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "TLS handshake timed out",
+            )),
+        }
+    }
+}
+
+impl BackendStream for tokio_rustls::client::TlsStream<Stream> {
+    fn fd(&self) -> i32 {
+        self.get_ref().0.fd()
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.get_ref().0.local_addr()
+    }
+
+    /// Readable underneath means the backend closed it or said something
+    /// unasked (a close_notify): either way it is done with.
+    fn is_quiet(&self) -> bool {
+        self.get_ref().0.is_quiet()
+    }
+}
