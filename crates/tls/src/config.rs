@@ -40,6 +40,18 @@ pub struct Settings {
     pub ciphersuites: Option<String>,
     pub prefer_server_ciphers: bool,
     pub sni_nomatch_abort: bool,
+    /// Client certificates: asked for and checked when offered
+    /// (`optional`), or demanded (`required`), against `client_verify_ca`.
+    pub client_verify: ClientVerify,
+    pub client_verify_ca: Option<PathBuf>,
+}
+
+/// `client-verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientVerify {
+    None,
+    Optional,
+    Required,
 }
 
 impl Default for Settings {
@@ -50,6 +62,8 @@ impl Default for Settings {
             ciphersuites: None,
             prefer_server_ciphers: false,
             sni_nomatch_abort: false,
+            client_verify: ClientVerify::None,
+            client_verify_ca: None,
         }
     }
 }
@@ -401,6 +415,14 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, Conf
             other => return Err(at(format!("unknown key \"{other}\""))),
         }
     }
+    // client-verify-ca is taken from the file's directory, as the others.
+    let settings =
+        std::iter::once(&mut out.settings).chain(out.frontends.iter_mut().map(|f| &mut f.settings));
+    for s in settings {
+        if let Some(ca) = &s.client_verify_ca {
+            s.client_verify_ca = Some(path(&ca.to_string_lossy()));
+        }
+    }
     Ok(out)
 }
 
@@ -448,6 +470,19 @@ fn settings_key(
             }
         }
         "ciphers" => s.ciphers = Some(need_text(value, key, at)?.to_string()),
+        "client-verify" => {
+            s.client_verify = match need_text(value, key, at)? {
+                "none" => ClientVerify::None,
+                "optional" => ClientVerify::Optional,
+                "required" => ClientVerify::Required,
+                other => {
+                    return Err(at(format!(
+                        "client-verify: \"{other}\" is not none, optional or required"
+                    )))
+                }
+            }
+        }
+        "client-verify-ca" => s.client_verify_ca = Some(PathBuf::from(need_text(value, key, at)?)),
         "ciphersuites" => s.ciphersuites = Some(need_text(value, key, at)?.to_string()),
         "prefer-server-ciphers" | "sni-nomatch-abort" => {
             let v = need_text(value, key, at)?;

@@ -242,11 +242,37 @@ pub fn server_config(
             _ => None,
         })
         .collect();
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+    let provider = Arc::new(provider);
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("TLS settings: {e}"))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| format!("TLS settings: {e}"))?;
+    let builder = match (settings.client_verify, &settings.client_verify_ca) {
+        (config::ClientVerify::None, _) => builder.with_no_client_auth(),
+        (_, None) => return Err("client-verify needs client-verify-ca".into()),
+        (how, Some(ca)) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(ca)
+                .map_err(|e| format!("client-verify-ca {}: {e}", ca.display()))?;
+            for c in certs {
+                roots
+                    .add(c.map_err(|e| format!("client-verify-ca {}: {e}", ca.display()))?)
+                    .map_err(|e| format!("client-verify-ca {}: {e}", ca.display()))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            );
+            let verifier = match how {
+                config::ClientVerify::Optional => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("client-verify-ca {}: {e}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
     config.ignore_client_order = settings.prefer_server_ciphers;
     if session_cache == 0 {

@@ -63,6 +63,29 @@ const SAN: &[u8] = &[0x55, 0x1d, 0x11];
 /// 2.5.4.3, commonName.
 const CN: &[u8] = &[0x55, 0x04, 0x03];
 
+/// The subject's common name of a DER certificate (a client's, say).
+pub fn common_name(der: &[u8]) -> Option<String> {
+    let (cert, _) = next(der).filter(|(c, _)| c.tag == SEQUENCE)?;
+    let tbs = children(cert.body)
+        .into_iter()
+        .next()
+        .filter(|t| t.tag == SEQUENCE)?;
+    let fields = children(tbs.body);
+    let has_version = fields.first().is_some_and(|f| f.tag == 0xa0);
+    let subject = fields.get(if has_version { 5 } else { 4 })?;
+    for rdn in children(subject.body).into_iter().filter(|r| r.tag == SET) {
+        for atv in children(rdn.body) {
+            let parts = children(atv.body);
+            if parts.first().is_some_and(|p| p.tag == OID && p.body == CN) {
+                if let Some(Ok(s)) = parts.get(1).map(|v| std::str::from_utf8(v.body)) {
+                    return Some(s.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The DNS names of a DER certificate, lower-cased.
 pub fn dns_names(der: &[u8]) -> Vec<String> {
     let Some((cert, _)) = next(der).filter(|(c, _)| c.tag == SEQUENCE) else {
@@ -99,22 +122,7 @@ pub fn dns_names(der: &[u8]) -> Vec<String> {
         }
     }
     if names.is_empty() {
-        // The subject is the sixth field with a version, the fifth without.
-        let has_version = fields.first().is_some_and(|f| f.tag == 0xa0);
-        let subject = fields.get(if has_version { 5 } else { 4 });
-        for rdn in subject.map(|s| children(s.body)).unwrap_or_default() {
-            if rdn.tag != SET {
-                continue;
-            }
-            for atv in children(rdn.body) {
-                let parts = children(atv.body);
-                if parts.first().is_some_and(|p| p.tag == OID && p.body == CN) {
-                    if let Some(Ok(s)) = parts.get(1).map(|v| std::str::from_utf8(v.body)) {
-                        names.push(s.to_ascii_lowercase());
-                    }
-                }
-            }
-        }
+        names.extend(common_name(der).map(|cn| cn.to_ascii_lowercase()));
     }
     names
 }

@@ -43,6 +43,11 @@ pub struct TlsSession {
     pub sni: Option<String>,
     /// The ALPN protocol agreed.
     pub alpn: Option<String>,
+    /// The common name of the client's certificate, when it showed one
+    /// that `client-verify-ca` vouches for.
+    pub client_cert_cn: Option<String>,
+    /// The client showed a certificate that was verified.
+    pub client_cert: bool,
 }
 
 /// The client connection's socket options.

@@ -1,7 +1,9 @@
 //! vmod tls: what the TLS handshake of the client connection settled,
 //! when Lacquer terminated it — whether there was one, the protocol
 //! version, the cipher suite, the server name asked for (SNI) and the
-//! ALPN protocol. Without TLS, strings are unset and `is_tls()` false.
+//! ALPN protocol, and the client's certificate when `client-verify` asked
+//! for one and it was verified. Without TLS, strings are unset and the
+//! booleans false.
 
 use crate::types::scope::CLIENT_BACKEND;
 use crate::types::{Type, Value};
@@ -33,6 +35,20 @@ fn alpn(c: &mut Ctx<'_>, _: &[Value]) -> R {
     Ok(text(c.host.tls_session().and_then(|t| t.alpn.as_deref())))
 }
 
+fn has_client_cert(c: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(Value::Bool(
+        c.host.tls_session().is_some_and(|t| t.client_cert),
+    ))
+}
+
+fn client_cert_cn(c: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(text(
+        c.host
+            .tls_session()
+            .and_then(|t| t.client_cert_cn.as_deref()),
+    ))
+}
+
 macro_rules! functions {
     ($( $name:ident: $ret:ident ),* $(,)?) => {
         static FUNCTIONS: &[FuncSpec] = &[ $(
@@ -54,6 +70,8 @@ functions! {
     cipher: String,
     authority: String,
     alpn: String,
+    has_client_cert: Bool,
+    client_cert_cn: String,
 }
 
 pub const VMOD: Vmod = Vmod {

@@ -122,6 +122,7 @@ fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Origin, Lacqu
     let pki = Pki::new(&dir);
     pki.leaf("a.pem", &["a.example"]);
     pki.leaf("b.pem", &["*.b.example", "b.example"]);
+    std::fs::write(dir.join("ca.pem"), pki.ca.pem()).unwrap();
     let conf = dir.join("hitch.conf");
     std::fs::write(
         &conf,
@@ -331,7 +332,6 @@ fn backends_speak_tls_checked_as_asked() {
     let (pki, _origin, tls_origin) = setup("backend", "");
     let port = tls_origin.listen("tls0").port();
     let ca = pki.dir.join("ca.pem");
-    std::fs::write(&ca, pki.ca.pem()).unwrap();
     let vcl = |attrs: &str, initial: u32| {
         format!(
             "vcl 4.1;\n\
@@ -392,4 +392,93 @@ fn backends_speak_tls_checked_as_asked() {
         other_ca.to_str().unwrap(),
     );
     assert_eq!(lq.get("/x").status, 200);
+}
+
+impl Pki {
+    /// A client's certificate for `cn`, signed by the CA.
+    fn client_identity(
+        &self,
+        cn: &str,
+    ) -> (
+        Vec<CertificateDer<'static>>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    ) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+        (vec![cert.der().clone()], der.into())
+    }
+
+    /// A client that shows a certificate of this CA's and trusts the
+    /// server's (`server`'s CA).
+    fn client_with_cert(&self, cn: &str, server: &Pki) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(server.ca.der().clone()).unwrap();
+        let (chain, key) = self.client_identity(cn);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+                .unwrap(),
+        )
+    }
+}
+
+/// A GET over TLS with the given client configuration: the response
+/// head, or the error the handshake or request met.
+fn get_with(config: Arc<rustls::ClientConfig>, addr: SocketAddr) -> Result<String, String> {
+    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let name = ServerName::try_from("a.example").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(tls, "GET /c HTTP/1.1\r\nHost: a.example\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 4096];
+    let n = tls.read(&mut buf).map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[test]
+fn client_certificates_optional_or_required() {
+    let vcl = r#"
+import tls;
+sub vcl_deliver {
+    set resp.http.has-cert = tls.has_client_cert();
+    set resp.http.cert-cn = tls.client_cert_cn();
+}
+"#;
+    // Optional on the HTTPS listener (the global settings), required on
+    // the frontend.
+    let (pki, _origin, lq) = setup_with(
+        "clientcert",
+        "client-verify = optional\nclient-verify-ca = \"ca.pem\"\n\
+         frontend = {\n  host = \"127.0.0.1\"\n  port = \"0\"\n  client-verify = required\n  client-verify-ca = \"ca.pem\"\n}\n",
+        Some(vcl),
+    );
+    let optional = lq.listen("secure");
+    let required = lq.listen("tls1");
+    let head = get_with(pki.client(), optional).unwrap();
+    assert!(head.contains("has-cert: false"), "{head}");
+    let head = get_with(pki.client_with_cert("alice", &pki), optional).unwrap();
+    assert!(
+        head.contains("has-cert: true") && head.contains("cert-cn: alice"),
+        "{head}"
+    );
+
+    assert!(
+        get_with(pki.client(), required).is_err(),
+        "no certificate, no service"
+    );
+    let head = get_with(pki.client_with_cert("bob", &pki), required).unwrap();
+    assert!(head.contains("cert-cn: bob"), "{head}");
+    // A certificate from another CA is refused.
+    let other = Pki::new(&pki.dir.join("other"));
+    assert!(get_with(other.client_with_cert("mallory", &pki), required).is_err());
 }

@@ -38,9 +38,12 @@ pub(crate) fn session_of(
             }
         })
         .unwrap_or_default();
+    let client = conn.peer_certificates().and_then(|chain| chain.first());
     lacquer_vcl::TlsSession {
         version,
         cipher,
+        client_cert: client.is_some(),
+        client_cert_cn: client.and_then(|c| lacquer_tls::names::common_name(c)),
         sni: conn.server_name().map(str::to_string),
         alpn: conn
             .alpn_protocol()
