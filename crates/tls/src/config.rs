@@ -392,6 +392,17 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, Conf
                 if let Some(bad) = out.alpn.iter().find(|a| !matches!(a.as_str(), "http/1.1" | "h2")) {
                     return Err(at(format!("alpn-protos: \"{bad}\" is not served (http/1.1, h2)")));
                 }
+                // Offering h2 before HTTP/2 is served would strand the
+                // clients that take it.
+                if out.alpn.iter().any(|a| a == "h2") {
+                    out.alpn.retain(|a| a != "h2");
+                    out.warnings.push(format!(
+                        "{file}:{line}:{col}: alpn-protos: h2 is not offered until HTTP/2 is served"
+                    ));
+                }
+                if out.alpn.is_empty() {
+                    out.alpn.push("http/1.1".into());
+                }
             }
             "session-cache" => {
                 let v = need_text(&value, &key, &at)?;
@@ -649,10 +660,10 @@ ssl-handshake-timeout = 5
             Some(PathBuf::from("/etc/hitch/a.key"))
         );
         assert!(f.settings.prefer_server_ciphers);
-        assert_eq!(f.alpn, vec!["h2", "http/1.1"]);
+        assert_eq!(f.alpn, vec!["http/1.1"]);
         assert_eq!(f.session_cache, 100);
         assert_eq!(f.handshake_timeout, Duration::from_secs(5));
-        assert_eq!(f.warnings.len(), 3);
+        assert_eq!(f.warnings.len(), 4);
         assert!(f.warnings[0].starts_with("hitch.conf:11:1: backend"));
     }
 
