@@ -482,3 +482,61 @@ sub vcl_deliver {
     let other = Pki::new(&pki.dir.join("other"));
     assert!(get_with(other.client_with_cert("mallory", &pki), required).is_err());
 }
+
+#[test]
+fn a_proxy_header_may_come_before_the_handshake() {
+    let vcl = "sub vcl_deliver {\n  set resp.http.client = client.ip;\n  set resp.http.remote = remote.ip;\n}\n";
+    let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-proxied", std::process::id()));
+    let pki = Pki::new(&dir);
+    pki.leaf("a.pem", &["a.example"]);
+    let conf = dir.join("t.conf");
+    std::fs::write(&conf, "pem-file = \"a.pem\"\n").unwrap();
+    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
+    let backend = format!(
+        "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n",
+        origin.addr.ip(),
+        origin.addr.port()
+    );
+    let lq = Lacquer::spawn(
+        &[
+            "-A",
+            conf.to_str().unwrap(),
+            "-a",
+            "lb=127.0.0.1:0,PROXY,HTTPS",
+        ],
+        Some(format!("{backend}{vcl}")),
+    );
+    let addr = lq.listen("lb");
+    for header in [
+        &b"PROXY TCP4 192.0.2.7 198.51.100.1 40000 443\r\n"[..],
+        &lacquer_http_proxy_v2()[..],
+    ] {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        tcp.write_all(header).unwrap();
+        let name = ServerName::try_from("a.example").unwrap();
+        let conn = rustls::ClientConnection::new(pki.client(), name).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let (head, body) = get(&mut tls, "/p");
+        assert_eq!(body, "page /p");
+        assert!(head.contains("client: 192.0.2.7"), "{head}");
+        assert!(head.contains("remote: 127.0.0.1"), "{head}");
+    }
+    // No header: the connection is closed unanswered.
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut sink = Vec::new();
+    let _ = raw.read_to_end(&mut sink);
+    assert!(sink.is_empty(), "{sink:?}");
+}
+
+/// A PROXY version 2 header for 192.0.2.7:40000 -> 198.51.100.1:443.
+fn lacquer_http_proxy_v2() -> Vec<u8> {
+    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    h.extend_from_slice(&[0x21, 0x11, 0x00, 12]);
+    h.extend_from_slice(&[192, 0, 2, 7, 198, 51, 100, 1]);
+    h.extend_from_slice(&40000u16.to_be_bytes());
+    h.extend_from_slice(&443u16.to_be_bytes());
+    h
+}

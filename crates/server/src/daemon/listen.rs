@@ -10,6 +10,7 @@ use crate::transport::sockopt;
 use crate::Shared;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::host::split_host_port;
+use lacquer_core::params::Params;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::SocketAddr;
 use std::net::ToSocketAddrs;
@@ -109,11 +110,6 @@ pub fn parse_listen(spec: &str, index: usize) -> Result<ListenSpec, String> {
             }
             _ => return Err(format!("-a {spec}: unknown protocol or option \"{extra}\"")),
         }
-    }
-    if proxy && tls.is_some() {
-        return Err(format!(
-            "-a {spec}: PROXY before TLS on one listener is not served yet"
-        ));
     }
     if unix {
         if endpoint.len() < 2 || endpoint.len() > 107 {
@@ -401,9 +397,30 @@ async fn accept_tcp(
                     Some(tls) => {
                         let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
                         tokio::spawn(async move {
+                            let mut stream = stream;
+                            if proxy {
+                                // A PROXY header comes before the TLS
+                                // handshake (a load balancer passing TLS
+                                // through).
+                                let p = &sh.params;
+                                let max =
+                                    (p.http_req_size() as usize).max(lacquer_http::proxy::V1_MAX);
+                                let limit = Params::duration(p.timeout_idle());
+                                let read = crate::transport::tls::read_proxy_header(
+                                    &mut stream,
+                                    max,
+                                    limit,
+                                );
+                                let Some(header) = read.await else {
+                                    COUNTERS.inc(Counter::sess_closed_err);
+                                    COUNTERS.inc(Counter::sc_rx_junk);
+                                    return;
+                                };
+                                addrs.proxied(header);
+                            }
                             if let Some(stream) = tls.handshake(stream).await {
                                 addrs.tls = Some(crate::transport::tls::session_of(&stream));
-                                start_session(&sh, Box::new(stream), addrs, proxy);
+                                start_session(&sh, Box::new(stream), addrs, false);
                             }
                         });
                     }

@@ -51,6 +51,50 @@ pub(crate) fn session_of(
     }
 }
 
+/// Reads the PROXY header a load balancer put in front of the TLS
+/// handshake, exactly (not a byte of the handshake after it), within
+/// `limit`; None when it is not one (the connection is then closed).
+pub(crate) async fn read_proxy_header(
+    stream: &mut TcpStream,
+    max: usize,
+    limit: Duration,
+) -> Option<lacquer_http::proxy::ProxyHeader> {
+    use lacquer_http::proxy;
+    use tokio::io::AsyncReadExt;
+    const V2_SIGNATURE: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
+    let read = async {
+        // The shortest version 1 header is 15 bytes: 12 are safe to take.
+        let mut buf = vec![0u8; 12];
+        stream.read_exact(&mut buf).await.ok()?;
+        if buf == V2_SIGNATURE {
+            let mut rest = [0u8; 4];
+            stream.read_exact(&mut rest).await.ok()?;
+            buf.extend_from_slice(&rest);
+            let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+            if 16 + len > max {
+                return None;
+            }
+            let mut body = vec![0u8; len];
+            stream.read_exact(&mut body).await.ok()?;
+            buf.extend_from_slice(&body);
+        } else {
+            let mut byte = [0u8; 1];
+            while !buf.ends_with(b"\n") {
+                if buf.len() >= proxy::V1_MAX {
+                    return None;
+                }
+                stream.read_exact(&mut byte).await.ok()?;
+                buf.push(byte[0]);
+            }
+        }
+        match proxy::parse(&buf, max) {
+            Ok(Some((header, used))) if used == buf.len() => Some(header),
+            _ => None,
+        }
+    };
+    tokio::time::timeout(limit, read).await.ok().flatten()
+}
+
 /// How a listener speaks TLS.
 pub(crate) struct TlsListener {
     pub acceptor: tokio_rustls::TlsAcceptor,
