@@ -229,3 +229,21 @@ pub fn hash64(data: &[u8]) -> u64 {
     h ^= h >> 33;
     h
 }
+
+/// The table of a vmod whose functions take no arguments and run in any
+/// client or backend subroutine: `name: RETURN_TYPE` for each.
+macro_rules! argless_functions {
+    ($vmod:literal; $( $name:ident: $ret:ident ),* $(,)?) => {
+        static FUNCTIONS: &[$crate::vmod::FuncSpec] = &[ $(
+            $crate::vmod::FuncSpec {
+                vmod: $vmod,
+                name: stringify!($name),
+                ret: $crate::types::Type::$ret,
+                params: &[],
+                scope: $crate::types::scope::CLIENT_BACKEND,
+                call: $name,
+            },
+        )* ];
+    };
+}
+pub(crate) use argless_functions;

@@ -4,9 +4,8 @@
 //! verify result, version, cipher and certificate algorithms. Without a
 //! header (or a field), strings are unset and booleans false.
 
-use crate::types::scope::CLIENT_BACKEND;
-use crate::types::{Type, Value};
-use crate::vmod::{Ctx, FuncSpec, Vmod};
+use crate::types::Value;
+use crate::vmod::{Ctx, Vmod};
 
 type R = Result<Value, String>;
 
@@ -86,22 +85,8 @@ fn cert_key(c: &mut Ctx<'_>, _: &[Value]) -> R {
     Ok(field(c, SSL, Some(SSL_KEY_ALG)))
 }
 
-macro_rules! functions {
-    ($( $name:ident: $ret:ident ),* $(,)?) => {
-        static FUNCTIONS: &[FuncSpec] = &[ $(
-            FuncSpec {
-                vmod: "proxy",
-                name: stringify!($name),
-                ret: Type::$ret,
-                params: &[],
-                scope: CLIENT_BACKEND,
-                call: $name,
-            },
-        )* ];
-    };
-}
-
-functions! {
+crate::vmod::argless_functions! {
+    "proxy";
     alpn: String,
     authority: String,
     is_ssl: Bool,

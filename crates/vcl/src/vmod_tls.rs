@@ -5,9 +5,8 @@
 //! for one and it was verified. Without TLS, strings are unset and the
 //! booleans false.
 
-use crate::types::scope::CLIENT_BACKEND;
-use crate::types::{Type, Value};
-use crate::vmod::{Ctx, FuncSpec, Vmod};
+use crate::types::Value;
+use crate::vmod::{Ctx, Vmod};
 
 type R = Result<Value, String>;
 
@@ -49,22 +48,8 @@ fn client_cert_cn(c: &mut Ctx<'_>, _: &[Value]) -> R {
     ))
 }
 
-macro_rules! functions {
-    ($( $name:ident: $ret:ident ),* $(,)?) => {
-        static FUNCTIONS: &[FuncSpec] = &[ $(
-            FuncSpec {
-                vmod: "tls",
-                name: stringify!($name),
-                ret: Type::$ret,
-                params: &[],
-                scope: CLIENT_BACKEND,
-                call: $name,
-            },
-        )* ];
-    };
-}
-
-functions! {
+crate::vmod::argless_functions! {
+    "tls";
     is_tls: Bool,
     version: String,
     cipher: String,
