@@ -202,6 +202,9 @@ pub(crate) struct SessTimeouts {
     pub linger: Option<f64>,
 }
 
+/// The read buffer a new connection starts with.
+const FIRST_RBUF: usize = 2048;
+
 impl Client {
     pub fn new(stream: Box<dyn ClientStream>, addrs: SessAddrs) -> Self {
         let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
@@ -209,7 +212,9 @@ impl Client {
             fd,
             sess: SessTimeouts::default(),
             wire: Wire::Stream(stream),
-            rbuf: BytesMut::with_capacity(4096),
+            // Enough for most request heads (a connection that needs more
+            // grows it in read_more): what a new connection holds idle.
+            rbuf: BytesMut::with_capacity(FIRST_RBUF),
             wbuf: Vec::with_capacity(1024),
             addrs: std::sync::Arc::new(addrs),
             key: Vec::with_capacity(128),
