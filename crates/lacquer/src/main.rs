@@ -2,9 +2,12 @@
 //! varnishd's flags; `lacquer adm …` manages it as varnishadm does;
 //! `lacquer test …` runs VTC files as varnishtest does; `log`, `ncsa`,
 //! `top`, `hist` and `stat` read a daemon's shared memory as varnishlog,
-//! varnishncsa, varnishtop, varnishhist and varnishstat do.
+//! varnishncsa, varnishtop, varnishhist and varnishstat do; `lacquer
+//! demo` runs a small site with Lacquer in front of it.
 
 #![forbid(unsafe_code)]
+
+mod demo;
 
 use lacquer_tools::{adm, hist, log, ncsa, stat, top};
 
@@ -23,7 +26,8 @@ const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
        lacquer hist [-n workdir] [-1] [-P profile] [-q query]
        lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
        lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...
-       lacquer upgrade-vcl old.vcl > new.vcl";
+       lacquer upgrade-vcl old.vcl > new.vcl
+       lacquer demo [-a address:port] [-n workdir]";
 
 fn usage() -> String {
     format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
+        Some("demo") => demo::main(&args[1..]),
         Some("adm") => adm::main(&args[1..]),
         Some("log") => log::main(&args[1..]),
         Some("stat") => stat::main(&args[1..]),

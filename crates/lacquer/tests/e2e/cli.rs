@@ -187,3 +187,53 @@ fn describe_prints_the_tables() {
         assert!(out.contains(want), "-x {what}:\n{out}");
     }
 }
+
+/// `lacquer demo`: the built-in site behind Lacquer, on one command —
+/// ESI pages, a hit on the second request, a 1 MiB object, a tagged item
+/// purged by its tag.
+#[test]
+fn the_demo_runs_with_nothing_else() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("lacquer-demo-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args(["demo", "-a", "127.0.0.1:0", "-n"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut addr = None;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("Listen ") {
+            let p: Vec<&str> = rest.split_whitespace().collect();
+            addr = Some(format!("{}:{}", p[1], p[2]));
+        }
+        if line == "Child launched OK" {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let addr: std::net::SocketAddr = addr.expect("a listener").parse().unwrap();
+    let mut c = crate::harness::Client::connect(addr);
+    let page = c.get("/", &[]);
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(
+        text.contains("News, cached") && text.contains("The clock"),
+        "{text}"
+    );
+    assert!(!text.contains("esi:include"), "{text}");
+    assert_eq!(c.get("/", &[]).header("X-Cache"), Some("HIT"));
+    assert_eq!(c.get("/large", &[]).body.len(), 1 << 20);
+    assert_eq!(c.get("/api/item/7", &[]).header("X-Cache"), Some("MISS"));
+    assert_eq!(c.get("/api/item/7", &[]).header("X-Cache"), Some("HIT"));
+    let purged = c.request("PURGE", "/", &[("xkey-purge", "item-7")]);
+    assert_eq!(purged.status, 200);
+    assert_eq!(c.get("/api/item/7", &[]).header("X-Cache"), Some("MISS"));
+    assert!(c.get("/cookie", &[]).header("Set-Cookie").is_some());
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
