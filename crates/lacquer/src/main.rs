@@ -9,7 +9,7 @@
 
 mod demo;
 
-use lacquer_tools::{adm, hist, log, ncsa, stat, top};
+use lacquer_tools::{adm, hist, log, ncsa, reload, stat, top};
 
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
@@ -27,7 +27,8 @@ const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
        lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
        lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...
        lacquer upgrade-vcl old.vcl > new.vcl
-       lacquer demo [-a address:port] [-n workdir]";
+       lacquer demo [-a address:port] [-n workdir]
+       lacquer reload [-n workdir] [-m keep] [file.vcl]";
 
 fn usage() -> String {
     format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         Some("serve") => serve(&args[1..]),
         Some("demo") => demo::main(&args[1..]),
         Some("adm") => adm::main(&args[1..]),
+        Some("reload") => reload::main(&args[1..]),
         Some("log") => log::main(&args[1..]),
         Some("stat") => stat::main(&args[1..]),
         Some("ncsa") => ncsa::main(&args[1..]),

@@ -108,28 +108,7 @@ fn execute(args: &[String]) -> Result<ExitCode, String> {
             t
         }
     };
-    let secret = match &target.secret {
-        Some(p) => Some(
-            std::fs::read(p)
-                .map_err(|e| format!("Cannot read secret file {}: {e}", p.display()))?,
-        ),
-        None => None,
-    };
-    let timeout = Duration::from_secs_f64(timeout.max(0.001));
-    let mut last_error = String::new();
-    let mut client = None;
-    for a in &target.addrs {
-        match Client::connect(a, secret.as_deref(), timeout) {
-            Ok(c) => {
-                client = Some(c);
-                break;
-            }
-            Err(e) => last_error = format!("Cannot connect to {a}: {e}"),
-        }
-    }
-    let Some(mut client) = client else {
-        return Err(last_error);
-    };
+    let mut client = connect(&target, Duration::from_secs_f64(timeout.max(0.001)))?;
     if command.is_empty() {
         interactive(&mut client)
     } else {
@@ -142,6 +121,30 @@ fn execute(args: &[String]) -> Result<ExitCode, String> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// A logged-in management connection to the first address that answers.
+fn connect(target: &Target, timeout: Duration) -> Result<Client, String> {
+    let secret = match &target.secret {
+        Some(p) => Some(
+            std::fs::read(p)
+                .map_err(|e| format!("Cannot read secret file {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let mut last_error = String::new();
+    for a in &target.addrs {
+        match Client::connect(a, secret.as_deref(), timeout) {
+            Ok(c) => return Ok(c),
+            Err(e) => last_error = format!("Cannot connect to {a}: {e}"),
+        }
+    }
+    Err(last_error)
+}
+
+/// A management connection to the daemon of a work directory.
+pub fn connect_workdir(dir: &std::path::Path, timeout: Duration) -> Result<Client, String> {
+    connect(&from_workdir(dir)?, timeout)
 }
 
 fn print_body(body: &str) {

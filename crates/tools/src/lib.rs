@@ -9,6 +9,7 @@ pub mod adm;
 pub mod hist;
 pub mod log;
 pub mod ncsa;
+pub mod reload;
 pub mod source;
 pub mod stat;
 pub mod top;
