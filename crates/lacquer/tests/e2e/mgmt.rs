@@ -502,3 +502,43 @@ fn reverse_cli_connects_out() {
     assert_eq!(status, 200);
     assert!(pong.starts_with("PONG "), "{pong}");
 }
+
+/// `lacquer reload`: a new program under a new name, switched to while
+/// requests run; earlier reloads discarded; a program that does not
+/// compile changes nothing.
+#[test]
+fn reload_loads_switches_and_discards_as_varnishreload() {
+    let origin = origin();
+    let lq = Lacquer::with_vcl("reload.vcl", &reload_vars(&origin, "red"), &[]);
+    let reload = |path: &std::path::Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .arg("reload")
+            .arg("-n")
+            .arg(&lq.workdir)
+            .args(extra)
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let blue = write_program(&lq, &origin, "blue");
+    let first = reload(&blue, &[]);
+    assert!(first.status.success(), "{first:?}");
+    let second = reload(&blue, &[]);
+    assert!(second.status.success(), "{second:?}");
+    let list = lq.cli_ok("vcl.list");
+    let reloads: Vec<&str> = list.lines().filter(|l| l.contains("reload_")).collect();
+    assert_eq!(
+        reloads.len(),
+        1,
+        "the earlier reload was discarded:\n{list}"
+    );
+    assert!(reloads[0].starts_with("active"), "{list}");
+    assert_eq!(lq.get("/x").header("X-Program"), Some("blue"));
+
+    let broken = lq.workdir.join("broken.vcl");
+    std::fs::write(&broken, "vcl 4.1;\nbackend b { .host = \"127.0.0.1\" }\n").unwrap();
+    let failed = reload(&broken, &[]);
+    assert!(!failed.status.success());
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("broken.vcl"));
+    assert_eq!(lq.cli_ok("vcl.list"), list, "nothing changed");
+}
