@@ -12,7 +12,7 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: lacquer log [-n workdir] [-d] [-r file] [-w file [-A]] [-g raw|vxid|request|session]
                    [-q query] [-c] [-b] [-i taglist] [-x taglist] [-I [taglist:]regex]
-                   [-X [taglist:]regex] [-k count] [-T seconds] [-L limit]";
+                   [-X [taglist:]regex] [-k count] [-T seconds] [-L limit] [-R limit[/duration]]";
 
 pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Vxid);

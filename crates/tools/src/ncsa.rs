@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: lacquer ncsa [-n workdir] [-d] [-r file] [-b | -c] [-E] [-F format | -f formatfile]
-                    [-q query] [-k count] [-w file [-a]] [-D] [-P pidfile] [-t seconds|off]";
+                    [-q query] [-k count] [-w file [-a]] [-D] [-P pidfile] [-t seconds|off]
+                    [-R limit[/duration]] [-T seconds] [-L limit]";
 
 /// varnishncsa's default: the NCSA combined log format.
 pub const DEFAULT_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";

@@ -1,6 +1,6 @@
 //! What every log tool shares: the options varnishlog, varnishncsa,
 //! varnishtop and varnishhist have in common (`-n -d -r -g -q -c -b -i
-//! -I -x -X -k -T -L`), and the loop that reads records from a daemon's
+//! -I -x -X -k -T -L -R`), and the loop that reads records from a daemon's
 //! ring or a dump file, groups them, filters them and hands each matching
 //! group to the tool.
 
@@ -34,6 +34,9 @@ pub struct LogOptions {
     pub max_groups: Option<u64>,
     pub timeout: Duration,
     pub limit: usize,
+    /// `-R limit[/duration]`: at most this many transactions per period;
+    /// the rest are suppressed.
+    pub rate: Option<(u64, Duration)>,
     /// `-D`: run in the background.
     pub daemon: bool,
     /// `-P file`: write the process id there.
@@ -60,6 +63,7 @@ impl LogOptions {
             max_groups: None,
             timeout: Duration::from_secs(120),
             limit: 1000,
+            rate: None,
             daemon: false,
             pid_file: None,
             open_timeout: Some(Duration::from_secs(5)),
@@ -123,6 +127,7 @@ impl LogOptions {
                     )),
                 };
             }
+            'R' => self.rate = Some(parse_rate(&value()?)?),
             'L' => {
                 let v = value()?;
                 self.limit = v
@@ -176,6 +181,34 @@ impl LogOptions {
     }
 }
 
+/// `-R limit[/duration]`: `10`, `10/m`, `100/30s` (s, m, h, d; a second
+/// when no period is given).
+fn parse_rate(text: &str) -> Result<(u64, Duration), String> {
+    let bad = || format!("-R: \"{text}\" is not limit[/duration]");
+    let (limit, period) = text.split_once('/').unwrap_or((text, "1s"));
+    let limit: u64 = limit.parse().map_err(|_| bad())?;
+    let unit_at = period
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(bad)?;
+    let (n, unit) = period.split_at(unit_at);
+    let n: f64 = if n.is_empty() {
+        1.0
+    } else {
+        n.parse().map_err(|_| bad())?
+    };
+    let secs = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return Err(bad()),
+    } * n;
+    if limit == 0 || !(secs > 0.0 && secs.is_finite()) {
+        return Err(bad());
+    }
+    Ok((limit, Duration::from_secs_f64(secs)))
+}
+
 /// `-i ReqURL,Resp*`: a mask of the tags named.
 pub fn tag_list(text: &str) -> Result<u128, String> {
     let mut mask = 0u128;
@@ -220,10 +253,21 @@ pub fn read_records(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String
     let mut grouper = Grouper::new(opts.grouping, opts.timeout, opts.limit);
     let mut groups = Vec::new();
     let mut passed = 0u64;
+    // `-R`: the transactions let through in the current period.
+    let mut window = (Instant::now(), 0u64);
     let mut deliver = |groups: &mut Vec<Group>, sink: &mut dyn Sink| -> bool {
         for g in groups.drain(..) {
             if !opts.group_matches(&g) {
                 continue;
+            }
+            if let Some((limit, period)) = opts.rate {
+                if window.0.elapsed() >= period {
+                    window = (Instant::now(), 0);
+                }
+                if window.1 >= limit {
+                    continue;
+                }
+                window.1 += 1;
             }
             if !sink.group(&g) {
                 return false;
@@ -380,7 +424,7 @@ pub fn getopt(
 }
 
 /// The flags of the shared options that take a value.
-pub const SHARED_WITH_VALUE: &str = "nrgqixIXkTLPt";
+pub const SHARED_WITH_VALUE: &str = "nrgqixIXkTLPtR";
 
 /// Set in the environment of the copy `-D` starts, which runs in the
 /// background and must not start another.
@@ -484,6 +528,19 @@ pub fn exit(tool: &str, result: Result<(), String>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rate_limits_read_as_varnishlog_writes_them() {
+        assert_eq!(parse_rate("10").unwrap(), (10, Duration::from_secs(1)));
+        assert_eq!(parse_rate("10/m").unwrap(), (10, Duration::from_secs(60)));
+        assert_eq!(
+            parse_rate("100/30s").unwrap(),
+            (100, Duration::from_secs(30))
+        );
+        for bad in ["", "x", "0", "10/", "10/3", "10/w", "-1/s"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn getopt_forms() {

@@ -174,6 +174,24 @@ fn timestamp_fields_find_only_the_slow_request() {
     assert!(!text.contains("/quick"));
 }
 
+/// `-R limit/duration`: past the limit, transactions are suppressed.
+#[test]
+fn a_rate_limit_suppresses_the_transactions_past_it() {
+    let o = origin();
+    let lq = Lacquer::start(o.addr, &[]);
+    let mut c = lq.connect();
+    for n in 0..5 {
+        assert_eq!(c.get(&format!("/r{n}"), &[]).status, 200);
+    }
+    let mut text = String::new();
+    assert!(eventually(Duration::from_secs(5), || {
+        text = log(&lq, &["-g", "request", "-i", "ReqURL"]);
+        vxids(&text).len() >= 5
+    }));
+    let limited = log(&lq, &["-g", "request", "-i", "ReqURL", "-R", "2/m"]);
+    assert_eq!(limited.matches("<< Request").count(), 2, "{limited}");
+}
+
 #[test]
 fn a_reader_started_later_catches_up_and_follows() {
     let o = origin();
