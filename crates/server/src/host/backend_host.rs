@@ -533,7 +533,7 @@ impl Host for BackendHost<'_> {
                     _ => Var::ObjUncacheable,
                 };
                 match b.stale.as_deref() {
-                    Some(o) => crate::host::client_host::obj_var(Some(o), same),
+                    Some(o) => crate::host::obj_vars::obj_var(Some(o), same),
                     None => Value::Unset,
                 }
             }

@@ -8,7 +8,7 @@ pub(crate) use crate::host::resp::{obj_reason, Resp};
 use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
-use lacquer_cache::object::{ObjKind, Object};
+use lacquer_cache::object::Object;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Version;
 use lacquer_shm::Tag;
@@ -203,13 +203,13 @@ impl Host for ClientHost<'_> {
             | Var::ObjStorage
             | Var::ObjTime
             | Var::ObjTtl
-            | Var::ObjUncacheable => obj_var(obj, var),
+            | Var::ObjUncacheable => crate::host::obj_vars::obj_var(obj, var),
             Var::Resp => Value::Http(HttpKind::Resp),
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
             Var::RespFilters => match obj {
                 Some(o) => {
                     let status = self.resp.as_deref().map_or(o.status(), |r| r.status % 1000);
-                    let f = crate::client::deliver::Filters::of(&self.sh.params, req, o, status);
+                    let f = crate::host::filters::Filters::of(&self.sh.params, req, o, status);
                     Value::str(&f.names())
                 }
                 None => Value::str(""),
@@ -300,7 +300,7 @@ impl Host for ClientHost<'_> {
             }
             Var::ReqEsi | Var::RespDoEsi => req.esi_enabled = value.as_bool(),
             Var::RespFilters => {
-                req.resp_filters = Some(crate::client::deliver::Filters::parse(value.as_bytes())?)
+                req.resp_filters = Some(crate::host::filters::Filters::parse(value.as_bytes())?)
             }
             Var::ReqGrace => req.grace = Some(value.as_f64()),
             Var::ReqTtl | Var::ReqMaxAge => req.ttl = Some(value.as_f64()),
@@ -633,35 +633,4 @@ fn log_unset(log: &mut lacquer_shm::Txn, headers: &lacquer_http::Headers, name: 
 /// A header value as lent to the interpreter.
 fn lend(v: Option<&Bytes>) -> Lent<'_> {
     v.map_or(Lent::Absent, Lent::Value)
-}
-
-/// An `obj.*` variable (or, with the same meaning, `obj_stale.*`) of an
-/// object, or of none (a pass in `vcl_deliver`).
-pub(crate) fn obj_var(obj: Option<&Object>, var: Var) -> Value {
-    let now = lacquer_core::time::now;
-    match var {
-        Var::ObjAge => Value::Duration(obj.map_or(0.0, |o| now() - o.timers().t_origin)),
-        Var::ObjCanEsi => Value::Bool(obj.is_some_and(|o| o.esi_expected())),
-        Var::ObjGrace => Value::Duration(obj.map_or(0.0, |o| o.timers().grace)),
-        Var::ObjHits => Value::Int(obj.map_or(0, |o| o.hits() as i64)),
-        Var::ObjKeep => Value::Duration(obj.map_or(0.0, |o| o.timers().keep)),
-        Var::ObjProto => Value::str("HTTP/1.1"),
-        Var::ObjReason => obj.map_or(Value::Unset, |o| Value::Str(obj_reason(o))),
-        Var::ObjStatus => Value::Int(obj.map_or(0, |o| i64::from(o.status()))),
-        Var::ObjStorage => Value::Stevedore(
-            format!(
-                "storage.{}",
-                obj.and_then(|o| o.store_name()).unwrap_or("Transient")
-            )
-            .into(),
-        ),
-        Var::ObjTime => Value::Time(obj.map_or_else(now, |o| o.timers().t_origin)),
-        Var::ObjTtl => Value::Duration(obj.map_or(0.0, |o| o.ttl_left(now()))),
-        // Without an object in vcl_deliver, the response is a pass
-        // streamed straight through: uncacheable.
-        Var::ObjUncacheable => {
-            Value::Bool(obj.is_none_or(|o| o.kind() != ObjKind::Normal || o.key_is_unset()))
-        }
-        _ => Value::Unset,
-    }
 }

@@ -6,6 +6,8 @@
 
 pub(crate) mod backend_host;
 pub(crate) mod client_host;
+pub(crate) mod filters;
+pub(crate) mod obj_vars;
 pub(crate) mod purge;
 pub(crate) mod req;
 pub(crate) mod resp;

@@ -1,0 +1,77 @@
+//! The delivery filters of a response, as `resp.filters` names them
+//! (`esi gunzip range`): those VCL set, else the ones the object and the
+//! request call for. Delivery runs them; VCL reads and sets them.
+
+use crate::host::req::{can_gzip, Req};
+use lacquer_cache::object::Object;
+use lacquer_core::params::Params;
+
+/// The delivery filters of a response (`resp.filters`), in the order
+/// they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Filters {
+    /// Run the object's ESI program.
+    pub esi: bool,
+    /// Inflate a gzip'd body.
+    pub gunzip: bool,
+    /// Answer the request's byte range.
+    pub range: bool,
+}
+
+impl Filters {
+    const ESI: u8 = 1;
+    const GUNZIP: u8 = 2;
+    const RANGE: u8 = 4;
+
+    /// The filters a response gets: those VCL set, else the ones the
+    /// object and the request call for.
+    pub fn of(p: &Params, req: &Req, obj: &Object, status: u16) -> Filters {
+        match req.resp_filters {
+            Some(bits) => Filters {
+                esi: bits & Self::ESI != 0 && obj.esi_expected(),
+                gunzip: bits & Self::GUNZIP != 0 && obj.gzipped(),
+                range: bits & Self::RANGE != 0,
+            },
+            None => Filters {
+                esi: obj.esi_expected() && req.esi_enabled,
+                gunzip: p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers),
+                range: status == 200
+                    && p.http_range_support()
+                    && req.head.headers.get("range").is_some(),
+            },
+        }
+    }
+
+    /// The list as VCL reads it: `esi gunzip range`.
+    pub fn names(self) -> String {
+        let names = [
+            (self.esi, "esi"),
+            (self.gunzip, "gunzip"),
+            (self.range, "range"),
+        ];
+        let on: Vec<&str> = names.iter().filter(|n| n.0).map(|n| n.1).collect();
+        on.join(" ")
+    }
+
+    /// Reads a list VCL set; an unknown filter is an error naming it.
+    pub fn parse(list: &[u8]) -> Result<u8, String> {
+        let mut bits = 0;
+        for name in list
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|n| !n.is_empty())
+        {
+            bits |= match name {
+                b"esi" => Self::ESI,
+                b"gunzip" => Self::GUNZIP,
+                b"range" => Self::RANGE,
+                other => {
+                    return Err(format!(
+                        "Filter '{}' not found",
+                        String::from_utf8_lossy(other)
+                    ))
+                }
+            };
+        }
+        Ok(bits)
+    }
+}
