@@ -5,6 +5,7 @@
 //! (`vcl`), and the log records VCL's steps write (`vsl`).
 
 pub(crate) mod backend_host;
+pub(crate) mod bereq;
 pub(crate) mod client_host;
 pub(crate) mod filters;
 pub(crate) mod obj_vars;

@@ -1,0 +1,353 @@
+//! A backend request and response as they are prepared: `Bereq` (the
+//! request head, its body, its timeouts and what VCL set on it), the head
+//! written for the backend, and `Beresp` (the response as VCL may change
+//! it before it is stored, with the fetch filters by Varnish's names).
+
+use crate::host::req::{Acct, ConnInfo, Req};
+use crate::host::vcl::Loaded;
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_backend::Timeouts;
+use lacquer_cache::object::{Object, Timers};
+use lacquer_core::params::Params;
+use lacquer_http::{Headers, Version};
+use lacquer_shm::{Side, Tag, Txn};
+use lacquer_vcl::BackendRef;
+use std::sync::Arc;
+
+/// Request headers never sent on a cache fetch: the object fetched must be
+/// the whole, unconditional representation.
+pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
+    "if-modified-since",
+    "if-none-match",
+    "if-match",
+    "if-unmodified-since",
+    "if-range",
+    "range",
+    "expect",
+    "content-length",
+    "transfer-encoding",
+];
+
+/// The backend request being prepared.
+pub(crate) struct Bereq {
+    /// The vmods' state for this fetch.
+    pub privs: lacquer_vcl::vmod::TaskPrivs,
+    pub xid: u64,
+    pub method: Bytes,
+    pub url: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub backend: BackendRef,
+    pub retries: u32,
+    pub uncacheable: bool,
+    pub is_bgfetch: bool,
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    /// A reused connection that fails before any response byte may be
+    /// retried once on a fresh one (`bereq.retry_connect`).
+    pub retry_connect: bool,
+    /// Bytes of header values VCL has set, charged to `workspace_backend`
+    /// with the request head.
+    pub ws_used: u64,
+    /// `beresp.transit_buffer`, when VCL set it.
+    pub transit_buffer: Option<u64>,
+    /// The stale object a conditional fetch revalidates (`obj_stale` in
+    /// `vcl_backend_refresh`).
+    pub stale: Option<Arc<Object>>,
+    pub t_start: f64,
+    pub hash: Bytes,
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
+    /// `unset bereq.body` ran.
+    pub body_unset: bool,
+    /// The client's body, when it was read whole into memory: sent from
+    /// here (so a retry or a fetch outliving the request can send it).
+    pub cached_body: Option<Bytes>,
+    /// The request as made, before `vcl_backend_fetch` (for
+    /// `std.rollback`), when the program calls it.
+    pub original: Option<Box<(Bytes, Bytes, Headers)>>,
+    /// `std.rollback(bereq)` ran in vcl_backend_response.
+    pub response_dropped: bool,
+    pub conn: ConnInfo,
+    pub client_identity: Option<Bytes>,
+    /// The fetch's log transaction.
+    pub log: Txn,
+    /// Bytes sent and received, for `BereqAcct`.
+    pub acct: Acct,
+}
+
+/// What follows a backend request head on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BereqBody {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+impl BereqBody {
+    /// The body a client request still has to send, framed as it came.
+    pub fn of(framing: lacquer_http::Framing) -> BereqBody {
+        match framing {
+            lacquer_http::Framing::Length(n) => BereqBody::Length(n),
+            lacquer_http::Framing::Chunked => BereqBody::Chunked,
+            lacquer_http::Framing::None | lacquer_http::Framing::UntilClose => BereqBody::None,
+        }
+    }
+}
+
+/// The backend response as VCL may change it before it is stored.
+pub(crate) struct Beresp {
+    pub status: u16,
+    pub reason: Bytes,
+    pub version: Version,
+    pub headers: Headers,
+    pub timers: Timers,
+    pub uncacheable: bool,
+    pub do_stream: bool,
+    pub do_esi: bool,
+    pub do_gzip: bool,
+    pub do_gunzip: bool,
+    /// VCL set `beresp.filters`: the `do_*` flags no longer change.
+    pub filters_set: bool,
+    pub was_304: bool,
+    pub backend: BackendRef,
+    pub storage: Option<Arc<str>>,
+    /// The body of `vcl_backend_error`.
+    pub body: Vec<u8>,
+    pub t_resp: f64,
+}
+
+impl Bereq {
+    /// How far a private fill may run ahead of its reader: VCL's
+    /// `beresp.transit_buffer`, else the parameter.
+    pub fn transit_buffer(&self, p: &lacquer_core::params::Params) -> u64 {
+        self.transit_buffer.unwrap_or_else(|| p.transit_buffer())
+    }
+
+    /// A backend request copied from a client request, with the given
+    /// headers; the flags are the caller's to set. It begins a backend
+    /// transaction in the log, linked from the request's for `reason`
+    /// (`fetch`, `bgfetch`, `pass`, `pipe`).
+    pub fn from_req(
+        sh: &Shared,
+        vcl: &Loaded,
+        req: &mut Req,
+        headers: Headers,
+        conn: ConnInfo,
+        reason: &'static str,
+    ) -> Bereq {
+        let xid = lacquer_core::ids::next_vxid();
+        let now = lacquer_core::time::now();
+        let mut log = sh.txn(xid, Side::Backend);
+        if log.active() {
+            req.log.link("bereq", xid, reason);
+            log.begin("bereq", req.xid, reason, now);
+            log.timestamp("Start", now);
+            log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+        }
+        Bereq {
+            privs: Default::default(),
+            log,
+            acct: Acct::default(),
+            xid,
+            method: req.head.method.clone(),
+            url: req.head.url.clone(),
+            version: req.head.version,
+            headers,
+            backend: req.backend_hint,
+            retries: 0,
+            uncacheable: false,
+            is_bgfetch: false,
+            is_hitmiss: false,
+            is_hitpass: false,
+            retry_connect: true,
+            transit_buffer: None,
+            ws_used: 0,
+            stale: None,
+            t_start: now,
+            hash: Bytes::new(),
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            body_unset: false,
+            cached_body: req.cached_body.clone(),
+            original: None,
+            response_dropped: false,
+            conn,
+            client_identity: req.identity.clone(),
+        }
+    }
+
+    /// Starts the fetch over after a `return (retry)`, from
+    /// `vcl_backend_response` or `vcl_backend_error`, for a cache fetch or
+    /// a pass alike. Not counted in `MAIN.backend_retry`: as in Varnish,
+    /// that counts the one automatic retry of a request whose pooled
+    /// connection turned out closed.
+    pub fn retry(&mut self) {
+        self.retries += 1;
+    }
+
+    /// The timeouts of this fetch: the backend's own, else the
+    /// parameters, unless VCL set them on `bereq`.
+    pub fn timeouts(&self, vcl: &Loaded, backend: usize, p: &Params) -> Timeouts {
+        let def = vcl.program.backends.get(backend);
+        let pick = |vcl_set: Option<f64>, declared: Option<std::time::Duration>, param: f64| {
+            vcl_set
+                .map(Params::duration)
+                .or(declared)
+                .unwrap_or_else(|| Params::duration(param))
+        };
+        Timeouts {
+            connect: pick(
+                self.connect_timeout,
+                def.and_then(|d| d.connect_timeout),
+                p.connect_timeout(),
+            ),
+            first_byte: pick(
+                self.first_byte_timeout,
+                def.and_then(|d| d.first_byte_timeout),
+                p.first_byte_timeout(),
+            ),
+            between_bytes: pick(
+                self.between_bytes_timeout,
+                def.and_then(|d| d.between_bytes_timeout),
+                p.between_bytes_timeout(),
+            ),
+            idle: Params::duration(p.backend_idle_timeout()),
+            holddown_local: Params::duration(p.backend_local_error_holddown()),
+            holddown_remote: Params::duration(p.backend_remote_error_holddown()),
+            proxy_for: Some((self.conn.addrs.client, self.conn.addrs.server)),
+            wait: lacquer_backend::WaitPolicy {
+                timeout: Params::duration(p.backend_wait_timeout()),
+                limit: p.backend_wait_limit(),
+            },
+        }
+    }
+
+    /// Serialises the request head for a backend, adding `Host` when it is
+    /// missing and `X-Varnish`. The framing fields say how `body`, what
+    /// really follows the head, is delimited: whatever the client sent or
+    /// VCL left in `Content-Length` and `Transfer-Encoding` is replaced,
+    /// so the backend can never read a body as a request of its own.
+    pub fn head(&mut self, host_header: &str, body: BereqBody) -> Vec<u8> {
+        match body {
+            BereqBody::None => {
+                self.headers.remove("transfer-encoding");
+                // A bodyless POST keeps its `Content-Length: 0`.
+                let zero = self
+                    .headers
+                    .get_all("content-length")
+                    .all(|v| lacquer_http::headers::trim(v) == b"0");
+                if !zero {
+                    self.headers.remove("content-length");
+                }
+            }
+            BereqBody::Length(n) => {
+                self.headers.remove("transfer-encoding");
+                self.headers.set("Content-Length", n.to_string());
+            }
+            BereqBody::Chunked => {
+                self.headers.remove("content-length");
+                self.headers.set("Transfer-Encoding", "chunked");
+            }
+        }
+        if !self.headers.contains("host") {
+            self.headers
+                .set("Host", Bytes::copy_from_slice(host_header.as_bytes()));
+        }
+        self.headers.set("X-Varnish", self.xid.to_string());
+        let mut head = Vec::with_capacity(256 + self.url.len());
+        head.extend_from_slice(&self.method);
+        head.push(b' ');
+        head.extend_from_slice(&self.url);
+        head.extend_from_slice(match self.version {
+            Version::Http10 => b" HTTP/1.0\r\n",
+            Version::Http11 => b" HTTP/1.1\r\n",
+        });
+        self.headers.write_to(&mut head);
+        head.extend_from_slice(b"\r\n");
+        head
+    }
+}
+
+/// `beresp.filters` as the `do_*` flags make it: the fetch filters in
+/// order, with Varnish's names.
+pub(crate) fn filter_list(r: &Beresp) -> String {
+    let mut words = Vec::new();
+    if r.do_gunzip {
+        words.push("gunzip");
+    }
+    match (r.do_esi, r.do_gzip) {
+        (true, true) => words.push("esi_gzip"),
+        (true, false) => words.push("esi"),
+        (false, true) => words.push("gzip"),
+        (false, false) => {}
+    }
+    words.join(" ")
+}
+
+/// Sets the fetch filters by name: the flags follow, and stay as set.
+pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String> {
+    let (mut esi, mut gzip, mut gunzip) = (false, false, false);
+    for word in list
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+    {
+        match word {
+            b"esi" => esi = true,
+            b"esi_gzip" => (esi, gzip) = (true, true),
+            b"gzip" => gzip = true,
+            b"gunzip" => gunzip = true,
+            b"testgunzip" => {}
+            other => {
+                return Err(format!(
+                    "Filter '{}' not found",
+                    String::from_utf8_lossy(other)
+                ))
+            }
+        }
+    }
+    (r.do_esi, r.do_gzip, r.do_gunzip, r.filters_set) = (esi, gzip, gunzip, true);
+    Ok(())
+}
+
+impl Beresp {
+    /// The response `vcl_backend_error` starts from.
+    pub fn error(status: u16, reason: Option<Bytes>, now: f64, backend: BackendRef) -> Beresp {
+        let mut headers = Headers::new();
+        lacquer_core::time::with_date(now, |d| {
+            headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
+        });
+        headers.append("Server", "Lacquer");
+        Beresp {
+            status,
+            reason: reason.unwrap_or_else(|| {
+                Bytes::from_static(match status {
+                    503 => "Backend fetch failed".as_bytes(),
+                    s => lacquer_http::reason_phrase(s % 1000).as_bytes(),
+                })
+            }),
+            version: Version::Http11,
+            headers,
+            timers: Timers {
+                t_origin: now,
+                ttl: 0.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+            uncacheable: false,
+            do_stream: true,
+            do_esi: false,
+            do_gzip: false,
+            do_gunzip: false,
+            filters_set: false,
+            was_304: false,
+            backend,
+            storage: None,
+            body: Vec::new(),
+            t_resp: now,
+        }
+    }
+}
