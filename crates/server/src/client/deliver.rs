@@ -347,7 +347,7 @@ pub(crate) async fn object(
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
-    let filters = Filters::of(p, req, obj, status);
+    let filters = Filters::for_delivery(p, req, obj, status);
     let esi = !bodyless && filters.esi;
     let gunzip = !bodyless && filters.gunzip;
     // The length is not the stored one: chunked framing, and only a closed

@@ -96,6 +96,34 @@ pub(crate) trait FetchMode {
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Self::Done;
 }
 
+/// Where a fetch goes when VCL did not take the response it had.
+enum Unused<D> {
+    /// `return (retry)`, and retries are left: start over.
+    Retry,
+    /// `abandon` or `fail`: the fetch ends.
+    Done(D),
+    /// On to `vcl_backend_error` with this status and reason.
+    Failed(u16, Option<Bytes>),
+}
+
+/// What `action` means for a response VCL did not take.
+fn unused<M: FetchMode>(
+    action: Action,
+    bereq: &mut Bereq,
+    mode: &mut M,
+    max_retries: u32,
+) -> Unused<M::Done> {
+    match action {
+        Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
+            bereq.retry();
+            Unused::Retry
+        }
+        Action::Abandon | Action::Fail => Unused::Done(mode.abandoned(bereq)),
+        Action::Error { status, reason } => Unused::Failed(status, reason),
+        _ => Unused::Failed(503, None),
+    }
+}
+
 /// Runs the backend side of one request to its end.
 pub(crate) async fn run_fetch<M: FetchMode>(
     sh: &Shared,
@@ -180,14 +208,10 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                         // A 304 has no body: its connection carries on.
                         conn.finish(resp.framing == Framing::None);
                         mode.forget_invalidated(bereq);
-                        match other {
-                            Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-                                bereq.retry();
-                                continue 'fetch;
-                            }
-                            Action::Abandon | Action::Fail => return mode.abandoned(bereq),
-                            Action::Error { status, reason } => break 'attempt (status, reason),
-                            _ => break 'attempt (503, None),
+                        match unused(other, bereq, mode, max_retries) {
+                            Unused::Retry => continue 'fetch,
+                            Unused::Done(done) => return done,
+                            Unused::Failed(status, reason) => break 'attempt (status, reason),
                         }
                     }
                 }
@@ -240,14 +264,10 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             // The response is not used: its connection can carry the next
             // request only if it had no body to read.
             conn.finish(resp.framing == Framing::None);
-            match action {
-                Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-                    bereq.retry();
-                    continue 'fetch;
-                }
-                Action::Abandon | Action::Fail => return mode.abandoned(bereq),
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
+            match unused(action, bereq, mode, max_retries) {
+                Unused::Retry => continue 'fetch,
+                Unused::Done(done) => return done,
+                Unused::Failed(status, reason) => break 'attempt (status, reason),
             }
         };
         let now = lacquer_core::time::now();

@@ -32,14 +32,33 @@ impl Filters {
                 gunzip: bits & Self::GUNZIP != 0 && obj.gzipped(),
                 range: bits & Self::RANGE != 0,
             },
-            None => Filters {
-                esi: obj.esi_expected() && req.esi_enabled,
-                gunzip: p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers),
-                range: status == 200
-                    && p.http_range_support()
-                    && req.head.headers.get("range").is_some(),
-            },
+            None => {
+                let mut f = Self::for_delivery(p, req, obj, status);
+                f.range = f.range || Self::asks_range(p, req, status);
+                f
+            }
         }
+    }
+
+    /// [`Filters::of`] as delivery needs them: `range` is only asked
+    /// about for a body that is transformed (delivery answers ranges of a
+    /// stored body itself), so a plain hit does not look for the header
+    /// twice.
+    pub fn for_delivery(p: &Params, req: &Req, obj: &Object, status: u16) -> Filters {
+        if req.resp_filters.is_some() {
+            return Self::of(p, req, obj, status);
+        }
+        let esi = obj.esi_expected() && req.esi_enabled;
+        let gunzip = p.http_gzip_support() && obj.gzipped() && !can_gzip(&req.head.headers);
+        Filters {
+            esi,
+            gunzip,
+            range: (esi || gunzip) && Self::asks_range(p, req, status),
+        }
+    }
+
+    fn asks_range(p: &Params, req: &Req, status: u16) -> bool {
+        status == 200 && p.http_range_support() && req.head.headers.get("range").is_some()
     }
 
     /// The list as VCL reads it: `esi gunzip range`.

@@ -9,7 +9,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_tls::{Cert, CertSet, PemSpec, Resolver, TlsFile};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::net::TcpStream;
 
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
@@ -367,19 +367,24 @@ fn swap_all(inner: &Certs) {
 }
 
 /// The rustls client configurations of TLS backends, one per CA bundle
-/// and way of checking, kept for the daemon's life so that programs
-/// loaded later resume the sessions earlier ones began.
+/// (as it is on disk now: a changed file is read again when a program
+/// loads) and way of checking, kept for the daemon's life so that
+/// programs loaded later resume the sessions earlier ones began.
 fn client_config(
     ca_file: &str,
     def: lacquer_vcl::BackendTlsDef,
 ) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String> {
     use std::collections::HashMap;
     use tokio_rustls::rustls;
-    type Key = (String, bool, bool, bool);
+    type Key = (String, Option<(SystemTime, u64)>, bool, bool, bool);
     static CONFIGS: std::sync::OnceLock<Mutex<HashMap<Key, Arc<rustls::ClientConfig>>>> =
         std::sync::OnceLock::new();
+    let on_disk = std::fs::metadata(ca_file)
+        .ok()
+        .and_then(|m| Some((m.modified().ok()?, m.len())));
     let key = (
         ca_file.to_string(),
+        on_disk,
         def.sni,
         def.verify_peer,
         def.verify_host,
@@ -427,6 +432,8 @@ fn client_config(
     config.enable_sni = def.sni;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let config = Arc::new(config);
+    // A bundle that changed on disk: its older configurations go.
+    configs.retain(|k, _| k.0 != key.0 || k.1 == key.1);
     configs.insert(key, config.clone());
     Ok(config)
 }
