@@ -2,7 +2,7 @@
 //! backend or leave for a client, compressed or inflated bytes come out.
 //! A corrupt or truncated gzip stream is an error, never a panic.
 
-use crate::splice::{GzipBits, Scan, Scanned, Splicer, GZIP_HEADER};
+use crate::splice::{Scan, Scanned, GZIP_HEADER};
 use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress};
 
@@ -18,17 +18,23 @@ impl std::fmt::Display for GzipError {
 
 impl std::error::Error for GzipError {}
 
-/// Compresses a stream into one gzip member that ends in a known way: a
-/// flush to a byte, then an empty final block, so its [`GzipBits`] are
-/// known without a scan and it can be spliced into an ESI page. `cut`
-/// makes a point from which the data inflates on its own (a full
-/// flush), for the pieces of an ESI page.
+/// Compresses a stream into one gzip member ended as zlib ends one (the
+/// last data block is the final block, with no flush before it), so a
+/// body gzip'd here has the length varnishd's has. Its output runs
+/// through a [`Scan`] as it is made, which finds the bit positions an
+/// ESI splice needs (the final block's start is not known otherwise)
+/// and checks the compressor's work. `cut` makes a point from which the
+/// data inflates on its own (a full flush), for the pieces of an ESI
+/// page.
 pub struct Gzip {
     z: Compress,
     crc: crc32fast::Hasher,
     taken_in: u64,
     taken_out: u64,
     header_sent: bool,
+    scan: Scan,
+    /// What the scan of the output found wrong, if anything.
+    broken: Option<GzipError>,
 }
 
 impl Gzip {
@@ -40,6 +46,8 @@ impl Gzip {
             taken_in: 0,
             taken_out: 0,
             header_sent: false,
+            scan: Scan::new(),
+            broken: None,
         }
     }
 
@@ -76,28 +84,34 @@ impl Gzip {
             }
         }
         self.taken_out += out.len() as u64;
+        self.check(&out);
         Bytes::from(out)
     }
 
-    /// Ends the stream: the rest of the output and the trailer.
-    pub fn finish(mut self) -> (Bytes, Scanned) {
-        let mut out = self.deflate(&[], FlushCompress::Sync).to_vec();
-        let last = self.taken_out * 8;
-        let crc = self.crc.clone().finalize();
-        let mut s = Splicer::new();
-        s.deflated(crc, self.taken_in);
-        out.extend_from_slice(&s.finish());
-        self.taken_out += 10;
-        let scanned = Scanned {
-            bits: GzipBits {
-                start: GZIP_HEADER.len() as u64 * 8,
-                last,
-                stop: last + 10,
-            },
-            crc,
-            len: self.taken_in,
-        };
-        (Bytes::from(out), scanned)
+    fn check(&mut self, out: &[u8]) {
+        if self.broken.is_none() {
+            if let Err(e) = self.scan.push(out) {
+                self.broken = Some(e);
+            }
+        }
+    }
+
+    /// Ends the stream: the rest of the output and the trailer, and the
+    /// bits, CRC and length of the whole member. Fails only if the
+    /// compressor's own output did not inflate back.
+    pub fn finish(mut self) -> Result<(Bytes, Scanned), GzipError> {
+        let mut out = self.deflate(&[], FlushCompress::Finish).to_vec();
+        let mut trailer = [0u8; 8];
+        trailer[..4].copy_from_slice(&self.crc.clone().finalize().to_le_bytes());
+        // ISIZE is the length modulo 2^32.
+        trailer[4..].copy_from_slice(&(self.taken_in as u32).to_le_bytes());
+        out.extend_from_slice(&trailer);
+        self.taken_out += 8;
+        self.check(&trailer);
+        if let Some(e) = self.broken {
+            return Err(e);
+        }
+        Ok((Bytes::from(out), self.scan.finish()?))
     }
 
     /// Bytes in and out so far.
@@ -201,11 +215,12 @@ impl Slices<'_, '_> {
 /// How much inflated output a delivery holds at once.
 pub const INFLATE_SLICE: usize = 64 * 1024;
 
-/// Compresses a whole buffer.
+/// Compresses a whole buffer (for tests and tools: a failure here is a
+/// fault in the compressor, never in anybody's input).
 pub fn gzip(data: &[u8], level: u32) -> Vec<u8> {
     let mut g = Gzip::new(level);
     let mut out = g.push(data).to_vec();
-    out.extend_from_slice(&g.finish().0);
+    out.extend_from_slice(&g.finish().expect("gzip output inflates").0);
     out
 }
 
@@ -279,7 +294,7 @@ mod tests {
         for piece in text.chunks(3333) {
             z.extend_from_slice(&g.push(piece));
         }
-        z.extend_from_slice(&g.finish().0);
+        z.extend_from_slice(&g.finish().unwrap().0);
         assert!(z.len() < text.len() / 10);
         let mut u = Gunzip::new();
         let mut back = Vec::new();

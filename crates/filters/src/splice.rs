@@ -8,9 +8,9 @@
 //! block's `BFINAL` bit is, and where the deflate data stops.
 //! [`strip`] then gives the deflate data of such a body with that bit
 //! cleared and padded to a byte with an empty stored block, so that more
-//! deflate data may follow it. Bodies Lacquer compresses itself end in a
-//! known way (a flush and an empty final block), so their bits are known
-//! without a scan. [`Splicer`] writes the gzip header, wraps plain pieces
+//! deflate data may follow it. Bodies Lacquer compresses itself are
+//! scanned as they are made (see [`crate::gzip::Gzip`]). [`Splicer`]
+//! writes the gzip header, wraps plain pieces
 //! in stored blocks, folds every piece's CRC into one, and ends the
 //! stream with an empty final block and the trailer.
 
@@ -425,7 +425,11 @@ pub struct Deflated {
 /// segments, and notes each segment's compressed form in the program.
 /// The result is one gzip member of the whole body (ESI markup
 /// included), so it is also what a delivery without ESI processing sends.
-pub fn gzip_page(body: &[u8], program: &mut Program, level: u32) -> (Bytes, Scanned) {
+pub fn gzip_page(
+    body: &[u8],
+    program: &mut Program,
+    level: u32,
+) -> Result<(Bytes, Scanned), GzipError> {
     let mut g = Gzip::new(level);
     let mut out = g.push(&[]).to_vec();
     let mut at = 0;
@@ -449,10 +453,10 @@ pub fn gzip_page(body: &[u8], program: &mut Program, level: u32) -> (Bytes, Scan
     if at < body.len() {
         out.extend_from_slice(&g.push(&body[at..]));
     }
-    let (tail, scanned) = g.finish();
+    let (tail, scanned) = g.finish()?;
     out.extend_from_slice(&tail);
     program.deflated = deflated;
-    (Bytes::from(out), scanned)
+    Ok((Bytes::from(out), scanned))
 }
 
 /// Inflates deflate data that starts where the window is empty and ends
@@ -706,7 +710,7 @@ mod tests {
     }
 
     #[test]
-    fn lacquer_gzip_knows_its_bits_and_its_cuts_inflate_alone() {
+    fn lacquer_gzip_finds_its_bits_and_its_cuts_inflate_alone() {
         use crate::gzip::Gzip;
         let text = sample(50_000);
         let mut g = Gzip::new(6);
@@ -718,14 +722,12 @@ mod tests {
         gz.extend_from_slice(&g.cut());
         assert_eq!(gz.len(), mark);
         gz.extend_from_slice(&g.push(&text[20_000..]));
-        let (tail, known) = g.finish();
+        let (tail, known) = g.finish().unwrap();
         gz.extend_from_slice(&tail);
         assert_eq!(scan(&gz).unwrap(), known, "the bits a scan finds");
         assert_eq!(gunzip(&gz).unwrap(), text);
         // The data after the cut, alone, as raw deflate.
-        let mut rest = gz[mark..gz.len() - 8].to_vec();
-        rest.truncate(rest.len() - 2);
-        rest.extend_from_slice(&EMPTY_FINAL);
+        let rest = gz[mark..gz.len() - 8].to_vec();
         let mut d = flate2::Decompress::new(false);
         let mut out = Vec::with_capacity(40_000);
         d.decompress_vec(&rest, &mut out, flate2::FlushDecompress::Finish)
@@ -739,7 +741,7 @@ mod tests {
         let mut program = crate::esi::parse(body, b"/", &Default::default())
             .program
             .unwrap();
-        let (gz, scanned) = gzip_page(body, &mut program, 6);
+        let (gz, scanned) = gzip_page(body, &mut program, 6).unwrap();
         assert_eq!(gunzip(&gz).unwrap(), body, "the whole body, markup and all");
         assert_eq!(scan(&gz).unwrap(), scanned);
         assert_eq!(program.deflated.len(), 3);
@@ -777,7 +779,7 @@ mod tests {
         let mut program = crate::esi::parse(&long, b"/", &Default::default())
             .program
             .unwrap();
-        let (gz, _) = gzip_page(&long, &mut program, 9);
+        let (gz, _) = gzip_page(&long, &mut program, 9).unwrap();
         let d = &program.deflated[0];
         assert_eq!(inflate_piece(&gz[d.range.clone()]).unwrap(), long);
     }

@@ -232,7 +232,7 @@ impl FetchFilters {
             Zip::Gzip(z) => {
                 COUNTERS.inc(Counter::n_gzip);
                 let (i, o) = z.counts();
-                let (tail, scanned) = z.finish();
+                let (tail, scanned) = z.finish()?;
                 let o = o + tail.len() as u64;
                 gzip_record(log, 'G', esi_flag, i, o, scanned.bits);
                 gzip = Some(scanned);
@@ -290,7 +290,7 @@ impl FetchFilters {
         COUNTERS.inc(Counter::n_gzip);
         let mut none = Program::default();
         let (stored, scanned) =
-            splice::gzip_page(&body, program.as_mut().unwrap_or(&mut none), level);
+            splice::gzip_page(&body, program.as_mut().unwrap_or(&mut none), level)?;
         let o = stored.len() as u64;
         gzip_record(log, 'G', 'E', body.len() as u64, o, scanned.bits);
         Ok(Finished {
