@@ -61,7 +61,7 @@ commands! {
         "Put the staged certificate changes in force for new TLS handshakes.";
     TlsCertDiscard = "tls.cert.discard", "tls.cert.discard <id>", 1, Some(1),
         "Stage the removal of a certificate.";
-    TlsCertList = "tls.cert.list", "tls.cert.list", 0, Some(0),
+    TlsCertList = "tls.cert.list", "tls.cert.list [-j]", 0, Some(1),
         "List the certificates in force, their listeners and names, and what is staged.";
     TlsCertLoad = "tls.cert.load", "tls.cert.load <id> <pemfile> [<keyfile>]", 2, Some(3),
         "Stage a certificate: key and chain in one PEM file, or the key apart.";
@@ -69,6 +69,8 @@ commands! {
         "Read every certificate file of the -A file again; if one is broken, nothing changes.";
     TlsCertRollback = "tls.cert.rollback", "tls.cert.rollback", 0, Some(0),
         "Drop the staged certificate changes.";
+    VclDeps = "vcl.deps", "vcl.deps [-j]", 0, Some(1),
+        "List all loaded configuration and their dependencies.";
     VclDiscard = "vcl.discard", "vcl.discard <name_pattern>...", 1, None,
         "Unload the named configurations (when possible).";
     VclInline = "vcl.inline", "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]", 2, Some(3),
@@ -80,6 +82,8 @@ commands! {
         "Compile and load the VCL file under the name provided.";
     VclShow = "vcl.show", "vcl.show [-v] [<configname>]", 0, Some(2),
         "Display the source code for the specified configuration.";
+    VclSymtab = "vcl.symtab", "vcl.symtab", 0, Some(0),
+        "Dump the dependencies between loaded configurations and labels.";
     VclState = "vcl.state", "vcl.state <configname> [auto|cold|warm]", 2, Some(2),
         "Force the state of the named configuration.";
     VclUse = "vcl.use", "vcl.use <configname>", 1, Some(1),

@@ -12,7 +12,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const READ_SIZE: usize = 64 * 1024;
 
 /// The most interim (1xx) responses read before a final one.
-const MAX_INTERIM: usize = 8;
+pub const MAX_INTERIM: usize = 8;
+
+/// Where interim responses go as they arrive, for a client waiting on the
+/// fetch (a channel with room for [`MAX_INTERIM`]; a full or closed one
+/// drops them, the fetch never waits on it).
+pub type InterimSink = tokio::sync::mpsc::Sender<ResponseHead>;
 
 /// A connection to a backend, checked out of its pool.
 pub struct Conn<'a> {
@@ -25,7 +30,7 @@ pub struct Conn<'a> {
     /// read.
     reusable: bool,
     /// Interim responses (102, 103 …) read before the final one, for a
-    /// pass to hand its client.
+    /// pass to hand its client (when they are not sent on as they come).
     interim: Vec<ResponseHead>,
     /// The request asked for the connection to close after it
     /// (`Connection: close`), or the response as VCL left it did.
@@ -166,12 +171,15 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// Reads a response head, skipping interim 1xx responses.
+    /// Reads a response head, skipping interim 1xx responses: 100 is
+    /// dropped, others go to `interim` as they arrive, or are kept for
+    /// [`Conn::take_interim`].
     pub async fn read_head(
         &mut self,
         t: &Timeouts,
         limits: &ResponseLimits,
         is_head: bool,
+        interim_sink: Option<&InterimSink>,
     ) -> Result<ResponseHead, FetchError> {
         let mut first = true;
         let mut interim = 0;
@@ -187,7 +195,12 @@ impl<'a> Conn<'a> {
                         ));
                     }
                     if head.status != 100 {
-                        self.interim.push(head);
+                        match interim_sink {
+                            Some(sink) => {
+                                let _ = sink.try_send(head);
+                            }
+                            None => self.interim.push(head),
+                        }
                     }
                     continue;
                 }

@@ -11,7 +11,7 @@ mod limit;
 pub mod probe;
 pub mod tls;
 
-pub use conn::{BodyReader, Conn};
+pub use conn::{BodyReader, Conn, InterimSink, MAX_INTERIM};
 pub use limit::{Refused, Slot, WaitPolicy};
 
 use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
@@ -594,16 +594,21 @@ impl Backend {
 
     /// Sends a request whose body (if any) is in memory and reads the
     /// response head. A reused connection that fails before any response
-    /// byte is retried once on a fresh one when `extra_chance` allows it.
+    /// byte is retried once on a fresh one when `ask.extra_chance` allows
+    /// it.
     pub async fn exchange(
         &self,
         head: &[u8],
         body: &[u8],
         t: &Timeouts,
         limits: &ResponseLimits,
-        is_head: bool,
-        extra_chance: bool,
+        ask: Ask<'_>,
     ) -> Result<(Conn<'_>, ResponseHead), FetchError> {
+        let Ask {
+            is_head,
+            extra_chance,
+            interim,
+        } = ask;
         let mut allow_reuse = true;
         let mut slot = Some(self.slot(t.wait).await?);
         loop {
@@ -613,7 +618,7 @@ impl Backend {
             let mut conn = self.connect_in(held, t, allow_reuse).await?;
             let sent = conn.write_request(head, body, t).await;
             let result = match sent {
-                Ok(()) => conn.read_head(t, limits, is_head).await,
+                Ok(()) => conn.read_head(t, limits, is_head, interim).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -639,6 +644,19 @@ impl Backend {
             }
         }
     }
+}
+
+/// How one request is asked of a backend ([`Backend::exchange`]).
+#[derive(Clone, Copy, Default)]
+pub struct Ask<'s> {
+    /// A HEAD: the response has no body whatever it says.
+    pub is_head: bool,
+    /// A reused connection that fails before any response byte may be
+    /// retried once on a fresh one (`bereq.retry_connect`).
+    pub extra_chance: bool,
+    /// Where interim responses go as they arrive (else they are kept on
+    /// the connection).
+    pub interim: Option<&'s InterimSink>,
 }
 
 /// Parses a response head out of a connection buffer.

@@ -204,6 +204,12 @@ fn certificates_change_for_new_handshakes_while_connections_carry_on() {
         "not before the commit"
     );
     assert!(lq.cli_ok("tls.cert.list").contains("staged"));
+    let listed = lq.cli_ok("tls.cert.list -j");
+    assert!(lacquer_vtc::json::is_json(&listed), "{listed}");
+    assert!(
+        listed.contains("\"id\": \"cee\",\n    \"state\": \"staged\""),
+        "{listed}"
+    );
     lq.cli_ok("tls.cert.commit");
     let tls = connect(&pki, addr, "c.example").unwrap();
     assert_eq!(served_names(&tls), vec!["c.example"]);

@@ -2,12 +2,14 @@
 //! steps (recv, hash, lookup, hit, miss, pass, pipe, purge, synth,
 //! deliver) over the request state (`host::req`); `pass` and `pipe` are
 //! the steps that go to the backend for one client; `deliver` and `esi`
-//! put a response on the wire; `invalidate` removes what a successful
+//! put a response on the wire; `interim` hands a backend's 1xx responses
+//! to the client; `invalidate` removes what a successful
 //! unsafe request changed; `req_headers` shapes a request's headers
 //! before VCL sees them. `request` uses the others.
 
 pub(crate) mod deliver;
 pub(crate) mod esi;
+pub(crate) mod interim;
 pub(crate) mod invalidate;
 pub(crate) mod pass;
 pub(crate) mod pipe;

@@ -12,6 +12,7 @@
 //! `vcl_deliver`.
 
 use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
+use crate::client::interim;
 use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
 use crate::fetch::fill;
 use crate::host::backend_host::{Bereq, BereqBody, Beresp};
@@ -32,7 +33,6 @@ use lacquer_http::{Framing, ResponseHead, Version};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
-use std::io::Write as _;
 use std::sync::Arc;
 
 /// How a pass ended, and what the client state machine does next.
@@ -148,8 +148,12 @@ impl FetchMode for PassFetch<'_> {
             // Nobody else wants this response: a client that leaves ends
             // the wait for it (and frees the connection slot).
             let bytes = in_memory.unwrap_or_default();
-            let exchange =
-                backend.exchange(head, &bytes, t, limits, req.is_head(), bereq.retry_connect);
+            let ask = lacquer_backend::Ask {
+                is_head: req.is_head(),
+                extra_chance: bereq.retry_connect,
+                interim: None,
+            };
+            let exchange = backend.exchange(head, &bytes, t, limits, ask);
             let half_closed = sh.params.answer_half_closed();
             let Some(result) = c.watching(exchange, half_closed).await else {
                 bereq.log.fmt(
@@ -207,22 +211,9 @@ impl FetchMode for PassFetch<'_> {
         );
         // Interim responses (103 Early Hints …) reach an HTTP/1.1 client
         // before the final one; nothing keeps them.
-        let interim = be.take_interim();
-        if !interim.is_empty() && req.head.version == Version::Http11 && !c.is_fragment() {
-            let mut out = Vec::new();
-            for head in &interim {
-                let mut fields = head.headers.clone();
-                fields.remove_hop_by_hop();
-                let _ = write!(out, "HTTP/1.1 {} ", head.status);
-                out.extend_from_slice(&head.reason);
-                out.extend_from_slice(b"\r\n");
-                fields.write_to(&mut out);
-                out.extend_from_slice(b"\r\n");
-            }
-            let idle = Params::duration(sh.params.idle_send_timeout());
-            if c.write_small(&out, idle).await.is_err() {
-                return Ok(Passed::Done(Outcome::Close(CloseReason::TxError)));
-            }
+        let heads = be.take_interim();
+        if interim::wanted(c, req) && !interim::send(c, sh, &heads).await {
+            return Ok(Passed::Done(Outcome::Close(CloseReason::TxError)));
         }
         crate::client::invalidate::after_unsafe(
             sh,
@@ -709,7 +700,7 @@ async fn send_with_body<'b>(
         }
     }
     let limits = sh.response_limits();
-    match conn.read_head(t, &limits, req.is_head()).await {
+    match conn.read_head(t, &limits, req.is_head(), None).await {
         Ok(resp) => Ok(Ok((conn, resp))),
         Err(e) => Ok(Err(e)),
     }

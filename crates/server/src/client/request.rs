@@ -5,6 +5,7 @@
 //! Returns whether the connection can carry the next request.
 
 use crate::client::deliver::{self, Delivery};
+use crate::client::interim;
 use crate::client::pass;
 use crate::client::pipe;
 use crate::client::req_headers;
@@ -429,6 +430,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                     let kind = FetchKind {
                         bgfetch: true,
                         hitmiss: false,
+                        interim: None,
                     };
                     drop(fetch::spawn(
                         sh,
@@ -537,14 +539,23 @@ async fn miss_step(
     }
     match cx.call_keyed(Method::Miss, req, None, Some(key), None, None) {
         Action::Fetch => {
+            let (sink, interims) = match interim::wanted(c, req) {
+                true => {
+                    let (tx, rx) = interim::channel();
+                    (Some(tx), Some(rx))
+                }
+                false => (None, None),
+            };
             let kind = FetchKind {
                 bgfetch: false,
                 hitmiss,
+                interim: sink,
             };
             let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn.clone(), key, slot, kind);
             // A client that leaves stops waiting; the fetch goes on for
             // the cache, unless it was this request's own (hit-for-miss).
-            let Some(answer) = c.watching(rx, cx.sh.params.answer_half_closed()).await else {
+            let interim::Waited::Answer(answer) = interim::wait(c, cx.sh, rx, interims).await
+            else {
                 return Step::Done(Outcome::Close(CloseReason::RemClose));
             };
             let fetched = match answer {

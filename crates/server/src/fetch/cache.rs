@@ -50,6 +50,10 @@ impl From<Arc<Object>> for Fetched {
 pub(crate) struct FetchKind {
     pub bgfetch: bool,
     pub hitmiss: bool,
+    /// Where the backend's interim responses (103 Early Hints …) go as
+    /// they arrive: the client that started the fetch, when it can take
+    /// them. Nothing keeps them.
+    pub interim: Option<lacquer_backend::InterimSink>,
 }
 
 /// Starts a fetch for a cache miss (or grace refresh). The receiver gets
@@ -110,9 +114,10 @@ pub(crate) fn spawn(
     }
     let sh = sh.clone();
     let vcl = vcl.clone();
+    let interim = kind.interim;
     tokio::spawn(async move {
         COUNTERS.inc(Counter::s_fetch);
-        fetch_for_cache(sh, vcl, bereq, slot, tx).await;
+        fetch_for_cache(sh, vcl, bereq, slot, tx, interim).await;
     });
     rx
 }
@@ -123,12 +128,14 @@ async fn fetch_for_cache(
     mut bereq: Bereq,
     slot: FetchSlot,
     tx: oneshot::Sender<Fetched>,
+    interim: Option<lacquer_backend::InterimSink>,
 ) {
     let mut mode = CacheFetch {
         sh: &sh,
         stale: slot.stale().cloned(),
         slot: Some(slot),
         tx: Some(tx),
+        interim,
         revalidated: None,
         rfc_timers: Timers {
             t_origin: 0.0,
@@ -148,6 +155,8 @@ struct CacheFetch<'s> {
     stale: Option<Arc<Object>>,
     slot: Option<FetchSlot>,
     tx: Option<oneshot::Sender<Fetched>>,
+    /// The starting client's way for interim responses.
+    interim: Option<lacquer_backend::InterimSink>,
     /// The stale object a 304 revalidated: its body is reused.
     revalidated: Option<Arc<Object>>,
     /// The lifetimes the response itself gave, before VCL.
@@ -209,8 +218,12 @@ impl FetchMode for CacheFetch<'_> {
             (BereqBody::Length(_), Some(b)) => b.clone(),
             _ => Bytes::new(),
         };
-        let is_head = bereq.method.eq_ignore_ascii_case(b"HEAD");
-        let exchange = backend.exchange(head, &bytes, t, limits, is_head, bereq.retry_connect);
+        let ask = lacquer_backend::Ask {
+            is_head: bereq.method.eq_ignore_ascii_case(b"HEAD"),
+            extra_chance: bereq.retry_connect,
+            interim: self.interim.as_ref(),
+        };
+        let exchange = backend.exchange(head, &bytes, t, limits, ask);
         let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
             return Ok(exchange.await);
         };

@@ -154,7 +154,7 @@ impl Mgmt {
             | Cmd::TlsCertList
             | Cmd::TlsCertLoad
             | Cmd::TlsCertReload
-            | Cmd::TlsCertRollback => self.tls_cert(spec.cmd, args),
+            | Cmd::TlsCertRollback => self.tls_cert(spec.cmd, json, args),
             Cmd::Ban => {
                 let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
                 match lacquer_cache::ban::BanSpec::parse(&words) {
@@ -189,6 +189,8 @@ impl Mgmt {
             Cmd::VclLabel => self.vcl_label(&args[1], &args[2]),
             Cmd::VclDiscard => self.vcl_discard(&args[1..]),
             Cmd::VclList => self.vcl_list(json, args),
+            Cmd::VclDeps => self.vcl_deps(json, args),
+            Cmd::VclSymtab => self.vcl_symtab(),
             Cmd::VclShow => self.vcl_show(args),
             Cmd::VclState => self.vcl_state(&args[1], &args[2]),
             Cmd::BackendList => self.backend_list(args),

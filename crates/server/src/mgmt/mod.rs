@@ -6,6 +6,7 @@
 
 mod commands;
 mod json;
+mod text;
 mod tls_cmds;
 mod vcl_cmds;
 

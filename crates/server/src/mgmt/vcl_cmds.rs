@@ -1,8 +1,8 @@
 //! The commands about loaded programs and their backends: vcl.load,
-//! vcl.inline, vcl.use, vcl.discard, vcl.list, vcl.show, vcl.state,
-//! backend.list and backend.set_health.
+//! vcl.inline, vcl.use, vcl.discard, vcl.list, vcl.deps, vcl.symtab,
+//! vcl.show, vcl.state, backend.list and backend.set_health.
 
-use super::{json, Mgmt, Reply};
+use super::{json, text, Mgmt, Reply};
 use crate::host::vcl::{Loaded, VclEntry, VclSource, VclState};
 use lacquer_admin::status;
 use lacquer_backend::{AdminHealth, Backend};
@@ -259,6 +259,93 @@ impl Mgmt {
             out.push_str(&format!(
                 "{st:<w$}{state:<8}{temp:<4}{busy:>10}    {name}\n"
             ));
+        }
+        Reply::ok(out)
+    }
+
+    /// Every program and label with what it depends on: the labels a
+    /// program's `return (vcl(…))` names, the program a label names.
+    fn dependencies(&self) -> Vec<(String, Vec<String>)> {
+        let reg = self.registry();
+        let programs = reg
+            .entries
+            .iter()
+            .map(|e| (e.loaded.name.clone(), e.loaded.program.labels_used.clone()));
+        let labels = reg.labels.iter().map(|(l, t)| (l.clone(), vec![t.clone()]));
+        programs.chain(labels).collect()
+    }
+
+    pub(super) fn vcl_deps(&self, json_out: bool, args: &[String]) -> Reply {
+        let deps = self.dependencies();
+        if json_out {
+            let items: Vec<String> = deps
+                .iter()
+                .map(|(name, on)| {
+                    let on: Vec<String> = on.iter().map(|d| json::string(d)).collect();
+                    let on = match on.is_empty() {
+                        true => "[]".to_string(),
+                        false => format!("[\n      {}\n    ]", on.join(",\n      ")),
+                    };
+                    format!(
+                        "  {{\n    \"name\": {},\n    \"deps\": {on}\n  }}",
+                        json::string(name)
+                    )
+                })
+                .collect();
+            return Reply::ok(format!(
+                "{}\n{}\n]\n",
+                json::head(1, args),
+                items.join(",\n")
+            ));
+        }
+        let mut rows = Vec::new();
+        for (name, on) in &deps {
+            if on.is_empty() {
+                rows.push(vec![name.as_str()]);
+            }
+            for d in on {
+                rows.push(vec![name.as_str(), d.as_str()]);
+            }
+        }
+        Reply::ok(text::table(&rows))
+    }
+
+    /// What each program and label imports from (depends on) and exports
+    /// to (is depended on by). varnishd adds its compiler's symbol table,
+    /// which has no counterpart here.
+    pub(super) fn vcl_symtab(&self) -> Reply {
+        let deps = self.dependencies();
+        let labels: Vec<String> = self
+            .registry()
+            .labels
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect();
+        let mut out = String::new();
+        for (name, on) in &deps {
+            let kind = if labels.contains(name) {
+                "Label"
+            } else {
+                "Vcl"
+            };
+            out.push_str(&format!("{kind}: {name}\n"));
+            if !on.is_empty() {
+                out.push_str("  imports from:\n");
+                for d in on {
+                    out.push_str(&format!("    {d}\n"));
+                }
+            }
+            let users: Vec<&str> = deps
+                .iter()
+                .filter(|(_, on)| on.contains(name))
+                .map(|(n, _)| n.as_str())
+                .collect();
+            if !users.is_empty() {
+                out.push_str("  exports to:\n");
+                for u in users {
+                    out.push_str(&format!("    {u}\n"));
+                }
+            }
         }
         Reply::ok(out)
     }

@@ -124,6 +124,19 @@ impl TlsListener {
     }
 }
 
+/// One certificate as `tls.cert.list` shows it.
+pub(crate) struct CertRow {
+    pub id: String,
+    /// The listeners that offer it.
+    pub listeners: Vec<String>,
+    pub file: String,
+    /// The DNS names it is for.
+    pub names: Vec<String>,
+    /// In the set a `tls.cert.commit` would put in force, not yet in
+    /// force.
+    pub staged: bool,
+}
+
 /// Which certificates a TLS listener offers.
 struct Offer {
     /// The listener's name (`-a` name or `tls<N>` for a frontend).
@@ -220,40 +233,34 @@ impl TlsState {
         })
     }
 
-    /// `tls.cert.list`: every certificate in force, and any staged.
-    pub fn list(&self) -> String {
+    /// `tls.cert.list`: every certificate in force, then any staged.
+    pub fn list(&self) -> Vec<CertRow> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = format!("{:<24} {:<10} {:<40} names\n", "id", "listeners", "file");
-        let mut row = |c: &Cert, listeners: String| {
-            out.push_str(&format!(
-                "{:<24} {:<10} {:<40} {}\n",
-                c.id,
-                listeners,
-                c.file.display(),
-                c.names.join(",")
-            ));
+        let row = |c: &Cert, listeners: Vec<String>, staged: bool| CertRow {
+            id: c.id.clone(),
+            listeners,
+            file: c.file.display().to_string(),
+            names: c.names.clone(),
+            staged,
         };
-        let global_on: Vec<&str> = inner
+        let global_on: Vec<String> = inner
             .offers
             .iter()
             .filter(|o| o.global)
-            .map(|o| o.name.as_str())
+            .map(|o| o.name.clone())
             .collect();
-        for c in &inner.global {
-            row(c, global_on.join(","));
-        }
+        let mut rows: Vec<CertRow> = inner
+            .global
+            .iter()
+            .map(|c| row(c, global_on.clone(), false))
+            .collect();
         for o in &inner.offers {
-            for c in &o.own {
-                row(c, o.name.clone());
-            }
+            rows.extend(o.own.iter().map(|c| row(c, vec![o.name.clone()], false)));
         }
-        if let Some(staged) = &inner.staged {
-            out.push_str("staged (tls.cert.commit to use, tls.cert.rollback to drop):\n");
-            for c in staged {
-                out.push_str(&format!("  {} {}\n", c.id, c.file.display()));
-            }
+        for c in inner.staged.iter().flatten() {
+            rows.push(row(c, global_on.clone(), true));
         }
-        out
+        rows
     }
 
     /// `tls.cert.load ID FILE [KEYFILE]`: stages a global certificate.
