@@ -27,9 +27,11 @@ use std::ops::Range;
 /// The gzip header Lacquer writes: deflate, no name, no time, Unix.
 pub const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
 
-/// An empty final block with fixed codes: `BFINAL` 1, type 01, end of
-/// block; ten bits, padded.
-pub const EMPTY_FINAL: [u8; 2] = [0x03, 0x00];
+/// An empty final stored block, as varnishd ends a gzip'd ESI page:
+/// `BFINAL` 1, type 00, padded, then LEN 0 and NLEN. (An empty fixed
+/// block would take 2 bytes rather than 5, but the page would not have
+/// varnishd's length.)
+pub const EMPTY_FINAL: [u8; 5] = [0x01, 0x00, 0x00, 0xff, 0xff];
 
 /// Bit positions in a stored gzip body (from its first byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -561,11 +563,11 @@ impl Splicer {
     }
 
     /// The end of the stream: an empty final block and the trailer.
-    pub fn finish(self) -> [u8; 10] {
-        let mut t = [0u8; 10];
-        t[..2].copy_from_slice(&EMPTY_FINAL);
-        t[2..6].copy_from_slice(&self.crc.finalize().to_le_bytes());
-        t[6..].copy_from_slice(&(self.len as u32).to_le_bytes());
+    pub fn finish(self) -> [u8; 13] {
+        let mut t = [0u8; 13];
+        t[..5].copy_from_slice(&EMPTY_FINAL);
+        t[5..9].copy_from_slice(&self.crc.finalize().to_le_bytes());
+        t[9..].copy_from_slice(&(self.len as u32).to_le_bytes());
         t
     }
 }
