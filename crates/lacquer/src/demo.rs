@@ -65,6 +65,8 @@ sub vcl_deliver {
 /// Runs the demo: the site on its own threads, Lacquer in this thread.
 pub fn main(args: &[String]) -> ExitCode {
     let mut listen = "127.0.0.1:6081".to_string();
+    // The dashboard, on loopback unless told otherwise.
+    let mut dashboard = "127.0.0.1:6085".to_string();
     let mut workdir = None;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
@@ -75,6 +77,10 @@ pub fn main(args: &[String]) -> ExitCode {
             },
             "-n" => match rest.next() {
                 Some(v) => workdir = Some(PathBuf::from(v)),
+                None => return usage(),
+            },
+            "--dashboard" => match rest.next() {
+                Some(v) => dashboard = v.clone(),
                 None => return usage(),
             },
             _ => return usage(),
@@ -115,7 +121,8 @@ pub fn main(args: &[String]) -> ExitCode {
          \x20 curl -so /dev/null -w '%{{size_download}}\\n' {base}/large   1 MiB, streamed then cached\n\
          \x20 curl -i {base}/api/item/7    tagged item-7; then: curl -X PURGE -H 'xkey-purge: item-7' {base}/\n\
          \nWatch it:\n\
-         \n  lacquer log -n {n}        every request, as varnishlog shows it\n\
+         \n  http://{dashboard}/   the live dashboard\n\
+         \x20 lacquer log -n {n}        every request, as varnishlog shows it\n\
          \x20 lacquer stat -n {n}       the counters, as varnishstat\n\
          \x20 lacquer top -n {n}        the busiest URLs and headers, as varnishtop\n\
          \x20 lacquer adm -n {n}        the management CLI, as varnishadm\n",
@@ -130,6 +137,8 @@ pub fn main(args: &[String]) -> ExitCode {
         &n,
         "-s",
         "malloc,128m",
+        "--dashboard",
+        dashboard.as_str(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -138,11 +147,12 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: lacquer demo [-a address:port] [-n workdir]");
+    eprintln!("usage: lacquer demo [-a address:port] [--dashboard address:port] [-n workdir]");
     ExitCode::from(2)
 }
 
-/// Answers one connection of the demo site, keep-alive.
+/// Answers one connection of the demo site, keep-alive unless the request
+/// asks for a close (as health probes do: they read to the end).
 fn serve_site(conn: TcpStream) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(60)));
     let Ok(mut out) = conn.try_clone() else {
@@ -156,6 +166,7 @@ fn serve_site(conn: TcpStream) {
         }
         let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
         let mut length = 0usize;
+        let mut close = false;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -164,8 +175,12 @@ fn serve_site(conn: TcpStream) {
             if h == "\r\n" || h == "\n" {
                 break;
             }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            let h = h.to_ascii_lowercase();
+            if let Some(v) = h.strip_prefix("content-length:") {
                 length = v.trim().parse().unwrap_or(0);
+            }
+            if let Some(v) = h.strip_prefix("connection:") {
+                close = v.split(',').any(|t| t.trim() == "close");
             }
         }
         let mut body = vec![0u8; length.min(1 << 20)];
@@ -178,7 +193,7 @@ fn serve_site(conn: TcpStream) {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        if out.write_all(head.as_bytes()).is_err() || out.write_all(&body).is_err() {
+        if out.write_all(head.as_bytes()).is_err() || out.write_all(&body).is_err() || close {
             return;
         }
     }

@@ -196,7 +196,14 @@ fn the_demo_runs_with_nothing_else() {
     use std::io::{BufRead, BufReader};
     let dir = std::env::temp_dir().join(format!("lacquer-demo-{}", std::process::id()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_lacquer"))
-        .args(["demo", "-a", "127.0.0.1:0", "-n"])
+        .args([
+            "demo",
+            "-a",
+            "127.0.0.1:0",
+            "--dashboard",
+            "127.0.0.1:0",
+            "-n",
+        ])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

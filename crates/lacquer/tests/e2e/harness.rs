@@ -22,6 +22,8 @@ pub struct Lacquer {
     pub mgmt: Option<SocketAddr>,
     /// The `/metrics` endpoint, if `--metrics` was given.
     pub metrics: Option<SocketAddr>,
+    /// The dashboard, if `--dashboard` was given.
+    pub dashboard: Option<SocketAddr>,
     pub workdir: PathBuf,
 }
 
@@ -69,6 +71,7 @@ impl Lacquer {
         let mut listens = Vec::new();
         let mut mgmt = None;
         let mut metrics = None;
+        let mut dashboard = None;
         for line in lines.by_ref() {
             let line = line.expect("stdout readable");
             if let Some(rest) = line.strip_prefix("Listen ") {
@@ -86,6 +89,10 @@ impl Lacquer {
                 let parts: Vec<&str> = rest.split_whitespace().collect();
                 metrics.get_or_insert(format!("{}:{}", parts[0], parts[1]).parse().unwrap());
             }
+            if let Some(rest) = line.strip_prefix("Dashboard ") {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                dashboard.get_or_insert(format!("{}:{}", parts[0], parts[1]).parse().unwrap());
+            }
             if line == "Child launched OK" {
                 break;
             }
@@ -98,6 +105,7 @@ impl Lacquer {
             listens,
             mgmt,
             metrics,
+            dashboard,
             workdir,
         }
     }
@@ -289,6 +297,15 @@ impl Client {
         while self.buf.len() < want {
             assert!(self.fill() > 0, "connection closed inside a response");
         }
+    }
+
+    /// Reads on until `needle` has come (a stream's body, after
+    /// [`Client::read_head`]); returns everything read since the head.
+    pub fn read_until(&mut self, needle: &[u8]) -> Vec<u8> {
+        while !self.buf.windows(needle.len()).any(|w| w == needle) {
+            assert!(self.fill() > 0, "connection closed before {needle:?}");
+        }
+        self.buf.clone()
     }
 
     /// Reads just a response head; the body stays unread.

@@ -8,6 +8,7 @@ mod bans;
 mod cache;
 mod cli;
 mod client_side;
+mod dashboard;
 mod harness;
 mod hostile;
 mod mgmt;

@@ -120,7 +120,7 @@ pub fn serve_usage() -> String {
     let items = SERVE_OPTIONS
         .iter()
         .map(|o| o.3)
-        .chain(["[--metrics address:port]"]);
+        .chain(["[--metrics address:port]", "[--dashboard address:port]"]);
     for item in items {
         if width + 1 + item.len() > 78 {
             out.push_str("\n                    ");
@@ -169,6 +169,9 @@ pub struct ServeConfig {
     pub secret: SecretSpec,
     /// `--metrics host:port`: where `/metrics` is served (Lacquer only).
     pub metrics_listen: Vec<SocketAddr>,
+    /// `--dashboard host:port`: where the live dashboard is served
+    /// (Lacquer only).
+    pub dashboard_listen: Vec<SocketAddr>,
     /// `-j unix`: who to become once the sockets are bound.
     pub jail: Option<Jail>,
     /// `-I`: management commands run before the first client is served.
@@ -343,6 +346,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut mgmt = DEFAULT_MGMT.to_string();
     let mut secret = SecretSpec::Generate;
     let mut metrics_listen = Vec::new();
+    let mut dashboard_listen = Vec::new();
     let mut jail = None;
     let mut cli_file = None;
     let mut reverse_cli = None;
@@ -363,6 +367,9 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             };
             match name {
                 "metrics" => metrics_listen.extend(parse_metrics(&value)?),
+                "dashboard" => {
+                    dashboard_listen.extend(resolve("--dashboard", &value, "127.0.0.1", None)?)
+                }
                 _ => return Err(format!("unknown option \"--{name}\"")),
             }
             continue;
@@ -581,6 +588,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         mgmt_listen: parse_mgmt(&mgmt)?,
         secret,
         metrics_listen,
+        dashboard_listen,
         jail,
         cli_file,
         reverse_cli,

@@ -5,6 +5,7 @@
 //! backend connections, uptime).
 
 pub mod config;
+pub(crate) mod dashboard;
 pub(crate) mod listen;
 pub(crate) mod metrics;
 pub(crate) mod panics;
@@ -132,6 +133,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         None => Vec::new(),
     };
     let metrics_listeners = bind_some(&cfg.metrics_listen, "--metrics")?;
+    let dashboard_listeners = bind_some(&cfg.dashboard_listen, "--dashboard")?;
     let (secret, secret_path) = mgmt::load_secret(&cfg.secret, &cfg.workdir)?;
     let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     let workers = match cfg.params.workers() {
@@ -264,7 +266,16 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
             let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(crate::daemon::metrics::serve_metrics(shared.clone(), l));
+            tokio::spawn(dashboard::serve(shared.clone(), l, None));
+        }
+        let mut boards = Vec::new();
+        for l in dashboard_listeners {
+            let local = l.local_addr().map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "Dashboard {} {}", local.ip(), local.port());
+            boards.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
+        }
+        if !boards.is_empty() {
+            dashboard::start(shared.clone(), workdir.clone(), boards)?;
         }
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,

@@ -6,6 +6,7 @@
 
 mod commands;
 mod json;
+pub(crate) use json::string as json_string;
 mod text;
 mod tls_cmds;
 mod vcl_cmds;

@@ -1,0 +1,80 @@
+//! The live dashboard (`--dashboard`): its page asks for nothing from
+//! anywhere else, `/events` sends the counters a second at a time (the
+//! recent ones first), `/log` follows the transactions a VSL query
+//! matches, `/metrics` is there too, and nothing on it changes the daemon.
+//! (A real browser loads the page in `scripts/test-dashboard`.)
+
+use crate::harness::{Client, Lacquer};
+use crate::origin::{Origin, Reply};
+
+fn origin() -> Origin {
+    Origin::start(|_| Reply::ok("fine").header("Cache-Control", "max-age=60"))
+}
+
+#[test]
+fn the_dashboard_serves_its_page_snapshots_log_tails_and_metrics() {
+    let o = origin();
+    let lq = Lacquer::start(o.addr, &["--dashboard", "127.0.0.1:0"]);
+    let board = lq.dashboard.expect("the daemon reported its dashboard");
+    let mut c = lq.connect();
+    assert_eq!(c.get("/a", &[]).status, 200);
+    assert_eq!(c.get("/a", &[]).status, 200);
+
+    let mut d = Client::connect(board);
+    let page = d.get("/", &[]);
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("Content-Type"),
+        Some("text/html; charset=utf-8")
+    );
+    let csp = page.header("Content-Security-Policy").unwrap_or_default();
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"));
+    let text = page.text();
+    assert!(text.contains("new EventSource(\"events\")"));
+    for external in ["src=\"http", "href=\"http", "url(http", "@import"] {
+        assert!(!text.contains(external), "the page loads {external}…");
+    }
+    assert!(page.body.len() < 200 * 1024);
+
+    // Snapshots come a second apart; one soon shows the hit.
+    let mut events = Client::connect(board);
+    events.send(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+    let head = events.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("Content-Type"), Some("text/event-stream"));
+    let seen = events.read_until(b"\"cache_hit\":1,");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.contains("\"cache_miss\":1,"), "{seen}");
+    assert!(seen.contains("\"name\":\"default\""), "the backend: {seen}");
+    assert!(seen.contains("\"active\":true"), "the program: {seen}");
+
+    // A tail follows what its query matches, as `lacquer log` prints it.
+    let mut tail = Client::connect(board);
+    tail.send(b"GET /log?q=ReqURL+eq+%22%2Fb%22 HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(tail.read_head().status, 200);
+    assert_eq!(c.get("/c", &[]).status, 200);
+    assert_eq!(c.get("/b", &[]).status, 200);
+    let got = tail.read_until(b"ReqURL         /b");
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.contains("data: *   << Request  >>"), "{got}");
+    assert!(!got.contains("ReqURL         /c"), "{got}");
+
+    // The URLs the log saw are ranked.
+    let ranked = events.read_until(b"\"top\":[[\"/a\",");
+    assert!(!ranked.is_empty());
+
+    // A query that does not parse is answered at once.
+    let bad = d.get("/log?q=ReqURL+%3D%3D%3D", &[]);
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("Query error"), "{}", bad.text());
+    assert_eq!(d.get("/metrics", &[]).status, 200);
+    assert_eq!(d.get("/nothing", &[]).status, 404);
+    // Read-only: no method but GET and HEAD.
+    let post = d.request("POST", "/", &[("Content-Length", "0")]);
+    assert_eq!(post.status, 405);
+    // A malformed request gets a 400 and a close.
+    let mut broken = Client::connect(board);
+    broken.send(b"GET / HTTP/1.1\r\nNo colon here\r\n\r\n");
+    assert_eq!(broken.read_response(false).status, 400);
+    assert!(broken.closed());
+}
