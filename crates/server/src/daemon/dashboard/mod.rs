@@ -132,11 +132,11 @@ fn route(sh: &Shared, board: Option<&Board>, method: &[u8], target: &[u8]) -> An
             body.into_bytes(),
         );
     }
-    if board.is_none() {
+    let Some(board) = board else {
         return text(404, "Only /metrics is served here.\n");
-    }
+    };
     match path {
-        b"/" => Answer::Body(200, "text/html; charset=utf-8", PAGE.as_bytes().to_vec()),
+        b"/" => Answer::Body(200, "text/html; charset=utf-8", page(board)),
         b"/events" => Answer::Events,
         b"/log" => {
             let q = form_value(query, b"q").unwrap_or_default();
@@ -151,6 +151,19 @@ fn route(sh: &Shared, board: Option<&Board>, method: &[u8], target: &[u8]) -> An
         }
         _ => text(404, "Not found.\n"),
     }
+}
+
+/// The page, with the newest snapshot in it, so that it draws at once
+/// (`/events` brings the history and what follows). A `<` in the JSON
+/// (a URL a client sent, in the top list) is written as `\u003c`, so
+/// nothing in it can end the script.
+fn page(board: &Board) -> Vec<u8> {
+    let newest = {
+        let history = board.history.lock().unwrap_or_else(|p| p.into_inner());
+        history.back().map(|(_, json)| json.clone())
+    };
+    let first = newest.map_or("null".to_string(), |json| json.replace('<', "\\u003c"));
+    PAGE.replacen("/*FIRST*/null", &first, 1).into_bytes()
 }
 
 /// The value of `name` in a query string, percent-decoded.
@@ -361,6 +374,24 @@ mod tests {
         assert_eq!(form_value(b"q=%zz%4", b"q").unwrap(), b"%zz%4");
         assert_eq!(form_value(b"qq=1", b"q"), None);
         assert_eq!(form_value(b"q=", b"q").unwrap(), b"");
+    }
+
+    #[test]
+    fn the_page_carries_the_newest_snapshot_and_nothing_can_end_its_script() {
+        let (tx, _) = broadcast::channel(1);
+        let board = Board {
+            log: Arc::new(LogWatch::default()),
+            history: Mutex::new(VecDeque::new()),
+            tx,
+            streams: AtomicUsize::new(0),
+        };
+        let empty = String::from_utf8(page(&board)).unwrap();
+        assert!(empty.contains("const FIRST = null;"));
+        let json: Arc<str> = r#"{"t":2,"top":[["/</script><b>",1]]}"#.into();
+        board.history.lock().unwrap().push_back((2.0, json));
+        let page = String::from_utf8(page(&board)).unwrap();
+        assert!(page.contains(r#"const FIRST = {"t":2,"top":[["/\u003c/script>\u003cb>",1]]};"#));
+        assert_eq!(page.matches("</script>").count(), 1);
     }
 
     #[test]
