@@ -173,7 +173,8 @@ fn varnish_3_vcl_is_named_and_upgraded() {
     assert_eq!(code, 1, "{err}");
 }
 
-/// `-x vsl`, `-x cli`, `-x builtin`, `-x optstring` print their tables.
+/// `-x vsl`, `-x cli`, `-x builtin`, `-x optstring`, `-x counters` and
+/// `-x vcl` print their tables.
 #[test]
 fn describe_prints_the_tables() {
     for (what, want) in [
@@ -181,6 +182,9 @@ fn describe_prints_the_tables() {
         ("cli", "vcl.label <label> <configname>"),
         ("builtin", "sub vcl_builtin_recv"),
         ("optstring", "a:b:"),
+        ("counters", "MAIN.cache_hit\n"),
+        ("cli", "vcl.deps [-j]"),
+        ("vcl", "beresp.ttl\n~~~~~~~~~~\n\tType: DURATION\n"),
     ] {
         let (code, out, err) = lacquer(&["serve", "-x", what]);
         assert_eq!(code, 0, "{what}: {err}");

@@ -78,3 +78,106 @@ fn the_dashboard_serves_its_page_snapshots_log_tails_and_metrics() {
     assert_eq!(broken.read_response(false).status, 400);
     assert!(broken.closed());
 }
+
+fn post_action(board: std::net::SocketAddr, form: &str) -> crate::harness::Resp {
+    let mut c = Client::connect(board);
+    c.send(
+        format!(
+            "POST /action HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        )
+        .as_bytes(),
+    );
+    c.read_response(false)
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => (b as char).to_string(),
+            b' ' => "+".to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// With `--dashboard-secret`, a page that answers a fresh challenge may
+/// ban, purge tags, set a backend's health and switch programs, and
+/// nothing else; a challenge answers once. Without it, nothing acts.
+#[test]
+fn dashboard_actions_need_the_secret_and_a_fresh_challenge() {
+    let o = origin();
+    let dir = std::env::temp_dir().join(format!("lacquer-dash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("dashboard.secret");
+    std::fs::write(&secret_file, "open sesame\n").unwrap();
+    let secret_arg = secret_file.display().to_string();
+    let lq = Lacquer::start(
+        o.addr,
+        &[
+            "--dashboard",
+            "127.0.0.1:0",
+            "--dashboard-secret",
+            &secret_arg,
+        ],
+    );
+    let board = lq.dashboard.unwrap();
+    let mut c = lq.connect();
+    assert_eq!(c.get("/a", &[]).status, 200);
+    assert_eq!(c.get("/a", &[]).status, 200);
+    assert_eq!(o.count("/a"), 1, "the second was a hit");
+    let mut d = Client::connect(board);
+    assert!(
+        d.get("/", &[]).text().contains("if (true) {"),
+        "the page offers actions"
+    );
+
+    let challenge = d.get("/challenge", &[]).text();
+    let response = lacquer_admin::auth_response(&challenge, b"open sesame\n");
+    let form = |command: &str, challenge: &str, response: &str| {
+        format!(
+            "challenge={challenge}&response={response}&command={}",
+            encode(command)
+        )
+    };
+    let ran = post_action(board, &form("ban req.url ~ ^/a", &challenge, &response));
+    assert_eq!(ran.status, 200, "{}", ran.text());
+    assert!(ran.text().starts_with("200\n"), "{}", ran.text());
+    assert_eq!(c.get("/a", &[]).status, 200);
+    assert_eq!(o.count("/a"), 2, "banned, so fetched again");
+    // The same answer again: the challenge is used up.
+    let replay = post_action(board, &form("ban req.url ~ ^/a", &challenge, &response));
+    assert_eq!(replay.status, 403);
+    // A wrong answer, and a command the dashboard does not run.
+    let challenge = d.get("/challenge", &[]).text();
+    let wrong = lacquer_admin::auth_response(&challenge, b"guess\n");
+    assert_eq!(
+        post_action(board, &form("ban req.url ~ .", &challenge, &wrong)).status,
+        403
+    );
+    let challenge = d.get("/challenge", &[]).text();
+    let response = lacquer_admin::auth_response(&challenge, b"open sesame\n");
+    let refused = post_action(
+        board,
+        &form("param.set default_ttl 1", &challenge, &response),
+    );
+    assert_eq!(refused.status, 403);
+    assert!(refused.text().contains("Only ban"), "{}", refused.text());
+    // A command the table refuses says so in its status.
+    let challenge = d.get("/challenge", &[]).text();
+    let response = lacquer_admin::auth_response(&challenge, b"open sesame\n");
+    let unknown = post_action(board, &form("vcl.use nosuch", &challenge, &response));
+    assert!(unknown.text().starts_with("106\n"), "{}", unknown.text());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Without the secret the dashboard only reads.
+    let ro = Lacquer::start(o.addr, &["--dashboard", "127.0.0.1:0"]);
+    let board = ro.dashboard.unwrap();
+    let mut d = Client::connect(board);
+    assert_eq!(d.get("/challenge", &[]).status, 404);
+    assert!(d.get("/", &[]).text().contains("if (false) {"));
+    assert_eq!(
+        post_action(board, "challenge=a&response=b&command=ban").status,
+        405
+    );
+}

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub(crate) mod dashboard;
+mod describe;
 pub(crate) mod listen;
 pub(crate) mod metrics;
 pub(crate) mod panics;
@@ -274,9 +275,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let _ = writeln!(out, "Dashboard {} {}", local.ip(), local.port());
             boards.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
         }
-        if !boards.is_empty() {
-            dashboard::start(shared.clone(), workdir.clone(), boards)?;
-        }
+
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,
             {
@@ -286,6 +285,22 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         )?)?;
         let mgmt = Mgmt::new(shared.clone(), secret, listeners, handle)
             .with_read_only(cfg.read_only.clone());
+        if !boards.is_empty() {
+            // Actions only with their own secret, read before any jail.
+            let actions = match &cfg.dashboard_secret {
+                Some(path) => {
+                    let secret = std::fs::read(path).map_err(|e| {
+                        format!(
+                            "Cannot open --dashboard-secret file ({}): {e}",
+                            path.display()
+                        )
+                    })?;
+                    Some(dashboard::actions::Actions::new(mgmt.clone(), secret))
+                }
+                None => None,
+            };
+            dashboard::start(shared.clone(), workdir.clone(), boards, actions)?;
+        }
         if let Some(jail) = &cfg.jail {
             enter_jail(jail, &workdir)?;
         }
@@ -438,5 +453,7 @@ pub fn describe(what: config::Describe) -> String {
         }
         Describe::BuiltinVcl => lacquer_vcl::BUILTIN_VCL.to_string(),
         Describe::OptString => format!("{}\n", config::optstring()),
+        Describe::Counters => describe::counters(),
+        Describe::VclVariables => describe::vcl_variables(),
     }
 }

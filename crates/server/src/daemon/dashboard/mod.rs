@@ -11,14 +11,18 @@
 //!   query matches, as `lacquer log -g request` prints it ([`logwatch`]);
 //! - `/metrics`: the counters in Prometheus's text format.
 //!
-//! It is read-only: nothing on it changes the daemon. A metrics listener
-//! serves `/metrics` alone. Malformed requests get a 4xx and a close, as
+//! It is read-only unless the daemon was started with
+//! `--dashboard-secret`: then `/challenge` and `POST /action` run a few
+//! management commands for a page that proves it knows the secret
+//! ([`actions`]). A metrics listener serves `/metrics` alone. Malformed requests get a 4xx and a close, as
 //! on the client side, and the streams open at once are bounded.
 
+pub(crate) mod actions;
 pub(crate) mod logwatch;
 pub(crate) mod snapshot;
 
 use crate::Shared;
+use actions::Actions;
 use bytes::BytesMut;
 use lacquer_core::params::Params;
 use lacquer_http::{parse_request, Framing};
@@ -40,6 +44,8 @@ const TOP_ROWS: usize = 10;
 /// A stream with nothing to say sends a comment this often, so that a
 /// page that left is noticed.
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// The largest action request read.
+const MAX_ACTION: u64 = 4096;
 
 /// The page.
 const PAGE: &str = include_str!("page.html");
@@ -50,6 +56,8 @@ pub(crate) struct Board {
     history: Mutex<VecDeque<(f64, Arc<str>)>>,
     tx: broadcast::Sender<(f64, Arc<str>)>,
     streams: AtomicUsize,
+    /// With `--dashboard-secret`: what the page may change.
+    actions: Option<Actions>,
 }
 
 /// Starts the dashboard: the log reader, the sampler, and the listeners.
@@ -57,6 +65,7 @@ pub(crate) fn start(
     sh: Arc<Shared>,
     workdir: std::path::PathBuf,
     listeners: Vec<TcpListener>,
+    actions: Option<Actions>,
 ) -> Result<(), String> {
     let (tx, _) = broadcast::channel(16);
     let board = Arc::new(Board {
@@ -64,6 +73,7 @@ pub(crate) fn start(
         history: Mutex::new(VecDeque::with_capacity(HISTORY)),
         tx,
         streams: AtomicUsize::new(0),
+        actions,
     });
     tokio::spawn(sample(sh.clone(), board.clone()));
     for l in listeners {
@@ -138,6 +148,14 @@ fn route(sh: &Shared, board: Option<&Board>, method: &[u8], target: &[u8]) -> An
     match path {
         b"/" => Answer::Body(200, "text/html; charset=utf-8", page(board)),
         b"/events" => Answer::Events,
+        b"/challenge" => match board.actions.as_ref().map(Actions::challenge) {
+            Some(Some(c)) => text(200, &c),
+            Some(None) => text(503, "No random bytes for a challenge.\n"),
+            None => text(
+                404,
+                "Actions are off: start with --dashboard-secret FILE.\n",
+            ),
+        },
         b"/log" => {
             let q = form_value(query, b"q").unwrap_or_default();
             let q = String::from_utf8_lossy(&q);
@@ -163,7 +181,14 @@ fn page(board: &Board) -> Vec<u8> {
         history.back().map(|(_, json)| json.clone())
     };
     let first = newest.map_or("null".to_string(), |json| json.replace('<', "\\u003c"));
-    PAGE.replacen("/*FIRST*/null", &first, 1).into_bytes()
+    let actions = if board.actions.is_some() {
+        "true"
+    } else {
+        "false"
+    };
+    PAGE.replacen("/*FIRST*/null", &first, 1)
+        .replacen("/*ACTIONS*/false", actions, 1)
+        .into_bytes()
 }
 
 /// The value of `name` in a query string, percent-decoded.
@@ -217,10 +242,29 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
                 _ => return,
             }
         };
+        let is_head = &head.method[..] == b"HEAD";
+        let action = &head.method[..] == b"POST" && head.url.starts_with(b"/action");
+        if let (true, Some(acts)) = (action, board.as_ref().and_then(|b| b.actions.as_ref())) {
+            let keep = head.keep_alive();
+            let answer = match head.framing {
+                Framing::Length(n) if n <= MAX_ACTION => {
+                    match read_body(&mut stream, &mut buf, n as usize, idle).await {
+                        Some(body) => act(acts, &body),
+                        None => return,
+                    }
+                }
+                Framing::None => act(acts, b""),
+                _ => text(413, "An action is a small form with a Content-Length.\n"),
+            };
+            let keep = keep && matches!(head.framing, Framing::Length(n) if n <= MAX_ACTION);
+            if respond(&mut stream, answer, keep, false).await.is_err() || !keep {
+                return;
+            }
+            continue;
+        }
         // A request with a body is answered, then the connection closed
         // rather than the body read.
         let keep = head.keep_alive() && head.framing == Framing::None;
-        let is_head = &head.method[..] == b"HEAD";
         let answer = route(&sh, board.as_deref(), &head.method, &head.url);
         match answer {
             Answer::Body(..) => {
@@ -248,6 +292,42 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
                 return;
             }
         }
+    }
+}
+
+/// Reads a body of `n` bytes (some may be in `buf` already).
+async fn read_body(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    n: usize,
+    idle: Duration,
+) -> Option<Vec<u8>> {
+    while buf.len() < n {
+        match tokio::time::timeout(idle, stream.read_buf(buf)).await {
+            Ok(Ok(got)) if got > 0 => {}
+            _ => return None,
+        }
+    }
+    Some(buf.split_to(n).to_vec())
+}
+
+/// Runs an action from its form (`challenge`, `response`, `command`).
+fn act(actions: &Actions, form: &[u8]) -> Answer {
+    let field = |name: &[u8]| {
+        let v = form_value(form, name).unwrap_or_default();
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    match actions.run(
+        &field(b"challenge"),
+        &field(b"response"),
+        &field(b"command"),
+    ) {
+        actions::Outcome::Ran(status, text) => Answer::Body(
+            200,
+            "text/plain; charset=utf-8",
+            format!("{status}\n{text}").into_bytes(),
+        ),
+        actions::Outcome::Refused(why) => self::text(403, &format!("{why}\n")),
     }
 }
 
@@ -384,9 +464,11 @@ mod tests {
             history: Mutex::new(VecDeque::new()),
             tx,
             streams: AtomicUsize::new(0),
+            actions: None,
         };
         let empty = String::from_utf8(page(&board)).unwrap();
         assert!(empty.contains("const FIRST = null;"));
+        assert!(empty.contains("if (false) {"), "no actions offered");
         let json: Arc<str> = r#"{"t":2,"top":[["/</script><b>",1]]}"#.into();
         board.history.lock().unwrap().push_back((2.0, json));
         let page = String::from_utf8(page(&board)).unwrap();
