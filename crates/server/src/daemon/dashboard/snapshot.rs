@@ -117,16 +117,20 @@ pub(crate) fn build(sh: &Shared, now: f64, log: &LogSample) -> String {
                 first = false;
                 let _ = write!(
                     out,
-                    "{sep}{{\"vcl\":{},\"name\":{},\"endpoint\":{},\"admin\":\"{admin}\",\"healthy\":{},\"good\":{good},\"window\":{window},\"happy\":{bits},\"conn\":{},\"req\":{},\"fail\":{},\"busy\":{},\"unhealthy\":{}}}",
+                    "{sep}{{\"vcl\":{},\"name\":{},\"endpoint\":{},\"admin\":\"{admin}\",\"healthy\":{},\"since\":{:.0},\"good\":{good},\"window\":{window},\"happy\":{bits},\"conn\":{},\"waiting\":{},\"req\":{},\"fail\":{},\"busy\":{},\"unhealthy\":{},\"sent\":{},\"received\":{}}}",
                     string(&e.loaded.name),
                     string(&b.name),
                     string(&b.endpoint),
                     b.healthy(),
+                    (now - b.last_change()).max(0.0),
                     value_of(VBE, &stats, "conn"),
+                    value_of(VBE, &stats, "waiting"),
                     value_of(VBE, &stats, "req"),
                     value_of(VBE, &stats, "fail"),
                     value_of(VBE, &stats, "busy"),
                     value_of(VBE, &stats, "unhealthy"),
+                    value_of(VBE, &stats, "bereq_hdrbytes") + value_of(VBE, &stats, "bereq_bodybytes"),
+                    value_of(VBE, &stats, "beresp_hdrbytes") + value_of(VBE, &stats, "beresp_bodybytes"),
                 );
             }
         }
@@ -180,7 +184,18 @@ mod tests {
         for name in ["g_bytes", "g_space", "c_fail"] {
             assert!(SMA.iter().any(|c| c.name == name), "SMA.{name}");
         }
-        for name in ["conn", "req", "fail", "busy", "unhealthy"] {
+        for name in [
+            "conn",
+            "waiting",
+            "req",
+            "fail",
+            "busy",
+            "unhealthy",
+            "bereq_hdrbytes",
+            "bereq_bodybytes",
+            "beresp_hdrbytes",
+            "beresp_bodybytes",
+        ] {
             assert!(VBE.iter().any(|c| c.name == name), "VBE.{name}");
         }
     }
