@@ -44,6 +44,9 @@ const TOP_ROWS: usize = 10;
 /// A stream with nothing to say sends a comment this often, so that a
 /// page that left is noticed.
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// How long a page may take to read what a stream sends it before the
+/// stream is closed (a page that stopped reading gives its place back).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest action request read.
 const MAX_ACTION: u64 = 4096;
 
@@ -286,7 +289,7 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
                         _ => events(&mut stream, board).await,
                     };
                 } else {
-                    let _ = stream.write_all(&stream_head()).await;
+                    let _ = send(&mut stream, &stream_head()).await;
                 }
                 board.streams.fetch_sub(1, Ordering::Relaxed);
                 return;
@@ -358,7 +361,7 @@ async fn respond(
     if !is_head {
         out.extend_from_slice(&body);
     }
-    stream.write_all(&out).await
+    send(stream, &out).await
 }
 
 fn stream_head() -> Vec<u8> {
@@ -366,6 +369,15 @@ fn stream_head() -> Vec<u8> {
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{COMMON}Connection: close\r\n\r\n"
     )
     .into_bytes()
+}
+
+/// Writes all of `data` within [`SEND_TIMEOUT`] (a client that does not
+/// read loses its connection, and its stream's place).
+async fn send(stream: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
+    match tokio::time::timeout(SEND_TIMEOUT, stream.write_all(data)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
 }
 
 /// One server-sent event holding `data` (each of its lines a `data:`
@@ -392,13 +404,13 @@ async fn events(stream: &mut TcpStream, board: &Board) -> std::io::Result<()> {
             last = *t;
         }
     }
-    stream.write_all(&out).await?;
+    send(stream, &out).await?;
     loop {
         match rx.recv().await {
             Ok((t, json)) if t > last => {
                 out.clear();
                 event(&mut out, json.as_bytes());
-                stream.write_all(&out).await?;
+                send(stream, &out).await?;
                 last = t;
             }
             Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
@@ -417,7 +429,7 @@ async fn log_stream(
         let busy = text(503, "Too many log tails open.\n");
         return respond(stream, busy, false, false).await;
     };
-    stream.write_all(&stream_head()).await?;
+    send(stream, &stream_head()).await?;
     let mut beat = tokio::time::interval(HEARTBEAT);
     let mut out = Vec::new();
     beat.tick().await;
@@ -434,9 +446,9 @@ async fn log_stream(
             Some(Some(text)) => {
                 out.clear();
                 event(&mut out, text.trim_ascii_end());
-                stream.write_all(&out).await?;
+                send(stream, &out).await?;
             }
-            None => stream.write_all(b": \n\n").await?,
+            None => send(stream, b": \n\n").await?,
         }
     }
 }
