@@ -168,6 +168,11 @@ fn dashboard_actions_need_the_secret_and_a_fresh_challenge() {
     let response = lacquer_admin::auth_response(&challenge, b"open sesame\n");
     let unknown = post_action(board, &form("vcl.use nosuch", &challenge, &response));
     assert!(unknown.text().starts_with("106\n"), "{}", unknown.text());
+    // A form too large for an action is refused without being read.
+    let mut big = Client::connect(board);
+    big.send(b"POST /action HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
+    assert_eq!(big.read_response(false).status, 413);
+    assert!(big.closed());
     let _ = std::fs::remove_dir_all(&dir);
 
     // Without the secret the dashboard only reads.

@@ -292,11 +292,7 @@ impl Mgmt {
                 )
             })
             .collect();
-        Reply::ok(format!(
-            "{}\n{}\n]\n",
-            json::head(2, args),
-            items.join(",\n")
-        ))
+        Reply::ok(json::items(2, args, &items))
     }
 
     fn storage_list(&self, json_out: bool, args: &[String]) -> Reply {
@@ -318,11 +314,7 @@ impl Mgmt {
                     )
                 })
                 .collect();
-            return Reply::ok(format!(
-                "{}\n{}\n]\n",
-                json::head(2, args),
-                items.join(",\n")
-            ));
+            return Reply::ok(json::items(2, args, &items));
         }
         let mut out = "Storage devices:\n".to_string();
         for n in names {
@@ -375,11 +367,7 @@ fn help(args: &[String]) -> Reply {
                 )
             })
             .collect();
-        return Reply::ok(format!(
-            "{}\n{}\n]\n",
-            json::head(2, args),
-            items.join(",\n")
-        ));
+        return Reply::ok(json::items(2, args, &items));
     }
     let mut out = String::new();
     if let (Some(_), [c]) = (topic, selected.as_slice()) {

@@ -30,6 +30,11 @@ pub(crate) fn head(version: u32, args: &[String]) -> String {
     )
 }
 
+/// A whole `-j` reply whose data is a list of items, one after another.
+pub(crate) fn items(version: u32, args: &[String], items: &[String]) -> String {
+    format!("{}\n{}\n]\n", head(version, args), items.join(",\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +43,10 @@ mod tests {
     fn strings_are_escaped() {
         assert_eq!(string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
         assert!(head(2, &["status".into(), "-j".into()]).starts_with("[ 2, [\"status\", \"-j\"], "));
+        let list = items(1, &["x".into()], &["1".into(), "2".into()]);
+        assert!(
+            list.starts_with("[ 1, [\"x\"], ") && list.ends_with(",\n1,\n2\n]\n"),
+            "{list}"
+        );
     }
 }

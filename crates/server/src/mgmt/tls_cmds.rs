@@ -50,7 +50,7 @@ fn list_json(rows: &[CertRow], args: &[String]) -> String {
             )
         })
         .collect();
-    format!("{}\n{}\n]\n", json::head(1, args), items.join(",\n"))
+    json::items(1, args, &items)
 }
 
 impl Mgmt {

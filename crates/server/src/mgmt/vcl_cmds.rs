@@ -247,11 +247,7 @@ impl Mgmt {
                     )
                 })
                 .collect();
-            return Reply::ok(format!(
-                "{}\n{}\n]\n",
-                json::head(2, args),
-                items.join(",\n")
-            ));
+            return Reply::ok(json::items(2, args, &items));
         }
         let w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0) + 3;
         let mut out = String::new();
@@ -292,11 +288,7 @@ impl Mgmt {
                     )
                 })
                 .collect();
-            return Reply::ok(format!(
-                "{}\n{}\n]\n",
-                json::head(1, args),
-                items.join(",\n")
-            ));
+            return Reply::ok(json::items(1, args, &items));
         }
         let mut rows = Vec::new();
         for (name, on) in &deps {

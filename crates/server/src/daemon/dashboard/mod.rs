@@ -246,7 +246,8 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
             }
         };
         let is_head = &head.method[..] == b"HEAD";
-        let action = &head.method[..] == b"POST" && head.url.starts_with(b"/action");
+        let path = head.url.split(|&b| b == b'?').next().unwrap_or_default();
+        let action = &head.method[..] == b"POST" && path == b"/action";
         if let (true, Some(acts)) = (action, board.as_ref().and_then(|b| b.actions.as_ref())) {
             let keep = head.keep_alive();
             let answer = match head.framing {
@@ -277,12 +278,11 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
             }
             Answer::Events | Answer::Log(_) => {
                 let Some(board) = &board else { return };
-                if board.streams.fetch_add(1, Ordering::Relaxed) >= MAX_STREAMS {
-                    board.streams.fetch_sub(1, Ordering::Relaxed);
+                let Some(_place) = StreamPlace::take(&board.streams) else {
                     let busy = text(503, "Too many dashboard streams open.\n");
                     let _ = respond(&mut stream, busy, false, is_head).await;
                     return;
-                }
+                };
                 if !is_head {
                     let _ = match answer {
                         Answer::Log(q) => log_stream(&mut stream, board, q).await,
@@ -291,10 +291,29 @@ async fn connection(sh: Arc<Shared>, mut stream: TcpStream, board: Option<Arc<Bo
                 } else {
                     let _ = send(&mut stream, &stream_head()).await;
                 }
-                board.streams.fetch_sub(1, Ordering::Relaxed);
                 return;
             }
         }
+    }
+}
+
+/// One of the [`MAX_STREAMS`] places, given back when dropped however
+/// the stream ends.
+struct StreamPlace<'a>(&'a AtomicUsize);
+
+impl<'a> StreamPlace<'a> {
+    fn take(open: &'a AtomicUsize) -> Option<StreamPlace<'a>> {
+        if open.fetch_add(1, Ordering::Relaxed) >= MAX_STREAMS {
+            open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(StreamPlace(open))
+    }
+}
+
+impl Drop for StreamPlace<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -486,6 +505,19 @@ mod tests {
         let page = String::from_utf8(page(&board)).unwrap();
         assert!(page.contains(r#"const FIRST = {"t":2,"top":[["/\u003c/script>\u003cb>",1]]};"#));
         assert_eq!(page.matches("</script>").count(), 1);
+    }
+
+    #[test]
+    fn stream_places_are_bounded_and_given_back() {
+        let open = AtomicUsize::new(0);
+        let places: Vec<_> = (0..MAX_STREAMS)
+            .map_while(|_| StreamPlace::take(&open))
+            .collect();
+        assert_eq!(places.len(), MAX_STREAMS);
+        assert!(StreamPlace::take(&open).is_none());
+        drop(places);
+        assert_eq!(open.load(Ordering::Relaxed), 0);
+        assert!(StreamPlace::take(&open).is_some());
     }
 
     #[test]
