@@ -373,13 +373,24 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, Conf
             _ => p,
         }
     };
-    for (key, value, line, col) in entries {
+    // The global settings first, wherever they stand: frontends start
+    // from them (as in Hitch) and override what they name.
+    let mut global = std::mem::take(&mut out.settings);
+    let mut settings_keys = vec![false; entries.len()];
+    for (i, (key, value, line, col)) in entries.iter().enumerate() {
         let at = |msg: String| ConfigError(format!("{file}:{line}:{col}: {msg}"));
-        if settings_key(&mut out.settings, &key, &value, &at)? {
+        settings_keys[i] = settings_key(&mut global, key, value, &at)?;
+    }
+    out.settings = global;
+    for ((key, value, line, col), setting) in entries.into_iter().zip(settings_keys) {
+        let at = |msg: String| ConfigError(format!("{file}:{line}:{col}: {msg}"));
+        if setting {
             continue;
         }
         match key.as_str() {
-            "frontend" => out.frontends.push(frontend(&value, &at, &path)?),
+            "frontend" => out
+                .frontends
+                .push(frontend(&value, &at, &path, &out.settings)?),
             "pem-file" => out.pems.push(pem(&value, &at, &path)?),
             "pem-dir" => out.pem_dir = Some(path(need_text(&value, &key, &at)?)),
             "pem-dir-glob" => out.pem_dir_glob = Some(need_text(&value, &key, &at)?.to_string()),
@@ -540,13 +551,14 @@ fn frontend(
     v: &Value,
     at: &dyn Fn(String) -> ConfigError,
     path: &dyn Fn(&str) -> PathBuf,
+    global: &Settings,
 ) -> Result<Frontend, ConfigError> {
     let mut f = Frontend {
         host: String::new(),
         port: 443,
         pems: Vec::new(),
         match_global_certs: true,
-        settings: Settings::default(),
+        settings: global.clone(),
     };
     match v {
         Value::Text(s, ..) => {
@@ -700,5 +712,27 @@ ssl-handshake-timeout = 5
         assert_eq!((fe.host.as_str(), fe.port), ("::1", 8443));
         assert_eq!(fe.pems[0].cert, PathBuf::from("cert.pem"));
         assert!(!fe.match_global_certs);
+    }
+
+    #[test]
+    fn frontends_start_from_the_global_settings_wherever_they_stand() {
+        let text = "frontend = \"[*]:443\"\n\
+                    frontend = {\n  host = \"*\"\n  port = \"8443\"\n  tls-protos = TLSv1.3\n}\n\
+                    tls-protos = TLSv1.2\n\
+                    sni-nomatch-abort = on\n\
+                    client-verify = required\n\
+                    client-verify-ca = \"ca.pem\"\n";
+        let f = parse(text, "t", Some(Path::new("/etc/tls"))).unwrap();
+        let (plain, block) = (&f.frontends[0].settings, &f.frontends[1].settings);
+        assert_eq!(plain.protos, ["TLSv1.2"]);
+        assert_eq!(block.protos, ["TLSv1.3"]);
+        for s in [plain, block] {
+            assert!(s.sni_nomatch_abort);
+            assert_eq!(s.client_verify, ClientVerify::Required);
+            assert_eq!(
+                s.client_verify_ca.as_deref(),
+                Some(Path::new("/etc/tls/ca.pem"))
+            );
+        }
     }
 }

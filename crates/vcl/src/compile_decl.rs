@@ -174,6 +174,7 @@ impl Compiler {
         };
         let mut seen: Vec<&str> = Vec::new();
         let mut tls_flags: Vec<(&str, bool)> = Vec::new();
+        let mut certificate: Option<(String, Span)> = None;
         for f in fields {
             let n = f.name.name.as_str();
             if seen.contains(&n) {
@@ -218,6 +219,18 @@ impl Compiler {
                     }
                     tls_flags.push((n, v == 1));
                 }
+                "certificate" => {
+                    let file = self.field_str(f)?;
+                    // A file that cannot be read is this line's error, not
+                    // a failure at the first fetch.
+                    if let Err(e) = std::fs::File::open(&file) {
+                        return Err(CompileError::new(
+                            format!("Cannot read .certificate \"{file}\": {e}"),
+                            f.name.span,
+                        ));
+                    }
+                    certificate = Some((file, f.name.span));
+                }
                 "proxy_header" => {
                     let v = self.field_int(f)?;
                     if v != 1 && v != 2 {
@@ -252,7 +265,7 @@ impl Compiler {
                 }
                 _ => {
                     return Err(CompileError::new(
-                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble, .ssl, .ssl_sni, .ssl_verify_peer, .ssl_verify_host)"),
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble, .ssl, .ssl_sni, .ssl_verify_peer, .ssl_verify_host, .certificate)"),
                         f.name.span,
                     ))
                 }
@@ -264,10 +277,14 @@ impl Compiler {
                 sni: flag("ssl_sni").unwrap_or(true),
                 verify_peer: flag("ssl_verify_peer").unwrap_or(true),
                 verify_host: flag("ssl_verify_host").unwrap_or(true),
+                certificate: certificate.take().map(|(file, _)| file),
             });
             if !seen.contains(&"port") {
                 b.port = "443".to_string();
             }
+        }
+        if let Some((_, span)) = certificate {
+            return Err(CompileError::new(".certificate needs .ssl = 1", span));
         }
         if let Some(path) = &b.path {
             let at = fields

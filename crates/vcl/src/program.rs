@@ -92,7 +92,7 @@ pub struct BackendDef {
 }
 
 /// How a backend's TLS is checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendTlsDef {
     /// Send the host name (`.host_header`, else `.host`) as SNI.
     pub sni: bool,
@@ -100,6 +100,9 @@ pub struct BackendTlsDef {
     pub verify_peer: bool,
     /// Check that the certificate is for the host name.
     pub verify_host: bool,
+    /// `.certificate`: a PEM file with the certificate chain and key
+    /// shown to the backend (mutual TLS).
+    pub certificate: Option<String>,
 }
 
 /// A health probe.

@@ -421,6 +421,8 @@ fn compile_errors_name_position_and_problem() {
         ("sub vcl_recv { set req.http.x = req.esi; }", "does not exist in VCL 4.1"),
         ("backend b2 { .host = \"127.0.0.1\"; .nope = 1; } sub vcl_recv { set req.backend_hint = b2; }", "Unknown field: '.nope'"),
         ("probe p { .window = 3; .threshold = 5; } sub vcl_recv {}", "threshold"),
+        ("backend t { .host = \"127.0.0.1\"; .certificate = \"/nonexistent/client.pem\"; .ssl = 1; } sub vcl_recv { set req.backend_hint = t; }", "Cannot read .certificate \"/nonexistent/client.pem\""),
+        ("backend t { .host = \"127.0.0.1\"; .certificate = \"/dev/null\"; } sub vcl_recv { set req.backend_hint = t; }", ".certificate needs .ssl = 1"),
     ];
     for (body, want) in cases {
         let got = error(body);

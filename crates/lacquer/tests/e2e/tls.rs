@@ -400,6 +400,37 @@ fn backends_speak_tls_checked_as_asked() {
     assert_eq!(lq.get("/x").status, 200);
 }
 
+#[test]
+fn backends_may_be_shown_a_client_certificate() {
+    // The TLS origin wants a certificate of its CA's, and says whose.
+    let vcl = "import tls;\nsub vcl_deliver {\n  set resp.http.peer = tls.client_cert_cn();\n}\n";
+    let (pki, _origin, tls_origin) = setup_with(
+        "mtls",
+        "client-verify = required\nclient-verify-ca = \"ca.pem\"\n",
+        Some(vcl),
+    );
+    let port = tls_origin.listen("tls0").port();
+    let ca = pki.dir.join("ca.pem");
+    let client = pki.client_pem("client.pem", "edge-cache");
+    let front = |attrs: &str| {
+        Lacquer::spawn(
+            &["-p", &format!("ssl_ca_file={}", ca.display())],
+            Some(format!(
+                "vcl 4.1;\n\
+                 backend b {{ .host = \"127.0.0.1\"; .port = \"{port}\"; .ssl = 1;\n\
+                   .host_header = \"a.example\"; {attrs} }}\n"
+            )),
+        )
+    };
+    let lq = front(&format!(".certificate = \"{}\";", client.display()));
+    let r = lq.get("/mutual");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("peer"), Some("edge-cache"));
+    // Without one, the origin refuses the handshake: a 503.
+    let lq = front("");
+    assert_eq!(lq.get("/mutual").status, 503);
+}
+
 impl Pki {
     /// A client's certificate for `cn`, signed by the CA.
     fn client_identity(
@@ -417,6 +448,19 @@ impl Pki {
         let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
         let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
         (vec![cert.der().clone()], der.into())
+    }
+
+    /// A client's certificate for `cn` with its key, as one PEM file.
+    fn client_pem(&self, file: &str, cn: &str) -> PathBuf {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let path = self.dir.join(file);
+        std::fs::write(&path, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+        path
     }
 
     /// A client that shows a certificate of this CA's and trusts the

@@ -141,7 +141,7 @@ impl Loaded {
                     if let Some(p) = &d.preamble {
                         backend = backend.with_preamble(p.clone());
                     }
-                    if let Some(def) = d.ssl {
+                    if let Some(def) = &d.ssl {
                         let ca = params.ssl_ca_file();
                         match crate::transport::tls::backend_tls(def, &host, &ca) {
                             Ok(tls) => backend = backend.with_tls(tls),

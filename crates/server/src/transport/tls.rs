@@ -379,22 +379,26 @@ fn swap_all(inner: &Certs) {
 /// programs loaded later resume the sessions earlier ones began.
 fn client_config(
     ca_file: &str,
-    def: lacquer_vcl::BackendTlsDef,
+    def: &lacquer_vcl::BackendTlsDef,
 ) -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String> {
     use std::collections::HashMap;
     use tokio_rustls::rustls;
-    type Key = (String, Option<(SystemTime, u64)>, bool, bool, bool);
+    type OnDisk = Option<(SystemTime, u64)>;
+    type Key = (String, OnDisk, bool, bool, bool, Option<(String, OnDisk)>);
     static CONFIGS: std::sync::OnceLock<Mutex<HashMap<Key, Arc<rustls::ClientConfig>>>> =
         std::sync::OnceLock::new();
-    let on_disk = std::fs::metadata(ca_file)
-        .ok()
-        .and_then(|m| Some((m.modified().ok()?, m.len())));
+    let on_disk = |file: &str| {
+        std::fs::metadata(file)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())))
+    };
     let key = (
         ca_file.to_string(),
-        on_disk,
+        on_disk(ca_file),
         def.sni,
         def.verify_peer,
         def.verify_host,
+        def.certificate.as_ref().map(|c| (c.clone(), on_disk(c))),
     );
     let mut configs = CONFIGS
         .get_or_init(Default::default)
@@ -430,12 +434,20 @@ fn client_config(
     } else {
         Arc::new(verify::Unchecked(provider.clone()))
     };
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match &def.certificate {
+        None => builder.with_no_client_auth(),
+        Some(file) => {
+            let (chain, key) = client_identity(file)?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!(".certificate {file}: {e}"))?
+        }
+    };
     config.enable_sni = def.sni;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let config = Arc::new(config);
@@ -445,10 +457,35 @@ fn client_config(
     Ok(config)
 }
 
+/// The chain and key a backend's `.certificate` file holds.
+fn client_identity(
+    file: &str,
+) -> Result<
+    (
+        Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
+        tokio_rustls::rustls::pki_types::PrivateKeyDer<'static>,
+    ),
+    String,
+> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(file)
+        .map_err(|e| format!(".certificate {file}: {e}"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!(".certificate {file}: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!(".certificate {file}: no certificate in it"));
+    }
+    let key = PrivateKeyDer::from_pem_file(file)
+        .map_err(|e| format!(".certificate {file}: no private key ({e})"))?;
+    Ok((chain, key))
+}
+
 /// How a backend with `.ssl = 1` speaks TLS: to `host` (its
-/// `.host_header`, else `.host`), checked against `ssl_ca_file`.
+/// `.host_header`, else `.host`), checked against `ssl_ca_file`, showing
+/// its `.certificate` when it has one.
 pub(crate) fn backend_tls(
-    def: lacquer_vcl::BackendTlsDef,
+    def: &lacquer_vcl::BackendTlsDef,
     host: &str,
     ca_file: &str,
 ) -> Result<lacquer_backend::tls::BackendTls, String> {
@@ -461,8 +498,11 @@ pub(crate) fn backend_tls(
         connector: tokio_rustls::TlsConnector::from(config),
         name,
         key: format!(
-            "{bare} sni={} peer={} host={} ca={ca_file}",
-            def.sni, def.verify_peer, def.verify_host
+            "{bare} sni={} peer={} host={} ca={ca_file} cert={}",
+            def.sni,
+            def.verify_peer,
+            def.verify_host,
+            def.certificate.as_deref().unwrap_or("")
         ),
     })
 }
