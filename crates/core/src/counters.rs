@@ -300,6 +300,9 @@ counter_table! {
     tls_handshakes: Counter, "TLS handshakes completed on client connections.";
     tls_handshake_fail: Counter, "TLS handshakes refused or broken off (a garbage ClientHello, no common protocol or cipher, a server name with no certificate under sni-nomatch-abort).";
     tls_handshake_timeout: Counter, "TLS handshakes not done within the -A file's handshake timeout.";
+    tls_acme_issued: Counter, "Certificates obtained from an ACME server and put in force.";
+    tls_acme_fail: Counter, "ACME orders that failed (tried again after the section's retry time).";
+    tls_acme_challenges: Counter, "ACME validations answered: TLS-ALPN-01 handshakes and HTTP-01 requests.";
     client_resp_500: Counter, "Deliveries that failed for want of workspace (never: there is no workspace to run out of).";
     n_pipe: Gauge, "Pipes open now.";
     pipe_limited: Counter, "Pipes refused at a limit (never: pipes are not limited in number).";

@@ -94,6 +94,8 @@ pub struct TlsFile {
     pub session_cache: usize,
     pub ocsp_dir: Option<PathBuf>,
     pub handshake_timeout: Duration,
+    /// Certificates obtained and renewed by ACME (`acme` sections).
+    pub acme: Vec<crate::acme::AcmeSpec>,
     /// What was accepted without effect, one line each.
     pub warnings: Vec<String>,
 }
@@ -110,6 +112,7 @@ impl Default for TlsFile {
             session_cache: 1024,
             ocsp_dir: None,
             handshake_timeout: Duration::from_secs(3),
+            acme: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -422,6 +425,7 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, Conf
                     .map_err(|_| at(format!("session-cache: \"{v}\" is not a count")))?;
             }
             "ocsp-dir" => out.ocsp_dir = Some(path(need_text(&value, &key, &at)?)),
+            "acme" => out.acme.push(acme(&value, file, &at, &path)?),
             "tls-handshake-timeout" | "ssl-handshake-timeout" => {
                 let v = need_text(&value, &key, &at)?;
                 let secs: f64 = v
@@ -547,6 +551,100 @@ fn pem(
     }
 }
 
+/// An `acme` section: `directory`, `names` and `contact`, with
+/// `challenge`, `ca-file`, `renew-before` (days) and `retry` (seconds).
+fn acme(
+    v: &Value,
+    file: &str,
+    at: &dyn Fn(String) -> ConfigError,
+    path: &dyn Fn(&str) -> PathBuf,
+) -> Result<crate::acme::AcmeSpec, ConfigError> {
+    use crate::acme::{AcmeSpec, ChallengeKind};
+    let Value::Block(entries) = v else {
+        return Err(at(
+            "acme takes a block: acme = { directory = … names = … }".into()
+        ));
+    };
+    let mut spec = AcmeSpec {
+        directory: String::new(),
+        contact: Vec::new(),
+        names: Vec::new(),
+        challenges: vec![ChallengeKind::TlsAlpn01, ChallengeKind::Http01],
+        ca_file: None,
+        renew_before: Duration::from_secs(30 * 86_400),
+        retry: Duration::from_secs(600),
+    };
+    let words = |s: &str| -> Vec<String> {
+        s.split([',', ' ', '\t'])
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    for (key, value, line, col) in entries {
+        let at = |msg: String| ConfigError(format!("{file}:{line}:{col}: acme: {msg}"));
+        let s = need_text(value, key, &at)?;
+        let seconds = |scale: f64| -> Result<Duration, ConfigError> {
+            s.parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n > 0.0 && n * scale < 1e10)
+                .map(|n| Duration::from_secs_f64(n * scale))
+                .ok_or_else(|| at(format!("{key}: \"{s}\" is not a positive number")))
+        };
+        match key.as_str() {
+            "directory" => {
+                crate::acme::http::Url::parse(s).map_err(|e| at(format!("directory: {e}")))?;
+                spec.directory = s.to_string();
+            }
+            "contact" => {
+                spec.contact = words(s)
+                    .into_iter()
+                    .map(|c| match c.contains(':') {
+                        true => c,
+                        false => format!("mailto:{c}"),
+                    })
+                    .collect()
+            }
+            "names" => {
+                spec.names = words(s).iter().map(|n| n.to_ascii_lowercase()).collect();
+                if let Some(bad) = spec.names.iter().find(|n| {
+                    n.starts_with('.')
+                        || !n
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+                }) {
+                    return Err(at(format!(
+                        "names: \"{bad}\" is not a host name (wildcards need DNS-01, which is not done)"
+                    )));
+                }
+            }
+            "challenge" => {
+                spec.challenges = words(s)
+                    .iter()
+                    .map(|c| {
+                        ChallengeKind::from_name(c).ok_or_else(|| {
+                            at(format!("challenge: \"{c}\" is not tls-alpn-01 or http-01"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "ca-file" => spec.ca_file = Some(path(s)),
+            "renew-before" => spec.renew_before = seconds(86_400.0)?,
+            "retry" => spec.retry = seconds(1.0)?,
+            other => return Err(at(format!("unknown key \"{other}\""))),
+        }
+    }
+    if spec.directory.is_empty() {
+        return Err(at("acme: no directory".into()));
+    }
+    if spec.names.is_empty() {
+        return Err(at("acme: no names".into()));
+    }
+    if spec.challenges.is_empty() {
+        return Err(at("acme: no challenge".into()));
+    }
+    Ok(spec)
+}
+
 fn frontend(
     v: &Value,
     at: &dyn Fn(String) -> ConfigError,
@@ -623,116 +721,5 @@ fn host_port(s: &str) -> Option<(String, u16)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_hitch_file_reads_with_its_proxy_keys_ignored() {
-        let text = r#"
-# A hitch.conf as packaged
-frontend = "[*]:443"
-frontend = {
-    host = "127.0.0.1"
-    port = "8443"
-    pem-file = "site.pem"
-    tls-protos = TLSv1.3
-    sni-nomatch-abort = on
-}
-backend = "[127.0.0.1]:6086"
-workers = 4
-write-proxy-v2 = on
-pem-file = "/etc/tls/default.pem"
-pem-file = {
-    cert = "a.crt"
-    private-key = "a.key"
-    ocsp-resp-file = "a.ocsp"
-}
-ciphers = "EECDH+AESGCM:EDH+AESGCM"
-prefer-server-ciphers = on
-alpn-protos = "h2, http/1.1"
-session-cache = 100
-ssl-handshake-timeout = 5
-"#;
-        let f = parse(text, "hitch.conf", Some(Path::new("/etc/hitch"))).unwrap();
-        assert_eq!(f.frontends.len(), 2);
-        assert_eq!(
-            (f.frontends[0].host.as_str(), f.frontends[0].port),
-            ("", 443)
-        );
-        assert!(f.frontends[0].match_global_certs);
-        let fe = &f.frontends[1];
-        assert_eq!((fe.host.as_str(), fe.port), ("127.0.0.1", 8443));
-        assert_eq!(fe.pems[0].cert, PathBuf::from("/etc/hitch/site.pem"));
-        assert!(!fe.match_global_certs);
-        assert_eq!(fe.settings.protos, vec!["TLSv1.3"]);
-        assert!(fe.settings.sni_nomatch_abort);
-        assert_eq!(f.pems.len(), 2);
-        assert_eq!(
-            f.pems[1].private_key,
-            Some(PathBuf::from("/etc/hitch/a.key"))
-        );
-        assert!(f.settings.prefer_server_ciphers);
-        assert_eq!(f.alpn, vec!["http/1.1"]);
-        assert_eq!(f.session_cache, 100);
-        assert_eq!(f.handshake_timeout, Duration::from_secs(5));
-        assert_eq!(f.warnings.len(), 4);
-        assert!(f.warnings[0].starts_with("hitch.conf:11:1: backend"));
-    }
-
-    #[test]
-    fn errors_name_the_line_and_column() {
-        let cases = [
-            (
-                "pem-file = \"a.pem\"\nfrobnicate = 1\n",
-                "t.conf:2:1: unknown key \"frobnicate\"",
-            ),
-            (
-                "tls-protos = TLSv1.0\n",
-                "t.conf:1:1: tls-protos: TLSv1.0 is not offered",
-            ),
-            ("frontend = {\n  port = 443\n", "missing '}'"),
-            (
-                "frontend = \"nowhere\"\n",
-                "t.conf:1:1: frontend \"nowhere\"",
-            ),
-            ("pem-file\n", "t.conf:1:1: expected '=' after pem-file"),
-            ("ciphers = \"open\n", "t.conf:1:11: unterminated string"),
-            ("alpn-protos = \"spdy/3\"\n", "\"spdy/3\" is not served"),
-        ];
-        for (text, want) in cases {
-            let e = parse(text, "t.conf", None).unwrap_err().0;
-            assert!(e.contains(want), "{text:?}: {e}");
-        }
-    }
-
-    #[test]
-    fn frontend_forms() {
-        let f = parse("frontend = \"[::1]:8443+cert.pem\"\n", "t", None).unwrap();
-        let fe = &f.frontends[0];
-        assert_eq!((fe.host.as_str(), fe.port), ("::1", 8443));
-        assert_eq!(fe.pems[0].cert, PathBuf::from("cert.pem"));
-        assert!(!fe.match_global_certs);
-    }
-
-    #[test]
-    fn frontends_start_from_the_global_settings_wherever_they_stand() {
-        let text = "frontend = \"[*]:443\"\n\
-                    frontend = {\n  host = \"*\"\n  port = \"8443\"\n  tls-protos = TLSv1.3\n}\n\
-                    tls-protos = TLSv1.2\n\
-                    sni-nomatch-abort = on\n\
-                    client-verify = required\n\
-                    client-verify-ca = \"ca.pem\"\n";
-        let f = parse(text, "t", Some(Path::new("/etc/tls"))).unwrap();
-        let (plain, block) = (&f.frontends[0].settings, &f.frontends[1].settings);
-        assert_eq!(plain.protos, ["TLSv1.2"]);
-        assert_eq!(block.protos, ["TLSv1.3"]);
-        for s in [plain, block] {
-            assert!(s.sni_nomatch_abort);
-            assert_eq!(s.client_verify, ClientVerify::Required);
-            assert_eq!(
-                s.client_verify_ca.as_deref(),
-                Some(Path::new("/etc/tls/ca.pem"))
-            );
-        }
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

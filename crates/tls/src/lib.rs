@@ -2,8 +2,10 @@
 //! ([`config`]), certificates read from PEM files, the choice among them
 //! by SNI in one hash lookup (exact name, then the wildcard one label
 //! up), and a certificate set that can be swapped while connections
-//! carry on (the `tls.cert.*` commands).
+//! carry on (the `tls.cert.*` commands); certificates obtained and
+//! renewed by ACME ([`acme`]).
 
+pub mod acme;
 pub mod config;
 pub mod names;
 pub mod suites;
@@ -202,6 +204,16 @@ impl Resolver {
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // An ACME server validating a name (TLS-ALPN-01) gets the
+        // challenge's certificate, and only while one is pending.
+        if hello
+            .alpn()
+            .is_some_and(|mut protos| protos.any(|p| p == acme::ACME_TLS_ALPN))
+        {
+            return hello
+                .server_name()
+                .and_then(|n| acme::CHALLENGES.alpn_cert(n));
+        }
         let set = self.current();
         match hello.server_name() {
             Some(name) => match set.for_name(name) {

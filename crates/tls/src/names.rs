@@ -1,7 +1,8 @@
-//! The host names a certificate is for: its subjectAltName DNS names, or
-//! its subject's common name when it has none. Read with a small DER
-//! walker that follows only the path to those fields; anything malformed
-//! gives no names, never a panic.
+//! What Lacquer reads of a certificate: the host names it is for (its
+//! subjectAltName DNS names, or its subject's common name when it has
+//! none) and the end of its validity. Read with a small DER walker that
+//! follows only the path to those fields; anything malformed gives
+//! nothing, never a panic.
 
 /// One DER element: its tag and contents.
 struct Tlv<'a> {
@@ -65,13 +66,7 @@ const CN: &[u8] = &[0x55, 0x04, 0x03];
 
 /// The subject's common name of a DER certificate (a client's, say).
 pub fn common_name(der: &[u8]) -> Option<String> {
-    let (cert, _) = next(der).filter(|(c, _)| c.tag == SEQUENCE)?;
-    let tbs = children(cert.body)
-        .into_iter()
-        .next()
-        .filter(|t| t.tag == SEQUENCE)?;
-    let fields = children(tbs.body);
-    let has_version = fields.first().is_some_and(|f| f.tag == 0xa0);
+    let (fields, has_version) = tbs_fields(der)?;
     let subject = fields.get(if has_version { 5 } else { 4 })?;
     for rdn in children(subject.body).into_iter().filter(|r| r.tag == SET) {
         for atv in children(rdn.body) {
@@ -86,19 +81,64 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     None
 }
 
-/// The DNS names of a DER certificate, lower-cased.
-pub fn dns_names(der: &[u8]) -> Vec<String> {
-    let Some((cert, _)) = next(der).filter(|(c, _)| c.tag == SEQUENCE) else {
-        return Vec::new();
-    };
-    let Some(tbs) = children(cert.body)
+/// The TBSCertificate's fields, and whether the first is the version.
+fn tbs_fields(der: &[u8]) -> Option<(Vec<Tlv<'_>>, bool)> {
+    let (cert, _) = next(der).filter(|(c, _)| c.tag == SEQUENCE)?;
+    let tbs = children(cert.body)
         .into_iter()
         .next()
-        .filter(|t| t.tag == SEQUENCE)
-    else {
+        .filter(|t| t.tag == SEQUENCE)?;
+    let fields = children(tbs.body);
+    let has_version = fields.first().is_some_and(|f| f.tag == 0xa0);
+    Some((fields, has_version))
+}
+
+/// When a DER certificate stops being valid (notAfter), in seconds since
+/// the Unix epoch.
+pub fn not_after(der: &[u8]) -> Option<i64> {
+    let (fields, has_version) = tbs_fields(der)?;
+    let validity = fields.get(if has_version { 4 } else { 3 })?;
+    let times = children(validity.body);
+    let end = times.get(1)?;
+    let text = std::str::from_utf8(end.body)
+        .ok()
+        .filter(|t| t.is_ascii())?;
+    // UTCTime YYMMDDHHMMSSZ (years 1950-2049) or GeneralizedTime
+    // YYYYMMDDHHMMSSZ.
+    let (year, rest) = match end.tag {
+        0x17 if text.len() == 13 => {
+            let yy: i64 = text.get(..2)?.parse().ok()?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &text[2..])
+        }
+        0x18 if text.len() == 15 => (text.get(..4)?.parse().ok()?, &text[4..]),
+        _ => return None,
+    };
+    if !rest.ends_with('Z') || !rest[..rest.len() - 1].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n = |i: usize| -> i64 { rest[i..i + 2].parse().unwrap_or(0) };
+    let (month, day, hour, min, sec) = (n(0), n(2), n(4), n(6), n(8));
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The DNS names of a DER certificate, lower-cased.
+pub fn dns_names(der: &[u8]) -> Vec<String> {
+    let Some((fields, _)) = tbs_fields(der) else {
         return Vec::new();
     };
-    let fields = children(tbs.body);
     let mut names = Vec::new();
     if let Some(ext) = fields.iter().find(|t| t.tag == EXTENSIONS) {
         for e in children(next(ext.body).map(|(seq, _)| seq.body).unwrap_or_default()) {
@@ -152,6 +192,25 @@ mod tests {
             .push(rcgen::DnType::CommonName, "Only.CN.example");
         let cert = params.self_signed(&key).unwrap();
         assert_eq!(dns_names(cert.der()), vec!["only.cn.example"]);
+    }
+
+    #[test]
+    fn the_end_of_validity() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let ends = |y, m, d| {
+            let mut params = rcgen::CertificateParams::new(vec!["a.example".into()]).unwrap();
+            params.not_after = rcgen::date_time_ymd(y, m, d);
+            not_after(params.self_signed(&key).unwrap().der())
+        };
+        // UTCTime up to 2049, GeneralizedTime from 2050 on.
+        assert_eq!(ends(2042, 2, 28), Some(2_277_158_400));
+        assert_eq!(ends(2049, 12, 31), Some(2_524_521_600));
+        assert_eq!(ends(2050, 1, 1), Some(2_524_608_000));
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        for bad in [&b""[..], b"\x30\x03\x30\x01\x00", &[0x30; 64]] {
+            assert_eq!(not_after(bad), None);
+        }
     }
 
     #[test]

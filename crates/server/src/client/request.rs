@@ -219,6 +219,12 @@ async fn client_steps(
 /// often as VCL asks and `max_restarts` allows.
 async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
     let sh = cx.sh;
+    if req.include.is_none() && &req.head.method[..] == b"GET" {
+        let url = std::str::from_utf8(&req.head.url).unwrap_or("");
+        if let Some(answer) = lacquer_tls::acme::CHALLENGES.http_answer(url) {
+            return acme_answer(c, sh, req, &answer).await;
+        }
+    }
     if let (Some(max), None) = (cx.vcl.program.cache_req_body, &req.include) {
         // `std.cache_req_body` answers at once: the body is read first,
         // up to the most any call of the program asks to keep.
@@ -254,6 +260,29 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
                 }
             }
         }
+    }
+}
+
+/// Answers an ACME server's HTTP-01 request for a pending challenge with
+/// its key authorization, before VCL (which has no say in it).
+async fn acme_answer(c: &mut Client, sh: &Shared, req: &mut Req, answer: &str) -> Outcome {
+    let keep = match req.consume_body(c, sh).await {
+        Ok(keep) => keep,
+        Err(reason) => return Outcome::Close(reason),
+    };
+    COUNTERS.inc(Counter::tls_acme_challenges);
+    req.log
+        .bytes(Tag::Debug, b"ACME http-01 challenge answered");
+    let msg = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{answer}",
+        answer.len(),
+        if keep { "" } else { "Connection: close\r\n" }
+    );
+    let idle = Params::duration(sh.params.idle_send_timeout());
+    match (c.write_small(msg.as_bytes(), idle).await, keep) {
+        (Ok(_), true) => Outcome::KeepAlive,
+        (Ok(_), false) => Outcome::Close(CloseReason::ReqClose),
+        (Err(_), _) => Outcome::Close(CloseReason::RemClose),
     }
 }
 

@@ -121,7 +121,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     }
     let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
     let tls = match &cfg.tls_file {
-        Some(path) => Some(Arc::new(crate::transport::tls::TlsState::read(path)?)),
+        Some(path) => Some(Arc::new(crate::transport::tls::TlsState::read(
+            path,
+            cfg.workdir.join("acme"),
+        )?)),
         None => None,
     };
     let listens = with_frontends(&cfg.listens, tls.as_deref())?;
@@ -226,6 +229,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .name("ban-lurker".into())
         .spawn(move || ban_lurker(lurker_shared))
         .map_err(|e| format!("Cannot start the ban lurker: {e}"))?;
+    crate::transport::acme::start(shared.clone())?;
     let workdir = cfg.workdir.clone();
     let handle = runtime.handle().clone();
     {

@@ -10,6 +10,7 @@ use lacquer_tls::{Cert, CertSet, PemSpec, Resolver, TlsFile};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
@@ -108,8 +109,15 @@ impl TlsListener {
         stream: TcpStream,
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
         match tokio::time::timeout(self.timeout, self.acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => {
+            Ok(Ok(mut tls)) => {
                 COUNTERS.inc(Counter::tls_handshakes);
+                // An ACME validation (TLS-ALPN-01) ends with the
+                // handshake.
+                if tls.get_ref().1.alpn_protocol() == Some(lacquer_tls::acme::ACME_TLS_ALPN) {
+                    COUNTERS.inc(Counter::tls_acme_challenges);
+                    let _ = tokio::time::timeout(self.timeout, tls.shutdown()).await;
+                    return None;
+                }
                 Some(tls)
             }
             Ok(Err(_)) => {
@@ -135,6 +143,12 @@ pub(crate) struct CertRow {
     /// In the set a `tls.cert.commit` would put in force, not yet in
     /// force.
     pub staged: bool,
+    /// The end of its validity (seconds since the epoch).
+    pub not_after: Option<i64>,
+    /// Whether an OCSP response is stapled.
+    pub ocsp: bool,
+    /// One of the `-A` file's global certificates (not a frontend's own).
+    pub global: bool,
 }
 
 /// Which certificates a TLS listener offers.
@@ -155,6 +169,8 @@ struct Offer {
 pub(crate) struct TlsState {
     path: PathBuf,
     file: TlsFile,
+    /// Where ACME keeps its account keys and certificates.
+    acme_dir: PathBuf,
     inner: Mutex<Certs>,
 }
 
@@ -168,19 +184,22 @@ struct Certs {
 }
 
 impl TlsState {
-    /// Reads the `-A` file and its certificates.
-    pub fn read(path: &std::path::Path) -> Result<TlsState, String> {
+    /// Reads the `-A` file and its certificates, with those ACME keeps
+    /// in `acme_dir`.
+    pub fn read(path: &std::path::Path, acme_dir: PathBuf) -> Result<TlsState, String> {
         let file = lacquer_tls::config::read(path).map_err(|e| e.to_string())?;
         for w in &file.warnings {
             eprintln!("Warning: {w}");
         }
-        let global = lacquer_tls::global_certs(&file)?
+        let mut global: Vec<Arc<Cert>> = lacquer_tls::global_certs(&file)?
             .into_iter()
             .map(Arc::new)
             .collect();
+        global.extend(acme_certs(&file, &acme_dir));
         Ok(TlsState {
             path: path.to_path_buf(),
             file,
+            acme_dir,
             inner: Mutex::new(Certs {
                 offers: Vec::new(),
                 global,
@@ -207,17 +226,24 @@ impl TlsState {
         let own = load_all(&own_specs)?;
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let set = set_for(&own, global.then_some(&inner.global[..]));
-        if set.certs.is_empty() {
+        // A listener waiting for its ACME certificate starts without one.
+        let waits_for_acme = global && !self.file.acme.is_empty();
+        if set.certs.is_empty() && !waits_for_acme {
             return Err(format!(
                 "{}: listener {name} has no certificate (give pem-file or pem-dir)",
                 self.path.display()
             ));
         }
         let resolver = Arc::new(Resolver::new(Arc::new(set), settings.sni_nomatch_abort));
+        let mut alpn = self.file.alpn.clone();
+        if !self.file.acme.is_empty() {
+            // Last: chosen only by a client that offers nothing else.
+            alpn.push(String::from_utf8_lossy(lacquer_tls::acme::ACME_TLS_ALPN).into_owned());
+        }
         let config = lacquer_tls::server_config(
             &settings,
             resolver.clone(),
-            &self.file.alpn,
+            &alpn,
             self.file.session_cache,
         )?;
         inner.offers.push(Offer {
@@ -236,12 +262,19 @@ impl TlsState {
     /// `tls.cert.list`: every certificate in force, then any staged.
     pub fn list(&self) -> Vec<CertRow> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let row = |c: &Cert, listeners: Vec<String>, staged: bool| CertRow {
+        let row = |c: &Cert, listeners: Vec<String>, staged: bool, global: bool| CertRow {
             id: c.id.clone(),
+            global,
             listeners,
             file: c.file.display().to_string(),
             names: c.names.clone(),
             staged,
+            not_after: c
+                .key
+                .end_entity_cert()
+                .ok()
+                .and_then(|der| lacquer_tls::names::not_after(der)),
+            ocsp: c.key.ocsp.is_some(),
         };
         let global_on: Vec<String> = inner
             .offers
@@ -252,13 +285,17 @@ impl TlsState {
         let mut rows: Vec<CertRow> = inner
             .global
             .iter()
-            .map(|c| row(c, global_on.clone(), false))
+            .map(|c| row(c, global_on.clone(), false, true))
             .collect();
         for o in &inner.offers {
-            rows.extend(o.own.iter().map(|c| row(c, vec![o.name.clone()], false)));
+            rows.extend(
+                o.own
+                    .iter()
+                    .map(|c| row(c, vec![o.name.clone()], false, false)),
+            );
         }
         for c in inner.staged.iter().flatten() {
-            rows.push(row(c, global_on.clone(), true));
+            rows.push(row(c, global_on.clone(), true, true));
         }
         rows
     }
@@ -330,10 +367,11 @@ impl TlsState {
     /// again (renewed certificates); any that fails leaves all as they
     /// were.
     pub fn reload(&self) -> Result<usize, String> {
-        let global: Vec<Arc<Cert>> = lacquer_tls::global_certs(&self.file)?
+        let mut global: Vec<Arc<Cert>> = lacquer_tls::global_certs(&self.file)?
             .into_iter()
             .map(Arc::new)
             .collect();
+        global.extend(acme_certs(&self.file, &self.acme_dir));
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let owns = inner
             .offers
@@ -349,6 +387,54 @@ impl TlsState {
         swap_all(&inner);
         Ok(count)
     }
+}
+
+impl TlsState {
+    /// The `acme` sections, and where their certificates are kept.
+    pub fn acme(&self) -> (&[lacquer_tls::acme::AcmeSpec], &std::path::Path) {
+        (&self.file.acme, &self.acme_dir)
+    }
+
+    /// Puts a certificate ACME obtained in force for new handshakes, in
+    /// place of the one with its id (and in what is staged, so that a
+    /// commit does not undo it).
+    pub fn install(&self, cert: Cert) {
+        let cert = Arc::new(cert);
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = &mut *inner;
+        for set in std::iter::once(&mut inner.global).chain(inner.staged.as_mut()) {
+            match set.iter().position(|c| c.id == cert.id) {
+                Some(i) => set[i] = cert.clone(),
+                None => set.push(cert.clone()),
+            }
+        }
+        swap_all(inner);
+    }
+}
+
+/// The certificates ACME keeps that can be read; one that cannot is
+/// reported and obtained again.
+fn acme_certs(file: &TlsFile, dir: &std::path::Path) -> Vec<Arc<Cert>> {
+    file.acme
+        .iter()
+        .filter_map(|spec| {
+            let path = spec.file(dir);
+            if !path.exists() {
+                return None;
+            }
+            let pem = PemSpec {
+                cert: path,
+                ..PemSpec::default()
+            };
+            match lacquer_tls::load_cert(&spec.id(), &pem) {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => {
+                    eprintln!("Warning: ACME certificate {}: {e}", spec.id());
+                    None
+                }
+            }
+        })
+        .collect()
 }
 
 /// Reads the certificates of `pem-file`s, ids from their file names.
