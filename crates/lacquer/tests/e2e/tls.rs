@@ -288,6 +288,49 @@ fn garbage_and_stalled_handshakes_close_only_their_connection() {
             && counter("MAIN.tls_handshake_timeout") == 1
             && counter("MAIN.tls_handshakes") >= 1
     }));
+    // Each has a session in the log with the reason.
+    let log = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args(["log", "-d", "-g", "raw", "-i", "Error,SessClose", "-n"])
+        .arg(&lq.workdir)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    for want in [
+        "TLS handshake: not done within tls-handshake-timeout",
+        "SessClose      c RX_TIMEOUT",
+        "SessClose      c RX_JUNK",
+        "Error          c TLS handshake: ",
+    ] {
+        assert!(log.contains(want), "{want} in\n{log}");
+    }
+}
+
+#[test]
+fn a_huge_client_certificate_chain_closes_only_its_connection() {
+    let (pki, _origin, lq) = setup(
+        "hugechain",
+        "client-verify = optional\nclient-verify-ca = \"ca.pem\"\n",
+    );
+    let addr = lq.listen("tls0");
+    // 300 certificates, about 120 KiB: more than a handshake message
+    // may hold.
+    let (mut chain, key) = pki.client_identity("big");
+    chain.extend(std::iter::repeat_n(pki.ca.der().clone(), 300));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    let refused = get_with(Arc::new(config), addr);
+    assert!(refused.is_err() || !refused.unwrap().contains("200"));
+    // Others are served.
+    let mut tls = connect(&pki, addr, "a.example").unwrap();
+    assert_eq!(get(&mut tls, "/after").1, "page /after");
 }
 
 #[test]

@@ -418,9 +418,12 @@ async fn accept_tcp(
                                 };
                                 addrs.proxied(header);
                             }
-                            if let Some(stream) = tls.handshake(stream).await {
-                                addrs.tls = Some(crate::transport::tls::session_of(&stream));
-                                start_session(&sh, Box::new(stream), addrs, false);
+                            match tls.handshake(stream).await {
+                                Ok(stream) => {
+                                    addrs.tls = Some(crate::transport::tls::session_of(&stream));
+                                    start_session(&sh, Box::new(stream), addrs, false);
+                                }
+                                Err(e) => crate::session::handshake_failed(&sh, &addrs, &e),
                             }
                         });
                     }

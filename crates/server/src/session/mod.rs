@@ -83,6 +83,41 @@ pub(crate) async fn serve_connection(
     }
 }
 
+/// Accounts for a TLS connection that ended with its handshake: a
+/// session of its own in the log (SessOpen, the error, SessClose) and
+/// its close reason counted.
+pub(crate) fn handshake_failed(
+    sh: &Shared,
+    addrs: &SessAddrs,
+    e: &crate::transport::tls::HandshakeError,
+) {
+    COUNTERS.inc(Counter::sess_conn);
+    let (reason, why) = e.close();
+    reason.count();
+    let t_open = lacquer_core::time::now();
+    let mut log = sh.txn(next_vxid(), Side::Client);
+    log.begin("sess", 0, "HTTP/1", t_open);
+    if log.active() {
+        log.fmt(
+            Tag::SessOpen,
+            format_args!(
+                "{} {} {} {} {} {:.6} -1",
+                addrs.client_ip,
+                addrs.remote.port(),
+                addrs.listener,
+                addrs.local.ip().to_canonical(),
+                addrs.local.port(),
+                t_open
+            ),
+        );
+        if let Some(why) = why {
+            log.fmt(Tag::Error, format_args!("{why}"));
+        }
+        log.fmt(Tag::SessClose, format_args!("{} 0.000", reason.name()));
+    }
+    log.end();
+}
+
 /// Reads and drops what the client still sends for a moment after we
 /// closed our side, so that closing with unread input does not reset the
 /// connection before the client has read our answer.
@@ -120,7 +155,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
             let linger = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
             let wait = if herd { linger.min(left) } else { left };
             read = true;
-            match c.read_more(wait).await {
+            match c.read_head_more(wait).await {
                 Ok(0) if c.rbuf.is_empty() => return CloseReason::RemClose,
                 Ok(0) => return CloseReason::RxJunk,
                 Ok(_) => herd = false,

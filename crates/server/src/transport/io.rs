@@ -202,8 +202,10 @@ pub(crate) struct SessTimeouts {
     pub linger: Option<f64>,
 }
 
-/// The read buffer a new connection starts with.
+/// The read buffer a request head starts with.
 const FIRST_RBUF: usize = 2048;
+/// The write buffer a response head starts with.
+const FIRST_WBUF: usize = 1024;
 
 impl Client {
     pub fn new(stream: Box<dyn ClientStream>, addrs: SessAddrs) -> Self {
@@ -212,10 +214,9 @@ impl Client {
             fd,
             sess: SessTimeouts::default(),
             wire: Wire::Stream(stream),
-            // Enough for most request heads (a connection that needs more
-            // grows it in read_more): what a new connection holds idle.
-            rbuf: BytesMut::with_capacity(FIRST_RBUF),
-            wbuf: Vec::with_capacity(1024),
+            // Made when the first request comes (read_head_more).
+            rbuf: BytesMut::new(),
+            wbuf: Vec::new(),
             addrs: std::sync::Arc::new(addrs),
             key: Vec::with_capacity(128),
             chunked: false,
@@ -363,7 +364,11 @@ impl Client {
     /// Reads more bytes into the read buffer; `Ok(0)` at end of stream
     /// (at once for an include, which reads nothing).
     pub async fn read_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
-        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+        if self.rbuf.capacity() == 0 {
+            // The buffers of a connection that held none while idle.
+            self.rbuf.reserve(FIRST_RBUF);
+            self.wbuf.reserve(FIRST_WBUF);
+        } else if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
         let Wire::Stream(stream) = &mut self.wire else {
@@ -375,6 +380,50 @@ impl Client {
             return ready.map_err(|_| ReadError::Io);
         }
         match tokio::time::timeout(limit, stream.read_buf(&mut self.rbuf)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(_)) => Err(ReadError::Io),
+            Err(_) => Err(ReadError::Timeout),
+        }
+    }
+
+    /// Reads more of a request head. While none of it has come and
+    /// nothing is waiting (a connection between requests, mostly idle),
+    /// the connection holds no buffers: the bytes that end the wait land
+    /// on the stack and the buffers are made again then, as large as
+    /// most heads and responses' heads need.
+    pub async fn read_head_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
+        if !self.rbuf.is_empty() {
+            return self.read_more(limit).await;
+        }
+        let Wire::Stream(stream) = &mut self.wire else {
+            return Ok(0);
+        };
+        if self.rbuf.capacity() > 0 {
+            if let Some(ready) = now_or_never(stream.read_buf(&mut self.rbuf)).await {
+                return ready.map_err(|_| ReadError::Io);
+            }
+            self.rbuf = BytesMut::new();
+            self.wbuf = Vec::new();
+        }
+        let (rbuf, wbuf) = (&mut self.rbuf, &mut self.wbuf);
+        let read = std::future::poll_fn(|cx| {
+            let mut space = [std::mem::MaybeUninit::<u8>::uninit(); FIRST_RBUF];
+            let mut got = tokio::io::ReadBuf::uninit(&mut space);
+            match std::pin::Pin::new(&mut **stream).poll_read(cx, &mut got) {
+                std::task::Poll::Ready(Ok(())) => {
+                    let got = got.filled();
+                    if !got.is_empty() {
+                        rbuf.reserve(FIRST_RBUF);
+                        rbuf.extend_from_slice(got);
+                        wbuf.reserve(FIRST_WBUF);
+                    }
+                    std::task::Poll::Ready(Ok(got.len()))
+                }
+                std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(e)),
+                std::task::Poll::Pending => std::task::Poll::Pending,
+            }
+        });
+        match tokio::time::timeout(limit, read).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
             Err(_) => Err(ReadError::Timeout),

@@ -103,11 +103,12 @@ pub(crate) struct TlsListener {
 }
 
 impl TlsListener {
-    /// The handshake, within the timeout; None (counted) when it fails.
+    /// The handshake, within the timeout. When it fails (counted), the
+    /// reason it closes with and what went wrong.
     pub async fn handshake(
         &self,
         stream: TcpStream,
-    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    ) -> Result<tokio_rustls::server::TlsStream<TcpStream>, HandshakeError> {
         match tokio::time::timeout(self.timeout, self.acceptor.accept(stream)).await {
             Ok(Ok(mut tls)) => {
                 COUNTERS.inc(Counter::tls_handshakes);
@@ -116,18 +117,47 @@ impl TlsListener {
                 if tls.get_ref().1.alpn_protocol() == Some(lacquer_tls::acme::ACME_TLS_ALPN) {
                     COUNTERS.inc(Counter::tls_acme_challenges);
                     let _ = tokio::time::timeout(self.timeout, tls.shutdown()).await;
-                    return None;
+                    return Err(HandshakeError::AcmeValidation);
                 }
-                Some(tls)
+                Ok(tls)
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
                 COUNTERS.inc(Counter::tls_handshake_fail);
-                None
+                Err(HandshakeError::Failed(e.to_string()))
             }
             Err(_) => {
                 COUNTERS.inc(Counter::tls_handshake_timeout);
-                None
+                Err(HandshakeError::TimedOut)
             }
+        }
+    }
+}
+
+/// Why a connection ended with its handshake.
+pub(crate) enum HandshakeError {
+    /// Refused or broken off: garbage, no common protocol or suite, a
+    /// name without certificate under `sni-nomatch-abort`, a chain too
+    /// large.
+    Failed(String),
+    /// Not done within the handshake timeout.
+    TimedOut,
+    /// An ACME server's validation, answered (not an error).
+    AcmeValidation,
+}
+
+impl HandshakeError {
+    /// The close reason, and the log's account of it (None: no error).
+    pub fn close(&self) -> (lacquer_core::close::CloseReason, Option<String>) {
+        use lacquer_core::close::CloseReason;
+        match self {
+            HandshakeError::Failed(why) => {
+                (CloseReason::RxJunk, Some(format!("TLS handshake: {why}")))
+            }
+            HandshakeError::TimedOut => (
+                CloseReason::RxTimeout,
+                Some("TLS handshake: not done within tls-handshake-timeout".into()),
+            ),
+            HandshakeError::AcmeValidation => (CloseReason::RemClose, None),
         }
     }
 }
