@@ -40,6 +40,11 @@ pub struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
+    /// What the connection's TLS handshake settled (None: not TLS).
+    pub fn tls(&self) -> Option<crate::tls::TlsDetails> {
+        self.stream.as_ref()?.tls()
+    }
+
     pub(crate) fn new(backend: &'a Backend, stream: Stream, reused: bool, slot: Slot<'a>) -> Self {
         backend.stats.inc(BackendCounter::conn);
         Conn {

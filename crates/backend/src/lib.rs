@@ -34,6 +34,10 @@ pub trait BackendStream:
     /// Whether a pooled connection is still quiet: readable means the
     /// backend closed it (or sent garbage), and it is useless.
     fn is_quiet(&self) -> bool;
+    /// What the TLS handshake settled, on a TLS connection.
+    fn tls(&self) -> Option<tls::TlsDetails> {
+        None
+    }
 }
 
 impl BackendStream for TcpStream {

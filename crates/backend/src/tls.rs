@@ -41,7 +41,37 @@ impl BackendTls {
     }
 }
 
+/// What a backend connection's TLS handshake settled, for VCL (vmod tls
+/// in `vcl_backend_response`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsDetails {
+    pub version: &'static str,
+    /// The suite as rustls names it (`TLS13_AES_128_GCM_SHA256`).
+    pub cipher: &'static str,
+    pub alpn: Option<&'static str>,
+}
+
 impl BackendStream for tokio_rustls::client::TlsStream<Stream> {
+    fn tls(&self) -> Option<TlsDetails> {
+        use tokio_rustls::rustls::ProtocolVersion;
+        let c = self.get_ref().1;
+        Some(TlsDetails {
+            version: match c.protocol_version()? {
+                ProtocolVersion::TLSv1_3 => "TLSv1.3",
+                _ => "TLSv1.2",
+            },
+            cipher: c
+                .negotiated_cipher_suite()
+                .and_then(|s| s.suite().as_str())
+                .unwrap_or(""),
+            alpn: match c.alpn_protocol() {
+                Some(b"http/1.1") => Some("http/1.1"),
+                Some(b"h2") => Some("h2"),
+                _ => None,
+            },
+        })
+    }
+
     fn fd(&self) -> i32 {
         self.get_ref().0.fd()
     }

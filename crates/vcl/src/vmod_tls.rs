@@ -2,8 +2,10 @@
 //! when Lacquer terminated it — whether there was one, the protocol
 //! version, the cipher suite, the server name asked for (SNI) and the
 //! ALPN protocol, and the client's certificate when `client-verify` asked
-//! for one and it was verified. Without TLS, strings are unset and the
-//! booleans false.
+//! for one and it was verified. On the backend side (once there is a
+//! response, as in `vcl_backend_response`) it is the backend
+//! connection's handshake instead. Without TLS, strings are unset and
+//! the booleans false.
 
 use crate::types::Value;
 use crate::vmod::{Ctx, Vmod};

@@ -459,9 +459,12 @@ fn backends_may_be_shown_a_client_certificate() {
         Lacquer::spawn(
             &["-p", &format!("ssl_ca_file={}", ca.display())],
             Some(format!(
-                "vcl 4.1;\n\
+                "vcl 4.1;\nimport tls;\n\
                  backend b {{ .host = \"127.0.0.1\"; .port = \"{port}\"; .ssl = 1;\n\
-                   .host_header = \"a.example\"; {attrs} }}\n"
+                   .host_header = \"a.example\"; {attrs} }}\n\
+                 sub vcl_backend_response {{\n\
+                   set beresp.http.be-tls = tls.is_tls() + \" \" + tls.version() + \" \" + tls.cipher();\n\
+                 }}\n"
             )),
         )
     };
@@ -469,6 +472,9 @@ fn backends_may_be_shown_a_client_certificate() {
     let r = lq.get("/mutual");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("peer"), Some("edge-cache"));
+    // vmod tls on the backend side tells of the backend connection.
+    let be = r.header("be-tls").unwrap_or_default();
+    assert!(be.starts_with("true TLSv1.3 TLS_"), "{be}");
     // Without one, the origin refuses the handshake: a 503.
     let lq = front("");
     assert_eq!(lq.get("/mutual").status, 503);

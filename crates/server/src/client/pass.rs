@@ -188,7 +188,7 @@ impl FetchMode for PassFetch<'_> {
         index: usize,
         now: f64,
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
-        let beresp = backend_steps::beresp_from(sh, &resp, index, now, true);
+        let beresp = backend_steps::beresp_from(sh, &resp, &conn, index, now, true);
         Ok((conn, resp, beresp))
     }
 

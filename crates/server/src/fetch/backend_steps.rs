@@ -193,7 +193,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             if resp.status == 304 && bereq.stale.is_some() {
                 // vcl_backend_refresh decides what the 304 makes of the
                 // stale object, seeing the 304 as beresp.
-                let mut refresh = beresp_from(sh, &resp, index, now, false);
+                let mut refresh = beresp_from(sh, &resp, &conn, index, now, false);
                 let action = backend_host::call_method(
                     Method::BackendRefresh,
                     sh,
@@ -324,6 +324,7 @@ pub(crate) fn pick_backend(
 pub(crate) fn beresp_from(
     sh: &Shared,
     resp: &ResponseHead,
+    conn: &lacquer_backend::Conn<'_>,
     index: usize,
     now: f64,
     uncacheable: bool,
@@ -362,6 +363,18 @@ pub(crate) fn beresp_from(
         storage: Some(sh.cache.store_for(uncacheable, None).vcl_name()),
         body: Vec::new(),
         t_resp: now,
+        tls: conn.tls().map(|t| lacquer_vcl::TlsSession {
+            version: t.version,
+            // rustls names TLS 1.3 suites TLS13_…; IANA's are TLS_….
+            cipher: match t.cipher.strip_prefix("TLS13_") {
+                Some(rest) => format!("TLS_{rest}"),
+                None => t.cipher.to_string(),
+            },
+            sni: None,
+            alpn: t.alpn.map(str::to_string),
+            client_cert_cn: None,
+            client_cert: false,
+        }),
     }
 }
 

@@ -284,7 +284,7 @@ impl FetchMode for CacheFetch<'_> {
             }
             None => resp,
         };
-        let mut beresp = backend_steps::beresp_from(sh, &resp, index, now, false);
+        let mut beresp = backend_steps::beresp_from(sh, &resp, &conn, index, now, false);
         beresp.was_304 = self.revalidated.is_some();
         vsl::ttl(
             &mut bereq.log,

@@ -481,8 +481,10 @@ impl Host for BackendHost<'_> {
         Some(&mut self.bereq.privs)
     }
 
+    /// The backend connection's, as vmod tls shows it on the backend
+    /// side (once there is a response).
     fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
-        self.bereq.conn.addrs.tls.as_ref()
+        self.beresp.as_ref()?.tls.as_ref()
     }
 
     fn proxy_ssl(&self) -> Option<(u8, u32)> {

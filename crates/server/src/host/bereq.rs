@@ -117,6 +117,9 @@ pub(crate) struct Beresp {
     /// The body of `vcl_backend_error`.
     pub body: Vec<u8>,
     pub t_resp: f64,
+    /// What the backend connection's TLS handshake settled (vmod tls in
+    /// `vcl_backend_response`); None over plain connections.
+    pub tls: Option<lacquer_vcl::TlsSession>,
 }
 
 impl Bereq {
@@ -348,6 +351,7 @@ impl Beresp {
             storage: None,
             body: Vec::new(),
             t_resp: now,
+            tls: None,
         }
     }
 }
