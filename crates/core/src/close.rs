@@ -39,6 +39,8 @@ close_table! {
     RxJunk => "RX_JUNK", true, sc_rx_junk;
     RxOverflow => "RX_OVERFLOW", true, sc_rx_overflow;
     RxTimeout => "RX_TIMEOUT", true, sc_rx_timeout;
+    RapidReset => "RAPID_RESET", true, sc_rapid_reset;
+    Calm => "ENHANCE_YOUR_CALM", true, sc_calm;
     TxError => "TX_ERROR", true, sc_tx_error;
     TxEof => "TX_EOF", false, sc_tx_eof;
     RespClose => "RESP_CLOSE", false, sc_resp_close;

@@ -287,7 +287,7 @@ param_table! {
         "Lacquer: how many ESI includes are fetched at once for one client request, nested pages included (each page may also always fetch the one include it is waiting for). Delivery stays in document order; 1 fetches them one after another, as Varnish does.";
     experimental: Text, "none", "", min None, max None,
         "Accepted for varnishd command lines: any list of +name and -name is taken and none of them acts.";
-    feature: Features, "+validate_headers", "", min None, max None,
+    feature: Features, "+http2,+validate_headers", "", min None, max None,
         "Enable/Disable various minor features: a list of +name and -name (none and default also allowed).";
     fetch_chunksize: Bytes, "16k", "bytes", min Some("4k"), max None,
         "Accepted for varnishd command lines: a fetch stores the buffers it reads, without a separate chunk size.";
@@ -302,21 +302,29 @@ param_table! {
     gzip_memlevel: Count, "8", "", min Some("1"), max Some("9"),
         "Gzip memory level 1=slow/least, 9=fast/most compression. Accepted for compatibility with Varnish's flags; Lacquer's deflate implementation sizes its own state, so the value has no effect.";
     h2_header_table_size: Bytes, "4k", "bytes", min Some("0b"), max None,
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 header table size: the HPACK dynamic table the client may use for what it sends (SETTINGS_HEADER_TABLE_SIZE).";
     h2_initial_window_size: Bytes, "65535b", "bytes", min Some("65535b"), max Some("2147483647b"),
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 initial flow-control window of each stream for what the client sends (SETTINGS_INITIAL_WINDOW_SIZE).";
     h2_max_concurrent_streams: Count, "100", "streams", min Some("0"), max None,
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 streams a client may have open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS).";
     h2_max_frame_size: Bytes, "16k", "bytes", min Some("16k"), max Some("16777215b"),
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 largest frame payload the client may send (SETTINGS_MAX_FRAME_SIZE).";
     h2_max_header_list_size: Bytes, "2147483647b", "bytes", min Some("0b"), max None,
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 largest header list a client may send (SETTINGS_MAX_HEADER_LIST_SIZE); never more than http_req_size.";
+    h2_rapid_reset: Seconds, "1", "seconds", min Some("0"), max None,
+        "A stream the client resets sooner than this after its HEADERS counts against h2_rapid_reset_limit.";
+    h2_rapid_reset_limit: Count, "100", "", min Some("0"), max None,
+        "HTTP/2 rapid resets allowed within h2_rapid_reset_period before the connection is closed (GOAWAY ENHANCE_YOUR_CALM); 0 turns the limit off.";
+    h2_rapid_reset_period: Seconds, "60", "seconds", min Some("1"), max None,
+        "The sliding window h2_rapid_reset_limit counts over.";
     h2_rx_window_increment: Bytes, "1M", "bytes", min Some("1M"), max Some("1G"),
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "HTTP/2 flow-control window of a whole connection for what the client sends.";
     h2_rx_window_low_water: Bytes, "10M", "bytes", min Some("65535b"), max Some("1G"),
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "Accepted for varnishd command lines: the connection's receive window is h2_rx_window_increment, given back as request bodies are read.";
     h2_rxbuf_storage: Text, "Transient", "", min None, max None,
-        "Accepted for varnishd command lines; HTTP/2 is not served yet.";
+        "Accepted for varnishd command lines: HTTP/2 request bodies are read as the steps ask for them, with no buffer of their own.";
+    h2_window_timeout: Seconds, "5", "seconds", min Some("0"), max None,
+        "How long an HTTP/2 stream may wait for the client to open its flow-control window before the stream is reset.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),
         "Accepted for varnishd command lines: a response goes out in gathered writes of at most 16 pieces each.";
     http_gzip_support: Bool, "on", "bool", min None, max None,

@@ -22,6 +22,9 @@ pub(crate) const STACK_HEADERS: usize = 64;
 pub enum Version {
     Http10,
     Http11,
+    /// A request that came as an HTTP/2 stream (its head is made into
+    /// HTTP/1.1's shape to be parsed; this says where it came from).
+    Http2,
 }
 
 impl Version {
@@ -29,6 +32,7 @@ impl Version {
         match self {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         }
     }
 }

@@ -50,6 +50,8 @@ impl RequestHead {
     pub fn keep_alive(&self) -> bool {
         match self.version {
             Version::Http11 => !self.headers.has_token("connection", "close"),
+            // A stream ends; its connection is not the request's to close.
+            Version::Http2 => true,
             Version::Http10 => self.headers.has_token("connection", "keep-alive"),
         }
     }

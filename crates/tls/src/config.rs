@@ -108,7 +108,7 @@ impl Default for TlsFile {
             pem_dir: None,
             pem_dir_glob: None,
             settings: Settings::default(),
-            alpn: vec!["http/1.1".into()],
+            alpn: vec!["h2".into(), "http/1.1".into()],
             session_cache: 1024,
             ocsp_dir: None,
             handshake_timeout: Duration::from_secs(3),
@@ -405,14 +405,6 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<TlsFile, Conf
                     .collect();
                 if let Some(bad) = out.alpn.iter().find(|a| !matches!(a.as_str(), "http/1.1" | "h2")) {
                     return Err(at(format!("alpn-protos: \"{bad}\" is not served (http/1.1, h2)")));
-                }
-                // Offering h2 before HTTP/2 is served would strand the
-                // clients that take it.
-                if out.alpn.iter().any(|a| a == "h2") {
-                    out.alpn.retain(|a| a != "h2");
-                    out.warnings.push(format!(
-                        "{file}:{line}:{col}: alpn-protos: h2 is not offered until HTTP/2 is served"
-                    ));
                 }
                 if out.alpn.is_empty() {
                     out.alpn.push("http/1.1".into());

@@ -48,10 +48,10 @@ ssl-handshake-timeout = 5
         Some(PathBuf::from("/etc/hitch/a.key"))
     );
     assert!(f.settings.prefer_server_ciphers);
-    assert_eq!(f.alpn, vec!["http/1.1"]);
+    assert_eq!(f.alpn, vec!["h2", "http/1.1"]);
     assert_eq!(f.session_cache, 100);
     assert_eq!(f.handshake_timeout, Duration::from_secs(5));
-    assert_eq!(f.warnings.len(), 4);
+    assert_eq!(f.warnings.len(), 3);
     assert!(f.warnings[0].starts_with("hitch.conf:11:1: backend"));
 }
 

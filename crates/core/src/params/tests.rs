@@ -93,7 +93,7 @@ fn features_are_flags_set_relative_to_the_current_value() {
     assert!(p.has(Feature::validate_headers));
     assert_eq!(
         p.show("feature").unwrap(),
-        "+esi_disable_xml_check,+validate_headers"
+        "+http2,+esi_disable_xml_check,+validate_headers"
     );
     p.set("feature", "-validate_headers,+esi_remove_bom")
         .unwrap();
@@ -103,7 +103,8 @@ fn features_are_flags_set_relative_to_the_current_value() {
     p.set("feature", "none").unwrap();
     assert_eq!(p.show("feature").unwrap(), "none");
     p.set("feature", "default").unwrap();
-    assert_eq!(p.show("feature").unwrap(), "+validate_headers");
+    // HTTP/2 is on by default (varnishd's default has it off).
+    assert_eq!(p.show("feature").unwrap(), "+http2,+validate_headers");
     assert_eq!(FEATURES.len(), Feature::busy_stats_rate as usize + 1);
     assert_eq!(
         FEATURES[Feature::esi_include_onerror as usize].0,

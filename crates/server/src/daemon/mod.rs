@@ -84,6 +84,7 @@ fn attach_tls(
     tls: &crate::transport::tls::TlsState,
     specs: &[config::ListenSpec],
     listeners: &mut [listen::Listener],
+    http2: bool,
 ) -> Result<(), String> {
     let mut made = std::collections::HashMap::new();
     for spec in specs {
@@ -94,7 +95,7 @@ fn attach_tls(
         };
         made.insert(
             spec.name.clone(),
-            Arc::new(tls.listener(&spec.name, frontend)?),
+            Arc::new(tls.listener(&spec.name, frontend, http2)?),
         );
     }
     for l in listeners {
@@ -130,7 +131,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let listens = with_frontends(&cfg.listens, tls.as_deref())?;
     let mut listeners = listen::bind_all(&listens, backlog)?;
     if let Some(tls) = &tls {
-        attach_tls(tls, &listens, &mut listeners)?;
+        let http2 = cfg.params.has(lacquer_core::params::Feature::http2);
+        attach_tls(tls, &listens, &mut listeners, http2)?;
     }
     let mgmt_listeners = match &cfg.mgmt_listen {
         Some(addrs) => bind_some(addrs, "-T")?,

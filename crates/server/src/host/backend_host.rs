@@ -51,10 +51,7 @@ pub(crate) fn call_method(
 }
 
 fn proto_text(v: Version) -> Value {
-    Value::Str(Bytes::from_static(match v {
-        Version::Http10 => b"HTTP/1.0",
-        Version::Http11 => b"HTTP/1.1",
-    }))
+    Value::Str(Bytes::from_static(v.as_str().as_bytes()))
 }
 
 impl BackendHost<'_> {

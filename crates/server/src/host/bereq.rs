@@ -157,7 +157,12 @@ impl Bereq {
             xid,
             method: req.head.method.clone(),
             url: req.head.url.clone(),
-            version: req.head.version,
+            // bereq.proto is HTTP/1.1 for a request that came over
+            // HTTP/2, as in Varnish.
+            version: match req.head.version {
+                Version::Http2 => Version::Http11,
+                v => v,
+            },
             headers,
             backend: req.backend_hint,
             retries: 0,
@@ -267,7 +272,8 @@ impl Bereq {
         head.extend_from_slice(&self.url);
         head.extend_from_slice(match self.version {
             Version::Http10 => b" HTTP/1.0\r\n",
-            Version::Http11 => b" HTTP/1.1\r\n",
+            // Backends are spoken to in HTTP/1.1 whatever the client spoke.
+            Version::Http11 | Version::Http2 => b" HTTP/1.1\r\n",
         });
         self.headers.write_to(&mut head);
         head.extend_from_slice(b"\r\n");

@@ -73,10 +73,7 @@ pub(crate) fn set_mask(params: &Params, text: &str) -> Result<(), String> {
 }
 
 fn proto(v: Version) -> &'static [u8] {
-    match v {
-        Version::Http10 => b"HTTP/1.0",
-        Version::Http11 => b"HTTP/1.1",
-    }
+    v.as_str().as_bytes()
 }
 
 /// Logs a backend response head as received.

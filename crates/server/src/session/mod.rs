@@ -4,6 +4,7 @@
 //! answered in order), and ends the connection with a close reason.
 
 pub(crate) mod admission;
+pub(crate) mod h2;
 mod proxy;
 
 use crate::client::request;
@@ -13,7 +14,7 @@ use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
-use lacquer_core::params::Params;
+use lacquer_core::params::{Feature, Params};
 use lacquer_http::{parse_request, RequestError};
 use lacquer_shm::{Side, Tag, Txn};
 use std::sync::Arc;
@@ -146,9 +147,35 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
         let mut herd = served && c.rbuf.is_empty();
         let mut read = false;
         let head = loop {
+            // HTTP/2, by ALPN or by prior knowledge (its preface first).
+            if !served && sh.params.has(Feature::http2) {
+                let by_alpn = c.addrs.tls.as_ref().and_then(|t| t.alpn.as_deref()) == Some("h2");
+                let preface = h2::is_preface(&c.rbuf);
+                if by_alpn || preface == Some(true) {
+                    return Box::pin(h2::serve(sh, c, log)).await;
+                }
+                if preface.is_none() && !c.rbuf.is_empty() {
+                    // Not enough yet to tell: read on.
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match c.read_head_more(left).await {
+                        Ok(n) if n > 0 => continue,
+                        Err(ReadError::Timeout) => return CloseReason::RxTimeout,
+                        _ => return CloseReason::RemClose,
+                    }
+                }
+            }
+            // Judged before parsing takes the head out of the buffer.
+            let not_http = !served && names_no_version(&c.rbuf);
             match parse_request(&mut c.rbuf, &limits) {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
+                // A first line that names no HTTP version at all is not
+                // HTTP/1 (a broken HTTP/2 preface, say): closed
+                // unanswered, as RFC 9113 §3.4 asks of a wrong preface.
+                Err(_) if not_http => {
+                    COUNTERS.inc(Counter::client_req_400);
+                    return CloseReason::RxJunk;
+                }
                 Err(e) => return refuse(sh, c, &e, log).await,
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -189,6 +216,21 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
     }
 }
 
+/// Whether a request line has a third word that is no HTTP version
+/// (`GET / HTTP/9.9` and `GET /` are HTTP, if bad; `INVALID CONNECTION
+/// PREFACE` is not).
+fn names_no_version(rbuf: &[u8]) -> bool {
+    let Some(end) = rbuf.iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    let line = &rbuf[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.split(|&b| b == b' ')
+        .filter(|w| !w.is_empty())
+        .nth(2)
+        .is_some_and(|v| !v.starts_with(b"HTTP/"))
+}
+
 /// Answers a request that could not be parsed, then closes.
 async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError, log: &mut Txn) -> CloseReason {
     let status = e.status();
@@ -220,6 +262,15 @@ async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError, log: &mut Txn) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_that_names_no_version_is_not_http() {
+        use super::names_no_version as not_http;
+        assert!(not_http(b"INVALID CONNECTION PREFACE\r\n\r\n"));
+        assert!(!not_http(b"GET / HTTP/1.2\r\n\r\n"));
+        assert!(!not_http(b"GET /\r\n\r\n"));
+        assert!(!not_http(b"GET / HT"));
+    }
+
     /// Every connection holds its session's state, boxed, for as long as
     /// it is open: an idle keep-alive connection costs this much memory.
     /// The rare paths (pass, pipe, ESI, inflating, 416, a PROXY header,

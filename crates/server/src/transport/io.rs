@@ -131,6 +131,8 @@ pub(crate) enum Wire {
     Stream(Box<dyn ClientStream>),
     /// The parent of an ESI include.
     Fragment(mpsc::Sender<Piece>),
+    /// One stream of an HTTP/2 connection.
+    H2(Box<super::h2::H2Stream>),
 }
 
 /// Why a read from the client stopped.
@@ -164,7 +166,7 @@ impl SendClock {
         }
     }
 
-    fn next_limit(&self) -> Option<Duration> {
+    pub(crate) fn next_limit(&self) -> Option<Duration> {
         let left = self.deadline.checked_duration_since(Instant::now())?;
         Some(left.min(self.idle))
     }
@@ -224,6 +226,38 @@ impl Client {
         }
     }
 
+    /// One stream of an HTTP/2 connection, `fd` the connection's socket.
+    pub fn for_h2_stream(
+        stream: super::h2::H2Stream,
+        addrs: std::sync::Arc<SessAddrs>,
+        fd: Option<i32>,
+    ) -> Self {
+        Client {
+            fd,
+            sess: SessTimeouts::default(),
+            wire: Wire::H2(Box::new(stream)),
+            rbuf: BytesMut::new(),
+            wbuf: Vec::with_capacity(FIRST_WBUF),
+            addrs,
+            key: Vec::with_capacity(128),
+            chunked: false,
+            window: None,
+        }
+    }
+
+    /// Takes the connection's stream away (to speak HTTP/2 over it); the
+    /// client is left with nowhere to write.
+    pub fn take_stream(&mut self) -> Option<Box<dyn ClientStream>> {
+        let (closed, _) = mpsc::channel(1);
+        match std::mem::replace(&mut self.wire, Wire::Fragment(closed)) {
+            Wire::Stream(s) => Some(s),
+            other => {
+                self.wire = other;
+                None
+            }
+        }
+    }
+
     /// The client of an ESI include, writing to `tx` and otherwise like
     /// its parent's, with `socket` for socket options.
     pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client, socket: Option<i32>) -> Self {
@@ -248,6 +282,7 @@ impl Client {
             Wire::Stream(stream) => stream
                 .socket()
                 .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok()),
+            Wire::H2(h2) => h2.socket().and_then(|s| s.try_clone().ok()),
             Wire::Fragment(_) => None,
         }
     }
@@ -256,7 +291,15 @@ impl Client {
     pub fn stream(&mut self) -> Option<&mut dyn ClientStream> {
         match &mut self.wire {
             Wire::Stream(s) => Some(&mut **s),
-            Wire::Fragment(_) => None,
+            Wire::Fragment(_) | Wire::H2(_) => None,
+        }
+    }
+
+    /// The HTTP/2 stream this client is, if it is one.
+    pub fn h2(&mut self) -> Option<&mut super::h2::H2Stream> {
+        match &mut self.wire {
+            Wire::H2(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -284,7 +327,7 @@ impl Client {
                 .send(Piece::Deflated { data, crc, len })
                 .await
                 .map_err(|_| SendError::Io),
-            Wire::Stream(_) => Err(SendError::Io),
+            Wire::Stream(_) | Wire::H2(_) => Err(SendError::Io),
         }
     }
 
@@ -347,6 +390,7 @@ impl Client {
                 write_gathered(&mut **stream, &[], &parts, clock).await?;
             }
             Wire::Stream(stream) => write_gathered(&mut **stream, &[], pieces, clock).await?,
+            Wire::H2(h2) => return h2.send_data(pieces, last, clock).await,
         }
         Ok(size)
     }
@@ -354,6 +398,9 @@ impl Client {
     /// Ends the body of the response being sent (its last chunk, when
     /// chunk-framed; nothing otherwise).
     pub async fn finish_body(&mut self, clock: &SendClock) -> Result<(), SendError> {
+        if let Wire::H2(h2) = &mut self.wire {
+            return h2.finish();
+        }
         if !std::mem::take(&mut self.chunked) {
             return Ok(());
         }
@@ -371,8 +418,15 @@ impl Client {
         } else if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
-        let Wire::Stream(stream) = &mut self.wire else {
-            return Ok(0);
+        let stream = match &mut self.wire {
+            Wire::Stream(stream) => stream,
+            Wire::H2(h2) => {
+                return h2
+                    .read_into(&mut self.rbuf, limit)
+                    .await
+                    .map_err(|()| ReadError::Io)
+            }
+            Wire::Fragment(_) => return Ok(0),
         };
         // Bytes already waiting (a pipelined or quick client) are taken
         // without arming a timer.
@@ -462,6 +516,9 @@ impl Client {
     ) -> Option<F::Output> {
         /// A client sending this much ahead is not watched further.
         const WATCH_LIMIT: usize = 64 * 1024;
+        if let Wire::H2(h2) = &mut self.wire {
+            return h2.watching(fut).await;
+        }
         let mut fut = std::pin::pin!(fut);
         loop {
             if self.is_fragment() || self.rbuf.len() > WATCH_LIMIT {
@@ -490,8 +547,9 @@ impl Client {
     async fn write_parts(&mut self, parts: &[&[u8]], clock: &SendClock) -> Result<(), SendError> {
         match &mut self.wire {
             Wire::Stream(stream) => write_gathered(&mut **stream, &[], parts, clock).await,
-            // An include's parent takes bodies through `send_body` only.
-            Wire::Fragment(_) => Ok(()),
+            // An include's parent takes bodies through `send_body` only,
+            // and an HTTP/2 stream has no chunks.
+            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
         }
     }
 
@@ -506,9 +564,10 @@ impl Client {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        self.chunked = wire == WireBody::Chunked && !self.is_fragment();
+        self.chunked = wire == WireBody::Chunked && matches!(self.wire, Wire::Stream(_));
         let result = match &mut self.wire {
             Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, body, clock).await,
+            Wire::H2(h2) => h2.send_head(&self.wbuf, wire, body, clock).await,
             Wire::Fragment(_) => self.send_body(body, clock).await.map(drop),
         };
         self.wbuf.clear();
@@ -523,7 +582,7 @@ impl Client {
         piece: Bytes,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
-        if self.is_fragment() || wire != WireBody::Chunked || piece.is_empty() {
+        if !matches!(self.wire, Wire::Stream(_)) || wire != WireBody::Chunked || piece.is_empty() {
             let n = piece.len() as u64;
             self.send_head(wire, &[piece], clock).await?;
             return Ok(n);
@@ -534,7 +593,7 @@ impl Client {
         let parts: [&[u8]; 3] = [&size_line, &piece, b"\r\n"];
         let result = match &mut self.wire {
             Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, &parts, clock).await,
-            Wire::Fragment(_) => Ok(()),
+            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
         };
         self.wbuf.clear();
         result.map(|()| piece.len() as u64)
@@ -542,8 +601,10 @@ impl Client {
 
     /// Writes a small complete message with the idle send timeout.
     pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
-        let Wire::Stream(stream) = &mut self.wire else {
-            return Ok(());
+        let stream = match &mut self.wire {
+            Wire::Stream(stream) => stream,
+            Wire::H2(h2) => return h2.write_small(data, idle).await,
+            Wire::Fragment(_) => return Ok(()),
         };
         match tokio::time::timeout(idle, stream.write_all(data)).await {
             Ok(Ok(())) => Ok(()),

@@ -1,9 +1,11 @@
 //! Below the seam: a client connection's bytes (`io`: reading heads and
 //! bodies, writing within the send timeouts, an ESI include's channel to
 //! its page), its socket options (`sockopt`, the one module that calls
-//! the C library), TLS (`tls`) and the certificates ACME keeps (`acme`).
+//! the C library), TLS (`tls`), the certificates ACME keeps (`acme`) and
+//! an HTTP/2 stream as a client's wire (`h2`).
 
 pub(crate) mod acme;
+pub(crate) mod h2;
 pub(crate) mod io;
 pub(crate) mod sockopt;
 pub(crate) mod tls;

@@ -245,7 +245,12 @@ impl TlsState {
     /// The TLS side of a listener: `frontend` is the index of the file's
     /// frontend it serves, None for `-a …,HTTPS` (the global
     /// certificates and settings).
-    pub fn listener(&self, name: &str, frontend: Option<usize>) -> Result<TlsListener, String> {
+    pub fn listener(
+        &self,
+        name: &str,
+        frontend: Option<usize>,
+        http2: bool,
+    ) -> Result<TlsListener, String> {
         let (settings, own_specs, global) = match frontend {
             Some(i) => {
                 let f = &self.file.frontends[i];
@@ -266,6 +271,14 @@ impl TlsState {
         }
         let resolver = Arc::new(Resolver::new(Arc::new(set), settings.sni_nomatch_abort));
         let mut alpn = self.file.alpn.clone();
+        // HTTP/2 is offered while `feature=+http2` (the default) when the
+        // listener starts.
+        if !http2 {
+            alpn.retain(|a| a != "h2");
+            if alpn.is_empty() {
+                alpn.push("http/1.1".into());
+            }
+        }
         if !self.file.acme.is_empty() {
             // Last: chosen only by a client that offers nothing else.
             alpn.push(String::from_utf8_lossy(lacquer_tls::acme::ACME_TLS_ALPN).into_owned());

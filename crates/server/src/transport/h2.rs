@@ -1,0 +1,362 @@
+//! One HTTP/2 stream as a client's wire: what the steps write as an
+//! HTTP/1 response head becomes a HEADERS frame (connection-specific
+//! fields dropped), body pieces become DATA frames sent as the peer's
+//! flow-control window allows (a stream that waits for window longer
+//! than `h2_window_timeout` is reset), and the request body's DATA frames
+//! are handed to the steps framed as HTTP/1 would frame them (as they
+//! are under a Content-Length, in chunks otherwise), so the steps need
+//! nothing of their own for HTTP/2.
+
+use super::io::{SendClock, SendError, WireBody};
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use std::task::Poll;
+use std::time::Duration;
+
+/// The largest DATA frame payload asked for at once.
+const DATA_STEP: usize = 16 * 1024;
+
+/// A stream's two halves and where its response is.
+pub(crate) struct H2Stream {
+    respond: SendResponse<Bytes>,
+    send: Option<SendStream<Bytes>>,
+    recv: RecvStream,
+    /// The request body is delimited by chunks made here (it came
+    /// without a Content-Length).
+    chunk_body: bool,
+    /// The request body's end was handed on.
+    recv_done: bool,
+    /// The request is a HEAD: its response ends with its head.
+    is_head: bool,
+    /// Body bytes still to send before the stream ends by itself (a
+    /// response with a length); None when the body ends at
+    /// `finish` (its length was not known).
+    left: Option<u64>,
+    /// The stream has ended (or was reset).
+    ended: bool,
+    window_timeout: Duration,
+    /// The connection's socket (one duplicate for all its streams), for
+    /// an ESI page's includes.
+    socket: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+impl H2Stream {
+    pub fn new(
+        respond: SendResponse<Bytes>,
+        recv: RecvStream,
+        chunk_body: bool,
+        is_head: bool,
+        window_timeout: Duration,
+        socket: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    ) -> H2Stream {
+        let recv_done = recv.is_end_stream();
+        H2Stream {
+            respond,
+            send: None,
+            recv,
+            chunk_body,
+            recv_done,
+            is_head,
+            left: None,
+            ended: false,
+            window_timeout,
+            socket,
+        }
+    }
+
+    pub fn socket(&self) -> Option<&std::os::fd::OwnedFd> {
+        self.socket.as_deref()
+    }
+
+    /// Whether the response was sent whole.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Sends the response head the steps wrote (HTTP/1 text in `head`)
+    /// and any `body` pieces.
+    pub async fn send_head(
+        &mut self,
+        head: &[u8],
+        wire: WireBody,
+        body: &[Bytes],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        let response = response_of(head).ok_or(SendError::Io)?;
+        let status = response.status().as_u16();
+        if (100..200).contains(&status) {
+            // An interim response (103 Early Hints and the like).
+            return self
+                .respond
+                .send_informational(response)
+                .map_err(|_| SendError::Io);
+        }
+        self.left = match wire {
+            _ if self.is_head => Some(0),
+            WireBody::Bodyless | WireBody::HeadUnknown => Some(0),
+            WireBody::Length(n) => Some(n),
+            WireBody::Chunked | WireBody::Close => None,
+        };
+        let end = self.left == Some(0);
+        let send = self
+            .respond
+            .send_response(response, end)
+            .map_err(|_| SendError::Io)?;
+        if end {
+            self.ended = true;
+            return Ok(());
+        }
+        self.send = Some(send);
+        self.send_data(body, false, clock).await.map(drop)
+    }
+
+    /// Sends body pieces as DATA frames within the peer's window; the
+    /// stream ends with the last byte a known length allows, or with
+    /// `last`.
+    pub async fn send_data(
+        &mut self,
+        pieces: &[Bytes],
+        last: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        let mut sent = 0u64;
+        let count = pieces.iter().filter(|p| !p.is_empty()).count();
+        for (i, piece) in pieces.iter().filter(|p| !p.is_empty()).enumerate() {
+            let mut piece = piece.clone();
+            if let Some(left) = self.left {
+                // Never more than the head announced.
+                piece.truncate(left.min(piece.len() as u64) as usize);
+            }
+            while !piece.is_empty() {
+                let room = self.capacity(piece.len().min(DATA_STEP), clock).await?;
+                let part = piece.split_to(room.min(piece.len()));
+                sent += part.len() as u64;
+                let by_length = match &mut self.left {
+                    Some(left) => {
+                        *left -= part.len() as u64;
+                        *left == 0
+                    }
+                    None => false,
+                };
+                let end = by_length || (last && piece.is_empty() && i + 1 == count);
+                let send = self.send.as_mut().ok_or(SendError::Io)?;
+                send.send_data(part, end).map_err(|_| SendError::Io)?;
+                if end {
+                    self.ended = true;
+                    self.send = None;
+                    return Ok(sent);
+                }
+            }
+        }
+        if last {
+            self.finish()?;
+        }
+        Ok(sent)
+    }
+
+    /// Waits until the peer's window lets `want` bytes (or some of
+    /// them) go, within the clock and `h2_window_timeout`.
+    async fn capacity(&mut self, want: usize, clock: &SendClock) -> Result<usize, SendError> {
+        let send = self.send.as_mut().ok_or(SendError::Io)?;
+        send.reserve_capacity(want);
+        if send.capacity() > 0 {
+            return Ok(send.capacity());
+        }
+        let limit = clock
+            .next_limit()
+            .ok_or(SendError::Timeout)?
+            .min(self.window_timeout);
+        let got = std::future::poll_fn(|cx| send.poll_capacity(cx));
+        match tokio::time::timeout(limit, got).await {
+            Ok(Some(Ok(n))) if n > 0 => Ok(n),
+            Ok(_) => Err(SendError::Io),
+            Err(_) => {
+                // No window within the time: the stream is given up.
+                send.send_reset(h2::Reason::CANCEL);
+                Err(SendError::Timeout)
+            }
+        }
+    }
+
+    /// Ends a body whose length was not known.
+    pub fn finish(&mut self) -> Result<(), SendError> {
+        if self.ended {
+            return Ok(());
+        }
+        let send = self.send.as_mut().ok_or(SendError::Io)?;
+        send.send_data(Bytes::new(), true)
+            .map_err(|_| SendError::Io)?;
+        self.ended = true;
+        self.send = None;
+        Ok(())
+    }
+
+    /// Sends a small complete HTTP/1 message (head and body) as the
+    /// response.
+    pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
+        let end = find_head_end(data).ok_or(SendError::Io)?;
+        let (head, body) = data.split_at(end);
+        let clock = SendClock::new(idle, idle);
+        let body = Bytes::copy_from_slice(body);
+        let wire = WireBody::Length(body.len() as u64);
+        self.send_head(head, wire, &[body], &clock).await
+    }
+
+    /// Reads the next DATA frame of the request body into `rbuf`, framed
+    /// as the steps expect; `Ok(0)` at its end.
+    pub async fn read_into(&mut self, rbuf: &mut BytesMut, limit: Duration) -> Result<usize, ()> {
+        loop {
+            if self.recv_done {
+                return Ok(0);
+            }
+            let next = tokio::time::timeout(limit, self.recv.data())
+                .await
+                .map_err(drop)?;
+            let data = match next {
+                Some(Ok(data)) => data,
+                Some(Err(_)) => return Err(()),
+                None => return self.end_of_body(rbuf),
+            };
+            let _ = self.recv.flow_control().release_capacity(data.len());
+            let n = data.len();
+            if n > 0 {
+                if self.chunk_body {
+                    let mut line = Vec::with_capacity(16);
+                    lacquer_http::chunked::chunk_header(n, &mut line);
+                    rbuf.extend_from_slice(&line);
+                    rbuf.extend_from_slice(&data);
+                    rbuf.extend_from_slice(b"\r\n");
+                } else {
+                    rbuf.extend_from_slice(&data);
+                }
+            }
+            let ended = if self.recv.is_end_stream() {
+                self.end_of_body(rbuf)?
+            } else {
+                0
+            };
+            if n + ended > 0 {
+                return Ok(n + ended);
+            }
+        }
+    }
+
+    fn end_of_body(&mut self, rbuf: &mut BytesMut) -> Result<usize, ()> {
+        if self.recv_done {
+            return Ok(0);
+        }
+        self.recv_done = true;
+        if self.chunk_body {
+            rbuf.extend_from_slice(lacquer_http::chunked::LAST_CHUNK);
+            return Ok(lacquer_http::chunked::LAST_CHUNK.len());
+        }
+        Ok(0)
+    }
+
+    /// Awaits `fut` unless the peer resets the stream first (None).
+    pub async fn watching<F: std::future::Future>(&mut self, fut: F) -> Option<F::Output> {
+        let mut fut = std::pin::pin!(fut);
+        let respond = &mut self.respond;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            match respond.poll_reset(cx) {
+                Poll::Ready(_) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Whether the peer has reset the stream (asked without waiting).
+    pub fn was_reset(&mut self) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        matches!(self.respond.poll_reset(&mut cx), Poll::Ready(_))
+    }
+
+    /// Resets a stream whose response was not sent whole.
+    pub fn abandon(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        match self.send.as_mut() {
+            Some(send) => send.send_reset(h2::Reason::INTERNAL_ERROR),
+            None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        }
+    }
+}
+
+/// Where an HTTP/1 head ends (after its empty line).
+fn find_head_end(data: &[u8]) -> Option<usize> {
+    data.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+}
+
+/// Fields that speak of an HTTP/1 connection, not of the message: they
+/// have no place in HTTP/2 (RFC 9113 §8.2.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The HTTP/2 response for an HTTP/1 head the steps wrote.
+fn response_of(head: &[u8]) -> Option<http::Response<()>> {
+    let mut fields = [httparse::EMPTY_HEADER; 128];
+    let mut parsed = httparse::Response::new(&mut fields);
+    let status = match parsed.parse(head) {
+        Ok(httparse::Status::Complete(_)) => parsed.code?,
+        _ => return None,
+    };
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(status).ok()?;
+    let headers = response.headers_mut();
+    for f in parsed.headers.iter() {
+        if connection_specific(f.name.as_bytes()) {
+            continue;
+        }
+        // A field HTTP/2 cannot carry (a name with upper-case letters
+        // is lower-cased; one with bytes no name may have is dropped).
+        let (Ok(name), Ok(value)) = (
+            http::header::HeaderName::from_bytes(f.name.as_bytes()),
+            http::header::HeaderValue::from_bytes(f.value),
+        ) else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    Some(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_become_http2_responses() {
+        let r = response_of(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\nX-Varnish: 3\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=5\r\nVia: 1.1 x\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.status(), 200);
+        let names: Vec<&str> = r.headers().keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["content-length", "x-varnish", "via"]);
+        assert_eq!(
+            response_of(b"HTTP/1.1 2000 Nope\r\n\r\n").map(|r| r.status()),
+            None
+        );
+        assert!(response_of(b"garbage").is_none());
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n\r\nbody"), Some(19));
+    }
+}
