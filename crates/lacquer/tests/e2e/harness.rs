@@ -131,6 +131,21 @@ impl Lacquer {
         body
     }
 
+    /// A counter's value, as `lacquer stat -1 -f NAME` shows it (0 when
+    /// it is not shown).
+    pub fn counter(&self, name: &str) -> u64 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .args(["stat", "-1", "-f", name, "-n"])
+            .arg(&self.workdir)
+            .output()
+            .expect("lacquer stat");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The address of the listener with this name.
     pub fn listen(&self, name: &str) -> SocketAddr {
         self.listens

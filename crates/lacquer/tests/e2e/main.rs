@@ -11,6 +11,7 @@ mod client_side;
 mod dashboard;
 mod harness;
 mod hostile;
+mod http2;
 mod mgmt;
 mod observability;
 mod origin;

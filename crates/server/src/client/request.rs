@@ -382,6 +382,15 @@ async fn after_hash(
             );
             return pass_step(c, cx, req).await;
         }
+        Action::Pipe if c.h2().is_some() => {
+            // An HTTP/2 stream has no connection of its own to hand
+            // over: passed, as Varnish does.
+            req.log.bytes(
+                Tag::VCL_Error,
+                b"vcl_recv{} returns pipe for an HTTP/2 request.  Doing pass.",
+            );
+            return pass_step(c, cx, req).await;
+        }
         Action::Pipe => return pipe_step(c, cx, req).await,
         Action::Synth { status, reason } => {
             return synth_after_body(c, cx, req, status, reason).await

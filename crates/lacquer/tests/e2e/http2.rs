@@ -1,0 +1,302 @@
+//! HTTP/2 to clients end to end, by prior knowledge on a plain listener:
+//! streams through the same steps as HTTP/1 (hits, misses, bodies, HEAD,
+//! pipe turned into pass), and the attacks played against it — rapid
+//! reset, PING and CONTINUATION floods, a window that never opens, a
+//! header list past `http_req_size` — each ending only its own stream or
+//! connection.
+
+use crate::harness::{eventually, Lacquer};
+use crate::origin::{Origin, Reply};
+use bytes::Bytes;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+type Sender = h2::client::SendRequest<Bytes>;
+
+/// An HTTP/2 connection by prior knowledge, driven on the runtime.
+async fn connect(addr: SocketAddr, window: Option<u32>) -> Sender {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut builder = h2::client::Builder::new();
+    if let Some(w) = window {
+        builder.initial_window_size(w);
+    }
+    let (send, conn) = builder.handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+/// One request: status, headers and body.
+async fn fetch(
+    send: &mut Sender,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+) -> (u16, http::HeaderMap, Vec<u8>) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("http://lacquer.test{url}"))
+        .body(())
+        .unwrap();
+    send.clone().ready().await.unwrap();
+    let (resp, mut stream) = send.send_request(req, body.is_none()).unwrap();
+    if let Some(b) = body {
+        stream.send_data(Bytes::copy_from_slice(b), true).unwrap();
+    }
+    let resp = resp.await.unwrap();
+    let (parts, mut recv) = resp.into_parts();
+    let mut out = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.unwrap();
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        out.extend_from_slice(&chunk);
+    }
+    (parts.status.as_u16(), parts.headers, out)
+}
+
+fn setup(args: &[&str]) -> (Origin, Lacquer) {
+    let origin = Origin::start(|req| {
+        Reply::ok(&format!(
+            "{} {} {} [{}]",
+            req.method,
+            req.url,
+            req.header("x-proto").unwrap_or("-"),
+            String::from_utf8_lossy(&req.body)
+        ))
+    });
+    let vcl = format!(
+        "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n\
+         sub vcl_recv {{\n\
+           set req.http.x-proto = req.proto;\n\
+           if (req.url ~ \"^/pipe\") {{ return (pipe); }}\n\
+           if (req.method == \"POST\") {{ return (pass); }}\n\
+         }}\n\
+         sub vcl_deliver {{ set resp.http.client-proto = req.proto; }}\n",
+        origin.addr.ip(),
+        origin.addr.port()
+    );
+    let lq = Lacquer::spawn(args, Some(vcl));
+    (origin, lq)
+}
+
+#[test]
+fn streams_go_through_the_same_steps_as_http1() {
+    let (origin, lq) = setup(&[]);
+    let addr = lq.addr;
+    runtime().block_on(async {
+        let mut send = connect(addr, None).await;
+        let (status, headers, body) = fetch(&mut send, "GET", "/a", None).await;
+        assert_eq!(status, 200);
+        assert_eq!(headers["client-proto"], "HTTP/2.0");
+        // The backend was spoken to in HTTP/1.1, told what the client
+        // spoke.
+        assert_eq!(String::from_utf8_lossy(&body), "GET /a HTTP/2.0 []");
+        // A hit: the origin saw one request.
+        let (_, headers, _) = fetch(&mut send, "GET", "/a", None).await;
+        assert!(headers["x-varnish"].to_str().unwrap().contains(' '));
+        // A body with a length, and one without (chunked on the way).
+        let (_, _, body) = fetch(&mut send, "POST", "/p", Some(b"form=1")).await;
+        assert_eq!(String::from_utf8_lossy(&body), "POST /p HTTP/2.0 [form=1]");
+        // HEAD: the head alone.
+        let (status, headers, body) = fetch(&mut send, "HEAD", "/a", None).await;
+        assert_eq!((status, body.len()), (200, 0));
+        assert_eq!(headers["content-length"], "18");
+        // Pipe is not for a stream: passed.
+        let (status, _, body) = fetch(&mut send, "GET", "/pipe", None).await;
+        assert_eq!(status, 200);
+        assert_eq!(String::from_utf8_lossy(&body), "GET /pipe HTTP/2.0 []");
+        // Many streams at once on one connection.
+        let mut all = Vec::new();
+        for i in 0..40 {
+            let mut s = send.clone();
+            all.push(tokio::spawn(async move {
+                fetch(&mut s, "GET", &format!("/many/{}", i % 10), None).await
+            }));
+        }
+        for t in all {
+            assert_eq!(t.await.unwrap().0, 200);
+        }
+    });
+    assert_eq!(origin.count("/a"), 1);
+    assert_eq!(origin.count("/pipe"), 1);
+    assert!(eventually(Duration::from_secs(5), || {
+        lq.counter("MAIN.sess_h2") >= 1
+    }));
+    // HTTP/1 on the same listener is untouched.
+    assert_eq!(lq.get("/a").status, 200);
+}
+
+/// A raw HTTP/2 client: the preface and frames written by hand.
+struct Raw(TcpStream);
+
+impl Raw {
+    fn open(addr: SocketAddr) -> Raw {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+        let mut raw = Raw(tcp);
+        raw.frame(4, 0, 0, &[]);
+        raw
+    }
+
+    fn frame(&mut self, kind: u8, flags: u8, id: u32, payload: &[u8]) {
+        let len = payload.len();
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(payload);
+        // The server may have closed already: later writes may fail.
+        let _ = self.0.write_all(&f);
+    }
+
+    /// A GET's header block for `/` in HPACK: static-table entries
+    /// (:method GET, :scheme http, :path /) and :authority literal.
+    fn get_block() -> Vec<u8> {
+        let mut b = vec![0x82, 0x86, 0x84, 0x41, 0x0c];
+        b.extend_from_slice(b"lacquer.test");
+        b
+    }
+
+    /// Reads frames until a GOAWAY: its error code (None: the
+    /// connection ended without one).
+    fn goaway(&mut self) -> Option<u32> {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 16384];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+            let mut at = 0;
+            while all.len() >= at + 9 {
+                let len = (usize::from(all[at]) << 16)
+                    | (usize::from(all[at + 1]) << 8)
+                    | usize::from(all[at + 2]);
+                if all.len() < at + 9 + len {
+                    break;
+                }
+                if all[at + 3] == 7 && len >= 8 {
+                    let p = &all[at + 9..];
+                    return Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+                }
+                at += 9 + len;
+            }
+        }
+        None
+    }
+}
+
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+#[test]
+fn rapid_resets_get_goaway_enhance_your_calm() {
+    let (_origin, lq) = setup(&["-p", "h2_rapid_reset_limit=10"]);
+    let mut raw = Raw::open(lq.addr);
+    for i in 0..20u32 {
+        let id = 2 * i + 1;
+        raw.frame(1, 0x5, id, &Raw::get_block());
+        raw.frame(3, 0, id, &8u32.to_be_bytes());
+    }
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    assert!(eventually(Duration::from_secs(5), || {
+        lq.counter("MAIN.sc_rapid_reset") == 1
+    }));
+    // Other connections are untouched.
+    runtime().block_on(async {
+        let mut send = connect(lq.addr, None).await;
+        assert_eq!(fetch(&mut send, "GET", "/after", None).await.0, 200);
+    });
+}
+
+#[test]
+fn floods_get_goaway_enhance_your_calm() {
+    let (_origin, lq) = setup(&[]);
+    // PING after PING.
+    let mut raw = Raw::open(lq.addr);
+    for _ in 0..200 {
+        raw.frame(6, 0, 0, &[0; 8]);
+    }
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    // A header block in endless CONTINUATION frames.
+    let mut raw = Raw::open(lq.addr);
+    raw.frame(1, 0x1, 1, &Raw::get_block());
+    for _ in 0..200 {
+        raw.frame(9, 0, 1, &[0x40, 0x01, b'x', 0x01, b'y']);
+    }
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    // SETTINGS after SETTINGS.
+    let mut raw = Raw::open(lq.addr);
+    for _ in 0..100 {
+        raw.frame(4, 0, 0, &[]);
+    }
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    assert!(eventually(Duration::from_secs(5), || {
+        lq.counter("MAIN.sc_calm") == 3
+    }));
+    runtime().block_on(async {
+        let mut send = connect(lq.addr, None).await;
+        assert_eq!(fetch(&mut send, "GET", "/after", None).await.0, 200);
+    });
+}
+
+#[test]
+fn a_window_that_never_opens_resets_the_stream() {
+    let origin = Origin::start(|_| Reply::ok(&"x".repeat(200_000)));
+    let lq = Lacquer::start(origin.addr, &["-p", "h2_window_timeout=0.5"]);
+    runtime().block_on(async {
+        // A stream window of nothing: the head goes, the body cannot.
+        let mut send = connect(lq.addr, Some(0)).await;
+        let req = http::Request::builder()
+            .uri("http://lacquer.test/big")
+            .body(())
+            .unwrap();
+        send.clone().ready().await.unwrap();
+        let (resp, _) = send.send_request(req, true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.into_body();
+        let started = std::time::Instant::now();
+        // Never given window: the stream is reset by the server.
+        let got = body.data().await;
+        assert!(matches!(got, Some(Err(_))), "{got:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // A client that reads gets the whole body.
+        let mut send = connect(lq.addr, None).await;
+        let (status, _, body) = fetch(&mut send, "GET", "/big", None).await;
+        assert_eq!((status, body.len()), (200, 200_000));
+    });
+}
+
+#[test]
+fn a_header_list_past_http_req_size_is_refused() {
+    let (origin, lq) = setup(&["-p", "http_req_size=4k"]);
+    runtime().block_on(async {
+        let mut send = connect(lq.addr, None).await;
+        let req = http::Request::builder()
+            .uri("http://lacquer.test/huge")
+            .header("x-big", "b".repeat(8000))
+            .body(())
+            .unwrap();
+        send.clone().ready().await.unwrap();
+        let refused = match send.send_request(req, true) {
+            Ok((resp, _)) => match resp.await {
+                Ok(r) => r.status() == 431 || r.status() == 400,
+                Err(_) => true,
+            },
+            Err(_) => true,
+        };
+        assert!(refused);
+        // The connection, or a new one, still serves.
+        let mut send = connect(lq.addr, None).await;
+        assert_eq!(fetch(&mut send, "GET", "/fine", None).await.0, 200);
+    });
+    assert_eq!(origin.count("/huge"), 0);
+}
