@@ -65,6 +65,9 @@ async fn fetch(
 
 fn setup(args: &[&str]) -> (Origin, Lacquer) {
     let origin = Origin::start(|req| {
+        if req.url == "/esi" {
+            return Reply::ok("<p><esi:include src=\"/inc\"/></p>");
+        }
         Reply::ok(&format!(
             "{} {} {} [{}]",
             req.method,
@@ -80,6 +83,7 @@ fn setup(args: &[&str]) -> (Origin, Lacquer) {
            if (req.url ~ \"^/pipe\") {{ return (pipe); }}\n\
            if (req.method == \"POST\") {{ return (pass); }}\n\
          }}\n\
+         sub vcl_backend_response {{ if (bereq.url == \"/esi\") {{ set beresp.do_esi = true; }} }}\n\
          sub vcl_deliver {{ set resp.http.client-proto = req.proto; }}\n",
         origin.addr.ip(),
         origin.addr.port()
@@ -110,6 +114,29 @@ fn streams_go_through_the_same_steps_as_http1() {
         let (status, headers, body) = fetch(&mut send, "HEAD", "/a", None).await;
         assert_eq!((status, body.len()), (200, 0));
         assert_eq!(headers["content-length"], "18");
+        // ESI: the include's body spliced into the page's DATA frames.
+        let (status, _, body) = fetch(&mut send, "GET", "/esi", None).await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            "<p>GET /inc HTTP/2.0 []</p>"
+        );
+        // A byte range of a cached object.
+        let req = http::Request::builder()
+            .uri("http://lacquer.test/a")
+            .header("range", "bytes=4-5")
+            .body(())
+            .unwrap();
+        send.clone().ready().await.unwrap();
+        let (resp, _) = send.send_request(req, true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 206);
+        let mut recv = resp.into_body();
+        let mut part = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            part.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(part, b"/a");
         // Pipe is not for a stream: passed.
         let (status, _, body) = fetch(&mut send, "GET", "/pipe", None).await;
         assert_eq!(status, 200);

@@ -344,7 +344,7 @@ fn start_include(
     out: &Out<'_>,
     ahead: Option<OwnedSemaphorePermit>,
 ) -> Option<Running> {
-    let Some(head) = include_head(sh, base, inc) else {
+    let Some(mut head) = include_head(sh, base, inc) else {
         req.log.fmt(
             Tag::VCL_Error,
             format_args!(
@@ -354,6 +354,10 @@ fn start_include(
         );
         return None;
     };
+    // The includes of a page that came over HTTP/2 see its protocol.
+    if ctx.top.version == lacquer_http::Version::Http2 {
+        head.version = lacquer_http::Version::Http2;
+    }
     let (tx, rx) = mpsc::channel(FRAGMENT_QUEUE);
     let socket = ctx.top.socket.as_ref().map(AsRawFd::as_raw_fd);
     let fc = Client::fragment(tx, c, socket);

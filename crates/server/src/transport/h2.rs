@@ -256,25 +256,41 @@ impl H2Stream {
 
     /// Awaits `fut` unless the peer resets the stream first (None).
     pub async fn watching<F: std::future::Future>(&mut self, fut: F) -> Option<F::Output> {
+        if self.ended {
+            return Some(fut.await);
+        }
         let mut fut = std::pin::pin!(fut);
-        let respond = &mut self.respond;
         std::future::poll_fn(|cx| {
             if let Poll::Ready(out) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(out));
             }
-            match respond.poll_reset(cx) {
-                Poll::Ready(_) => Poll::Ready(None),
+            match self.poll_reset(cx) {
+                Poll::Ready(()) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             }
         })
         .await
     }
 
+    /// Ready when the peer has reset the stream (or its connection is
+    /// gone), asking the half that has the stream now: the response's
+    /// before its head went, the body's after.
+    fn poll_reset(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let r = match self.send.as_mut() {
+            Some(send) => send.poll_reset(cx),
+            None => self.respond.poll_reset(cx),
+        };
+        r.map(drop)
+    }
+
     /// Whether the peer has reset the stream (asked without waiting).
     pub fn was_reset(&mut self) -> bool {
+        if self.ended {
+            return false;
+        }
         let waker = std::task::Waker::noop();
         let mut cx = std::task::Context::from_waker(waker);
-        matches!(self.respond.poll_reset(&mut cx), Poll::Ready(_))
+        self.poll_reset(&mut cx).is_ready()
     }
 
     /// Resets a stream whose response was not sent whole.
