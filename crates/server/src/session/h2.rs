@@ -243,6 +243,18 @@ impl Stream {
             return;
         };
         head.version = lacquer_http::Version::Http2;
+        // A place among the requests at work (thread_pool_max), as an
+        // HTTP/1 request takes; none left: the stream is refused.
+        let sh = self.sh.clone();
+        let place = match sh.admission.try_admit(&sh.params) {
+            Some(place) => Some(place),
+            None => Box::pin(sh.admission.admit(&sh.params, false)).await,
+        };
+        let Some(_place) = place else {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+            self.done();
+            return;
+        };
         let is_head = parts.method == http::Method::HEAD;
         let wire = H2Stream::new(
             respond,
