@@ -14,7 +14,6 @@ MODE=$1; SECS=$2; ROUNDS=$3; shift 3
 . bench/common.sh
 ensure wrk nginx taskset -- wrk nginx util-linux
 start_origin
-HZ=$(getconf CLK_TCK)
 PORTS=(); SERVERS=(); NAMES=(); i=0
 for bin in "$@"; do
     port=$(free_port)
@@ -31,14 +30,6 @@ done
 for port in "${PORTS[@]}"; do wait_up "$port"; done
 extra=()
 [ "$MODE" = b ] && extra=(-H "Connection: close")
-# CPU ticks of a process and its children (nginx's workers).
-ticks() {
-    local total=0 pid
-    for pid in "$1" $(pgrep -P "$1" || true); do
-        total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-    done
-    echo "$total"
-}
 for round in $(seq 1 "$ROUNDS"); do
     for j in "${!PORTS[@]}"; do
         url="http://127.0.0.1:${PORTS[$j]}/1k"

@@ -105,3 +105,14 @@ compare_pair() {
     done
     PAIR_RATIO=$(awk -v a="$sum_a" -v e="$sum_e" 'BEGIN { printf "%.3f", e / a }')
 }
+
+# CPU ticks (user+sys) of the given processes and their children, and the
+# ticks in a second.
+ticks() {
+    local total=0 pid
+    for pid in $(for p in "$@"; do echo "$p"; pgrep -P "$p" || true; done); do
+        [ -r "/proc/$pid/stat" ] && total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+    done
+    echo "$total"
+}
+HZ=$(getconf CLK_TCK)

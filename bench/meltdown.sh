@@ -35,7 +35,6 @@ SETUPS="${SETUPS:-varnishd varnishd-max lacquer lacquer-max}"
 ensure varnishd curl taskset -- varnish curl util-linux
 build_lacquer
 ulimit -n 65536 2>/dev/null || true
-HZ=$(getconf CLK_TCK)
 
 # seed_vcl PORT [BACKEND_EXTRA]: the seed's VCL (Varnish 4.1 syntax kept
 # as 4.1), with the backend on PORT.
@@ -62,15 +61,6 @@ sub vcl_backend_response {
 VCL
 }
 
-# cpu_ticks PID: CPU ticks of the process and its children.
-cpu_ticks() {
-    local total=0 p
-    for p in "$1" $(pgrep -P "$1" || true); do
-        [ -r "/proc/$p/stat" ] || continue
-        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-    done
-    echo "$total"
-}
 pct() { awk -v a="$1" -v b="$2" -v s="$3" -v hz="$HZ" 'BEGIN { printf "%.0f%%", (b - a) / hz / s * 100 }'; }
 stat_of() { curl -fs "http://127.0.0.1:$1/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['$2'])"; }
 field() { python3 -c "import json,sys; v=json.loads(sys.argv[1]).get('$2'); print(v if not isinstance(v, dict) else ' '.join('%s:%s' % kv for kv in sorted(v.items())))" "$1"; }
@@ -110,15 +100,15 @@ for setup in $SETUPS; do
     esac
     wait_page "$PORT"
 
-    before=$(cpu_ticks "$CACHE_PID")
+    before=$(ticks "$CACHE_PID")
     load=$(taskset -c 1 python3 bench/meltdown.py load "$PORT" "$CLIENTS" "$SECONDS_LOAD" "$PATIENCE")
-    stopped=$(cpu_ticks "$CACHE_PID")
+    stopped=$(ticks "$CACHE_PID")
     sleep 1
-    at1=$(cpu_ticks "$CACHE_PID"); waiting1=$(stat_of "$ORIGIN_PORT" waited_for)
+    at1=$(ticks "$CACHE_PID"); waiting1=$(stat_of "$ORIGIN_PORT" waited_for)
     sleep 8
-    at9=$(cpu_ticks "$CACHE_PID")
+    at9=$(ticks "$CACHE_PID")
     sleep 1
-    at10=$(cpu_ticks "$CACHE_PID"); waiting10=$(stat_of "$ORIGIN_PORT" waited_for)
+    at10=$(ticks "$CACHE_PID"); waiting10=$(stat_of "$ORIGIN_PORT" waited_for)
     peak=$(stat_of "$ORIGIN_PORT" peak_in_flight)
 
     printf '%-13s %7s %9s %8s %6s %8s %8s %8s %6s %7s %12s %12s\n' "$setup" \

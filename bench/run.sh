@@ -48,17 +48,6 @@ taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VAV_PORT" -f "$WORK/typical.vcl"
 wait_up "$ORIGIN_PORT"; wait_up "$LQ_PORT"; wait_up "$VA_PORT"; wait_up "$CEIL_PORT"
 wait_up "$LQV_PORT"; wait_up "$VAV_PORT"
 
-# CPU ticks (user+sys) of a process and its children threads/processes.
-ticks() {
-    local total=0 pid
-    for pid in "$1" $(pgrep -P "$1" || true); do
-        if [ -r "/proc/$pid/stat" ]; then
-            total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-        fi
-    done
-    echo "$total"
-}
-HZ=$(getconf CLK_TCK)
 
 # run NAME PID PORT PATH [wrk args…] -> prints one result line
 run() {

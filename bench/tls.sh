@@ -105,15 +105,6 @@ taskset -c 0 hitch --config="$WORK/hitch.conf" >"$WORK/hitch.out" 2>&1 & HITCH_P
 wait_tls() { for _ in $(seq 1 100); do curl -kfso /dev/null "https://127.0.0.1:$1/1k" && return 0; sleep 0.1; done; echo "port $1 did not come up" >&2; exit 1; }
 for p in "$CEIL_PORT" "$NGC_PORT" "$LQ_PORT" "$HITCH_PORT"; do wait_tls "$p"; done
 
-# CPU ticks (user+sys) of processes and their children.
-ticks() {
-    local total=0 pid
-    for pid in $(for p in "$@"; do echo "$p"; pgrep -P "$p" || true; done); do
-        [ -r "/proc/$pid/stat" ] && total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
-    done
-    echo "$total"
-}
-HZ=$(getconf CLK_TCK)
 
 # run NAME PORT "PIDS…" [wrk args…]
 run() {

@@ -10,6 +10,7 @@ pub mod counters;
 pub mod glob;
 pub mod host;
 pub mod ids;
+pub mod json;
 pub mod params;
 pub mod regex;
 pub mod time;

@@ -110,6 +110,24 @@ fn streams_go_through_the_same_steps_as_http1() {
         // A body with a length, and one without (chunked on the way).
         let (_, _, body) = fetch(&mut send, "POST", "/p", Some(b"form=1")).await;
         assert_eq!(String::from_utf8_lossy(&body), "POST /p HTTP/2.0 [form=1]");
+        // A body with a Content-Length goes as it came.
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://lacquer.test/p2")
+            .header("content-length", "6")
+            .body(())
+            .unwrap();
+        send.clone().ready().await.unwrap();
+        let (resp, mut stream) = send.send_request(req, false).unwrap();
+        stream
+            .send_data(Bytes::from_static(b"form=2"), true)
+            .unwrap();
+        let mut recv = resp.await.unwrap().into_body();
+        let mut got = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            got.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(String::from_utf8_lossy(&got), "POST /p2 HTTP/2.0 [form=2]");
         // HEAD: the head alone.
         let (status, headers, body) = fetch(&mut send, "HEAD", "/a", None).await;
         assert_eq!((status, body.len()), (200, 0));

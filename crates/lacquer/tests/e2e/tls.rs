@@ -271,22 +271,10 @@ fn garbage_and_stalled_handshakes_close_only_their_connection() {
     let mut tls = connect(&pki, addr, "b.example").unwrap();
     assert_eq!(get(&mut tls, "/ok").1, "page /ok");
     // Counted: the refused and the stalled handshakes, and the good ones.
-    let counter = |name: &str| -> u64 {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
-            .args(["stat", "-1", "-f", name, "-n"])
-            .arg(&lq.workdir)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
     assert!(eventually(Duration::from_secs(5), || {
-        counter("MAIN.tls_handshake_fail") >= 2
-            && counter("MAIN.tls_handshake_timeout") == 1
-            && counter("MAIN.tls_handshakes") >= 1
+        lq.counter("MAIN.tls_handshake_fail") >= 2
+            && lq.counter("MAIN.tls_handshake_timeout") == 1
+            && lq.counter("MAIN.tls_handshakes") >= 1
     }));
     // Each has a session in the log with the reason.
     let log = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))

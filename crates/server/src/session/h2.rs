@@ -66,6 +66,20 @@ struct ConnState {
 }
 
 impl ConnState {
+    fn new(rapid_reset: Duration, reset_limit: usize, reset_period: Duration) -> ConnState {
+        ConnState {
+            active: AtomicUsize::new(0),
+            last_done_ms: AtomicU64::new(0),
+            began: Instant::now(),
+            calm: AtomicBool::new(false),
+            calm_reason: Mutex::new(None),
+            resets: Mutex::new(VecDeque::new()),
+            rapid_reset,
+            reset_limit,
+            reset_period,
+        }
+    }
+
     fn tell_calm(&self, reason: CloseReason) {
         let mut r = self.calm_reason.lock().unwrap_or_else(|p| p.into_inner());
         r.get_or_insert(reason);
@@ -102,17 +116,11 @@ pub(crate) async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Cl
     };
     COUNTERS.inc(Counter::sess_h2);
     let p = &sh.params;
-    let state = Arc::new(ConnState {
-        active: AtomicUsize::new(0),
-        last_done_ms: AtomicU64::new(0),
-        began: Instant::now(),
-        calm: AtomicBool::new(false),
-        calm_reason: Mutex::new(None),
-        resets: Mutex::new(VecDeque::new()),
-        rapid_reset: Params::duration(p.h2_rapid_reset()),
-        reset_limit: p.h2_rapid_reset_limit() as usize,
-        reset_period: Params::duration(p.h2_rapid_reset_period()),
-    });
+    let state = Arc::new(ConnState::new(
+        Params::duration(p.h2_rapid_reset()),
+        p.h2_rapid_reset_limit() as usize,
+        Params::duration(p.h2_rapid_reset_period()),
+    ));
     let socket = stream
         .socket()
         .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok())
@@ -524,17 +532,11 @@ mod tests {
     use super::*;
 
     fn state() -> Arc<ConnState> {
-        Arc::new(ConnState {
-            active: AtomicUsize::new(0),
-            last_done_ms: AtomicU64::new(0),
-            began: Instant::now(),
-            calm: AtomicBool::new(false),
-            calm_reason: Mutex::new(None),
-            resets: Mutex::new(VecDeque::new()),
-            rapid_reset: Duration::from_secs(1),
-            reset_limit: 3,
-            reset_period: Duration::from_secs(60),
-        })
+        Arc::new(ConnState::new(
+            Duration::from_secs(1),
+            3,
+            Duration::from_secs(60),
+        ))
     }
 
     fn frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {

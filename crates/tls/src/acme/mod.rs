@@ -9,7 +9,7 @@
 //! certificate goes in force is the daemon's.
 
 pub mod http;
-pub mod json;
+pub use lacquer_core::json;
 pub mod jws;
 
 use json::{quote, Json};

@@ -1,6 +1,7 @@
-//! The JSON an ACME server answers with, read into a small tree, and the
-//! string quoting for what the client writes. Bounded in depth, so a
-//! hostile server cannot make the reader recurse without end.
+//! JSON: a reader into a small tree (what an ACME server answers with),
+//! bounded in depth so that hostile input cannot make it recurse without
+//! end, and the quoting of strings written (ACME requests, the `-j`
+//! output of management commands).
 
 /// A JSON value.
 #[derive(Debug, Clone, PartialEq)]
