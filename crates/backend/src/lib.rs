@@ -2,11 +2,14 @@
 //! and one HTTP/1 exchange with them under Varnish's timeouts
 //! (`connect_timeout`, `first_byte_timeout`, `between_bytes_timeout`,
 //! `backend_idle_timeout`), including the one retry on a fresh connection
-//! when a reused one turns out to have been closed.
+//! when a reused one turns out to have been closed. A backend that speaks
+//! HTTP/2 ([`h2`]) carries each exchange on a stream of a shared
+//! connection, seen by the exchange as a connection of its own.
 
 #![forbid(unsafe_code)]
 
 mod conn;
+pub mod h2;
 mod limit;
 pub mod probe;
 pub mod tls;
@@ -37,6 +40,11 @@ pub trait BackendStream:
     /// What the TLS handshake settled, on a TLS connection.
     fn tls(&self) -> Option<tls::TlsDetails> {
         None
+    }
+    /// A stream of a shared (HTTP/2) connection: never pooled as an idle
+    /// connection, since the connection it is on is.
+    fn multiplexed(&self) -> bool {
+        false
     }
 }
 
@@ -175,15 +183,31 @@ impl std::fmt::Display for FetchError {
     }
 }
 
-/// A pool of idle connections.
-type Idle = Mutex<Vec<(Stream, Instant)>>;
+/// The connections of an address (and preamble, TLS and HTTP/2 mode)
+/// that fetches may take: idle HTTP/1 ones, and HTTP/2 ones with room
+/// for another stream.
+#[derive(Debug, Default)]
+struct Pool {
+    idle: Mutex<Vec<(Stream, Instant)>>,
+    h2: h2::H2Conns,
+    /// Held while an HTTP/2 connection is being opened, so that a burst
+    /// of fetches opens one and shares it rather than opening one each.
+    opening: tokio::sync::Mutex<()>,
+    /// A connection has settled on HTTP/2 here.
+    speaks_h2: AtomicBool,
+}
 
-/// The idle pool of an address (and preamble, and TLS), shared while any
-/// backend holds it.
-fn shared_pool(addr: &Address, preamble: Option<&[u8]>, tls: Option<&str>) -> Arc<Idle> {
-    type Key = (Address, Option<Vec<u8>>, Option<String>);
+/// The pool of an address (and preamble, TLS and HTTP/2 mode), shared
+/// while any backend holds it.
+fn shared_pool(
+    addr: &Address,
+    preamble: Option<&[u8]>,
+    tls: Option<&str>,
+    h2: h2::H2Mode,
+) -> Arc<Pool> {
+    type Key = (Address, Option<Vec<u8>>, Option<String>, h2::H2Mode);
     static POOLS: std::sync::OnceLock<
-        Mutex<std::collections::HashMap<Key, std::sync::Weak<Idle>>>,
+        Mutex<std::collections::HashMap<Key, std::sync::Weak<Pool>>>,
     > = std::sync::OnceLock::new();
     let mut pools = POOLS
         .get_or_init(Default::default)
@@ -194,11 +218,12 @@ fn shared_pool(addr: &Address, preamble: Option<&[u8]>, tls: Option<&str>) -> Ar
         addr.clone(),
         preamble.map(<[u8]>::to_vec),
         tls.map(str::to_string),
+        h2,
     );
     if let Some(pool) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
         return pool;
     }
-    let pool = Arc::new(Idle::default());
+    let pool = Arc::new(Pool::default());
     pools.insert(key, Arc::downgrade(&pool));
     pool
 }
@@ -222,11 +247,13 @@ pub struct Backend {
     tls: Option<tls::BackendTls>,
     /// Sent as `Host` when the request has none.
     pub host_header: String,
-    /// Idle keep-alive connections, shared by every backend (of every
-    /// loaded program) with the same address and preamble, as Varnish
-    /// shares its connection pools: a new program reuses the connections
-    /// the old one opened.
-    idle: Arc<Idle>,
+    /// Whether its connections may speak HTTP/2 (`.h2c`, or by ALPN).
+    h2: h2::H2Mode,
+    /// Idle keep-alive connections and HTTP/2 ones, shared by every
+    /// backend (of every loaded program) with the same address, preamble,
+    /// TLS and HTTP/2 mode, as Varnish shares its connection pools: a new
+    /// program reuses the connections the old one opened.
+    pool: Arc<Pool>,
     /// Its `VBE.<vcl>.<name>.*` counters.
     pub stats: BackendCounters,
     /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
@@ -276,7 +303,7 @@ impl AdminHealth {
 
 impl Backend {
     pub fn new(name: &str, endpoint: &str, addr: Address, host_header: &str) -> Backend {
-        let idle = shared_pool(&addr, None, None);
+        let pool = shared_pool(&addr, None, None, h2::H2Mode::Off);
         Backend {
             name: name.to_string(),
             endpoint: endpoint.to_string(),
@@ -285,7 +312,8 @@ impl Backend {
             preamble: None,
             tls: None,
             host_header: host_header.to_string(),
-            idle,
+            h2: h2::H2Mode::Off,
+            pool,
             stats: BackendCounters::new(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
@@ -309,16 +337,36 @@ impl Backend {
     pub fn with_preamble(mut self, preamble: Vec<u8>) -> Backend {
         // Connections that started with another preamble (or none) are
         // not this backend's to reuse.
-        let tls = self.tls.as_ref().map(|t| t.key.as_str());
-        self.idle = shared_pool(&self.addr, Some(&preamble), tls);
         self.preamble = Some(preamble);
-        self
+        self.repool()
     }
 
-    /// Makes its connections speak TLS (`.ssl = 1`).
+    /// Makes its connections speak TLS (`.ssl = 1`); they speak HTTP/2
+    /// when the handshake settles on it.
     pub fn with_tls(mut self, tls: tls::BackendTls) -> Backend {
-        self.idle = shared_pool(&self.addr, self.preamble.as_deref(), Some(&tls.key));
+        if tls.offers_h2 {
+            self.h2 = h2::H2Mode::Alpn;
+        }
         self.tls = Some(tls);
+        self.repool()
+    }
+
+    /// Makes its cleartext connections speak HTTP/2 from the start
+    /// (`.h2c = 1`).
+    pub fn with_h2c(mut self) -> Backend {
+        self.h2 = h2::H2Mode::PriorKnowledge;
+        self.repool()
+    }
+
+    /// How its connections may speak HTTP/2.
+    pub fn h2_mode(&self) -> h2::H2Mode {
+        self.h2
+    }
+
+    /// Joins the pool of the connections it may share.
+    fn repool(mut self) -> Backend {
+        let tls = self.tls.as_ref().map(|t| t.key.as_str());
+        self.pool = shared_pool(&self.addr, self.preamble.as_deref(), tls, self.h2);
         self
     }
 
@@ -470,10 +518,27 @@ impl Backend {
         t: &Timeouts,
         allow_reuse: bool,
     ) -> Result<Conn<'a>, FetchError> {
-        if allow_reuse && self.proxy_header == 0 {
+        let shared = allow_reuse && self.proxy_header == 0;
+        if shared {
             if let Some(stream) = self.take_idle(t.idle) {
                 COUNTERS.inc(Counter::backend_reuse);
                 return Ok(Conn::new(self, stream, true, slot));
+            }
+        }
+        let mut _opening = None;
+        if shared && self.h2 != h2::H2Mode::Off {
+            if let Some(stream) = self.pool.h2.stream() {
+                COUNTERS.inc(Counter::backend_reuse);
+                return Ok(Conn::new(self, Box::new(stream), true, slot));
+            }
+            if self.h2 == h2::H2Mode::PriorKnowledge || self.pool.speaks_h2.load(Ordering::Relaxed)
+            {
+                // One fetch opens the connection the others then share.
+                _opening = Some(self.pool.opening.lock().await);
+                if let Some(stream) = self.pool.h2.stream() {
+                    COUNTERS.inc(Counter::backend_reuse);
+                    return Ok(Conn::new(self, Box::new(stream), true, slot));
+                }
             }
         }
         if self.held_down() {
@@ -511,6 +576,21 @@ impl Backend {
                 self.stats.inc(BackendCounter::fail);
                 FetchError::ConnectFailed(format!("TLS: {e}"))
             })?;
+        }
+        if self.h2.speaks_h2(&stream) {
+            let conn = h2::H2Conn::handshake(stream, t.connect)
+                .await
+                .map_err(|e| {
+                    self.stats.inc(BackendCounter::fail);
+                    FetchError::ConnectFailed(e.to_string())
+                })?;
+            self.pool.speaks_h2.store(true, Ordering::Relaxed);
+            // A connection that speaks for one client (PROXY header)
+            // carries no other client's fetches.
+            if self.proxy_header == 0 {
+                self.pool.h2.add(conn.clone());
+            }
+            stream = Box::new(conn.open());
         }
         Ok(Conn::new(self, stream, false, slot))
     }
@@ -567,7 +647,7 @@ impl Backend {
     }
 
     fn take_idle(&self, max_idle: Duration) -> Option<Stream> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((stream, since)) = idle.pop() {
             if since.elapsed() >= max_idle {
                 continue;
@@ -582,18 +662,28 @@ impl Backend {
     }
 
     pub(crate) fn recycle(&self, stream: Stream) {
-        if self.proxy_header != 0 {
+        if self.proxy_header != 0 || stream.multiplexed() {
             return;
         }
         COUNTERS.inc(Counter::backend_recycle);
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.push((stream, Instant::now()));
     }
 
     /// Closes pooled connections idle longer than `max_idle`.
+    /// Closes pooled connections idle longer than `max_idle`, and
+    /// HTTP/2 ones without a stream as long.
     pub fn reap(&self, max_idle: Duration) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.retain(|(_, since)| since.elapsed() < max_idle);
+        drop(idle);
+        self.pool.h2.reap(max_idle);
+    }
+
+    /// How many HTTP/2 connections it has open (shared with backends on
+    /// the same address).
+    pub fn h2_connections(&self) -> usize {
+        self.pool.h2.len()
     }
 
     /// Sends a request whose body (if any) is in memory and reads the

@@ -102,6 +102,8 @@ pub struct Probe {
     pub spec: ProbeSpec,
     /// A TLS backend's probe speaks TLS too.
     tls: Option<crate::tls::BackendTls>,
+    /// A backend that speaks HTTP/2 is probed over HTTP/2.
+    h2: crate::h2::H2Mode,
     history: Mutex<History>,
     healthy: AtomicBool,
     /// The backends that follow it.
@@ -118,9 +120,9 @@ pub struct Probes {
     live: Mutex<HashMap<ProbeKey, Weak<Probe>>>,
 }
 
-/// What makes two probes one: the address, the definition, and for a TLS
-/// backend how its connections are checked.
-type ProbeKey = (Address, ProbeSpec, Option<String>);
+/// What makes two probes one: the address, the definition, for a TLS
+/// backend how its connections are checked, and whether HTTP/2 is spoken.
+type ProbeKey = (Address, ProbeSpec, Option<String>, crate::h2::H2Mode);
 
 impl Probes {
     /// The live probe for this address, definition and TLS, or a new one.
@@ -129,15 +131,17 @@ impl Probes {
         addr: Address,
         spec: ProbeSpec,
         tls: Option<crate::tls::BackendTls>,
+        h2: crate::h2::H2Mode,
     ) -> Arc<Probe> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|_, p| p.strong_count() > 0);
-        let key = (addr, spec, tls.as_ref().map(|t| t.key.clone()));
+        let key = (addr, spec, tls.as_ref().map(|t| t.key.clone()), h2);
         if let Some(p) = live.get(&key).and_then(Weak::upgrade) {
             return p;
         }
         let mut probe = Probe::new(key.0.clone(), key.1.clone());
         probe.tls = tls;
+        probe.h2 = h2;
         let probe = Arc::new(probe);
         live.insert(key, Arc::downgrade(&probe));
         probe
@@ -167,6 +171,7 @@ impl Probe {
         Probe {
             addr,
             tls: None,
+            h2: crate::h2::H2Mode::Off,
             backends: Mutex::new(Vec::new()),
             started: AtomicBool::new(false),
             healthy: AtomicBool::new(healthy),
@@ -210,7 +215,7 @@ impl Probe {
     /// Runs the probe once, records the result and tells the backends
     /// that follow it.
     pub async fn run_once(&self) -> Recorded {
-        let result = run(&self.addr, &self.spec, self.tls.as_ref()).await;
+        let result = run(&self.addr, &self.spec, self.tls.as_ref(), self.h2).await;
         let recorded = self.record(&result);
         for b in self.followers() {
             b.probed(self, &recorded);
@@ -324,11 +329,13 @@ impl Probe {
     }
 }
 
-/// Runs one probe against `addr` (over TLS for a TLS backend).
+/// Runs one probe against `addr` (over TLS for a TLS backend, as a
+/// stream of a new HTTP/2 connection for one that speaks HTTP/2).
 pub async fn run(
     addr: &Address,
     spec: &ProbeSpec,
     tls: Option<&crate::tls::BackendTls>,
+    h2: crate::h2::H2Mode,
 ) -> ProbeResult {
     let mut steps = Steps::default();
     let start = Instant::now();
@@ -348,6 +355,12 @@ pub async fn run(
                 .wrap(stream, spec.timeout)
                 .await
                 .map_err(|e| format!("TLS error {e}"))?;
+        }
+        if h2.speaks_h2(&stream) {
+            let conn = crate::h2::H2Conn::handshake(stream, spec.timeout)
+                .await
+                .map_err(|e| format!("Open error ({e})"))?;
+            stream = Box::new(conn.open());
         }
         if let Err(e) = stream.write_all(&spec.request).await {
             steps.send_error = true;
@@ -421,6 +434,7 @@ fn os_error(e: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h2::H2Mode;
 
     const ADDR: Address = Address::Tcp(std::net::SocketAddr::new(
         std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
@@ -496,15 +510,18 @@ mod tests {
     #[test]
     fn probes_are_shared_by_address_and_definition() {
         let probes = Probes::default();
-        let a = probes.get(ADDR, spec(4, 2, 1), None);
-        let b = probes.get(ADDR, spec(4, 2, 1), None);
+        let a = probes.get(ADDR, spec(4, 2, 1), None, H2Mode::Off);
+        let b = probes.get(ADDR, spec(4, 2, 1), None, H2Mode::Off);
         assert!(Arc::ptr_eq(&a, &b));
-        assert!(!Arc::ptr_eq(&a, &probes.get(ADDR, spec(4, 2, 2), None)));
+        assert!(!Arc::ptr_eq(
+            &a,
+            &probes.get(ADDR, spec(4, 2, 2), None, H2Mode::Off)
+        ));
         // Once nobody holds it, the next program gets a fresh one.
         let weak = Arc::downgrade(&a);
         drop((a, b));
         assert!(weak.upgrade().is_none());
-        assert_eq!(probes.get(ADDR, spec(4, 2, 1), None).good(), 1);
+        assert_eq!(probes.get(ADDR, spec(4, 2, 1), None, H2Mode::Off).good(), 1);
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct BackendTls {
     /// What tells its connections from others on the same address: the
     /// name and how they were checked (for pools and probes).
     pub key: String,
+    /// ALPN offers `h2`: connections that settle on it speak HTTP/2.
+    pub offers_h2: bool,
 }
 
 impl std::fmt::Debug for BackendTls {

@@ -161,6 +161,7 @@ impl Compiler {
             proxy_header: None,
             preamble: None,
             ssl: None,
+            h2c: false,
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,
@@ -175,6 +176,7 @@ impl Compiler {
         let mut seen: Vec<&str> = Vec::new();
         let mut tls_flags: Vec<(&str, bool)> = Vec::new();
         let mut certificate: Option<(String, Span)> = None;
+        let mut alpn: Option<(Vec<String>, Span)> = None;
         for f in fields {
             let n = f.name.name.as_str();
             if seen.contains(&n) {
@@ -231,6 +233,28 @@ impl Compiler {
                     }
                     certificate = Some((file, f.name.span));
                 }
+                "h2c" => {
+                    let v = self.field_int(f)?;
+                    if v > 1 {
+                        return Err(CompileError::new(".h2c must be 0 or 1", f.name.span));
+                    }
+                    b.h2c = v == 1;
+                }
+                "alpn" => {
+                    let text = self.field_str(f)?;
+                    let protocols: Vec<String> = text
+                        .split(',')
+                        .map(|p| p.trim().to_string())
+                        .filter(|p| !p.is_empty())
+                        .collect();
+                    if protocols.is_empty() || protocols.iter().any(|p| p != "h2" && p != "http/1.1") {
+                        return Err(CompileError::new(
+                            format!(".alpn \"{text}\": a list of h2 and http/1.1"),
+                            f.name.span,
+                        ));
+                    }
+                    alpn = Some((protocols, f.name.span));
+                }
                 "proxy_header" => {
                     let v = self.field_int(f)?;
                     if v != 1 && v != 2 {
@@ -265,7 +289,7 @@ impl Compiler {
                 }
                 _ => {
                     return Err(CompileError::new(
-                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble, .ssl, .ssl_sni, .ssl_verify_peer, .ssl_verify_host, .certificate)"),
+                        format!("Unknown field: '.{n}' in backend (expected one of .host, .port, .path, .host_header, .connect_timeout, .first_byte_timeout, .between_bytes_timeout, .max_connections, .wait_timeout, .wait_limit, .probe, .proxy_header, .preamble, .ssl, .ssl_sni, .ssl_verify_peer, .ssl_verify_host, .certificate, .alpn, .h2c)"),
                         f.name.span,
                     ))
                 }
@@ -278,13 +302,29 @@ impl Compiler {
                 verify_peer: flag("ssl_verify_peer").unwrap_or(true),
                 verify_host: flag("ssl_verify_host").unwrap_or(true),
                 certificate: certificate.take().map(|(file, _)| file),
+                alpn: alpn
+                    .take()
+                    .map_or_else(|| vec!["h2".into(), "http/1.1".into()], |(p, _)| p),
             });
+            if b.h2c {
+                let at = fields
+                    .iter()
+                    .find(|f| f.name.name == "h2c")
+                    .map_or(name.span, |f| f.name.span);
+                return Err(CompileError::new(
+                    ".h2c is for cleartext backends: over TLS, HTTP/2 is settled by .alpn",
+                    at,
+                ));
+            }
             if !seen.contains(&"port") {
                 b.port = "443".to_string();
             }
         }
         if let Some((_, span)) = certificate {
             return Err(CompileError::new(".certificate needs .ssl = 1", span));
+        }
+        if let Some((_, span)) = alpn {
+            return Err(CompileError::new(".alpn needs .ssl = 1", span));
         }
         if let Some(path) = &b.path {
             let at = fields

@@ -81,6 +81,9 @@ pub struct BackendDef {
     /// preamble), with `.ssl_sni`, `.ssl_verify_peer`, `.ssl_verify_host`
     /// (each on unless set to 0).
     pub ssl: Option<BackendTlsDef>,
+    /// `.h2c = 1`: a cleartext backend spoken to in HTTP/2 from the
+    /// first byte.
+    pub h2c: bool,
     pub connect_timeout: Option<Duration>,
     pub first_byte_timeout: Option<Duration>,
     pub between_bytes_timeout: Option<Duration>,
@@ -103,6 +106,8 @@ pub struct BackendTlsDef {
     /// `.certificate`: a PEM file with the certificate chain and key
     /// shown to the backend (mutual TLS).
     pub certificate: Option<String>,
+    /// `.alpn`: the protocols offered, in order (`h2`, `http/1.1`).
+    pub alpn: Vec<String>,
 }
 
 /// A health probe.

@@ -423,6 +423,10 @@ fn compile_errors_name_position_and_problem() {
         ("probe p { .window = 3; .threshold = 5; } sub vcl_recv {}", "threshold"),
         ("backend t { .host = \"127.0.0.1\"; .certificate = \"/nonexistent/client.pem\"; .ssl = 1; } sub vcl_recv { set req.backend_hint = t; }", "Cannot read .certificate \"/nonexistent/client.pem\""),
         ("backend t { .host = \"127.0.0.1\"; .certificate = \"/dev/null\"; } sub vcl_recv { set req.backend_hint = t; }", ".certificate needs .ssl = 1"),
+        ("backend t { .host = \"127.0.0.1\"; .alpn = \"h2\"; } sub vcl_recv { set req.backend_hint = t; }", ".alpn needs .ssl = 1"),
+        ("backend t { .host = \"127.0.0.1\"; .ssl = 1; .alpn = \"h3, h2\"; } sub vcl_recv { set req.backend_hint = t; }", "a list of h2 and http/1.1"),
+        ("backend t { .host = \"127.0.0.1\"; .ssl = 1; .h2c = 1; } sub vcl_recv { set req.backend_hint = t; }", ".h2c is for cleartext backends"),
+        ("backend t { .host = \"127.0.0.1\"; .h2c = 2; } sub vcl_recv { set req.backend_hint = t; }", ".h2c must be 0 or 1"),
     ];
     for (body, want) in cases {
         let got = error(body);

@@ -3,12 +3,14 @@
 
 #![forbid(unsafe_code)]
 
+mod backend_h2;
 mod backend_side;
 mod bans;
 mod cache;
 mod cli;
 mod client_side;
 mod dashboard;
+mod h2_origin;
 mod harness;
 mod hostile;
 mod http2;

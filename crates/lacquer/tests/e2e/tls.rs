@@ -432,6 +432,48 @@ fn backends_speak_tls_checked_as_asked() {
 }
 
 #[test]
+fn backends_speak_http2_when_alpn_settles_on_it() {
+    // The TLS origin offers h2 and says which protocol each request came
+    // in with.
+    let (pki, _origin, tls_origin) = setup_with(
+        "alpn",
+        "alpn-protos = \"h2, http/1.1\"\n",
+        Some("sub vcl_deliver { set resp.http.x-proto = req.proto; }\n"),
+    );
+    let port = tls_origin.listen("tls0").port();
+    let ca = format!("ssl_ca_file={}", pki.dir.join("ca.pem").display());
+    let front = |attrs: &str| {
+        Lacquer::spawn(
+            &["-p", &ca],
+            Some(format!(
+                "vcl 4.1;\nimport tls;\n\
+                 backend b {{ .host = \"127.0.0.1\"; .port = \"{port}\"; .ssl = 1;\n\
+                   .host_header = \"a.example\"; {attrs}\n\
+                   .probe = {{ .url = \"/p\"; .interval = 0.2s; .window = 1; .threshold = 1; .initial = 0; }} }}\n\
+                 sub vcl_backend_response {{ set beresp.http.x-alpn = tls.alpn(); }}\n"
+            )),
+        )
+    };
+    // By default h2 is offered first, and taken; the probe speaks it too.
+    let lq = front("");
+    assert!(eventually(Duration::from_secs(10), || {
+        lq.cli_ok("backend.list").contains("healthy")
+    }));
+    let r = lq.get("/a");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-proto"), Some("HTTP/2.0"));
+    assert_eq!(r.header("x-alpn"), Some("h2"));
+    // `.alpn` may hold it to HTTP/1.1.
+    let lq = front(".alpn = \"http/1.1\";");
+    assert!(eventually(Duration::from_secs(10), || {
+        lq.cli_ok("backend.list").contains("healthy")
+    }));
+    let r = lq.get("/b");
+    assert_eq!(r.header("x-proto"), Some("HTTP/1.1"));
+    assert_eq!(r.header("x-alpn"), Some("http/1.1"));
+}
+
+#[test]
 fn backends_may_be_shown_a_client_certificate() {
     // The TLS origin wants a certificate of its CA's, and says whose.
     let vcl = "import tls;\nsub vcl_deliver {\n  set resp.http.peer = tls.client_cert_cn();\n}\n";

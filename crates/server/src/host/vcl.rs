@@ -148,10 +148,16 @@ impl Loaded {
                             Err(e) => return Err(format!("backend {}: {e}", d.name)),
                         }
                     }
+                    if d.h2c {
+                        backend = backend.with_h2c();
+                    }
                     let tls = backend.tls().cloned();
+                    let h2 = backend.h2_mode();
                     let probe = d.probe.and_then(|i| program.probes.get(i));
                     let backend = Arc::new(match probe {
-                        Some(p) => backend.with_probe(probes.get(addr, probe_spec(p, &host), tls)),
+                        Some(p) => {
+                            backend.with_probe(probes.get(addr, probe_spec(p, &host), tls, h2))
+                        }
                         None => backend,
                     });
                     backend.follow_probe();

@@ -513,7 +513,15 @@ fn client_config(
     use std::collections::HashMap;
     use tokio_rustls::rustls;
     type OnDisk = Option<(SystemTime, u64)>;
-    type Key = (String, OnDisk, bool, bool, bool, Option<(String, OnDisk)>);
+    type Key = (
+        String,
+        OnDisk,
+        bool,
+        bool,
+        bool,
+        Option<(String, OnDisk)>,
+        Vec<String>,
+    );
     static CONFIGS: std::sync::OnceLock<Mutex<HashMap<Key, Arc<rustls::ClientConfig>>>> =
         std::sync::OnceLock::new();
     let on_disk = |file: &str| {
@@ -528,6 +536,7 @@ fn client_config(
         def.verify_peer,
         def.verify_host,
         def.certificate.as_ref().map(|c| (c.clone(), on_disk(c))),
+        def.alpn.clone(),
     );
     let mut configs = CONFIGS
         .get_or_init(Default::default)
@@ -578,7 +587,7 @@ fn client_config(
         }
     };
     config.enable_sni = def.sni;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = def.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     let config = Arc::new(config);
     // A bundle that changed on disk: its older configurations go.
     configs.retain(|k, _| k.0 != key.0 || k.1 == key.1);
@@ -627,12 +636,14 @@ pub(crate) fn backend_tls(
         connector: tokio_rustls::TlsConnector::from(config),
         name,
         key: format!(
-            "{bare} sni={} peer={} host={} ca={ca_file} cert={}",
+            "{bare} sni={} peer={} host={} ca={ca_file} cert={} alpn={}",
             def.sni,
             def.verify_peer,
             def.verify_host,
-            def.certificate.as_deref().unwrap_or("")
+            def.certificate.as_deref().unwrap_or(""),
+            def.alpn.join(",")
         ),
+        offers_h2: def.alpn.iter().any(|p| p == "h2"),
     })
 }
 
