@@ -37,6 +37,8 @@ pub struct Conn<'a> {
     close_after: bool,
     /// Its place under the backend's `.max_connections`.
     slot: Option<Slot<'a>>,
+    /// The trailer fields of a chunked body, once it ended.
+    trailers: lacquer_http::chunked::Trailers,
 }
 
 impl<'a> Conn<'a> {
@@ -57,6 +59,7 @@ impl<'a> Conn<'a> {
             close_after: false,
             interim: Vec::new(),
             slot: Some(slot),
+            trailers: Vec::new(),
         }
     }
 
@@ -242,7 +245,7 @@ impl<'a> Conn<'a> {
             }
             Framing::Chunked => {
                 COUNTERS.inc(Counter::fetch_chunked);
-                BodyState::Chunked(ChunkedDecoder::new())
+                BodyState::Chunked(ChunkedDecoder::keeping_trailers())
             }
             Framing::UntilClose => {
                 COUNTERS.inc(Counter::fetch_eof);
@@ -301,6 +304,7 @@ impl<'a> Conn<'a> {
                     match dec.decode(&mut self.buf) {
                         Ok(Some(Decoded::Data(d))) => return Ok(Some(d)),
                         Ok(Some(Decoded::End)) => {
+                            self.trailers = dec.take_trailers();
                             r.state = BodyState::Done;
                             return Ok(None);
                         }
@@ -328,6 +332,12 @@ impl<'a> Conn<'a> {
                 }
             }
         }
+    }
+
+    /// The trailer fields that ended a chunked body (each once): what a
+    /// pass forwards (gRPC's status travels there).
+    pub fn take_trailers(&mut self) -> lacquer_http::chunked::Trailers {
+        std::mem::take(&mut self.trailers)
     }
 
     /// Keeps the connection out of the pool after this exchange (the

@@ -7,9 +7,11 @@ use bytes::{Buf, Bytes, BytesMut};
 /// Longest chunk-size line (size, extensions) or trailer line accepted.
 const MAX_LINE: usize = 4096;
 
-/// Most bytes of trailer lines accepted after the last chunk (they are
-/// read and dropped, never forwarded).
+/// Most bytes of trailer lines accepted after the last chunk.
 const MAX_TRAILERS: usize = 32 * 1024;
+
+/// Trailer fields, as name and value.
+pub type Trailers = Vec<(Bytes, Bytes)>;
 
 /// What the decoder produced.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,6 +40,8 @@ enum State {
 pub struct ChunkedDecoder {
     state: State,
     trailers: usize,
+    /// The trailer fields kept for forwarding (None: dropped).
+    kept: Option<Trailers>,
 }
 
 impl Default for ChunkedDecoder {
@@ -72,7 +76,22 @@ impl ChunkedDecoder {
         ChunkedDecoder {
             state: State::Size,
             trailers: 0,
+            kept: None,
         }
+    }
+
+    /// A decoder that keeps the trailer fields that may be forwarded
+    /// ([`forwardable_trailer`]), for [`ChunkedDecoder::take_trailers`].
+    pub fn keeping_trailers() -> Self {
+        ChunkedDecoder {
+            kept: Some(Vec::new()),
+            ..ChunkedDecoder::new()
+        }
+    }
+
+    /// The trailer fields kept, once the body has ended.
+    pub fn take_trailers(&mut self) -> Trailers {
+        self.kept.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     pub fn is_done(&self) -> bool {
@@ -151,11 +170,71 @@ impl ChunkedDecoder {
                     if self.trailers > MAX_TRAILERS {
                         return Err(ChunkError("trailers too large"));
                     }
+                    if let (Some(kept), Some(field)) = (self.kept.as_mut(), trailer_field(&line)) {
+                        kept.push(field);
+                    }
                 }
                 State::Done => return Ok(Some(Decoded::End)),
             }
         }
     }
+}
+
+/// A trailer line as a field that may be forwarded, or None (a line that
+/// is no field, or one that must not be sent as a trailer).
+fn trailer_field(line: &Bytes) -> Option<(Bytes, Bytes)> {
+    let colon = line.iter().position(|&b| b == b':')?;
+    let name = &line[..colon];
+    if name.is_empty() || !name.iter().all(|&b| crate::headers::is_token_byte(b)) {
+        return None;
+    }
+    if !forwardable_trailer(name) {
+        return None;
+    }
+    let value = crate::headers::trim(&line[colon + 1..]);
+    if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+        return None;
+    }
+    let start = value.as_ptr() as usize - line.as_ptr() as usize;
+    Some((line.slice(..colon), line.slice(start..start + value.len())))
+}
+
+/// Whether a field may travel as a trailer: not one that frames, routes,
+/// authenticates or controls the message (RFC 9110, 6.5.1), which a
+/// recipient merging trailers into the head could be misled by.
+pub fn forwardable_trailer(name: &[u8]) -> bool {
+    const NOT: &[&str] = &[
+        "age",
+        "authorization",
+        "cache-control",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-range",
+        "content-type",
+        "cookie",
+        "date",
+        "expect",
+        "expires",
+        "host",
+        "keep-alive",
+        "location",
+        "max-forwards",
+        "pragma",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "range",
+        "retry-after",
+        "set-cookie",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "vary",
+        "www-authenticate",
+    ];
+    !NOT.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
 }
 
 /// Writes the framing that precedes a chunk of `len` bytes.
@@ -224,5 +303,33 @@ mod tests {
         let mut out = Vec::new();
         chunk_header(255, &mut out);
         assert_eq!(out, b"ff\r\n");
+    }
+
+    #[test]
+    fn trailers_kept_are_the_forwardable_fields_only() {
+        let mut dec = ChunkedDecoder::keeping_trailers();
+        let mut buf = BytesMut::from(
+            &b"3\r\nabc\r\n0\r\ngrpc-status: 0\r\nContent-Length: 99\r\nbad line\r\n\
+               grpc-message:  fine \r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        );
+        assert_eq!(
+            dec.decode(&mut buf).unwrap(),
+            Some(Decoded::Data(Bytes::from_static(b"abc")))
+        );
+        assert_eq!(dec.decode(&mut buf).unwrap(), Some(Decoded::End));
+        let kept = dec.take_trailers();
+        let kept: Vec<(&[u8], &[u8])> = kept.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        assert_eq!(
+            kept,
+            vec![
+                (&b"grpc-status"[..], &b"0"[..]),
+                (&b"grpc-message"[..], &b"fine"[..])
+            ]
+        );
+        // Without asking, nothing is kept.
+        let mut dec = ChunkedDecoder::new();
+        let mut buf = BytesMut::from(&b"0\r\nx: y\r\n\r\n"[..]);
+        assert_eq!(dec.decode(&mut buf).unwrap(), Some(Decoded::End));
+        assert!(dec.take_trailers().is_empty());
     }
 }

@@ -194,3 +194,51 @@ fn a_lacquer_in_front_of_another_over_h2c() {
         .counter("MAIN.sess_h2")
         == 1));
 }
+
+#[test]
+fn trailers_of_a_passed_body_reach_the_client() {
+    let origin = H2Origin::start();
+    let lq = front(&origin, "", "sub vcl_recv { return (pass); }\n");
+    // HTTP/1.1: the body chunk-framed, the trailer section after its last
+    // chunk.
+    let mut c = lq.connect();
+    c.send(b"GET /trailers HTTP/1.1\r\nHost: test\r\nTE: trailers\r\n\r\n");
+    let got = c.read_until(b"\r\n0\r\ngrpc-status: 0\r\n\r\n");
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "{text}"
+    );
+    assert!(text.contains("part one, ") && text.contains("part two"));
+
+    // HTTP/2: a HEADERS frame that ends the stream (how gRPC's status
+    // travels).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(lq.addr).await.unwrap();
+        let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://test/trailers")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (resp, _) = send.send_request(req, true).unwrap();
+        let mut recv = resp.await.unwrap().into_body();
+        let mut body = Vec::new();
+        while let Some(d) = recv.data().await {
+            body.extend_from_slice(&d.unwrap());
+        }
+        assert_eq!(body, b"part one, part two");
+        let trailers = recv.trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers["grpc-status"], "0");
+    });
+}

@@ -614,8 +614,15 @@ async fn stream_response(
         }
     }
     backend_steps::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
+    // Trailers go on with the body they end (gRPC's status is one); an
+    // include's page has nowhere to put them.
+    let trailers = if fragment {
+        Vec::new()
+    } else {
+        be.take_trailers()
+    };
     be.finish(true);
-    if c.finish_body(&clock).await.is_err() {
+    if c.finish_body_with(&trailers, &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
     req.log.timestamp("Resp", lacquer_core::time::now());

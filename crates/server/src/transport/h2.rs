@@ -181,12 +181,34 @@ impl H2Stream {
 
     /// Ends a body whose length was not known.
     pub fn finish(&mut self) -> Result<(), SendError> {
+        self.finish_with(&[])
+    }
+
+    /// Ends the response body, with trailer fields (a HEADERS frame that
+    /// ends the stream) when there are any that HTTP/2 can carry.
+    pub fn finish_with(&mut self, trailers: &[(Bytes, Bytes)]) -> Result<(), SendError> {
         if self.ended {
             return Ok(());
         }
         let send = self.send.as_mut().ok_or(SendError::Io)?;
-        send.send_data(Bytes::new(), true)
-            .map_err(|_| SendError::Io)?;
+        let mut fields = http::HeaderMap::new();
+        for (name, value) in trailers {
+            let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name),
+                http::HeaderValue::from_bytes(value),
+            ) else {
+                continue;
+            };
+            if !connection_specific(name.as_str().as_bytes()) {
+                fields.append(name, value);
+            }
+        }
+        let sent = if fields.is_empty() {
+            send.send_data(Bytes::new(), true)
+        } else {
+            send.send_trailers(fields)
+        };
+        sent.map_err(|_| SendError::Io)?;
         self.ended = true;
         self.send = None;
         Ok(())

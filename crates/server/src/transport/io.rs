@@ -398,14 +398,37 @@ impl Client {
     /// Ends the body of the response being sent (its last chunk, when
     /// chunk-framed; nothing otherwise).
     pub async fn finish_body(&mut self, clock: &SendClock) -> Result<(), SendError> {
+        self.finish_body_with(&[], clock).await
+    }
+
+    /// [`Client::finish_body`], with trailer fields where the framing can
+    /// carry them (HTTP/2, or a chunked HTTP/1 body); elsewhere they are
+    /// dropped.
+    pub async fn finish_body_with(
+        &mut self,
+        trailers: &[(Bytes, Bytes)],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
         if let Wire::H2(h2) = &mut self.wire {
-            return h2.finish();
+            return h2.finish_with(trailers);
         }
         if !std::mem::take(&mut self.chunked) {
             return Ok(());
         }
-        self.write_parts(&[lacquer_http::chunked::LAST_CHUNK], clock)
-            .await
+        if trailers.is_empty() {
+            return self
+                .write_parts(&[lacquer_http::chunked::LAST_CHUNK], clock)
+                .await;
+        }
+        let mut end = b"0\r\n".to_vec();
+        for (name, value) in trailers {
+            end.extend_from_slice(name);
+            end.extend_from_slice(b": ");
+            end.extend_from_slice(value);
+            end.extend_from_slice(b"\r\n");
+        }
+        end.extend_from_slice(b"\r\n");
+        self.write_parts(&[&end], clock).await
     }
 
     /// Reads more bytes into the read buffer; `Ok(0)` at end of stream
