@@ -210,6 +210,41 @@ impl Raw {
         b
     }
 
+    /// Reads one frame: type, flags, stream and payload.
+    fn read_frame(&mut self) -> (u8, u8, u32, Vec<u8>) {
+        let mut h = [0u8; 9];
+        self.0.read_exact(&mut h).unwrap();
+        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let mut payload = vec![0u8; len];
+        self.0.read_exact(&mut payload).unwrap();
+        let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+        (h[3], h[4], id, payload)
+    }
+
+    /// Reads frames until stream `id` ends: its HEADERS payload and its
+    /// body.
+    fn response(&mut self, id: u32) -> (Vec<u8>, Vec<u8>) {
+        let (mut head, mut body) = (Vec::new(), Vec::new());
+        loop {
+            let (kind, flags, stream, payload) = self.read_frame();
+            if kind == 4 && flags & 1 == 0 {
+                self.frame(4, 1, 0, &[]);
+            }
+            if stream != id {
+                continue;
+            }
+            match kind {
+                1 => head = payload,
+                0 => body.extend_from_slice(&payload),
+                3 => panic!("stream {id} reset"),
+                _ => {}
+            }
+            if flags & 1 != 0 {
+                return (head, body);
+            }
+        }
+    }
+
     /// Reads frames until a GOAWAY: its error code (None: the
     /// connection ended without one).
     fn goaway(&mut self) -> Option<u32> {
@@ -344,4 +379,62 @@ fn a_header_list_past_http_req_size_is_refused() {
         assert_eq!(fetch(&mut send, "GET", "/fine", None).await.0, 200);
     });
     assert_eq!(origin.count("/huge"), 0);
+}
+
+#[test]
+fn upgrade_h2c_makes_the_request_stream_one() {
+    let (_origin, lq) = setup(&[]);
+    let mut tcp = TcpStream::connect(lq.addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.write_all(
+        b"GET /up HTTP/1.1\r\nHost: lacquer.test\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+          Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+    )
+    .unwrap();
+    let want = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+    let mut got = vec![0u8; want.len()];
+    tcp.read_exact(&mut got).unwrap();
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+    // The client's preface and SETTINGS; the answer comes on stream 1.
+    let mut raw = Raw(tcp);
+    raw.0
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .unwrap();
+    raw.frame(4, 0, 0, &[]);
+    let (head, body) = raw.response(1);
+    assert_eq!(head.first(), Some(&0x88), ":status 200, indexed");
+    assert_eq!(String::from_utf8_lossy(&body), "GET /up HTTP/2.0 []");
+    // The connection goes on in HTTP/2: stream 3.
+    let mut block = vec![0x82, 0x86, 0x44, 0x04];
+    block.extend_from_slice(b"/up3");
+    block.extend_from_slice(&[0x41, 0x0c]);
+    block.extend_from_slice(b"lacquer.test");
+    raw.frame(1, 0x5, 3, &block);
+    let (head, body) = raw.response(3);
+    assert_eq!(head.first(), Some(&0x88));
+    assert_eq!(String::from_utf8_lossy(&body), "GET /up3 HTTP/2.0 []");
+
+    // With a body, or without HTTP2-Settings, the answer is HTTP/1.1's.
+    let mut c = lq.connect();
+    let r = c.request(
+        "POST",
+        "/p",
+        &[
+            ("Connection", "Upgrade, HTTP2-Settings"),
+            ("Upgrade", "h2c"),
+            ("HTTP2-Settings", "AAMAAABkAAQAoAAAAAIAAAAA"),
+            ("Content-Length", "0"),
+            ("Transfer-Encoding", "chunked"),
+        ],
+    );
+    assert_eq!(r.status, 400, "both framings: refused, not upgraded");
+    let mut c = lq.connect();
+    let r = c.get(
+        "/no-settings",
+        &[("Connection", "Upgrade"), ("Upgrade", "h2c")],
+    );
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "GET /no-settings HTTP/1.1 []".to_string())
+    );
 }

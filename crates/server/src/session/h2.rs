@@ -111,6 +111,33 @@ impl ConnState {
 /// Serves the connection of `c` as HTTP/2, from its preface (already in
 /// `c.rbuf` when it came by prior knowledge) to its end.
 pub(crate) async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
+    serve_with(sh, c, log, None).await
+}
+
+/// Answers an HTTP/1.1 request that asked for `Upgrade: h2c` with 101,
+/// then serves the connection as HTTP/2 with the request as stream 1.
+pub(crate) async fn upgrade(
+    sh: &Arc<Shared>,
+    c: &mut Client,
+    head: lacquer_http::RequestHead,
+    log: &mut Txn,
+) -> CloseReason {
+    let first = super::h2c::stream_one(&head);
+    let send = Params::duration(sh.params.idle_send_timeout());
+    if c.write_small(super::h2c::SWITCHING, send).await.is_err() {
+        return CloseReason::TxError;
+    }
+    serve_with(sh, c, log, Some(first)).await
+}
+
+/// [`serve`], with the frames of an upgraded request to be read right
+/// after the client's first frame (its SETTINGS).
+async fn serve_with(
+    sh: &Arc<Shared>,
+    c: &mut Client,
+    log: &mut Txn,
+    upgraded: Option<Bytes>,
+) -> CloseReason {
     let Some(stream) = c.take_stream() else {
         return CloseReason::RxJunk;
     };
@@ -129,6 +156,7 @@ pub(crate) async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Cl
         ahead: c.rbuf.split().freeze(),
         inner: stream,
         guard: FrameGuard::new(state.clone()),
+        upgraded,
     };
     let u32_of = |v: u64| v.min(u64::from(u32::MAX)) as u32;
     let header_list = p.h2_max_header_list_size().min(p.http_req_size());
@@ -344,11 +372,13 @@ fn http1_head(parts: &http::request::Parts, chunk_body: bool) -> BytesMut {
 
 /// The connection as the `h2` crate reads and writes it: the bytes read
 /// before HTTP/2 was known to be spoken first, every byte read passing
-/// the frame guard.
+/// the frame guard; after an upgrade, the frames of the request that
+/// asked for it, once the client's first frame has passed.
 struct Guarded {
     ahead: Bytes,
     inner: Box<dyn ClientStream>,
     guard: FrameGuard,
+    upgraded: Option<Bytes>,
 }
 
 impl AsyncRead for Guarded {
@@ -358,10 +388,33 @@ impl AsyncRead for Guarded {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let me = &mut *self;
+        // Until the upgraded request's frames are in, reads stop at the
+        // end of the client's first frame, where they go.
+        let mut limit = buf.remaining();
+        if let Some(frames) = me.upgraded.as_mut() {
+            match me.guard.first_frame_left() {
+                None => {
+                    let n = frames.len().min(buf.remaining());
+                    buf.put_slice(&frames.split_to(n));
+                    if frames.is_empty() {
+                        me.upgraded = None;
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Some(left) => limit = limit.min(left),
+            }
+        }
         let start = buf.filled().len();
         if !me.ahead.is_empty() {
-            let n = me.ahead.len().min(buf.remaining());
+            let n = me.ahead.len().min(limit);
             buf.put_slice(&me.ahead.split_to(n));
+        } else if limit < buf.remaining() {
+            let mut room = [0u8; 512];
+            let mut small = ReadBuf::new(&mut room[..limit.min(512)]);
+            match Pin::new(&mut me.inner).poll_read(cx, &mut small) {
+                Poll::Ready(Ok(())) => buf.put_slice(small.filled()),
+                other => return other,
+            }
         } else {
             match Pin::new(&mut me.inner).poll_read(cx, buf) {
                 Poll::Ready(Ok(())) => {}
@@ -421,6 +474,8 @@ struct FrameGuard {
     continuations: u32,
     /// When recent streams' HEADERS came, by stream id (bounded).
     opened: VecDeque<(u32, Instant)>,
+    /// A whole frame header has passed.
+    framed: bool,
 }
 
 impl FrameGuard {
@@ -438,6 +493,18 @@ impl FrameGuard {
             empty_data: 0,
             continuations: 0,
             opened: VecDeque::new(),
+            framed: false,
+        }
+    }
+
+    /// Bytes still to pass before the client's first frame has ended
+    /// (preface, header, payload), or None once it has.
+    fn first_frame_left(&self) -> Option<usize> {
+        match (self.preface_left, self.framed) {
+            (0, true) if self.skip == 0 => None,
+            (0, true) => Some(self.skip),
+            (0, false) => Some(9 - self.have),
+            (left, _) => Some(left),
         }
     }
 
@@ -466,6 +533,7 @@ impl FrameGuard {
                 let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
                 self.frame(h[3], h[4], len, id);
                 self.skip = len;
+                self.framed = true;
             }
         }
     }
