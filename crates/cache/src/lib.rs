@@ -690,6 +690,15 @@ impl Busy {
 }
 
 impl FetchSlot {
+    /// Completes once no request waits for this fetch's object (at once
+    /// when none ever did; a request arriving later finds the object
+    /// busy and waits again, so this may be asked again).
+    pub async fn unwaited(&self) {
+        if let Some(busy) = &self.busy {
+            busy.tx.closed().await;
+        }
+    }
+
     /// The stale object this fetch may revalidate, or fall back on when
     /// it fails (`stale-if-error`).
     pub fn stale(&self) -> Option<&Arc<Object>> {

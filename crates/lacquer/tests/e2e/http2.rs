@@ -438,3 +438,49 @@ fn upgrade_h2c_makes_the_request_stream_one() {
         (200, "GET /no-settings HTTP/1.1 []".to_string())
     );
 }
+
+#[test]
+fn a_reset_stream_gives_up_the_fetch_nobody_else_waits_for() {
+    let origin =
+        Origin::start(|req| Reply::ok(&format!("slow {}", req.url)).delay(Duration::from_secs(3)));
+    let lq = Lacquer::start(origin.addr, &[]);
+    let rt = runtime();
+    let send = rt.block_on(connect(lq.addr, None));
+    // Lets the connection's task run (sending a reset, say).
+    let pause =
+        |ms: u64| rt.block_on(async { tokio::time::sleep(Duration::from_millis(ms)).await });
+    let ask = |url: &str| {
+        let req = http::Request::builder()
+            .uri(format!("http://lacquer.test{url}"))
+            .body(())
+            .unwrap();
+        send.clone().send_request(req, true).unwrap().0
+    };
+    // Alone: reset while the backend thinks, the fetch is given up well
+    // before the answer would have come.
+    let started = std::time::Instant::now();
+    let resp = ask("/alone");
+    pause(300);
+    drop(resp);
+    pause(50);
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.fetch_failed")
+        == 1));
+    assert!(started.elapsed() < Duration::from_millis(2500));
+
+    // Another request waits for the same object: the fetch goes on for
+    // it, and caches the object.
+    let resp = ask("/shared");
+    pause(200);
+    let addr = lq.addr;
+    let other = std::thread::spawn(move || {
+        let mut c = crate::harness::Client::connect(addr);
+        c.get("/shared", &[("Host", "lacquer.test")]).text()
+    });
+    pause(200);
+    drop(resp);
+    pause(50);
+    assert_eq!(other.join().unwrap(), "slow /shared");
+    assert_eq!(lq.counter("MAIN.fetch_failed"), 1);
+    assert_eq!(origin.count("/shared"), 1);
+}

@@ -468,6 +468,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                     let kind = FetchKind {
                         bgfetch: true,
                         hitmiss: false,
+                        abandon_when_gone: false,
                         interim: None,
                     };
                     drop(fetch::spawn(
@@ -587,11 +588,13 @@ async fn miss_step(
             let kind = FetchKind {
                 bgfetch: false,
                 hitmiss,
+                abandon_when_gone: hitmiss || c.h2().is_some(),
                 interim: sink,
             };
             let rx = fetch::spawn(cx.sh, cx.vcl, req, cx.conn.clone(), key, slot, kind);
             // A client that leaves stops waiting; the fetch goes on for
-            // the cache, unless it was this request's own (hit-for-miss).
+            // the cache, unless it was this request's own (hit-for-miss)
+            // or a reset stream's that nobody else waits for.
             let interim::Waited::Answer(answer) = interim::wait(c, cx.sh, rx, interims).await
             else {
                 return Step::Done(Outcome::Close(CloseReason::RemClose));

@@ -50,6 +50,13 @@ impl From<Arc<Object>> for Fetched {
 pub(crate) struct FetchKind {
     pub bgfetch: bool,
     pub hitmiss: bool,
+    /// The fetch is given up while it waits for the backend once the
+    /// request that started it has gone and no other waits for the
+    /// object: a hit-for-miss fetch (its own request's alone) and one an
+    /// HTTP/2 stream started (a reset stream must not leave the backend
+    /// working for nobody). Other fetches run on for the cache, as in
+    /// Varnish.
+    pub abandon_when_gone: bool,
     /// Where the backend's interim responses (103 Early Hints …) go as
     /// they arrive: the client that started the fetch, when it can take
     /// them. Nothing keeps them.
@@ -115,9 +122,10 @@ pub(crate) fn spawn(
     let sh = sh.clone();
     let vcl = vcl.clone();
     let interim = kind.interim;
+    let abandon_when_gone = kind.abandon_when_gone && !kind.bgfetch;
     tokio::spawn(async move {
         COUNTERS.inc(Counter::s_fetch);
-        fetch_for_cache(sh, vcl, bereq, slot, tx, interim).await;
+        fetch_for_cache(sh, vcl, bereq, slot, tx, interim, abandon_when_gone).await;
     });
     rx
 }
@@ -129,8 +137,10 @@ async fn fetch_for_cache(
     slot: FetchSlot,
     tx: oneshot::Sender<Fetched>,
     interim: Option<lacquer_backend::InterimSink>,
+    abandon_when_gone: bool,
 ) {
     let mut mode = CacheFetch {
+        abandon_when_gone,
         sh: &sh,
         stale: slot.stale().cloned(),
         slot: Some(slot),
@@ -159,6 +169,8 @@ struct CacheFetch<'s> {
     interim: Option<lacquer_backend::InterimSink>,
     /// The stale object a 304 revalidated: its body is reused.
     revalidated: Option<Arc<Object>>,
+    /// See [`FetchKind::abandon_when_gone`].
+    abandon_when_gone: bool,
     /// The lifetimes the response itself gave, before VCL.
     rfc_timers: Timers,
 }
@@ -224,26 +236,35 @@ impl FetchMode for CacheFetch<'_> {
             interim: self.interim.as_ref(),
         };
         let exchange = backend.exchange(head, &bytes, t, limits, ask);
-        let Some(tx) = self.tx.as_mut().filter(|_| bereq.is_hitmiss) else {
+        let Some(tx) = self.tx.as_mut().filter(|_| self.abandon_when_gone) else {
             return Ok(exchange.await);
         };
-        // A hit-for-miss fetch serves only the request that started it:
-        // when that request is gone (a client that gave up, an ESI page
-        // whose client left) the wait for the backend, or for a connection
-        // at max_connections, is given up too.
+        // Once the request that started the fetch has gone (an HTTP/2
+        // stream reset, a client that gave up on its hit-for-miss fetch)
+        // and no other request waits for the object, the wait for the
+        // backend's answer, or for a connection at max_connections, is
+        // given up.
+        let slot = self.slot.as_ref();
+        let nobody = async move {
+            tx.closed().await;
+            if let Some(slot) = slot {
+                slot.unwaited().await;
+            }
+        };
         let mut exchange = std::pin::pin!(exchange);
-        let mut gone = std::pin::pin!(tx.closed());
+        let mut nobody = std::pin::pin!(nobody);
         let answered = std::future::poll_fn(|cx| {
             if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
                 return Poll::Ready(Some(r));
             }
-            gone.as_mut().poll(cx).map(|()| None)
+            nobody.as_mut().poll(cx).map(|()| None)
         })
         .await;
         answered.ok_or_else(|| {
+            COUNTERS.inc(Counter::fetch_failed);
             bereq.log.fmt(
                 Tag::FetchError,
-                format_args!("abandoned: the request that started this fetch has gone"),
+                format_args!("abandoned: no request waits for this fetch"),
             );
         })
     }

@@ -153,7 +153,12 @@ mod tests {
 
     fn head(raw: &str) -> RequestHead {
         let mut buf = BytesMut::from(raw.as_bytes());
-        lacquer_http::parse_request(&mut buf, &Default::default())
+        let limits = lacquer_http::RequestLimits {
+            max_head: 64 * 1024,
+            max_header_line: 32 * 1024,
+            max_headers: 64,
+        };
+        lacquer_http::parse_request(&mut buf, &limits)
             .unwrap()
             .unwrap()
     }
