@@ -351,30 +351,59 @@ fn connection_specific(name: &[u8]) -> bool {
 
 /// The HTTP/2 response for an HTTP/1 head the steps wrote.
 fn response_of(head: &[u8]) -> Option<http::Response<()>> {
-    let mut fields = [httparse::EMPTY_HEADER; 128];
-    let mut parsed = httparse::Response::new(&mut fields);
-    let status = match parsed.parse(head) {
-        Ok(httparse::Status::Complete(_)) => parsed.code?,
-        _ => return None,
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    match response_in(head, &mut fields) {
+        Err(httparse::Error::TooManyHeaders) => {
+            response_in(head, &mut vec![httparse::EMPTY_HEADER; 1024]).ok()?
+        }
+        other => other.ok()?,
+    }
+}
+
+/// [`response_of`], parsing into `fields`.
+fn response_in<'h>(
+    head: &'h [u8],
+    fields: &mut [httparse::Header<'h>],
+) -> Result<Option<http::Response<()>>, httparse::Error> {
+    let mut parsed = httparse::Response::new(fields);
+    let Some(status) = (match parsed.parse(head)? {
+        httparse::Status::Complete(_) => parsed.code,
+        httparse::Status::Partial => None,
+    }) else {
+        return Ok(None);
     };
+    let Ok(status) = http::StatusCode::from_u16(status) else {
+        return Ok(None);
+    };
+    // One copy of the head that every value shares, rather than an
+    // allocation per field.
+    let shared = Bytes::copy_from_slice(head);
     let mut response = http::Response::new(());
-    *response.status_mut() = http::StatusCode::from_u16(status).ok()?;
+    *response.status_mut() = status;
     let headers = response.headers_mut();
+    headers.reserve(parsed.headers.len());
     for f in parsed.headers.iter() {
         if connection_specific(f.name.as_bytes()) {
             continue;
         }
         // A field HTTP/2 cannot carry (a name with upper-case letters
         // is lower-cased; one with bytes no name may have is dropped).
-        let (Ok(name), Ok(value)) = (
+        let at = f.value.as_ptr() as usize - head.as_ptr() as usize;
+        let value = shared.slice(at..at + f.value.len());
+        let (Ok(name), Ok(mut value)) = (
             http::header::HeaderName::from_bytes(f.name.as_bytes()),
-            http::header::HeaderValue::from_bytes(f.value),
+            http::header::HeaderValue::from_maybe_shared(value),
         ) else {
             continue;
         };
+        // Fields new in every response are not worth a place in the
+        // client's HPACK table: sent as literals never indexed.
+        if name.as_str() == "x-varnish" || name == http::header::AGE {
+            value.set_sensitive(true);
+        }
         headers.append(name, value);
     }
-    Some(response)
+    Ok(Some(response))
 }
 
 #[cfg(test)]
