@@ -128,14 +128,14 @@ impl Server {
                     let (world, spec, stopping) = (world.clone(), spec.clone(), stopping.clone());
                     std::thread::spawn(move || {
                         let mut s = Session {
-                            world: &world,
+                            world: world.clone(),
                             actor: actor.clone(),
                             listener: None,
                             server: true,
                             non_fatal: false,
                             gzip_level: 0,
                             gzip_residual: None,
-                            stopping: Some(&stopping),
+                            stopping: Some(stopping.clone()),
                         };
                         let mut conn = Conn::new(&actor, stream, timeout);
                         let r = s.run_text(&mut conn, &spec);
@@ -153,14 +153,14 @@ impl Server {
                     return;
                 };
                 let mut s = Session {
-                    world: &world,
+                    world: world.clone(),
                     actor: name.clone(),
                     listener: Some(&listener),
                     server: true,
                     non_fatal: false,
                     gzip_level: 0,
                     gzip_residual: None,
-                    stopping: Some(&stopping),
+                    stopping: Some(stopping.clone()),
                 };
                 let mut conn = Conn::new(&name, stream, timeout);
                 let times = if keepalive { repeat } else { 1 };
@@ -273,7 +273,7 @@ impl Client {
                 Ok(conn)
             };
             let mut s = Session {
-                world: &world,
+                world: world.clone(),
                 actor: name.clone(),
                 listener: None,
                 server: false,

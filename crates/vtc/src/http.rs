@@ -44,6 +44,8 @@ pub struct Conn {
     pub resp: Message,
     /// The data of the chunk `rx_chunk` read last.
     last_chunk: Option<Vec<u8>>,
+    /// The connection's HTTP/2 state, once `txpri` or `rxpri` ran.
+    pub h2: Option<std::sync::Arc<crate::h2::conn::H2>>,
 }
 
 impl Conn {
@@ -56,6 +58,7 @@ impl Conn {
             req: Message::default(),
             resp: Message::default(),
             last_chunk: None,
+            h2: None,
         }
     }
 
@@ -64,6 +67,19 @@ impl Conn {
         self.stream
             .write_all(data)
             .map_err(|e| Fail(format!("Write failed: {e}")))
+    }
+
+    /// Writes without a trace of its own.
+    pub fn send_quiet(&mut self, data: &[u8]) -> Step {
+        self.stream
+            .write_all(data)
+            .map_err(|e| Fail(format!("Write failed: {e}")))
+    }
+
+    /// Takes what was read but not consumed (HTTP/2's reader takes over
+    /// from there).
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// Reads more bytes into the buffer; false at end of stream.

@@ -10,6 +10,7 @@
 pub mod actors;
 pub mod barrier;
 pub mod gzip;
+pub mod h2;
 pub mod http;
 pub mod json;
 pub mod logexpect;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// How one actor runs its spec.
 pub struct Session<'w> {
-    pub world: &'w World,
+    pub world: std::sync::Arc<World>,
     pub actor: String,
     /// The server's listening socket, for `accept` (not for `-dispatch`
     /// connections).
@@ -28,7 +28,7 @@ pub struct Session<'w> {
     pub gzip_residual: Option<u8>,
     /// A server's stop flag: a `delay` ends early once it is set (as
     /// varnishtest cancels a server at the end of a test).
-    pub stopping: Option<&'w std::sync::atomic::AtomicBool>,
+    pub stopping: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn words(cmd: &Command) -> Vec<&str> {
@@ -39,7 +39,10 @@ impl Session<'_> {
     /// Runs a spec (the text of a `{...}` block).
     pub fn run_text(&mut self, conn: &mut Conn, text: &str) -> Step {
         let cmds = script::parse(text)?;
-        self.run_commands(conn, &cmds)
+        let r = self.run_commands(conn, &cmds);
+        // The streams end with the spec, as the connection's HTTP/2 does.
+        crate::h2::stop(conn, r.is_err());
+        r
     }
 
     pub fn run_commands(&mut self, conn: &mut Conn, cmds: &[Command]) -> Step {
@@ -73,6 +76,9 @@ impl Session<'_> {
                 .copied()
                 .ok_or_else(|| Fail(format!("{}: missing argument", w[0])))
         };
+        if let Some(r) = crate::h2::command(self, conn, &w) {
+            return r;
+        }
         match w[0] {
             "txreq" => self.tx(conn, cmd, &w, true),
             "txresp" => self.tx(conn, cmd, &w, false),
@@ -170,7 +176,7 @@ impl Session<'_> {
                 log(4, &self.actor, "EXPECT PATTERN SUCCESS");
                 Ok(())
             }
-            "delay" => match self.stopping {
+            "delay" => match &self.stopping {
                 Some(stopping) => delay_unless(&self.actor, arg(1)?, stopping),
                 None => delay(&self.actor, arg(1)?),
             },
@@ -197,6 +203,7 @@ impl Session<'_> {
                 };
                 // The current connection closes first, as in varnishtest:
                 // the peer sees it go before the next one is taken.
+                crate::h2::stop(conn, false);
                 let _ = conn.stream.shutdown(std::net::Shutdown::Both);
                 let (stream, peer) = l
                     .accept()
