@@ -5,7 +5,6 @@
 
 pub(crate) mod admission;
 pub(crate) mod h2;
-mod h2c;
 mod proxy;
 
 use crate::client::request;
@@ -195,7 +194,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 Err(ReadError::Io) => return CloseReason::RemClose,
             }
         };
-        if !served && sh.params.has(Feature::http2) && h2c::wants_upgrade(c, &head) {
+        if !served && sh.params.has(Feature::http2) && h2::wants_upgrade(c, &head) {
             return Box::pin(h2::upgrade(sh, c, head, log)).await;
         }
         if !read {
