@@ -136,6 +136,36 @@ impl<'a> Conn<'a> {
         }
     }
 
+    /// Sends on what was written (an HTTP/2 stream opens its request),
+    /// under the between-bytes timeout.
+    pub async fn flush(&mut self, t: &Timeouts) -> Result<(), FetchError> {
+        let limit = t.between_bytes;
+        let stream = self.stream()?;
+        match tokio::time::timeout(limit, stream.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(FetchError::WriteFailed(e.to_string())),
+            Err(_) => Err(FetchError::WriteFailed("timeout".into())),
+        }
+    }
+
+    /// See [`crate::BackendStream::duplex`]: the rest of the request body
+    /// goes from `body` on its own, each piece awaited at most `idle`.
+    pub fn duplex(
+        &mut self,
+        body: ::h2::RecvStream,
+        idle: std::time::Duration,
+    ) -> Result<(), ::h2::RecvStream> {
+        match self.stream.as_mut() {
+            Some(stream) => stream.duplex(body, idle),
+            None => Err(body),
+        }
+    }
+
+    /// Whether the connection is a stream of an HTTP/2 connection.
+    pub fn multiplexed(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.multiplexed())
+    }
+
     /// Writes a request head and an in-memory body.
     pub async fn write_request(
         &mut self,

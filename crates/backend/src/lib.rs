@@ -46,6 +46,14 @@ pub trait BackendStream:
     fn multiplexed(&self) -> bool {
         false
     }
+    /// Hands the rest of the request body to the connection to send on
+    /// its own (from the client's HTTP/2 stream), so that the response
+    /// can be read while the body still comes: gRPC's bidirectional
+    /// streaming. Only an HTTP/2 stream whose request head is sent and
+    /// whose body has begun can; any other gives the body back.
+    fn duplex(&mut self, body: ::h2::RecvStream, _idle: Duration) -> Result<(), ::h2::RecvStream> {
+        Err(body)
+    }
 }
 
 impl BackendStream for TcpStream {

@@ -14,6 +14,7 @@
 //! before any response byte, so the exchange retries it on a new
 //! connection as it retries a reused HTTP/1 connection found closed.
 
+mod duplex;
 mod stream;
 
 pub use stream::H2Stream;

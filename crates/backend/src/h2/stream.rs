@@ -74,6 +74,9 @@ struct Exchange {
     head_request: bool,
     /// The request asked to close the connection after it.
     close: bool,
+    /// The task that sends the rest of the request body on its own
+    /// (ended with the exchange).
+    pump: Option<super::duplex::Pump>,
 }
 
 /// How the request body is framed in the bytes written.
@@ -414,6 +417,7 @@ fn request(wbuf: &mut BytesMut, secure: bool) -> io::Result<Option<(http::Reques
             chunked: false,
             head_request,
             close,
+            pump: None,
         },
     )))
 }
@@ -578,6 +582,21 @@ impl crate::BackendStream for H2Stream {
 
     fn multiplexed(&self) -> bool {
         true
+    }
+
+    fn duplex(&mut self, body: RecvStream, idle: std::time::Duration) -> Result<(), RecvStream> {
+        let State::Open(ex) = &mut self.state else {
+            return Err(body);
+        };
+        if ex.pending.is_some() || !self.wbuf.is_empty() || !matches!(ex.body, Body::Chunked(_)) {
+            return Err(body);
+        }
+        let Some(out) = ex.out.take() else {
+            return Err(body);
+        };
+        ex.body = Body::Empty;
+        ex.pump = Some(super::duplex::Pump::start(body, out, idle));
+        Ok(())
     }
 }
 

@@ -242,3 +242,47 @@ fn trailers_of_a_passed_body_reach_the_client() {
         assert_eq!(trailers["grpc-status"], "0");
     });
 }
+
+#[test]
+fn a_passed_http2_body_streams_beside_its_response() {
+    let origin = H2Origin::start();
+    let lq = front(&origin, "", "sub vcl_recv { return (pass); }\n");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(lq.addr).await.unwrap();
+        let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("http://test/duplex")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (resp, mut body) = send.send_request(req, false).unwrap();
+        body.send_data(bytes::Bytes::from_static(b"one"), false)
+            .unwrap();
+        // The response begins while the request is still open, and each
+        // piece comes back before the next is sent.
+        let five = Duration::from_secs(5);
+        let resp = tokio::time::timeout(five, resp)
+            .await
+            .expect("a head before the request ended");
+        let mut recv = resp.unwrap().into_body();
+        let got = tokio::time::timeout(five, recv.data()).await.unwrap();
+        assert_eq!(&got.unwrap().unwrap()[..], b"echo:one");
+        body.send_data(bytes::Bytes::from_static(b"two"), true)
+            .unwrap();
+        let got = tokio::time::timeout(five, recv.data()).await.unwrap();
+        assert_eq!(&got.unwrap().unwrap()[..], b"echo:two");
+        let end = tokio::time::timeout(five, recv.data()).await.unwrap();
+        assert!(end.is_none(), "{end:?}");
+        let trailers = recv.trailers().await.unwrap().expect("trailers");
+        assert_eq!(trailers["grpc-status"], "0");
+    });
+}

@@ -44,6 +44,8 @@ impl H2Origin {
     /// - `/refuse-once`: REFUSED_STREAM the first time;
     /// - `/goaway`: answers, and sends GOAWAY on its connection;
     /// - `/health`: 200, or 500 once [`H2Origin::set_sick`];
+    /// - `/duplex`: a head at once, then each piece of the request body
+    ///   echoed as it comes, then trailers;
     /// - anything else: `h2 <path>` with a Content-Length.
     pub fn start() -> H2Origin {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -117,6 +119,24 @@ async fn stream(
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let (parts, mut recv) = req.into_parts();
+    if parts.uri.path() == "/duplex" {
+        // Answers before the request has ended, echoing each piece of
+        // its body as it comes, then trailers (as a gRPC server streams).
+        let head = http::Response::builder().status(200).body(()).unwrap();
+        if let Ok(mut send) = respond.send_response(head, false) {
+            while let Some(Ok(d)) = recv.data().await {
+                let _ = recv.flow_control().release_capacity(d.len());
+                let mut echo = b"echo:".to_vec();
+                echo.extend_from_slice(&d);
+                let _ = send.send_data(Bytes::from(echo), false);
+            }
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+            let _ = send.send_trailers(trailers);
+        }
+        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
     let mut body = Vec::new();
     while let Some(Ok(d)) = recv.data().await {
         let _ = recv.flow_control().release_capacity(d.len());

@@ -647,12 +647,16 @@ async fn send_with_body<'b>(
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
     let limit = Params::duration(sh.params.timeout_idle());
+    // An HTTP/2 stream's body may go on its own beside the response, when
+    // the backend speaks HTTP/2 too (gRPC streams both ways). Its framing
+    // is made here, so nothing is read ahead for it.
+    let duplex = c.rbuf.is_empty() && c.h2().is_some_and(|h2| h2.body_untouched());
     // A chunked body's first piece (and any body's that has begun to
     // arrive) is read before a backend connection is taken: chunk framing
     // broken from the start never reaches the backend, and a client slow
     // to start one holds no backend connection. (Otherwise the head goes
     // first, as varnishd sends it.)
-    let mut first = if !chunked && c.rbuf.is_empty() && !c.has_unread() {
+    let mut first = if duplex || (!chunked && c.rbuf.is_empty() && !c.has_unread()) {
         None
     } else {
         match req.body.next(c, limit).await {
@@ -670,6 +674,21 @@ async fn send_with_body<'b>(
     };
     if let Err(e) = conn.write_head(head, t).await {
         return Ok(Err(e));
+    }
+    if duplex && chunked && conn.multiplexed() {
+        if let Err(e) = conn.flush(t).await {
+            return Ok(Err(e));
+        }
+        if let Some(body) = c.h2().and_then(|h2| h2.take_body()) {
+            match conn.duplex(body, limit) {
+                Ok(()) => return Ok(read_head(sh, req, conn, t).await),
+                Err(body) => {
+                    if let Some(h2) = c.h2() {
+                        h2.restore_body(body);
+                    }
+                }
+            }
+        }
     }
     let mut frame = Vec::with_capacity(16);
     loop {
@@ -706,9 +725,19 @@ async fn send_with_body<'b>(
             return Ok(Err(e));
         }
     }
+    Ok(read_head(sh, req, conn, t).await)
+}
+
+/// Reads the response head of a request sent.
+async fn read_head<'b>(
+    sh: &Shared,
+    req: &Req,
+    mut conn: Conn<'b>,
+    t: &lacquer_backend::Timeouts,
+) -> Result<(Conn<'b>, ResponseHead), FetchError> {
     let limits = sh.response_limits();
     match conn.read_head(t, &limits, req.is_head(), None).await {
-        Ok(resp) => Ok(Ok((conn, resp))),
-        Err(e) => Ok(Err(e)),
+        Ok(resp) => Ok((conn, resp)),
+        Err(e) => Err(e),
     }
 }

@@ -21,7 +21,10 @@ const DATA_STEP: usize = 16 * 1024;
 pub(crate) struct H2Stream {
     respond: SendResponse<Bytes>,
     send: Option<SendStream<Bytes>>,
-    recv: RecvStream,
+    /// The request body's half (None once handed to a backend stream).
+    recv: Option<RecvStream>,
+    /// Some of the request body has been read.
+    body_read: bool,
     /// The request body is delimited by chunks made here (it came
     /// without a Content-Length).
     chunk_body: bool,
@@ -54,7 +57,8 @@ impl H2Stream {
         H2Stream {
             respond,
             send: None,
-            recv,
+            recv: Some(recv),
+            body_read: false,
             chunk_body,
             recv_done,
             is_head,
@@ -225,14 +229,37 @@ impl H2Stream {
         self.send_head(head, wire, &[body], &clock).await
     }
 
+    /// The request body's half, when none of the body has been read yet,
+    /// for a backend stream to send on its own (see
+    /// `lacquer_backend::Conn::duplex`); the steps then read no more of it.
+    pub fn take_body(&mut self) -> Option<RecvStream> {
+        if self.recv_done || self.body_read {
+            return None;
+        }
+        let recv = self.recv.take()?;
+        self.recv_done = true;
+        Some(recv)
+    }
+
+    /// Gives back what [`H2Stream::take_body`] took, unused.
+    pub fn restore_body(&mut self, recv: RecvStream) {
+        self.recv = Some(recv);
+        self.recv_done = false;
+    }
+
+    /// Whether a request body comes, none of it read yet.
+    pub fn body_untouched(&self) -> bool {
+        !self.recv_done && !self.body_read
+    }
+
     /// Reads the next DATA frame of the request body into `rbuf`, framed
     /// as the steps expect; `Ok(0)` at its end.
     pub async fn read_into(&mut self, rbuf: &mut BytesMut, limit: Duration) -> Result<usize, ()> {
         loop {
-            if self.recv_done {
+            let Some(recv) = self.recv.as_mut().filter(|_| !self.recv_done) else {
                 return Ok(0);
-            }
-            let next = tokio::time::timeout(limit, self.recv.data())
+            };
+            let next = tokio::time::timeout(limit, recv.data())
                 .await
                 .map_err(drop)?;
             let data = match next {
@@ -240,8 +267,10 @@ impl H2Stream {
                 Some(Err(_)) => return Err(()),
                 None => return self.end_of_body(rbuf),
             };
-            let _ = self.recv.flow_control().release_capacity(data.len());
+            let _ = recv.flow_control().release_capacity(data.len());
+            let ended = recv.is_end_stream();
             let n = data.len();
+            self.body_read = true;
             if n > 0 {
                 if self.chunk_body {
                     let mut line = Vec::with_capacity(16);
@@ -253,11 +282,7 @@ impl H2Stream {
                     rbuf.extend_from_slice(&data);
                 }
             }
-            let ended = if self.recv.is_end_stream() {
-                self.end_of_body(rbuf)?
-            } else {
-                0
-            };
+            let ended = if ended { self.end_of_body(rbuf)? } else { 0 };
             if n + ended > 0 {
                 return Ok(n + ended);
             }
