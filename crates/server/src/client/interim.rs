@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 /// Whether this request's client may be sent interim responses.
 pub(crate) fn wanted(c: &Client, req: &Req) -> bool {
-    req.head.version == Version::Http11 && !c.is_fragment()
+    matches!(req.head.version, Version::Http11 | Version::Http2) && !c.is_fragment()
 }
 
 /// The wire form of interim response heads.
@@ -43,6 +43,18 @@ pub(crate) async fn send(c: &mut Client, sh: &Shared, heads: &[ResponseHead]) ->
         return true;
     }
     let idle = Params::duration(sh.params.idle_send_timeout());
+    if c.h2().is_some() {
+        // A HEADERS frame each.
+        for head in heads {
+            if c.write_small(&wire(std::slice::from_ref(head)), idle)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+        return true;
+    }
     c.write_small(&wire(heads), idle).await.is_ok()
 }
 
