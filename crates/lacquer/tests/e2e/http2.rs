@@ -1,9 +1,10 @@
 //! HTTP/2 to clients end to end, by prior knowledge on a plain listener:
 //! streams through the same steps as HTTP/1 (hits, misses, bodies, HEAD,
-//! pipe turned into pass), and the attacks played against it — rapid
-//! reset, PING and CONTINUATION floods, a window that never opens, a
-//! header list past `http_req_size` — each ending only its own stream or
-//! connection.
+//! pipe turned into pass, `Upgrade: h2c`, a reset stream's fetch given
+//! up), and the attacks played against it — rapid reset, MadeYouReset,
+//! PING, SETTINGS, empty DATA and CONTINUATION floods, a window that
+//! never opens, a header list past `http_req_size`, an HPACK bomb — each
+//! ending only its own stream or connection.
 
 use crate::harness::{eventually, Lacquer};
 use crate::origin::{Origin, Reply};
@@ -183,6 +184,15 @@ fn streams_go_through_the_same_steps_as_http1() {
 /// A raw HTTP/2 client: the preface and frames written by hand.
 struct Raw(TcpStream);
 
+/// One frame's bytes.
+fn frame(kind: u8, flags: u8, id: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
 impl Raw {
     fn open(addr: SocketAddr) -> Raw {
         let mut tcp = TcpStream::connect(addr).unwrap();
@@ -194,12 +204,8 @@ impl Raw {
     }
 
     fn frame(&mut self, kind: u8, flags: u8, id: u32, payload: &[u8]) {
-        let len = payload.len();
-        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-        f.extend_from_slice(&id.to_be_bytes());
-        f.extend_from_slice(payload);
         // The server may have closed already: later writes may fail.
-        let _ = self.0.write_all(&f);
+        let _ = self.0.write_all(&frame(kind, flags, id, payload));
     }
 
     /// A GET's header block for `/` in HPACK: static-table entries
@@ -483,4 +489,85 @@ fn a_reset_stream_gives_up_the_fetch_nobody_else_waits_for() {
     assert_eq!(other.join().unwrap(), "slow /shared");
     assert_eq!(lq.counter("MAIN.fetch_failed"), 1);
     assert_eq!(origin.count("/shared"), 1);
+}
+
+#[test]
+fn empty_data_floods_get_goaway_enhance_your_calm() {
+    let (_origin, lq) = setup(&[]);
+    let mut raw = Raw::open(lq.addr);
+    // A POST whose body never comes, only empty DATA frames.
+    let mut block = vec![0x83, 0x86, 0x84, 0x41, 0x0c];
+    block.extend_from_slice(b"lacquer.test");
+    let mut all = frame(1, 0x4, 1, &block);
+    for _ in 0..400 {
+        all.extend(frame(0, 0, 1, &[]));
+    }
+    let _ = raw.0.write_all(&all);
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    assert!(eventually(Duration::from_secs(5), || {
+        lq.counter("MAIN.sc_calm") == 1
+    }));
+}
+
+#[test]
+fn streams_the_server_must_reset_are_bounded_too() {
+    // MadeYouReset: frames that are each a stream error, so that the
+    // server resets the streams the client opened: a POST announcing one
+    // byte of body and sending five (a malformed request, RFC 9113 8.1.1).
+    let (origin, lq) = setup(&["-p", "h2_rapid_reset_limit=10"]);
+    let mut raw = Raw::open(lq.addr);
+    let mut block = vec![0x83, 0x86, 0x84, 0x41, 0x0c];
+    block.extend_from_slice(b"lacquer.test");
+    block.extend_from_slice(&[0x0f, 0x0d, 0x01, b'1']);
+    let mut all = Vec::new();
+    for i in 0..40u32 {
+        let id = 2 * i + 1;
+        all.extend(frame(1, 0x4, id, &block));
+        all.extend(frame(0, 0x1, id, b"12345"));
+    }
+    let _ = raw.0.write_all(&all);
+    assert_eq!(raw.goaway(), Some(ENHANCE_YOUR_CALM));
+    assert!(
+        origin.count("/") <= 10,
+        "{} reached the backend",
+        origin.count("/")
+    );
+    runtime().block_on(async {
+        let mut send = connect(lq.addr, None).await;
+        assert_eq!(fetch(&mut send, "GET", "/after", None).await.0, 200);
+    });
+}
+
+#[test]
+fn an_hpack_bomb_is_refused_without_its_cost() {
+    // One 4000-byte field put in the decoder's table, then named again
+    // by a single byte 3000 times: 12 MB of fields from 7 KB.
+    let (origin, mut lq) = setup(&[]);
+    let mut raw = Raw::open(lq.addr);
+    let mut block = Raw::get_block();
+    block.extend_from_slice(&[0x40, 6]);
+    block.extend_from_slice(b"x-bomb");
+    block.extend_from_slice(&[0x7f, 0xa1, 0x1e]);
+    block.extend(std::iter::repeat_n(b'b', 4000));
+    block.extend(std::iter::repeat_n(0xbe, 3000));
+    raw.frame(1, 0x5, 1, &block);
+    // The stream is refused (a 431, or a reset), or the connection ends.
+    let mut refused = false;
+    while let Ok((kind, _, id, payload)) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| raw.read_frame()))
+    {
+        match (kind, id) {
+            (3, 1) | (7, _) => refused = true,
+            (1, 1) => refused = payload.first() != Some(&0x88),
+            _ => continue,
+        }
+        break;
+    }
+    assert!(refused, "the bomb was served");
+    assert_eq!(origin.count("/"), 0, "nothing reached the backend");
+    assert!(lq.alive());
+    runtime().block_on(async {
+        let mut send = connect(lq.addr, None).await;
+        assert_eq!(fetch(&mut send, "GET", "/after", None).await.0, 200);
+    });
 }
