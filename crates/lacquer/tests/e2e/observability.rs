@@ -364,11 +364,17 @@ fn ncsa_runs_as_a_service_writing_a_file() {
         ],
     );
     assert!(started.status.success(), "{started:?}");
-    let pid = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .to_string();
-    assert!(pid.parse::<u32>().is_ok(), "{pid}");
+    // The daemon writes its pid once it runs, after the parent returned.
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert!(eventually(Duration::from_secs(10), || read_pid()
+        .parse::<u32>()
+        .is_ok()));
+    let pid = read_pid();
     let mut c = lq.connect();
     assert!(eventually(Duration::from_secs(10), || {
         assert_eq!(c.get("/logged", &[]).status, 200);
