@@ -497,3 +497,16 @@ fn hash_ignore_busy_fetches_alongside_instead_of_waiting() {
         Lookup::Hit(_)
     ));
 }
+
+/// What every cached object costs before its bytes: the object itself
+/// (544 bytes today, its body's state inline) and an index head. Memory
+/// per object is what a cache's capacity is made of (bench/objects.sh):
+/// a change that grows these fails here, and one that shrinks them
+/// lowers the bound.
+#[test]
+fn an_objects_bookkeeping_does_not_grow() {
+    let object = std::mem::size_of::<crate::object::Object>();
+    let head = std::mem::size_of::<crate::Head>();
+    assert!(object <= 544, "an object is {object} bytes");
+    assert!(head <= 56, "an index head is {head} bytes");
+}
