@@ -140,7 +140,7 @@ impl Wants {
         let grace = obj.timers().grace;
         let mut usable = self.grace.map_or(grace, |g| g.min(grace));
         if let Some(max_stale) = self.max_stale {
-            if max_stale > usable && !ttl::forbids_stale(obj.headers()) {
+            if max_stale > usable && !ttl::forbids_stale(&obj.headers()) {
                 usable = max_stale;
             }
         }
@@ -749,7 +749,7 @@ impl FetchSlot {
         }
         if obj.kind() == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
-            let tags = tags::tags_of(obj.headers());
+            let tags = tags::tags_of(&obj.headers());
             if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
                 let tags = obj.tags.get().expect("just set");
                 cache.tags.add(obj, tags);

@@ -165,10 +165,10 @@ pub struct Object {
     kind: ObjKind,
     status: u16,
     /// Status line and stored headers, each line ending in CRLF, without
-    /// the blank line that ends a head.
+    /// the blank line that ends a head. The header list is read from it
+    /// when asked for ([`Object::headers`], [`Object::header`]) rather
+    /// than kept beside it: 64 bytes a field per object otherwise.
     head: Bytes,
-    /// The stored headers, parsed (for VCL, conditionals, Vary).
-    headers: Headers,
     body: Body,
     vary: Option<VarySpec>,
     etag: Option<Bytes>,
@@ -215,7 +215,10 @@ pub struct ObjectInit {
     pub xid: u64,
     pub kind: ObjKind,
     pub status: u16,
+    /// The status line and the fields; when it holds no field, the
+    /// fields of `headers` are written into it.
     pub head: Bytes,
+    /// The fields, as the head holds them.
     pub headers: Headers,
     pub body: Body,
     pub vary: Option<VarySpec>,
@@ -226,7 +229,29 @@ pub struct ObjectInit {
 pub const OBJECT_OVERHEAD: u64 = 320;
 
 impl Object {
-    pub fn new(init: ObjectInit) -> Self {
+    pub fn new(mut init: ObjectInit) -> Self {
+        // The head is what the object keeps: fields given without one
+        // (markers, tests) are written into it after its status line.
+        let status_line = init
+            .head
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(init.head.len(), |p| p + 2);
+        if !init.headers.is_empty() && init.head.len() <= status_line {
+            let mut head = init.head.to_vec();
+            if head.is_empty() {
+                head.extend_from_slice(
+                    format!(
+                        "HTTP/1.1 {} {}\r\n",
+                        init.status,
+                        lacquer_http::reason_phrase(init.status)
+                    )
+                    .as_bytes(),
+                );
+            }
+            init.headers.write_to(&mut head);
+            init.head = Bytes::from(head);
+        }
         let etag = init.headers.get("etag").cloned();
         let last_modified = init
             .headers
@@ -242,7 +267,6 @@ impl Object {
             kind: init.kind,
             status: init.status,
             head: init.head,
-            headers: init.headers,
             body: init.body,
             vary: init.vary,
             etag,
@@ -295,10 +319,51 @@ impl Object {
         &self.head
     }
 
-    /// The stored headers, parsed.
-    #[inline]
-    pub fn headers(&self) -> &Headers {
-        &self.headers
+    /// The stored headers, read from the head (each value shares the
+    /// head's buffer).
+    pub fn headers(&self) -> Headers {
+        let mut out = Headers::with_capacity(8);
+        for (name, value) in self.fields() {
+            out.push_raw(lacquer_http::headers::Header {
+                name: self.head.slice_ref(name),
+                value: self.head.slice_ref(value),
+            });
+        }
+        out
+    }
+
+    /// A stored header's first value.
+    pub fn header(&self, name: &str) -> Option<Bytes> {
+        self.fields()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| self.head.slice_ref(v))
+    }
+
+    /// Whether a stored header is there.
+    pub fn has_header(&self, name: &str) -> bool {
+        self.fields()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+    }
+
+    /// The stored fields, name and value, as the head holds them (after
+    /// the status line, `Name: value` lines ending in CRLF, written by the
+    /// fetch).
+    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let head = &self.head[..];
+        let start = head
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(head.len(), |p| p + 2);
+        head[start..].split(|&b| b == b'\n').filter_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let colon = line.iter().position(|&b| b == b':')?;
+            let value = &line[colon + 1..];
+            let skip = value
+                .iter()
+                .take_while(|&&b| b == b' ' || b == b'\t')
+                .count();
+            Some((&line[..colon], &value[skip..]))
+        })
     }
 
     #[inline]
@@ -345,7 +410,7 @@ impl Object {
         self.kind == ObjKind::Normal
             && self.status == 200
             && self.body.chunks().is_some()
-            && (self.headers.contains("etag") || self.strong_last_modified().is_some())
+            && (self.etag.is_some() || self.strong_last_modified().is_some())
     }
 
     /// The `Last-Modified` field when it is a strong validator (RFC 9110
@@ -353,15 +418,14 @@ impl Object {
     /// it was fetched when the origin sent none). One equal to `Date`
     /// cannot tell two changes within that second apart, so it is never
     /// sent back as `If-Modified-Since`.
-    pub fn strong_last_modified(&self) -> Option<&Bytes> {
+    pub fn strong_last_modified(&self) -> Option<Bytes> {
         let lm = self.last_modified?;
         let date = self
-            .headers
-            .get("date")
-            .and_then(|d| lacquer_core::time::parse_http_date(d))
+            .header("date")
+            .and_then(|d| lacquer_core::time::parse_http_date(&d))
             .unwrap_or_else(|| self.t_origin.get());
         if lm <= date - 1.0 {
-            self.headers.get("last-modified")
+            self.header("last-modified")
         } else {
             None
         }

@@ -159,6 +159,7 @@ impl BanSpec {
 impl Test {
     fn holds(&self, obj: &Object, req: Option<BanReq<'_>>, ban_time: f64) -> bool {
         let status;
+        let field;
         let value: Option<&[u8]> = match &self.field {
             Field::ReqUrl => match req {
                 Some(r) => Some(r.url),
@@ -172,7 +173,10 @@ impl Test {
                 status = obj.status().to_string();
                 Some(status.as_bytes())
             }
-            Field::ObjHttp(name) => obj.headers().get(name).map(|v| &v[..]),
+            Field::ObjHttp(name) => {
+                field = obj.header(name);
+                field.as_deref()
+            }
             Field::ObjTtl | Field::ObjAge | Field::ObjGrace | Field::ObjKeep => {
                 let t = obj.timers();
                 let v = match self.field {

@@ -148,28 +148,26 @@ fn etag_matches(list: &[u8], etag: &[u8], weak: bool) -> bool {
 }
 
 /// The validators a response goes out with.
-pub(crate) struct Validators<'a> {
-    pub etag: Option<&'a Bytes>,
+pub(crate) struct Validators {
+    pub etag: Option<Bytes>,
     pub last_modified: Option<f64>,
 }
 
-impl<'a> Validators<'a> {
+impl Validators {
     /// The object's, or, once vcl_deliver has run, the response's as VCL
     /// left them (a `Last-Modified` it rewrote is the one compared).
     /// Without a `Last-Modified`, the time the object was fetched stands
     /// for it, as in Varnish.
-    pub fn of(obj: &'a Object, resp: Option<&'a Resp>) -> Self {
+    pub fn of(obj: &Object, resp: Option<&Resp>) -> Self {
         let (etag, last_modified) = match resp {
             Some(r) => (
                 r.get(Some(obj), "etag"),
                 r.get(Some(obj), "last-modified")
-                    .map(|v| lacquer_core::time::parse_http_date(v)),
+                    .map(|v| lacquer_core::time::parse_http_date(&v)),
             ),
             None => (
-                obj.etag(),
-                obj.headers()
-                    .contains("last-modified")
-                    .then(|| obj.last_modified()),
+                obj.etag().cloned(),
+                obj.has_header("last-modified").then(|| obj.last_modified()),
             ),
         };
         Validators {
@@ -185,9 +183,9 @@ impl<'a> Validators<'a> {
 /// Whether a conditional GET/HEAD is answered 304 given the response's
 /// validators, which are looked up only for a request that has a
 /// condition (most have none).
-pub(crate) fn not_modified<'a>(
+pub(crate) fn not_modified(
     req: &Headers,
-    validators: impl FnOnce() -> Validators<'a>,
+    validators: impl FnOnce() -> Validators,
     now: f64,
 ) -> bool {
     let inm = req.get("if-none-match");
@@ -201,7 +199,7 @@ pub(crate) fn not_modified<'a>(
         // them (as in Varnish); otherwise weak comparison.
         let weak = !req.contains("range");
         return match v.etag {
-            Some(etag) => etag_matches(inm, etag, weak),
+            Some(etag) => etag_matches(inm, &etag, weak),
             None => trim(inm) == b"*",
         };
     }
@@ -414,7 +412,7 @@ pub(crate) async fn object(
     }
     // An object fetched with HEAD kept its announced length: a HEAD hears
     // it; anything else gets the (empty) body it has.
-    let head_fetched = known == Some(0) && obj.headers().contains("content-length");
+    let head_fetched = known == Some(0) && obj.has_header("content-length");
     if head_fetched && !is_head {
         remove_header_line(&mut c.wbuf, b"content-length");
     }

@@ -400,7 +400,7 @@ async fn stream_response(
         !c.is_fragment() && status == 200 && (is_head || req.head.method_is("GET")) && {
             let h = &amended.headers;
             let validators = || deliver::Validators {
-                etag: h.get("etag"),
+                etag: h.get("etag").cloned(),
                 last_modified: match h.get("last-modified") {
                     Some(v) => lacquer_core::time::parse_http_date(v),
                     None => Some(now.floor()),

@@ -89,11 +89,11 @@ pub(crate) fn spawn(
     if let Some(stale) = slot.stale().filter(|s| s.can_revalidate()) {
         // Revalidate what is stored rather than fetch it whole (VCL may
         // still take these away in vcl_backend_fetch).
-        if let Some(etag) = stale.headers().get("etag") {
-            headers.set("If-None-Match", etag.clone());
+        if let Some(etag) = stale.header("etag") {
+            headers.set("If-None-Match", etag);
         }
         if let Some(lm) = stale.strong_last_modified() {
-            headers.set("If-Modified-Since", lm.clone());
+            headers.set("If-Modified-Since", lm);
         }
     }
     let reason = if kind.bgfetch { "bgfetch" } else { "fetch" };
@@ -419,7 +419,7 @@ impl FetchMode for CacheFetch<'_> {
 /// (`stale-if-error`, RFC 5861).
 fn usable_on_error(stale: &Object) -> bool {
     let now = lacquer_core::time::now();
-    lacquer_cache::ttl::stale_if_error(stale.headers(), &stale.timers(), now)
+    lacquer_cache::ttl::stale_if_error(&stale.headers(), &stale.timers(), now)
 }
 
 /// Hands the stale object to the requests waiting on a failed fetch, and

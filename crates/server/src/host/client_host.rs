@@ -380,7 +380,14 @@ impl Host for ClientHost<'_> {
         match self.header_ref(kind, name) {
             Lent::Absent => None,
             Lent::Value(v) => Some(v.clone()),
-            Lent::Owned => self.delivery_header(name),
+            // The stored object's fields are read from its head.
+            Lent::Owned if kind == HttpKind::Obj => self.obj.and_then(|o| o.header(name)),
+            Lent::Owned => match self.resp.as_deref() {
+                Some(resp) if resp.own_delivery_headers || !Self::is_delivery_header(name) => {
+                    resp.get(self.obj, name)
+                }
+                _ => self.delivery_header(name),
+            },
         }
     }
 
@@ -388,7 +395,8 @@ impl Host for ClientHost<'_> {
         match kind {
             HttpKind::ReqTop if self.req.include.is_some() => lend(top(self.req).headers.get(name)),
             HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
-            HttpKind::Obj => lend(self.obj.and_then(|o| o.headers().get(name))),
+            HttpKind::Obj if self.obj.is_some() => Lent::Owned,
+            HttpKind::Obj => Lent::Absent,
             HttpKind::ObjStale => Lent::Absent,
             HttpKind::Resp => {
                 let Some(resp) = self.resp.as_deref() else {
@@ -397,7 +405,12 @@ impl Host for ClientHost<'_> {
                 if !resp.own_delivery_headers && Self::is_delivery_header(name) {
                     return Lent::Owned;
                 }
-                lend(resp.get(self.obj, name))
+                match resp.get_lent(name) {
+                    Some(own) => lend(own),
+                    // Unedited: the stored object's, read when asked.
+                    None if self.obj.is_some() => Lent::Owned,
+                    None => Lent::Absent,
+                }
             }
             HttpKind::Bereq | HttpKind::Beresp => Lent::Absent,
         }

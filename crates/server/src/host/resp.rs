@@ -49,7 +49,7 @@ impl Resp {
     /// An object's response with `fields` added: those kept out of the
     /// stored object for the client whose request fetched it.
     pub fn with_fields(obj: &Object, fields: Headers) -> Resp {
-        let mut headers = obj.headers().clone();
+        let mut headers = obj.headers();
         for h in fields.iter() {
             headers.append(h.name.clone(), h.value.clone());
         }
@@ -90,14 +90,21 @@ impl Resp {
     }
 
     /// A header's first value.
-    pub fn get<'a>(&'a self, obj: Option<&'a Object>, name: &str) -> Option<&'a Bytes> {
+    pub fn get(&self, obj: Option<&Object>, name: &str) -> Option<Bytes> {
+        match self.get_lent(name) {
+            Some(own) => own.cloned(),
+            None => obj.and_then(|o| o.header(name)),
+        }
+    }
+
+    /// A header's first value when the response itself decides it (its
+    /// own header list, or an edit): None when it is the stored
+    /// object's.
+    pub fn get_lent(&self, name: &str) -> Option<Option<&Bytes>> {
         if let Some(h) = &self.headers {
-            return h.get(name);
+            return Some(h.get(name));
         }
-        match self.edit(name) {
-            Some(edited) => edited.as_ref(),
-            None => obj.and_then(|o| o.headers().get(name)),
-        }
+        self.edit(name).map(|edited| edited.as_ref())
     }
 
     /// Whether the response carries Accept-Ranges: the object's recorded
@@ -153,7 +160,7 @@ impl Resp {
         self.changed = true;
         if self.headers.is_none() {
             let mut out = Vec::new();
-            let base = obj.map(|o| o.headers().clone()).unwrap_or_default();
+            let base = obj.map(|o| o.headers()).unwrap_or_default();
             self.write_edited(&base, &mut out);
             let mut headers = Headers::new();
             for line in out.split(|&b| b == b'\n') {
@@ -201,7 +208,7 @@ impl Resp {
         }
         match &self.headers {
             Some(h) => h.write_to(out),
-            None => self.write_edited(obj.headers(), out),
+            None => self.write_edited(&obj.headers(), out),
         }
     }
 
@@ -368,7 +375,7 @@ mod tests {
             "HTTP/1.1 200 Fine\r\nX-Dup: new\r\nContent-Type: text/html\r\nX-Cache: HIT\r\n"
         );
         // The same changes on a copy of the headers give the same head.
-        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers().clone());
+        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers());
         copy.set("x-dup", Some(Bytes::from_static(b"new")));
         copy.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         copy.set("server", None);
