@@ -31,6 +31,25 @@ pub struct Session<'w> {
     pub stopping: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
+/// A command as the trace shows it before running it: its words, quoted
+/// where they hold a space or nothing, a block as `{`.
+pub(crate) fn echo(cmd: &Command) -> String {
+    let line: Vec<String> = cmd
+        .words
+        .iter()
+        .map(|w| {
+            if w.block {
+                "{".to_string()
+            } else if w.text.contains(' ') || w.text.is_empty() {
+                format!("\"{}\"", w.text)
+            } else {
+                w.text.clone()
+            }
+        })
+        .collect();
+    line.join(" ")
+}
+
 fn words(cmd: &Command) -> Vec<&str> {
     cmd.words.iter().map(|w| w.text.as_str()).collect()
 }
@@ -50,20 +69,7 @@ impl Session<'_> {
             // A loop's block holds commands, expanded as each runs.
             let blocks = cmd.words.first().is_none_or(|w| w.text != "loop");
             let cmd = &cmd.expand_with(&self.world.macros, blocks)?;
-            let line: Vec<String> = cmd
-                .words
-                .iter()
-                .map(|w| {
-                    if w.block {
-                        "{".to_string()
-                    } else if w.text.contains(' ') || w.text.is_empty() {
-                        format!("\"{}\"", w.text)
-                    } else {
-                        w.text.clone()
-                    }
-                })
-                .collect();
-            log(2, &self.actor, &format!("=== {}", line.join(" ")));
+            log(2, &self.actor, &format!("=== {}", echo(cmd)));
             self.step(conn, cmd)?;
         }
         Ok(())

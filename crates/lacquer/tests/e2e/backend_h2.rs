@@ -195,6 +195,35 @@ fn a_lacquer_in_front_of_another_over_h2c() {
         == 1));
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An HTTP/2 client by prior knowledge, its connection driven on the
+/// runtime.
+async fn h2_client(addr: std::net::SocketAddr) -> h2::client::SendRequest<bytes::Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+/// A POST as a gRPC client makes it.
+fn grpc_request(path: &str) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://test{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
 #[test]
 fn trailers_of_a_passed_body_reach_the_client() {
     let origin = H2Origin::start();
@@ -214,23 +243,9 @@ fn trailers_of_a_passed_body_reach_the_client() {
 
     // HTTP/2: a HEADERS frame that ends the stream (how gRPC's status
     // travels).
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(lq.addr).await.unwrap();
-        let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = http::Request::builder()
-            .method("POST")
-            .uri("http://test/trailers")
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
+    runtime().block_on(async {
+        let mut send = h2_client(lq.addr).await;
+        let req = grpc_request("/trailers");
         let (resp, _) = send.send_request(req, true).unwrap();
         let mut recv = resp.await.unwrap().into_body();
         let mut body = Vec::new();
@@ -247,23 +262,9 @@ fn trailers_of_a_passed_body_reach_the_client() {
 fn a_passed_http2_body_streams_beside_its_response() {
     let origin = H2Origin::start();
     let lq = front(&origin, "", "sub vcl_recv { return (pass); }\n");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(lq.addr).await.unwrap();
-        let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = http::Request::builder()
-            .method("POST")
-            .uri("http://test/duplex")
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
+    runtime().block_on(async {
+        let mut send = h2_client(lq.addr).await;
+        let req = grpc_request("/duplex");
         let (resp, mut body) = send.send_request(req, false).unwrap();
         body.send_data(bytes::Bytes::from_static(b"one"), false)
             .unwrap();

@@ -34,20 +34,11 @@ impl StreamCtx {
         for cmd in cmds {
             let blocks = cmd.words.first().is_none_or(|w| w.text != "loop");
             let cmd = cmd.expand_with(&self.world.macros, blocks)?;
-            let line: Vec<String> = cmd
-                .words
-                .iter()
-                .map(|w| {
-                    if w.block {
-                        "{".to_string()
-                    } else if w.text.contains(' ') || w.text.is_empty() {
-                        format!("\"{}\"", w.text)
-                    } else {
-                        w.text.clone()
-                    }
-                })
-                .collect();
-            log(2, &self.actor, &format!("=== {}", line.join(" ")));
+            log(
+                2,
+                &self.actor,
+                &format!("=== {}", crate::session::echo(&cmd)),
+            );
             self.step(&cmd)?;
         }
         Ok(())
