@@ -205,15 +205,7 @@ impl H2 {
 
     /// Writes one frame.
     pub fn send(&self, who: &str, id: u32, kind: u8, flags: u8, payload: &[u8]) -> Step {
-        log(
-            3,
-            who,
-            &format!(
-                "tx: stream: {id}, type: {} ({kind}), flags: 0x{flags:02x}, size: {}",
-                frame::type_name(kind),
-                payload.len()
-            ),
-        );
+        log_tx(who, id, kind, flags, payload.len());
         if kind == frame::DATA {
             let mut st = self.state();
             let n = payload.len() as i64;
@@ -238,15 +230,7 @@ impl H2 {
     ) -> Step {
         let mut w = lock(&self.writer);
         let payload = build(&mut self.state())?;
-        log(
-            3,
-            who,
-            &format!(
-                "tx: stream: {id}, type: {} ({kind}), flags: 0x{flags:02x}, size: {}",
-                frame::type_name(kind),
-                payload.len()
-            ),
-        );
+        log_tx(who, id, kind, flags, payload.len());
         w.write_all(&frame::encode(kind, flags, id, &payload))
             .map_err(|e| Fail(format!("Write failed: {e}")))
     }
@@ -582,6 +566,18 @@ fn absorb(
         Meta::None => {}
     }
     Ok(())
+}
+
+/// The trace line of a frame sent.
+fn log_tx(who: &str, id: u32, kind: u8, flags: u8, len: usize) {
+    log(
+        3,
+        who,
+        &format!(
+            "tx: stream: {id}, type: {} ({kind}), flags: 0x{flags:02x}, size: {len}",
+            frame::type_name(kind)
+        ),
+    );
 }
 
 #[cfg(test)]

@@ -20,6 +20,13 @@ struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
+    /// The next word as an error code, by name or number.
+    fn error_code(&mut self) -> Step<u32> {
+        let v = self.value()?;
+        frame::parse_error(v)
+            .ok_or_else(|| Fail(format!("-err takes an integer as argument (found {v})")))
+    }
+
     fn next(&mut self) -> Option<&'a str> {
         self.i += 1;
         self.w.get(self.i).copied()
@@ -313,12 +320,7 @@ impl StreamCtx {
         let mut a = Args { w, i: 0 };
         while let Some(opt) = a.next() {
             match opt {
-                "-err" => {
-                    let v = a.value()?;
-                    err = frame::parse_error(v).ok_or_else(|| {
-                        Fail(format!("-err takes an integer as argument (found {v})"))
-                    })?;
-                }
+                "-err" => err = a.error_code()?,
                 other => fail!("Unknown txrst spec: {other}"),
             }
         }
@@ -430,12 +432,7 @@ impl StreamCtx {
         let mut a = Args { w, i: 0 };
         while let Some(opt) = a.next() {
             match opt {
-                "-err" => {
-                    let v = a.value()?;
-                    err = frame::parse_error(v).ok_or_else(|| {
-                        Fail(format!("-err takes an integer as argument (found {v})"))
-                    })?;
-                }
+                "-err" => err = a.error_code()?,
                 "-laststream" => last = a.num(31)?,
                 "-debug" => {
                     if debug.is_some() {
