@@ -4,7 +4,8 @@
 //! for the bytes it placed.
 
 use bytes::Bytes;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Notify;
 
 /// Why reading a body stopped early.
@@ -23,9 +24,23 @@ struct BodyState {
     taken: u64,
 }
 
-/// A body that may still be arriving.
+/// A body that may still be arriving. Once complete it is its chunks
+/// alone: the fill's state (lock, wake-ups, read-ahead accounting) lives
+/// apart and is let go when the fill ends, so a stored object does not
+/// carry it.
 #[derive(Debug)]
 pub struct Body {
+    /// The whole body, once complete.
+    done: OnceLock<Box<[Bytes]>>,
+    /// The fill's state while the body streams in (None once complete).
+    filling: Mutex<Option<Arc<Filling>>>,
+    /// The length announced before streaming (a backend Content-Length).
+    pub expected_len: Option<u64>,
+}
+
+/// What readers and the fill share while a body streams in.
+#[derive(Debug)]
+struct Filling {
     state: Mutex<BodyState>,
     notify: Notify,
     /// Wakes a fill waiting for readers to catch up.
@@ -33,19 +48,22 @@ pub struct Body {
     /// Chunks its reader is done with are dropped (an object only one
     /// request will ever read: a pass, a hit-for-miss), so that memory
     /// follows the read-ahead, not the body's size.
-    release_behind: std::sync::atomic::AtomicBool,
+    release_behind: AtomicBool,
     /// The reader needs the whole body: nothing is let go, whichever of
     /// this and `release_behind` is said first.
-    keep_whole: std::sync::atomic::AtomicBool,
-    done: OnceLock<Box<[Bytes]>>,
-    /// The length announced before streaming (a backend Content-Length).
-    pub expected_len: Option<u64>,
+    keep_whole: AtomicBool,
+}
+
+impl Filling {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BodyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Body {
     /// An empty body that will be filled by a fetch.
     pub fn streaming(expected_len: Option<u64>) -> Self {
-        Body {
+        let filling = Filling {
             state: Mutex::new(BodyState {
                 chunks: Vec::new(),
                 len: 0,
@@ -56,9 +74,12 @@ impl Body {
             }),
             notify: Notify::new(),
             taken: Notify::new(),
-            release_behind: std::sync::atomic::AtomicBool::new(false),
-            keep_whole: std::sync::atomic::AtomicBool::new(false),
+            release_behind: AtomicBool::new(false),
+            keep_whole: AtomicBool::new(false),
+        };
+        Body {
             done: OnceLock::new(),
+            filling: Mutex::new(Some(Arc::new(filling))),
             expected_len,
         }
     }
@@ -66,9 +87,21 @@ impl Body {
     /// A body that is complete from the start.
     pub fn complete(chunks: Vec<Bytes>) -> Self {
         let len = chunks.iter().map(|c| c.len() as u64).sum();
-        let body = Body::streaming(Some(len));
-        let _ = body.done.set(chunks.into_boxed_slice());
-        body
+        let done = OnceLock::new();
+        let _ = done.set(chunks.into_boxed_slice());
+        Body {
+            done,
+            filling: Mutex::new(None),
+            expected_len: Some(len),
+        }
+    }
+
+    /// The fill's state, while there is a fill.
+    fn filling(&self) -> Option<Arc<Filling>> {
+        self.filling
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Appends bytes; wakes every reader.
@@ -76,29 +109,43 @@ impl Body {
         if chunk.is_empty() {
             return;
         }
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = self.filling() else { return };
+        let mut st = f.lock();
+        if st.complete {
+            return;
+        }
         st.len += chunk.len() as u64;
         st.chunks.push(chunk);
         drop(st);
-        self.notify.notify_waiters();
+        f.notify.notify_waiters();
     }
 
-    /// Marks the body complete.
+    /// Marks the body complete, and lets the fill's state go.
     pub fn finish(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = self.filling() else { return };
+        let mut st = f.lock();
         st.complete = true;
         let chunks = std::mem::take(&mut st.chunks);
         let _ = self.done.set(chunks.into_boxed_slice());
         drop(st);
-        self.notify.notify_waiters();
+        // Readers that wait hold the state themselves; they wake, see the
+        // body done and let go of it too.
+        *self.filling.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        f.notify.notify_waiters();
+        f.taken.notify_waiters();
     }
 
     /// Marks the body failed: readers stop with an error.
     pub fn fail(&self) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(f) = self.filling() else { return };
+        let mut st = f.lock();
+        if st.complete {
+            return;
+        }
         st.failed = true;
         drop(st);
-        self.notify.notify_waiters();
+        f.notify.notify_waiters();
+        f.taken.notify_waiters();
     }
 
     /// The whole body, once complete.
@@ -117,21 +164,23 @@ impl Body {
 
     /// Whether the fetch filling this body failed.
     pub fn is_failed(&self) -> bool {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).failed
+        self.filling().is_some_and(|f| f.lock().failed)
     }
 
     /// Drops, from now on, the chunks a reader is done with: for a body
     /// that exactly one reader will read, once, from the start.
     pub fn release_behind_reader(&self) {
-        self.release_behind
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(f) = self.filling() {
+            f.release_behind.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Keeps every chunk after all: the reader needs the whole body at
     /// once (an ESI page, a gzip'd include spliced into its page).
     pub fn keep_whole(&self) {
-        self.keep_whole
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(f) = self.filling() {
+            f.keep_whole.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Waits until the furthest reader is no more than `ahead` bytes
@@ -139,13 +188,16 @@ impl Body {
     /// caller can see whether anyone still reads). True when there is
     /// room.
     pub async fn wait_taken(&self, ahead: u64, patience: std::time::Duration) -> bool {
+        let Some(f) = self.filling() else {
+            return true;
+        };
         let room = async {
             loop {
-                let notified = self.taken.notified();
+                let notified = f.taken.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 {
-                    let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let st = f.lock();
                     if st.len - st.taken <= ahead || st.failed || st.complete {
                         return;
                     }
@@ -159,34 +211,46 @@ impl Body {
     /// Waits for chunks from index `from` on. Returns the new chunks (empty
     /// with `Ok(true)` at the end of the body).
     pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
+        let done = |out: &mut Vec<Bytes>| {
+            let done = self.done.get()?;
+            if from < done.len() {
+                out.extend_from_slice(&done[from..]);
+            }
+            Some(Ok(true))
+        };
+        if let Some(end) = done(out) {
+            return end;
+        }
+        let Some(f) = self.filling() else {
+            // Finished between the two looks.
+            return done(out).unwrap_or(Err(BodyFailed));
+        };
         loop {
-            let notified = self.notify.notified();
+            let notified = f.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(done) = self.done.get() {
-                if from < done.len() {
-                    out.extend_from_slice(&done[from..]);
-                }
-                return Ok(true);
+            if let Some(end) = done(out) {
+                return end;
             }
             {
-                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut st = f.lock();
                 if st.failed {
                     return Err(BodyFailed);
                 }
                 if from > st.taken_chunks && from <= st.chunks.len() {
                     let behind = st.taken_chunks..from;
-                    let done: u64 = st.chunks[behind.clone()]
+                    let taken: u64 = st.chunks[behind.clone()]
                         .iter()
                         .map(|c| c.len() as u64)
                         .sum();
-                    let relaxed = std::sync::atomic::Ordering::Relaxed;
-                    if self.release_behind.load(relaxed) && !self.keep_whole.load(relaxed) {
+                    if f.release_behind.load(Ordering::Relaxed)
+                        && !f.keep_whole.load(Ordering::Relaxed)
+                    {
                         st.chunks[behind].fill(Bytes::new());
                     }
-                    st.taken += done;
+                    st.taken += taken;
                     st.taken_chunks = from;
-                    self.taken.notify_waiters();
+                    f.taken.notify_waiters();
                 }
                 if st.complete {
                     continue;
@@ -257,7 +321,6 @@ impl RangeReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn streaming_body_reaches_readers() {
