@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -53,8 +53,6 @@ use wire::Guarded;
 
 /// What the session's streams and its frame guard share.
 struct ConnState {
-    /// Streams being served.
-    active: AtomicUsize,
     /// When the last stream ended (ms since the session began).
     last_done_ms: AtomicU64,
     began: Instant,
@@ -77,7 +75,6 @@ struct ConnState {
 impl ConnState {
     fn new(rapid_reset: Duration, reset_limit: usize, reset_period: Duration) -> ConnState {
         ConnState {
-            active: AtomicUsize::new(0),
             last_done_ms: AtomicU64::new(0),
             began: Instant::now(),
             calm: AtomicBool::new(false),
@@ -224,7 +221,6 @@ async fn serve_with(
                         window_grown = true;
                         conn.set_target_window_size(u32_of(sh.params.h2_rx_window_increment()));
                     }
-                    state.active.fetch_add(1, Ordering::AcqRel);
                     let task = Stream {
                         sh: sh.clone(),
                         addrs: c.addrs.clone(),
@@ -393,7 +389,6 @@ impl Stream {
     fn done(&self) {
         let ms = self.state.began.elapsed().as_millis() as u64;
         self.state.last_done_ms.store(ms, Ordering::Relaxed);
-        self.state.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
