@@ -192,6 +192,8 @@ pub struct Object {
     pub(crate) allocated: AtomicU64,
     pub(crate) lru_slot: AtomicUsize,
     pub(crate) lru_stamp: AtomicF64,
+    /// On the protected eviction list (asked for again since stored).
+    pub(crate) lru_protected: AtomicBool,
     exp_at: AtomicU64,
     exp_seq: AtomicU64,
     /// The number of the newest ban the object is known to survive (0
@@ -285,6 +287,7 @@ impl Object {
             allocated: AtomicU64::new(0),
             lru_slot: AtomicUsize::new(usize::MAX),
             lru_stamp: AtomicF64::new(0.0),
+            lru_protected: AtomicBool::new(false),
             exp_at: AtomicU64::new(0),
             exp_seq: AtomicU64::new(0),
             ban_seq: AtomicU64::new(0),

@@ -10,54 +10,85 @@ use lacquer_core::counters::{StoreCounter, StoreCounters};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The LRU list: a doubly linked list in a slab, so objects can be moved
-/// and removed by index without searching.
+/// The eviction lists, a segmented LRU: a new object starts on the
+/// probation list and moves to the protected one when it is asked for
+/// again; eviction takes probation's least recently used first. A crawl
+/// of objects asked once therefore churns probation and leaves what is
+/// asked again alone (`bench/scan.sh`). Protected holds at most
+/// [`PROTECTED_SHARE`] of the objects; past it, its least recently used
+/// goes back to probation. Both are doubly linked lists in one slab, so
+/// objects are moved and removed by index without searching.
 #[derive(Debug, Default)]
 struct Lru {
     nodes: Vec<LruNode>,
     free: Vec<usize>,
+    lists: [List; 2],
+}
+
+/// The two segments, as indices into `Lru::lists`.
+const PROBATION: usize = 0;
+const PROTECTED: usize = 1;
+
+/// The most of the listed objects the protected segment holds, in
+/// percent.
+const PROTECTED_SHARE: usize = 80;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct List {
     head: Option<usize>,
     tail: Option<usize>,
+    len: usize,
 }
 
 #[derive(Debug)]
 struct LruNode {
     prev: Option<usize>,
     next: Option<usize>,
+    segment: usize,
     obj: Option<Arc<Object>>,
 }
 
 impl Lru {
     fn unlink(&mut self, i: usize) {
-        let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+        let (prev, next, seg) = (
+            self.nodes[i].prev,
+            self.nodes[i].next,
+            self.nodes[i].segment,
+        );
+        let list = &mut self.lists[seg];
         match prev {
             Some(p) => self.nodes[p].next = next,
-            None => self.head = next,
+            None => list.head = next,
         }
         match next {
             Some(n) => self.nodes[n].prev = prev,
-            None => self.tail = prev,
+            None => list.tail = prev,
         }
+        list.len -= 1;
         self.nodes[i].prev = None;
         self.nodes[i].next = None;
     }
 
-    fn push_front(&mut self, i: usize) {
-        self.nodes[i].next = self.head;
+    fn push_front(&mut self, i: usize, seg: usize) {
+        let list = &mut self.lists[seg];
+        self.nodes[i].next = list.head;
         self.nodes[i].prev = None;
-        if let Some(h) = self.head {
+        self.nodes[i].segment = seg;
+        if let Some(h) = list.head {
             self.nodes[h].prev = Some(i);
         }
-        self.head = Some(i);
-        if self.tail.is_none() {
-            self.tail = Some(i);
+        list.head = Some(i);
+        if list.tail.is_none() {
+            list.tail = Some(i);
         }
+        list.len += 1;
     }
 
     fn insert(&mut self, obj: Arc<Object>) -> usize {
         let node = LruNode {
             prev: None,
             next: None,
+            segment: PROBATION,
             obj: Some(obj),
         };
         let i = match self.free.pop() {
@@ -70,8 +101,36 @@ impl Lru {
                 self.nodes.len() - 1
             }
         };
-        self.push_front(i);
+        self.push_front(i, PROBATION);
         i
+    }
+
+    /// Moves an object asked for again to the front of the protected
+    /// list, sending protected's oldest back to probation past its share.
+    fn touch(&mut self, i: usize) {
+        self.unlink(i);
+        self.push_front(i, PROTECTED);
+        let total = self.lists[PROBATION].len + self.lists[PROTECTED].len;
+        if self.lists[PROTECTED].len * 100 > total * PROTECTED_SHARE {
+            if let Some(oldest) = self.lists[PROTECTED].tail {
+                self.unlink(oldest);
+                self.push_front(oldest, PROBATION);
+                if let Some(o) = &self.nodes[oldest].obj {
+                    o.lru_protected.store(false, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The object to evict: probation's least recently used, else
+    /// protected's.
+    fn victim(&self) -> Option<usize> {
+        self.lists[PROBATION].tail.or(self.lists[PROTECTED].tail)
+    }
+
+    #[cfg(test)]
+    fn is_protected(&self, i: usize) -> bool {
+        self.nodes[i].segment == PROTECTED
     }
 
     fn remove(&mut self, i: usize) -> Option<Arc<Object>> {
@@ -215,10 +274,13 @@ impl Store {
         }
     }
 
-    /// Moves an object to the front, at most once per `interval`.
+    /// Moves an object asked for again to the front of the protected
+    /// list: at once from probation, then at most once per `interval`
+    /// (a hot object costs the list's lock once per interval, not per
+    /// hit).
     pub(crate) fn lru_touch(&self, obj: &Object, now: f64, interval: f64) -> bool {
         let Some(lru) = &self.lru else { return false };
-        if now - obj.lru_stamp.get() < interval {
+        if obj.lru_protected.load(Ordering::Relaxed) && now - obj.lru_stamp.get() < interval {
             return false;
         }
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
@@ -226,8 +288,8 @@ impl Store {
         if slot == usize::MAX || lru.nodes.get(slot).is_none_or(|n| n.obj.is_none()) {
             return false;
         }
-        lru.unlink(slot);
-        lru.push_front(slot);
+        lru.touch(slot);
+        obj.lru_protected.store(true, Ordering::Relaxed);
         obj.lru_stamp.set(now);
         true
     }
@@ -243,14 +305,24 @@ impl Store {
         lru.remove(slot)
     }
 
-    /// Takes the least recently used object off the list, to be evicted.
+    /// Takes the object to evict off the lists: probation's least
+    /// recently used, else protected's.
     pub(crate) fn lru_pop(&self) -> Option<Arc<Object>> {
         let lru = self.lru.as_ref()?;
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
-        let tail = lru.tail?;
-        let obj = lru.remove(tail)?;
+        let victim = lru.victim()?;
+        let obj = lru.remove(victim)?;
         obj.lru_slot.store(usize::MAX, Ordering::Relaxed);
         Some(obj)
+    }
+
+    /// Whether an object is on the protected list (for tests).
+    #[cfg(test)]
+    pub(crate) fn lru_is_protected(&self, obj: &Object) -> bool {
+        let Some(lru) = &self.lru else { return false };
+        let lru = lru.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = obj.lru_slot.load(Ordering::Relaxed);
+        slot != usize::MAX && lru.is_protected(slot)
     }
 
     /// Objects on the LRU list.

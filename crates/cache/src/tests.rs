@@ -566,3 +566,47 @@ fn fields_are_read_from_the_stored_head() {
     assert_eq!(&o.head()[..], b"HTTP/1.1 404 Not Found\r\nETag: \"v1\"\r\n");
     assert_eq!(o.etag().unwrap(), "\"v1\"");
 }
+
+#[test]
+fn a_crawl_does_not_push_out_what_is_asked_again() {
+    let store = Store::malloc("s", u64::MAX);
+    let made = |n: usize| -> Vec<Arc<Object>> {
+        (0..n)
+            .map(|_| obj(ObjKind::Normal, 60.0, 0.0, None, 0.0))
+            .collect()
+    };
+    let (cold, hot, crawl) = (made(10), made(5), made(10));
+    for o in cold.iter().chain(&hot) {
+        store.lru_insert(o, 0.0);
+    }
+    // Asked again, even within lru_interval: protected.
+    for o in &hot {
+        assert!(store.lru_touch(o, 0.5, 2.0));
+        assert!(store.lru_is_protected(o));
+        // Within the interval, a protected object is not moved again.
+        assert!(!store.lru_touch(o, 1.0, 2.0));
+    }
+    // A crawl of objects asked once.
+    for o in &crawl {
+        store.lru_insert(o, 1.0);
+    }
+    // Eviction takes what was asked once, oldest first, then the hot set.
+    for want in cold.iter().chain(&crawl).chain(&hot) {
+        let got = store.lru_pop().unwrap();
+        assert!(Arc::ptr_eq(&got, want));
+    }
+    assert!(store.lru_pop().is_none());
+
+    // Protected holds at most its share: past it, its oldest goes back
+    // to probation, and is evicted first.
+    let all = made(10);
+    for o in &all {
+        store.lru_insert(o, 0.0);
+    }
+    for o in &all {
+        store.lru_touch(o, 0.0, 2.0);
+    }
+    let protected = all.iter().filter(|o| store.lru_is_protected(o)).count();
+    assert_eq!(protected, 8);
+    assert!(Arc::ptr_eq(&store.lru_pop().unwrap(), &all[0]));
+}
