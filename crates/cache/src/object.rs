@@ -171,7 +171,6 @@ pub struct Object {
     head: Bytes,
     body: Body,
     vary: Option<VarySpec>,
-    etag: Option<Bytes>,
     last_modified: Option<f64>,
     /// The stored headers include `Accept-Ranges`.
     accept_ranges: bool,
@@ -254,7 +253,6 @@ impl Object {
             init.headers.write_to(&mut head);
             init.head = Bytes::from(head);
         }
-        let etag = init.headers.get("etag").cloned();
         let last_modified = init
             .headers
             .get("last-modified")
@@ -271,7 +269,6 @@ impl Object {
             head: init.head,
             body: init.body,
             vary: init.vary,
-            etag,
             last_modified,
             accept_ranges,
             gzipped,
@@ -381,8 +378,8 @@ impl Object {
     }
 
     #[inline]
-    pub fn etag(&self) -> Option<&Bytes> {
-        self.etag.as_ref()
+    pub fn etag(&self) -> Option<Bytes> {
+        self.header("etag")
     }
 
     #[inline]
@@ -413,7 +410,7 @@ impl Object {
         self.kind == ObjKind::Normal
             && self.status == 200
             && self.body.chunks().is_some()
-            && (self.etag.is_some() || self.strong_last_modified().is_some())
+            && (self.has_header("etag") || self.strong_last_modified().is_some())
     }
 
     /// The `Last-Modified` field when it is a strong validator (RFC 9110

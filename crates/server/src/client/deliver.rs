@@ -166,7 +166,7 @@ impl Validators {
                     .map(|v| lacquer_core::time::parse_http_date(&v)),
             ),
             None => (
-                obj.etag().cloned(),
+                obj.etag(),
                 obj.has_header("last-modified").then(|| obj.last_modified()),
             ),
         };
