@@ -57,6 +57,13 @@ CONF
 
 # nginx on CPU 1 serving $WORK/www/1k with a long max-age, on ORIGIN_PORT.
 start_origin() {
+    start_nginx_origin 'location / { add_header Cache-Control "max-age=3600"; }'
+    wait_up "$ORIGIN_PORT"
+}
+
+# nginx on CPU 1 on ORIGIN_PORT, serving $WORK/www (a 1 KiB file `1k`
+# among what the caller puts there) by the location block $1.
+start_nginx_origin() {
     ORIGIN_PORT=$(free_port)
     mkdir -p "$WORK/www"
     head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
@@ -73,12 +80,11 @@ http {
     server {
         listen 127.0.0.1:$ORIGIN_PORT;
         root $WORK/www;
-        location / { add_header Cache-Control "max-age=3600"; }
+        $1
     }
 }
 CONF
     taskset -c 1 nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
-    wait_up "$ORIGIN_PORT"
 }
 
 # compare_pair SECONDS ROUNDS A_PID A_PORT E_PID E_PORT LABEL_A LABEL_E

@@ -18,28 +18,12 @@ N="${1:-200000}"
 ensure varnishd varnishstat h2load nginx taskset -- varnish nghttp2-client nginx util-linux
 build_lacquer
 
-ORIGIN_PORT=$(free_port)
 BODY=$(head -c 100 /dev/zero | tr '\0' 'o')
-cat > "$WORK/origin.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/origin.pid;
-error_log $WORK/origin.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        location / {
+start_nginx_origin "location / {
             default_type text/plain;
-            add_header Cache-Control "max-age=3600";
-            return 200 "$BODY";
-        }
-    }
-}
-CONF
-taskset -c 1 nginx -c "$WORK/origin.conf" -p "$WORK" & PIDS+=($!)
+            add_header Cache-Control \"max-age=3600\";
+            return 200 \"$BODY\";
+        }"
 
 LQ_PORT=$(free_port); VA_PORT=$(free_port)
 taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \

@@ -16,30 +16,13 @@ SIZE="${1:-16m}"
 ensure varnishd nginx -- varnish nginx
 build_lacquer
 
-ORIGIN_PORT=$(free_port)
 mkdir -p "$WORK/www"
 head -c 8192 /dev/zero | tr '\0' 's' > "$WORK/www/body"
-chmod -R a+rX "$WORK"
-cat > "$WORK/origin.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/origin.pid;
-error_log $WORK/origin.err;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $WORK/www;
-        location / {
+start_nginx_origin 'location / {
             default_type text/plain;
             add_header Cache-Control "max-age=3600";
             try_files /body =404;
-        }
-    }
-}
-CONF
-nginx -c "$WORK/origin.conf" -p "$WORK" & PIDS+=($!)
+        }'
 
 LQ_PORT=$(free_port); VA_PORT=$(free_port)
 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" \

@@ -516,24 +516,27 @@ fn an_objects_bookkeeping_does_not_grow() {
 
 #[test]
 fn fields_are_read_from_the_stored_head() {
+    let made = |status: u16, head: Bytes, headers: Headers| {
+        Object::new(ObjectInit {
+            xid: 1,
+            kind: ObjKind::Normal,
+            status,
+            head,
+            headers,
+            body: Body::complete(Vec::new()),
+            vary: None,
+            timers: Timers {
+                t_origin: 0.0,
+                ttl: 60.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+        })
+    };
     let head = Bytes::from_static(
         b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nLink: <a:b>; rel=x\r\nX-Empty: \r\nx-dup: 1\r\nX-Dup: 2\r\n",
     );
-    let o = Object::new(ObjectInit {
-        xid: 1,
-        kind: ObjKind::Normal,
-        status: 200,
-        head: head.clone(),
-        headers: Headers::new(),
-        body: Body::complete(Vec::new()),
-        vary: None,
-        timers: Timers {
-            t_origin: 0.0,
-            ttl: 60.0,
-            grace: 0.0,
-            keep: 0.0,
-        },
-    });
+    let o = made(200, head.clone(), Headers::new());
     assert_eq!(o.head(), &head, "the head is kept as it came");
     assert_eq!(o.header("link").unwrap(), "<a:b>; rel=x");
     assert_eq!(o.header("x-empty").unwrap(), "");
@@ -548,21 +551,7 @@ fn fields_are_read_from_the_stored_head() {
     // Fields given without a head are written into it.
     let mut fields = Headers::new();
     fields.append("ETag", "\"v1\"");
-    let o = Object::new(ObjectInit {
-        xid: 1,
-        kind: ObjKind::Normal,
-        status: 404,
-        head: Bytes::new(),
-        headers: fields,
-        body: Body::complete(Vec::new()),
-        vary: None,
-        timers: Timers {
-            t_origin: 0.0,
-            ttl: 60.0,
-            grace: 0.0,
-            keep: 0.0,
-        },
-    });
+    let o = made(404, Bytes::new(), fields);
     assert_eq!(&o.head()[..], b"HTTP/1.1 404 Not Found\r\nETag: \"v1\"\r\n");
     assert_eq!(o.etag().unwrap(), "\"v1\"");
 }

@@ -218,13 +218,18 @@ impl Raw {
 
     /// Reads one frame: type, flags, stream and payload.
     fn read_frame(&mut self) -> (u8, u8, u32, Vec<u8>) {
+        self.next_frame().expect("a frame")
+    }
+
+    /// The next frame, or None once the connection has ended.
+    fn next_frame(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
         let mut h = [0u8; 9];
-        self.0.read_exact(&mut h).unwrap();
+        self.0.read_exact(&mut h).ok()?;
         let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
         let mut payload = vec![0u8; len];
-        self.0.read_exact(&mut payload).unwrap();
+        self.0.read_exact(&mut payload).ok()?;
         let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
-        (h[3], h[4], id, payload)
+        Some((h[3], h[4], id, payload))
     }
 
     /// Reads frames until stream `id` ends: its HEADERS payload and its
@@ -447,8 +452,11 @@ fn upgrade_h2c_makes_the_request_stream_one() {
 
 #[test]
 fn a_reset_stream_gives_up_the_fetch_nobody_else_waits_for() {
-    let origin =
-        Origin::start(|req| Reply::ok(&format!("slow {}", req.url)).delay(Duration::from_secs(3)));
+    // /alone would be answered long after any wait below; /shared soon.
+    let origin = Origin::start(|req| {
+        let secs = if req.url == "/alone" { 30 } else { 2 };
+        Reply::ok(&format!("slow {}", req.url)).delay(Duration::from_secs(secs))
+    });
     let lq = Lacquer::start(origin.addr, &[]);
     let rt = runtime();
     let send = rt.block_on(connect(lq.addr, None));
@@ -462,9 +470,8 @@ fn a_reset_stream_gives_up_the_fetch_nobody_else_waits_for() {
             .unwrap();
         send.clone().send_request(req, true).unwrap().0
     };
-    // Alone: reset while the backend thinks, the fetch is given up well
-    // before the answer would have come.
-    let started = std::time::Instant::now();
+    // Alone: reset while the backend thinks, the fetch is given up (an
+    // answer would take 30 s; a fetch that went on would not fail).
     let resp = ask("/alone");
     pause(300);
     drop(resp);
@@ -472,7 +479,6 @@ fn a_reset_stream_gives_up_the_fetch_nobody_else_waits_for() {
     assert!(eventually(Duration::from_secs(5), || lq
         .counter("MAIN.fetch_failed")
         == 1));
-    assert!(started.elapsed() < Duration::from_millis(2500));
 
     // Another request waits for the same object: the fetch goes on for
     // it, and caches the object.
@@ -551,11 +557,9 @@ fn an_hpack_bomb_is_refused_without_its_cost() {
     block.extend(std::iter::repeat_n(b'b', 4000));
     block.extend(std::iter::repeat_n(0xbe, 3000));
     raw.frame(1, 0x5, 1, &block);
-    // The stream is refused (a 431, or a reset), or the connection ends.
+    // The stream is refused: a 431, a reset or GOAWAY.
     let mut refused = false;
-    while let Ok((kind, _, id, payload)) =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| raw.read_frame()))
-    {
+    while let Some((kind, _, id, payload)) = raw.next_frame() {
         match (kind, id) {
             (3, 1) | (7, _) => refused = true,
             (1, 1) => refused = payload.first() != Some(&0x88),
