@@ -354,10 +354,11 @@ pub fn encode(table: &mut Table, rep: &Rep, out: &mut Vec<u8>) -> Result<(), Str
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
+    /// Bytes from hex digits, spaces ignored (the RFC's examples).
+    pub(in crate::h2) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)
