@@ -1,37 +1,35 @@
 //! Where a store's bytes live: the narrow interface between the cache and
 //! a storage engine. The store above it (`store.rs`) keeps what every
-//! engine shares: the byte budget, the LRU list, the `SMA`/`SMF`
-//! counters. An engine only places bytes: it sets room aside, writes
-//! bytes there and hands them back as a view that readers share without
-//! copying, reads a range of that room back by its address, frees it,
-//! and, when the process starts, lists what survived an earlier run.
+//! engine shares: the byte budget, the LRU list, the counters. An engine
+//! places bytes: it sets room aside for a body ([`Engine::allocate`]),
+//! the fill writes into that room and gets back views that readers share
+//! without copying, and the room goes back to the engine with its last
+//! view. An engine that keeps objects across restarts also hears when an
+//! object is whole and inserted ([`Engine::commit`]) and when it goes
+//! ([`Engine::forget`]), and lists what survived when the process starts
+//! (`persist::recover`).
 //!
-//! The memory engine (`malloc`) is the first: its bytes live on the heap
-//! in the very buffers a fetch filled, so writing is free and the room
-//! goes back to the allocator with the last view. A file engine maps its
-//! file and hands out views of the mapping; the last view of an extent
-//! dropped frees it (the view's owner carries the extent).
+//! The memory engine (`malloc`) places nothing: bytes stay on the heap in
+//! the very buffers a fetch filled. The file engines write through their
+//! file (`pwrite`) and hand out views of its mapping.
 
+use crate::object::Object;
 use bytes::Bytes;
-use std::ops::Range;
+use lacquer_shm::mapped::FileMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Room an engine has set aside: its address in the engine's own space
-/// (a file offset; [`Extent::IN_MEMORY`] for bytes that have no address
-/// but their views) and its length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Extent {
-    pub at: u64,
-    pub len: u64,
-}
-
-impl Extent {
-    /// The address of bytes that live only in their views (the heap).
-    pub const IN_MEMORY: u64 = u64::MAX;
-
-    /// Whether the engine can find these bytes again by their address.
-    pub fn is_placed(&self) -> bool {
-        self.at != Self::IN_MEMORY
-    }
+/// Where the next bytes of a body go.
+pub enum Placement {
+    /// They stay where they are, on the heap.
+    Heap,
+    /// In this room.
+    Room(Room),
+    /// Nowhere: the engine is full (evicting may make room).
+    Full,
 }
 
 /// A storage engine. The budget is not its business (the store charges
@@ -40,29 +38,76 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     /// Its kind, as `-s name=KIND,...` spells it.
     fn kind(&self) -> &'static str;
 
-    /// Sets aside room for `len` bytes; None when the engine has no place
-    /// for them (a full or fragmented file) even though the budget does.
-    fn allocate(&self, len: u64) -> Option<Extent>;
+    /// Itself, for the code that knows which engine it is.
+    fn as_any(&self) -> &dyn std::any::Any;
 
-    /// Writes `bytes` (exactly `extent.len` of them) into `extent` and
-    /// returns them as stored: the view readers share. The room is freed
-    /// when the last clone of that view is dropped.
-    fn write(&self, extent: Extent, bytes: Bytes) -> Bytes;
+    /// The section its counters are published under: `SMA` for memory,
+    /// `SMF` for a file, `SMP` for a persistent store.
+    fn section(&self) -> &'static str {
+        "SMA"
+    }
 
-    /// The bytes at `range` within a placed extent, read back by its
-    /// address; None for bytes that have no address (the heap's are
-    /// reachable only through the views `write` gave out) or a range
-    /// past the extent.
-    fn read(&self, extent: Extent, range: Range<u64>) -> Option<Bytes>;
+    /// Sets aside room for at least `need` bytes of `obj`'s body, and up
+    /// to `hint` when that many are expected. Objects that lose their
+    /// bytes to make that room (a persistent store reusing its oldest
+    /// segment) are pushed on `evicted`, for the cache to remove.
+    fn allocate(
+        &self,
+        need: u64,
+        hint: u64,
+        obj: &Arc<Object>,
+        evicted: &mut Vec<Arc<Object>>,
+    ) -> Placement {
+        let _ = (need, hint, obj, evicted);
+        Placement::Heap
+    }
 
-    /// Gives room back that was set aside but never written (a fill that
-    /// failed between the two).
-    fn free(&self, extent: Extent);
+    /// The fill is done with a room: what it did not write may go back.
+    fn trim(&self, room: Room) {
+        drop(room);
+    }
 
-    /// Visits every extent that survives from an earlier run of the
-    /// process, for the cache to rebuild its index from. Memory survives
-    /// nothing.
-    fn iterate(&self, visit: &mut dyn FnMut(Extent));
+    /// The object's body is whole; `placed` lists where it went (in
+    /// order), `heap` says some of it stayed on the heap. Objects the
+    /// engine must push out to make room go through `remove`.
+    fn commit(
+        &self,
+        obj: &Arc<Object>,
+        placed: &[(u64, u64)],
+        heap: bool,
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        let _ = (obj, placed, heap, remove);
+    }
+
+    /// The object is in the index now (its body may still be filling).
+    fn inserted(&self, obj: &Arc<Object>, remove: &dyn Fn(&Arc<Object>)) {
+        let _ = (obj, remove);
+    }
+
+    /// A ban was issued at `time`: an engine that keeps objects across
+    /// restarts keeps the ban for them too.
+    fn ban_added(&self, time: f64, text: &str, remove: &dyn Fn(&Arc<Object>)) {
+        let _ = (time, text, remove);
+    }
+
+    /// The object left the cache (purged, banned, replaced, evicted,
+    /// expired): it must not come back.
+    fn forget(&self, obj: &Object) {
+        let _ = obj;
+    }
+
+    /// Bytes held and bytes free, when the engine keeps its own account
+    /// rather than the store's budget.
+    fn space(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// Its own counters, after the seven every store has, in its
+    /// section's order.
+    fn extra_counters(&self, out: &mut Vec<u64>) {
+        let _ = out;
+    }
 }
 
 /// The heap engine behind `-s malloc` and Transient.
@@ -74,44 +119,241 @@ impl Engine for Malloc {
         "malloc"
     }
 
-    fn allocate(&self, len: u64) -> Option<Extent> {
-        Some(Extent {
-            at: Extent::IN_MEMORY,
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A storage file: written through the descriptor, read through the
+/// mapping.
+#[derive(Debug)]
+pub struct FileSpace {
+    file: File,
+    map: FileMap,
+}
+
+impl FileSpace {
+    /// Maps `file`; with `random`, the kernel reads no more than asked
+    /// (a hit wants its own pages, not its neighbours').
+    pub fn new(file: File, random: bool) -> io::Result<Arc<FileSpace>> {
+        let map = FileMap::new(&file)?;
+        if random {
+            map.advise_random();
+        }
+        Ok(Arc::new(FileSpace { file, map }))
+    }
+
+    /// The file's length.
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Writes `bytes` at `at`.
+    pub fn write_at(&self, bytes: &[u8], at: u64) -> io::Result<()> {
+        if at + bytes.len() as u64 > self.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "past the end"));
+        }
+        self.file.write_all_at(bytes, at)
+    }
+
+    /// The bytes at `at..at + len`, read through the mapping.
+    pub fn bytes(&self, at: u64, len: u64) -> &[u8] {
+        &self.map[at as usize..(at + len) as usize]
+    }
+
+    /// Asks the kernel to write what is dirty to the disk.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// What gives room back to its engine when the last view of it is
+/// dropped.
+pub trait Release: Send + Sync {
+    /// The room at `at..at + len` is free (its views are all gone).
+    fn release(&self, at: u64, len: u64);
+}
+
+/// Room an engine set aside in its file. The fill writes into it in
+/// order; each write gives a view of what it wrote, and the room stays
+/// set aside while any view lives.
+pub struct Room {
+    inner: Arc<RoomInner>,
+    written: u64,
+}
+
+struct RoomInner {
+    space: Arc<FileSpace>,
+    at: u64,
+    /// Its length (the unused tail is given back when the fill ends).
+    len: AtomicU64,
+    owner: Arc<dyn Release>,
+}
+
+impl Drop for RoomInner {
+    fn drop(&mut self) {
+        self.owner.release(self.at, *self.len.get_mut());
+    }
+}
+
+impl Room {
+    /// Room at `at..at + len` of `space`, given back to `owner`.
+    pub fn new(space: Arc<FileSpace>, at: u64, len: u64, owner: Arc<dyn Release>) -> Room {
+        Room {
+            inner: Arc::new(RoomInner {
+                space,
+                at,
+                len: AtomicU64::new(len),
+                owner,
+            }),
+            written: 0,
+        }
+    }
+
+    /// Where it starts in the file.
+    pub fn at(&self) -> u64 {
+        self.inner.at
+    }
+
+    /// Bytes written into it so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Bytes still free in it.
+    pub fn remaining(&self) -> u64 {
+        self.inner.len.load(Ordering::Relaxed) - self.written
+    }
+
+    /// Writes bytes (no more than [`Room::remaining`]) after those
+    /// already written, and returns the view of them readers share.
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<Bytes> {
+        let len = bytes.len() as u64;
+        if len > self.remaining() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "room is full"));
+        }
+        let at = self.inner.at + self.written;
+        self.inner.space.write_at(bytes, at)?;
+        self.written += len;
+        Ok(Bytes::from_owner(View {
+            room: self.inner.clone(),
+            at,
             len,
-        })
+        }))
     }
 
-    fn write(&self, extent: Extent, bytes: Bytes) -> Bytes {
-        debug_assert_eq!(extent.len, bytes.len() as u64);
-        // The fetch's own buffer becomes the stored bytes: no copy.
-        bytes
+    /// Keeps only what was written; the rest is the engine's again
+    /// (`give_back` frees the tail).
+    pub fn trim(self, give_back: impl FnOnce(u64, u64)) {
+        let len = self.inner.len.load(Ordering::Relaxed);
+        if self.written < len {
+            self.inner.len.store(self.written, Ordering::Relaxed);
+            give_back(self.inner.at + self.written, len - self.written);
+        }
     }
+}
 
-    fn read(&self, extent: Extent, range: Range<u64>) -> Option<Bytes> {
-        let _ = (extent, range);
-        None
+/// Stored bytes as readers see them: a range of a room, in the mapping.
+struct View {
+    room: Arc<RoomInner>,
+    at: u64,
+    len: u64,
+}
+
+impl AsRef<[u8]> for View {
+    fn as_ref(&self) -> &[u8] {
+        self.room.space.bytes(self.at, self.len)
     }
+}
 
-    fn free(&self, _extent: Extent) {}
-
-    fn iterate(&self, _visit: &mut dyn FnMut(Extent)) {}
+/// A view of bytes already in a file (a recovered head or body), holding
+/// `pin` as long as it lives.
+pub fn view_of<P: Send + Sync + 'static>(
+    space: &Arc<FileSpace>,
+    at: u64,
+    len: u64,
+    pin: P,
+) -> Bytes {
+    struct Pinned<P> {
+        space: Arc<FileSpace>,
+        at: u64,
+        len: u64,
+        _pin: P,
+    }
+    impl<P> AsRef<[u8]> for Pinned<P> {
+        fn as_ref(&self) -> &[u8] {
+            self.space.bytes(self.at, self.len)
+        }
+    }
+    Bytes::from_owner(Pinned {
+        space: space.clone(),
+        at,
+        len,
+        _pin: pin,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Freed(Mutex<Vec<(u64, u64)>>);
+
+    impl Release for Freed {
+        fn release(&self, at: u64, len: u64) {
+            self.0.lock().unwrap().push((at, len));
+        }
+    }
+
+    pub(crate) fn temp_file(name: &str, len: u64) -> (std::path::PathBuf, File) {
+        let dir = std::env::temp_dir().join(format!("lacquer-engine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        file.set_len(len).unwrap();
+        (path, file)
+    }
 
     #[test]
-    fn the_heap_keeps_the_fetchs_own_buffer() {
-        let engine = Malloc;
-        let bytes = Bytes::from_static(b"hello");
-        let ext = engine.allocate(5).unwrap();
-        assert!(!ext.is_placed());
-        let stored = engine.write(ext, bytes.clone());
-        assert_eq!(stored.as_ptr(), bytes.as_ptr());
-        assert_eq!(engine.read(ext, 0..5), None);
-        let mut seen = 0;
-        engine.iterate(&mut |_| seen += 1);
-        assert_eq!(seen, 0);
+    fn a_room_is_given_back_with_its_last_view() {
+        let (path, file) = temp_file("room", 8192);
+        let space = FileSpace::new(file, true).unwrap();
+        let freed = Arc::new(Freed::default());
+        let mut room = Room::new(space.clone(), 4096, 100, freed.clone());
+        let a = room.write(b"hello ").unwrap();
+        let b = room.write(b"world").unwrap();
+        assert!(room.write(&[0; 90]).is_err(), "past the room");
+        assert_eq!(room.remaining(), 89);
+        let mut tail = None;
+        room.trim(|at, len| tail = Some((at, len)));
+        assert_eq!(tail, Some((4096 + 11, 89)));
+        assert_eq!([&a[..], &b[..]].concat(), b"hello world");
+        drop(a);
+        assert!(freed.0.lock().unwrap().is_empty(), "a view still holds it");
+        drop(b);
+        assert_eq!(*freed.0.lock().unwrap(), vec![(4096, 11)]);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn the_heap_places_nothing() {
+        let obj = Arc::new(crate::tests::plain_object());
+        let mut evicted = Vec::new();
+        assert!(matches!(
+            Malloc.allocate(5, 5, &obj, &mut evicted),
+            Placement::Heap
+        ));
     }
 }

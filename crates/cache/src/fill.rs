@@ -5,10 +5,12 @@
 //! the object, so a fetch that ends early, for whatever reason, never
 //! leaves an object that looks whole.
 
+use crate::engine::{Placement, Room};
 use crate::object::Object;
 use crate::store::Store;
 use crate::{Cache, Removal};
 use bytes::Bytes;
+use lacquer_core::counters::StoreCounter;
 use std::sync::Arc;
 
 /// The store had no room for more of the body, even after evicting.
@@ -26,7 +28,17 @@ pub struct FillHandle<'c> {
     stored: u64,
     nuke_limit: u64,
     done: bool,
+    /// The room the store's engine set aside that bytes go into next.
+    room: Option<Room>,
+    /// Where the body went in the engine's file, in order (start, length).
+    placed: Vec<(u64, u64)>,
+    /// Some of the body stayed on the heap (the engine had no place).
+    heap: bool,
 }
+
+/// The room asked for when the body's length is not announced: the tail
+/// not written goes back when the fill ends.
+const UNANNOUNCED_ROOM: u64 = 64 << 10;
 
 impl Cache {
     /// Charges `obj` to `store` for `head` bytes and `reserved` body bytes
@@ -52,6 +64,9 @@ impl Cache {
             stored: 0,
             nuke_limit,
             done: false,
+            room: None,
+            placed: Vec::new(),
+            heap: false,
         })
     }
 }
@@ -98,16 +113,109 @@ impl FillHandle<'_> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let engine = self.store.engine();
-        let extent = engine.allocate(bytes.len() as u64).ok_or(NoRoom)?;
-        self.obj.body().push(engine.write(extent, bytes));
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            if self.room.as_ref().is_none_or(|r| r.remaining() == 0) {
+                if let Some(full) = self.room.take() {
+                    self.store.engine().trim(full);
+                }
+                match self.new_room(rest.len() as u64)? {
+                    Some(room) => self.room = Some(room),
+                    None => {
+                        // The engine keeps these bytes on the heap.
+                        self.heap = true;
+                        let at = bytes.len() - rest.len();
+                        self.obj.body().push(bytes.slice(at..));
+                        return Ok(());
+                    }
+                }
+            }
+            let room = self.room.as_mut().expect("a room");
+            let n = room.remaining().min(rest.len() as u64) as usize;
+            let at = room.at() + room.written();
+            let view = room.write(&rest[..n]).map_err(|_| {
+                self.store.stats.inc(StoreCounter::c_fail);
+                NoRoom
+            })?;
+            match self.placed.last_mut() {
+                Some((start, len)) if *start + *len == at => *len += n as u64,
+                _ => self.placed.push((at, n as u64)),
+            }
+            self.obj.body().push(view);
+            rest = &rest[n..];
+        }
         Ok(())
     }
 
-    /// Ends the body: it is whole.
+    /// Room for at least `need` more bytes (as many as the body is still
+    /// expected to bring), evicting up to `nuke_limit` objects while the
+    /// engine is full; None when the engine keeps the bytes on the heap.
+    fn new_room(&mut self, need: u64) -> Result<Option<Room>, NoRoom> {
+        let hint = match self.obj.body().expected_len {
+            Some(len) => len.saturating_sub(self.placed_len()).max(need),
+            None => need.max(UNANNOUNCED_ROOM),
+        };
+        let (mut nuked, mut rounds) = (0, 0);
+        loop {
+            let mut evicted = Vec::new();
+            let placement = self
+                .store
+                .engine()
+                .allocate(need, hint, &self.obj, &mut evicted);
+            for victim in &evicted {
+                self.cache.remove(victim, Removal::Nuked);
+            }
+            match placement {
+                Placement::Room(room) => return Ok(Some(room)),
+                Placement::Heap => return Ok(None),
+                Placement::Full => {}
+            }
+            if !evicted.is_empty() {
+                // The engine pushed a segment's objects out (however many:
+                // `nuke_limit` bounds the LRU's, not this): ask again.
+                rounds += 1;
+                if rounds <= 8 {
+                    continue;
+                }
+            }
+            if nuked >= self.nuke_limit {
+                lacquer_core::counters::COUNTERS
+                    .inc(lacquer_core::counters::Counter::n_lru_limited);
+                self.store.stats.inc(StoreCounter::c_fail);
+                return Err(NoRoom);
+            }
+            match self.store.lru_pop() {
+                Some(victim) if !Arc::ptr_eq(&victim, &self.obj) => {
+                    self.cache.remove(&victim, Removal::Nuked);
+                    nuked += 1;
+                }
+                Some(_) => {}
+                None => {
+                    self.store.stats.inc(StoreCounter::c_fail);
+                    return Err(NoRoom);
+                }
+            }
+        }
+    }
+
+    fn placed_len(&self) -> u64 {
+        self.placed.iter().map(|(_, len)| len).sum()
+    }
+
+    /// Ends the body: it is whole. The engine gets the unused room back,
+    /// and hears where the body went.
     pub fn finish(mut self) {
         self.done = true;
+        if let Some(room) = self.room.take() {
+            self.store.engine().trim(room);
+        }
         self.obj.body().finish();
+        let cache = self.cache;
+        self.store
+            .engine()
+            .commit(&self.obj, &self.placed, self.heap, &|victim| {
+                cache.remove(victim, Removal::Nuked)
+            });
     }
 }
 

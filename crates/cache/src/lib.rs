@@ -8,9 +8,11 @@
 pub mod ban;
 pub mod body;
 pub mod engine;
+pub mod file;
 pub mod fill;
 mod index;
 pub mod object;
+pub mod persist;
 pub mod store;
 pub mod tags;
 pub mod ttl;
@@ -198,7 +200,7 @@ impl SoftPurge {
 impl Cache {
     /// A cache over the given stores (round-robin) and a Transient store.
     pub fn new(stores: Vec<Arc<Store>>, transient: Arc<Store>) -> Arc<Cache> {
-        Arc::new(Cache {
+        let cache = Arc::new(Cache {
             index: Index::new(),
             stores,
             transient,
@@ -207,7 +209,21 @@ impl Cache {
             expiry_seq: AtomicU64::new(0),
             bans: Bans::new(lacquer_core::time::now()),
             tags: TagIndex::new(),
-        })
+        });
+        // Stores that keep objects across restarts keep the bans too.
+        let weak = Arc::downgrade(&cache);
+        cache
+            .bans
+            .set_journal(ban::Journal(Box::new(move |time, text| {
+                if let Some(cache) = weak.upgrade() {
+                    for store in &cache.stores {
+                        store
+                            .engine()
+                            .ban_added(time, text, &|victim| cache.remove(victim, Removal::Nuked));
+                    }
+                }
+            })));
+        cache
     }
 
     /// The ban list.
@@ -601,6 +617,9 @@ impl Cache {
     /// Bookkeeping for an object already unlinked from its head.
     fn forget(&self, obj: &Arc<Object>, why: Removal) {
         obj.release_ban();
+        if let Some(store) = obj.store.get() {
+            store.engine().forget(obj);
+        }
         if let Some(tags) = obj.tags.get() {
             self.tags.remove(obj, tags);
         }
@@ -689,6 +708,41 @@ impl Busy {
     }
 }
 
+impl Cache {
+    /// What follows an object's entry into the index: counters, its
+    /// surrogate keys, the variants it replaced going, its LRU place, its
+    /// store's engine told, its expiry, and the bans it missed.
+    fn settle(self: &Arc<Self>, obj: &Arc<Object>, replaced: &[Arc<Object>]) {
+        let cache = self;
+        if obj.kind() == ObjKind::Normal {
+            COUNTERS.inc(Counter::n_object);
+            let tags = tags::tags_of(&obj.headers());
+            if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
+                let tags = obj.tags.get().expect("just set");
+                cache.tags.add(obj, tags);
+                // Removed meanwhile: its removal could not see the tags.
+                if obj.is_removed() {
+                    cache.tags.remove(obj, tags);
+                }
+            }
+        }
+        COUNTERS.inc(Counter::n_objectcore);
+        for old in replaced {
+            cache.forget(old, Removal::Replaced);
+        }
+        if let Some(store) = obj.store.get() {
+            store.lru_insert(obj, lacquer_core::time::now());
+            store
+                .engine()
+                .inserted(obj, &|victim| cache.remove(victim, Removal::Nuked));
+        }
+        cache.schedule(obj);
+        if cache.bans.check_at_insert(obj) {
+            cache.remove(obj, Removal::Banned);
+        }
+    }
+}
+
 impl FetchSlot {
     /// Completes once no request waits for this fetch's object (at once
     /// when none ever did; a request arriving later finds the object
@@ -747,29 +801,7 @@ impl FetchSlot {
                 }
             }
         }
-        if obj.kind() == ObjKind::Normal {
-            COUNTERS.inc(Counter::n_object);
-            let tags = tags::tags_of(&obj.headers());
-            if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
-                let tags = obj.tags.get().expect("just set");
-                cache.tags.add(obj, tags);
-                // Removed meanwhile: its removal could not see the tags.
-                if obj.is_removed() {
-                    cache.tags.remove(obj, tags);
-                }
-            }
-        }
-        COUNTERS.inc(Counter::n_objectcore);
-        for old in &replaced {
-            cache.forget(old, Removal::Replaced);
-        }
-        if let Some(store) = obj.store.get() {
-            store.lru_insert(obj, lacquer_core::time::now());
-        }
-        cache.schedule(obj);
-        if cache.bans.check_at_insert(obj) {
-            cache.remove(obj, Removal::Banned);
-        }
+        cache.settle(obj, &replaced);
         if let Some(busy) = self.busy.take() {
             busy.tx.send_replace(BusyState::Relookup);
         }

@@ -141,6 +141,16 @@ impl VarySpec {
         }
     }
 
+    /// The field names and the values they had, as stored.
+    pub fn fields(&self) -> &[(String, Option<Bytes>)] {
+        &self.fields
+    }
+
+    /// A spec read back from storage.
+    pub fn from_fields(fields: Vec<(String, Option<Bytes>)>) -> Option<VarySpec> {
+        (!fields.is_empty()).then_some(VarySpec { fields })
+    }
+
     /// Whether a request selects this variant.
     pub fn matches(&self, req: &Headers) -> bool {
         self.fields
@@ -208,6 +218,8 @@ pub struct Object {
     gzip: OnceLock<Attr>,
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
+    /// Where a persistent store wrote its record (`u64::MAX`: nowhere).
+    pub(crate) record: AtomicU64,
 }
 
 /// Everything needed to make an object.
@@ -253,25 +265,16 @@ impl Object {
             init.headers.write_to(&mut head);
             init.head = Bytes::from(head);
         }
-        let last_modified = init
-            .headers
-            .get("last-modified")
-            .and_then(|v| lacquer_core::time::parse_http_date(v));
-        let accept_ranges = init.headers.contains("accept-ranges");
-        let gzipped = init
-            .headers
-            .get("content-encoding")
-            .is_some_and(|v| lacquer_http::headers::is_gzip(v));
-        Object {
+        let mut obj = Object {
             xid: init.xid,
             kind: init.kind,
             status: init.status,
             head: init.head,
             body: init.body,
             vary: init.vary,
-            last_modified,
-            accept_ranges,
-            gzipped,
+            last_modified: None,
+            accept_ranges: false,
+            gzipped: false,
             t_origin: AtomicF64::new(init.timers.t_origin),
             min_fresh_miss: AtomicF64::new(f64::NEG_INFINITY),
             ttl: AtomicF64::new(init.timers.ttl),
@@ -293,7 +296,17 @@ impl Object {
             esi: OnceLock::new(),
             gzip: OnceLock::new(),
             tags: OnceLock::new(),
-        }
+            record: AtomicU64::new(u64::MAX),
+        };
+        // Read once from the stored head (what a restart reads back too).
+        obj.last_modified = obj
+            .header("last-modified")
+            .and_then(|v| lacquer_core::time::parse_http_date(&v));
+        obj.accept_ranges = obj.has_header("accept-ranges");
+        obj.gzipped = obj
+            .header("content-encoding")
+            .is_some_and(|v| lacquer_http::headers::is_gzip(&v));
+        obj
     }
 
     /// The vxid of the fetch that made it.

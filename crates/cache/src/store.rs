@@ -1,6 +1,7 @@
-//! Storage: a named byte budget (`-s name=malloc,SIZE`) with its own LRU
-//! list, plus the unbounded Transient store for uncacheable and short-lived
-//! objects. Bytes are charged as a fetch stores them and released when the
+//! Storage: a named byte budget (`-s name=malloc,SIZE`, `-s
+//! name=file,PATH,SIZE`) with its own LRU list, a persistent store that
+//! manages its own space, plus the unbounded Transient store for
+//! uncacheable and short-lived objects. Bytes are charged as a fetch stores them and released when the
 //! last reference to the object goes away; where they live is the
 //! store's engine's business (`engine.rs`).
 
@@ -166,6 +167,13 @@ impl Store {
         Arc::new(Store::build(name, budget, true, engine))
     }
 
+    /// A store whose engine keeps its own account of space and decides
+    /// itself what goes when it is full (a persistent store's oldest
+    /// segment): no budget, no LRU list.
+    pub fn self_managed(name: &str, engine: Box<dyn Engine>) -> Arc<Store> {
+        Arc::new(Store::build(name, u64::MAX, false, engine))
+    }
+
     /// The Transient store: on the heap, unbounded unless given a
     /// budget, no LRU.
     pub fn transient(budget: Option<u64>) -> Arc<Store> {
@@ -220,15 +228,25 @@ impl Store {
     }
 
     /// Pushes its counters in the order of the `SMA` table.
+    /// Bytes held and bytes still free, as `g_bytes` and `g_space` give
+    /// them: the engine's own account where it keeps one (0 free for an
+    /// unbounded store).
+    pub fn account(&self) -> (u64, u64) {
+        match self.engine.space() {
+            Some(account) => account,
+            None if self.budget == u64::MAX => (self.used(), 0),
+            None => (self.used(), self.space()),
+        }
+    }
+
+    /// Pushes its counters in the order of its section's table (`SMA`,
+    /// `SMF` or `SMP`: the seven every store has, then the engine's).
     pub fn counters(&self, out: &mut Vec<u64>) {
-        self.stats.set(StoreCounter::g_bytes, self.used());
-        let space = if self.budget == u64::MAX {
-            0
-        } else {
-            self.space()
-        };
+        let (used, space) = self.account();
+        self.stats.set(StoreCounter::g_bytes, used);
         self.stats.set(StoreCounter::g_space, space);
         self.stats.snapshot(out);
+        self.engine.extra_counters(out);
     }
 
     /// Charges `n` bytes if they fit the budget.

@@ -481,6 +481,42 @@ counter_table! {
 }
 
 counter_table! {
+    /// One identifier per `SMF.<store>` counter (a `file` store): the
+    /// seven of `SMA`, in the same order, then the free list's.
+    enum FileCounter; table SMF; block FileCounters;
+    c_req: Counter, "Allocations asked of the store.";
+    c_fail: Counter, "Allocations the store could not satisfy.";
+    c_bytes: Counter(Bytes), "Bytes allocated from the store.";
+    c_freed: Counter(Bytes), "Bytes given back to the store.";
+    g_alloc: Gauge, "Allocations held now.";
+    g_bytes: Gauge(Bytes), "Bytes held now.";
+    g_space: Gauge(Bytes), "Bytes still available.";
+    g_smf: Gauge, "Extents of the file, held and free.";
+    g_smf_frag: Gauge, "Free extents shorter than 16 granules.";
+    g_smf_large: Gauge, "Free extents of 16 granules or more.";
+}
+
+counter_table! {
+    /// One identifier per `SMP.<store>` counter (a `persistent` store):
+    /// the seven of `SMA`, in the same order, then the log's.
+    enum PersistCounter; table SMP; block PersistCounters;
+    c_req: Counter, "Allocations asked of the store.";
+    c_fail: Counter, "Allocations the store could not satisfy.";
+    c_bytes: Counter(Bytes), "Bytes allocated from the store.";
+    c_freed: Counter(Bytes), "Bytes given back to the store.";
+    g_alloc: Gauge, "Allocations held now.";
+    g_bytes: Gauge(Bytes), "Bytes of the file in segments still in use.";
+    g_space: Gauge(Bytes), "Bytes of the file in segments free to write.";
+    g_segments: Gauge, "Segments holding objects.";
+    c_written: Counter(Bytes), "Bytes written to the file (records, heads and bodies).";
+    c_objects_written: Counter, "Objects written to the file.";
+    c_dropped: Counter, "Objects kept in memory only: the log had no room free of readers.";
+    c_recovered: Counter, "Objects recovered from the file at start.";
+    c_damaged: Counter, "Records found damaged at start and left out.";
+    c_segments_reused: Counter, "Segments reused, evicting what they held.";
+}
+
+counter_table! {
     /// One identifier per `VBE.<vcl>.<backend>` counter.
     enum BackendCounter; table VBE; block BackendCounters;
     happy: Bitmap(Bits), "Recent health probes, newest in the lowest bit, set for a good one.";

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod counters;
 pub mod group;
+pub mod mapped;
 pub mod packed;
 pub mod prometheus;
 pub mod query;

@@ -18,7 +18,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The label names of a section family, by the prefix's first word.
 fn label_names(family: &str) -> &'static [&'static str] {
     match family {
-        "SMA" => &["store"],
+        "SMA" | "SMF" | "SMP" => &["store"],
         "VBE" => &["vcl", "backend"],
         _ => &["name"],
     }

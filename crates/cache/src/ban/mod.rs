@@ -92,6 +92,20 @@ pub struct Bans {
     head_seq: AtomicU64,
     added: Condvar,
     added_flag: Mutex<bool>,
+    /// Told of every ban added (a persistent store writes it down).
+    journal: std::sync::OnceLock<Journal>,
+}
+
+/// Hears of a ban added: its time and text.
+pub type BanListener = dyn Fn(f64, &str) + Send + Sync;
+
+/// What hears of each ban added.
+pub struct Journal(pub Box<BanListener>);
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Journal")
+    }
 }
 
 impl Bans {
@@ -115,7 +129,102 @@ impl Bans {
             head_seq: AtomicU64::new(1),
             added: Condvar::new(),
             added_flag: Mutex::new(false),
+            journal: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets what hears of each ban added from now on.
+    pub fn set_journal(&self, journal: Journal) {
+        let _ = self.journal.set(journal);
+    }
+
+    /// Puts back bans recovered from storage, oldest first, as uncompleted
+    /// bans with their own times (at start, before any object exists).
+    /// Bans already in the list with the same time and text are skipped.
+    pub fn restore(&self, mut bans: Vec<(f64, BanSpec)>) {
+        bans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut list = self.lock();
+        for (time, spec) in bans {
+            if list
+                .iter()
+                .any(|b| b.time == time && b.spec.as_ref().is_some_and(|s| s.text() == spec.text()))
+            {
+                continue;
+            }
+            let uses_req = spec.uses_req();
+            // Older than the list's newest: it goes before the bans made
+            // after it, numbers and all.
+            let pos = list
+                .iter()
+                .position(|b| b.time > time)
+                .unwrap_or(list.len());
+            list.insert(
+                pos,
+                Arc::new(Ban {
+                    seq: 0,
+                    time,
+                    spec: Some(spec),
+                    uses_req,
+                    completed: AtomicBool::new(false),
+                    lurking: AtomicBool::new(false),
+                    refs: AtomicUsize::new(0),
+                }),
+            );
+            COUNTERS.inc(Counter::bans_added);
+            COUNTERS.inc(Counter::bans);
+            COUNTERS.inc(if uses_req {
+                Counter::bans_req
+            } else {
+                Counter::bans_obj
+            });
+        }
+        // Objects older than every restored ban start from a ban that
+        // bans nothing, before them all.
+        if list.first().is_some_and(|b| b.spec.is_some()) {
+            let time = list[0].time;
+            list.insert(
+                0,
+                Arc::new(Ban {
+                    seq: 0,
+                    time,
+                    spec: None,
+                    uses_req: false,
+                    completed: AtomicBool::new(true),
+                    lurking: AtomicBool::new(false),
+                    refs: AtomicUsize::new(0),
+                }),
+            );
+            COUNTERS.inc(Counter::bans_added);
+            COUNTERS.inc(Counter::bans);
+            COUNTERS.inc(Counter::bans_completed);
+        }
+        // Numbered again in order (nothing holds a number yet).
+        let renumbered: Vec<Arc<Ban>> = list
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                Arc::new(Ban {
+                    seq: i as u64 + 1,
+                    time: b.time,
+                    spec: b.spec.clone(),
+                    uses_req: b.uses_req,
+                    completed: AtomicBool::new(b.is_completed()),
+                    lurking: AtomicBool::new(false),
+                    refs: AtomicUsize::new(0),
+                })
+            })
+            .collect();
+        *list = renumbered;
+        self.head_seq.store(list.len() as u64, Ordering::Release);
+    }
+
+    /// A hold on the newest ban no later than `time`: the place in the
+    /// list of an object inserted then, so that every later ban is
+    /// tested against it.
+    pub fn at_time(&self, time: f64) -> BanRef {
+        let list = self.lock();
+        let i = list.iter().rposition(|b| b.time <= time).unwrap_or(0);
+        BanRef::new(&list[i])
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Ban>>> {
@@ -138,6 +247,7 @@ impl Bans {
     /// marked completed.
     pub fn add(&self, spec: BanSpec, now: f64, dups: bool) {
         let uses_req = spec.uses_req();
+        let spec_text = spec.text().to_string();
         let mut list = self.lock();
         if dups {
             for old in list.iter() {
@@ -167,6 +277,9 @@ impl Bans {
         } else {
             Counter::bans_obj
         });
+        if let Some(journal) = self.journal.get() {
+            (journal.0)(now, spec_text.as_str());
+        }
         *self.added_flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
         self.added.notify_all();
     }

@@ -196,3 +196,25 @@ fn ban_list_text() {
     assert_eq!(lines[1], "1000.000000     0 -  obj.age < 90s");
     assert!(lines[2].ends_with("     1 C  "), "{:?}", lines[2]);
 }
+
+#[test]
+fn restored_bans_apply_to_objects_older_than_them_only() {
+    let bans = Bans::new(5000.0);
+    bans.restore(vec![
+        (2000.0, BanSpec::parse_str("req.url == /b").unwrap()),
+        (1000.0, BanSpec::parse_str("req.url == /a").unwrap()),
+        (1000.0, BanSpec::parse_str("req.url == /a").unwrap()),
+    ]);
+    let times: Vec<f64> = bans.list().iter().map(|b| b.time).collect();
+    assert_eq!(
+        times,
+        vec![5000.0, 2000.0, 1000.0, 1000.0],
+        "one copy, a base"
+    );
+    // An object inserted before both is tested against both; one
+    // inserted between them against the newer only.
+    assert!(bans.at_time(500.0).seq() < bans.at_time(1500.0).seq());
+    assert_eq!(bans.at_time(1500.0).seq(), 2, "the ban of 1000");
+    assert_eq!(bans.at_time(3000.0).seq(), 3, "the ban of 2000");
+    assert_eq!(bans.head_seq(), 4);
+}

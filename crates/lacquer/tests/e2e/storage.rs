@@ -98,3 +98,140 @@ fn uncacheable_and_short_lived_objects_use_transient_storage() {
     assert_eq!(c.get("/keep", &[]).xids().len(), 2, "/keep was not evicted");
     assert_eq!(origin.count("/keep"), 1);
 }
+
+/// A directory for store files that outlives one daemon.
+fn store_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("lacquer-e2e-store-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_file_store_keeps_bodies_in_its_file_and_evicts_within_it() {
+    let origin = Origin::start(|_| Reply::ok("").body_bytes(vec![b'f'; 256 * 1024]));
+    let dir = store_dir("file");
+    let spec = format!("f=file,{}/f.bin,4m", dir.display());
+    let lq = Lacquer::start(origin.addr, &["-s", &spec, "-T", "127.0.0.1:0"]);
+    let before = rss_kib(lq.pid());
+    let mut c = lq.connect();
+    for i in 0..40 {
+        let r = c.get(&format!("/f{i}"), &[]);
+        assert_eq!(r.body.len(), 256 * 1024);
+        assert!(r.body.iter().all(|&b| b == b'f'));
+    }
+    // The newest is a hit, read from the file; the oldest made way.
+    let hit = c.get("/f39", &[]);
+    assert_eq!(hit.xids().len(), 2);
+    assert!(hit.body.iter().all(|&b| b == b'f'));
+    assert_eq!(c.get("/f0", &[]).xids().len(), 1);
+    assert!(lq.counter("MAIN.n_lru_nuked") > 0);
+    assert!(lq.counter("SMF.f.g_bytes") > 3 * 256 * 1024);
+    assert!(lq.counter("SMF.f.g_smf") >= 2);
+    // 10 MiB of bodies went through; the heap did not keep them.
+    let after = rss_kib(lq.pid());
+    assert!(after < before + 4 * 1024, "RSS {before} -> {after} KiB");
+    let list = lq.cli_ok("storage.list");
+    assert!(list.contains("storage.f = file"), "{list}");
+    assert!(list.contains("storage.Transient = malloc"), "{list}");
+    drop(lq);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_persistent_store_serves_its_objects_after_kill_9() {
+    let origin = Origin::start(|req| {
+        let body = format!("body of {}", req.url).into_bytes();
+        Reply::ok("")
+            .header("Cache-Control", "max-age=300")
+            .header("ETag", &format!("\"{}\"", req.url.len()))
+            .header(
+                "xkey",
+                if req.url.starts_with("/t") {
+                    "tagged"
+                } else {
+                    "other"
+                },
+            )
+            .body_bytes(body)
+    });
+    let dir = store_dir("persist");
+    let spec = format!("p=persistent,{}/p.bin,16m", dir.display());
+    let args = ["-s", spec.as_str(), "-T", "127.0.0.1:0"];
+    let lq = Lacquer::start(origin.addr, &args);
+    let mut c = lq.connect();
+    for url in ["/a", "/b", "/t1", "/t2", "/banned", "/purged"] {
+        assert_eq!(c.get(url, &[]).status, 200);
+    }
+    lq.cli_ok("ban req.url == /banned");
+    drop(c);
+    drop(lq); // SIGKILL: no clean stop.
+    let lq = Lacquer::start(origin.addr, &args);
+    assert_eq!(lq.counter("SMP.p.c_recovered"), 6);
+    let mut c = lq.connect();
+    let a = c.get("/a", &[]);
+    assert_eq!(a.text(), "body of /a");
+    assert_eq!(a.xids().len(), 2, "a hit after the restart");
+    assert_eq!(a.header("etag"), Some("\"2\""));
+    assert_eq!(origin.count("/a"), 1, "the origin was not asked again");
+    assert_eq!(
+        c.get("/banned", &[]).xids().len(),
+        1,
+        "the ban still applies"
+    );
+    assert_eq!(origin.count("/banned"), 2);
+    // Surrogate keys are indexed again.
+    lq.cli_ok("xkey.purge tagged");
+    assert_eq!(c.get("/t1", &[]).xids().len(), 1);
+    assert_eq!(c.get("/b", &[]).xids().len(), 2);
+    drop(c);
+    drop(lq);
+    // What was purged before the second kill stays purged.
+    let lq = Lacquer::start(origin.addr, &args);
+    let mut c = lq.connect();
+    assert_eq!(c.get("/t2", &[]).xids().len(), 1, "purged by its key");
+    assert_eq!(c.get("/a", &[]).xids().len(), 2);
+    assert_eq!(origin.count("/t2"), 2);
+    drop(c);
+    drop(lq);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_kill_during_a_write_loses_only_that_object() {
+    let big = 24 * 1024 * 1024;
+    let origin = Origin::start(move |req| {
+        let fill = if req.url == "/big" { b'B' } else { b's' };
+        let len = if req.url == "/big" { big } else { 1000 };
+        Reply::ok("")
+            .header("Cache-Control", "max-age=300")
+            .body_bytes(vec![fill; len])
+    });
+    let dir = store_dir("torn");
+    let spec = format!("p=persistent,{}/p.bin,64m", dir.display());
+    let args = ["-s", spec.as_str()];
+    let lq = Lacquer::start(origin.addr, &args);
+    let mut c = lq.connect();
+    for i in 0..20 {
+        assert_eq!(c.get(&format!("/s{i}"), &[]).status, 200);
+    }
+    // Kill while /big streams in.
+    let mut reader = lq.connect();
+    reader.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+    let _ = reader.read_some(64 * 1024);
+    drop(lq);
+    let lq = Lacquer::start(origin.addr, &args);
+    let mut c = lq.connect();
+    for i in 0..20 {
+        let r = c.get(&format!("/s{i}"), &[]);
+        assert_eq!(r.xids().len(), 2, "/s{i} recovered");
+        assert_eq!(r.body, vec![b's'; 1000]);
+    }
+    // /big is either whole or not there: never short.
+    let r = c.get("/big", &[]);
+    assert_eq!(r.body.len(), big);
+    assert!(r.body.iter().all(|&b| b == b'B'));
+    drop(c);
+    drop(lq);
+    let _ = std::fs::remove_dir_all(&dir);
+}

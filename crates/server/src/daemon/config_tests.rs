@@ -39,7 +39,7 @@ fn errors_are_one_clear_line() {
         "-b 127.0.0.1:8080 -a nonsense",
         "-b 127.0.0.1:8080 -p nosuch=1",
         "-b 127.0.0.1:8080 -Z",
-        "-b 127.0.0.1:8080 -s file,/tmp/x,1g",
+        "-b 127.0.0.1:8080 -s file,/tmp/x,1g,3x",
         "-b 127.0.0.1:8080 -f x.vcl",
         "-b 127.0.0.1:8080 -T :99999",
         "-a :6081",
@@ -117,7 +117,8 @@ fn storage_forms() {
         c.stores,
         vec![StoreSpec {
             name: "mem".into(),
-            budget: 1 << 30
+            budget: 1 << 30,
+            kind: StoreKind::Malloc,
         }]
     );
     assert_eq!(c.transient_budget, Some(64 << 20));
@@ -197,4 +198,45 @@ fn every_option_has_one_letter_and_a_usage_line() {
         parse("-Z x").err().as_deref(),
         Some("unknown option \"-Z\"")
     );
+}
+
+#[test]
+fn file_and_persistent_storage_forms() {
+    let s = parse_storage("f=file,/var/cache/l.bin,2g,8k,normal", 0).unwrap();
+    assert_eq!(s.name, "f");
+    assert_eq!(s.budget, 2 << 30);
+    let StoreKind::File(f) = s.kind else {
+        panic!("a file store")
+    };
+    assert_eq!(f.path, PathBuf::from("/var/cache/l.bin"));
+    assert_eq!((f.size, f.granularity, f.random), (Some(2 << 30), 8192, false));
+    let s = parse_storage("file,/tmp,10m", 1).unwrap();
+    assert_eq!(s.name, "s1");
+    assert!(matches!(s.kind, StoreKind::File(ref f) if f.granularity == 4096 && f.random));
+    for kind in ["persistent", "deprecated_persistent"] {
+        let s = parse_storage(&format!("p={kind},/var/l.per,1g"), 0).unwrap();
+        assert_eq!(
+            s.kind,
+            StoreKind::Persistent(lacquer_cache::persist::PersistSpec {
+                path: PathBuf::from("/var/l.per"),
+                size: 1 << 30
+            })
+        );
+    }
+    for (bad, says) in [
+        ("file", "needs a path"),
+        ("file,/nonexistent/x", "give a size"),
+        ("file,/tmp/x,10m,0", "invalid granularity"),
+        ("file,/tmp/x,10m,4k,sideways", "advice must be"),
+        ("file,/tmp/x,50%", "percent"),
+        ("file,/tmp/x,10m,4k,random,extra", "too many"),
+        ("persistent,/tmp/x", "needs a size"),
+        ("malloc,1g,2", "too many"),
+        ("umem", "Solaris"),
+    ] {
+        let err = parse_storage(bad, 0).unwrap_err();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    let err = parse("-b 127.0.0.1:1 -s Transient=file,/tmp,10m").err();
+    assert!(err.unwrap().contains("Transient must be malloc"));
 }

@@ -11,6 +11,7 @@ pub(crate) mod listen;
 pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod probe;
+mod storage;
 
 use crate::daemon::config::ServeConfig;
 use crate::host::vcl::{Loaded, Registry};
@@ -162,12 +163,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     COUNTERS.set(Counter::pools, 1);
     COUNTERS.set(Counter::threads, workers as u64);
     COUNTERS.set(Counter::threads_created, workers as u64);
-    let stores: Vec<Arc<Store>> = cfg
-        .stores
-        .iter()
-        .map(|s| Store::malloc(&s.name, s.budget))
-        .collect();
+    let (stores, recoveries) = storage::open_stores(&cfg.stores)?;
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
+    storage::restore(&cache, recoveries);
     // With -d and no program, requests cannot come before `start`, and
     // `start` needs a program loaded through the CLI: the built-in one
     // only fills the slot until then and is never listed.
@@ -362,14 +360,22 @@ fn enter_jail(jail: &config::Jail, workdir: &std::path::Path) -> Result<(), Stri
         .map_err(|e| format!("-j unix: cannot become {}: {e}", jail.user))
 }
 
-/// Adds the counters published beside `MAIN`: `SMA.<store>.*` for each
-/// store and `VBE.<vcl>.<backend>.*` for the backends of every warm
+/// Adds the counters published beside `MAIN`: `SMA.<store>.*` (`SMF`
+/// for a file store, `SMP` for a persistent one) for each store and `VBE.<vcl>.<backend>.*` for the backends of every warm
 /// program (a cold program's backends are hidden, as in Varnish).
 pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
-    use lacquer_core::counters::{SMA, VBE};
+    use lacquer_core::counters::{SMA, SMF, SMP, VBE};
     let cache = &sh.cache;
     for store in cache.stores().iter().chain([cache.transient()]) {
-        snap.section(format!("SMA.{}", store.name()), SMA, |v| store.counters(v));
+        let section = store.engine().section();
+        let table = match section {
+            "SMF" => SMF,
+            "SMP" => SMP,
+            _ => SMA,
+        };
+        snap.section(format!("{section}.{}", store.name()), table, |v| {
+            store.counters(v)
+        });
     }
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
@@ -414,6 +420,13 @@ async fn housekeeping(sh: Arc<Shared>) {
         tick.tick().await;
         let now = lacquer_core::time::now();
         sh.cache.expire(now);
+        if started
+            .elapsed()
+            .as_secs()
+            .is_multiple_of(storage::SYNC_EVERY)
+        {
+            storage::sync(&sh.cache);
+        }
         let idle = Params::duration(sh.params.backend_idle_timeout());
         let loaded: Vec<Arc<Loaded>> = {
             let reg = sh.vcls.lock().unwrap_or_else(|p| p.into_inner());

@@ -344,11 +344,11 @@ pub(crate) fn storage_value(sh: &Shared, name: &str, field: StorageField) -> Val
             _ => Value::Bytes(0.0),
         };
     };
-    let used = store.used() as f64;
+    let (used, free) = store.account();
     match field {
         StorageField::Happy => Value::Bool(true),
-        StorageField::UsedSpace => Value::Bytes(used),
-        StorageField::FreeSpace => Value::Bytes((store.budget() as f64 - used).max(0.0)),
+        StorageField::UsedSpace => Value::Bytes(used as f64),
+        StorageField::FreeSpace => Value::Bytes(free as f64),
     }
 }
 

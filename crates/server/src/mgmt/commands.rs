@@ -296,29 +296,30 @@ impl Mgmt {
     }
 
     fn storage_list(&self, json_out: bool, args: &[String]) -> Reply {
-        let mut names: Vec<String> = self
-            .sh
-            .cache
+        let cache = &self.sh.cache;
+        let stores: Vec<(&str, &str)> = cache
             .stores()
             .iter()
-            .map(|s| s.name().to_string())
+            .chain([cache.transient()])
+            .map(|s| (s.name(), s.engine().kind()))
             .collect();
-        names.push("Transient".to_string());
         if json_out {
-            let items: Vec<String> = names
+            // Named as varnishd names them here: without `storage.`.
+            let items: Vec<String> = stores
                 .iter()
-                .map(|n| {
+                .map(|(name, kind)| {
                     format!(
-                        "  {{\"name\": {}, \"storage\": \"malloc\"}}",
-                        json::string(&format!("storage.{n}"))
+                        "  {{\"name\": {}, \"storage\": {}}}",
+                        json::string(name),
+                        json::string(kind)
                     )
                 })
                 .collect();
             return Reply::ok(json::items(2, args, &items));
         }
         let mut out = "Storage devices:\n".to_string();
-        for n in names {
-            out.push_str(&format!("\tstorage.{n} = malloc\n"));
+        for (name, kind) in stores {
+            out.push_str(&format!("\tstorage.{name} = {kind}\n"));
         }
         Reply::ok(out)
     }

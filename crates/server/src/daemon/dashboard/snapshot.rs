@@ -10,7 +10,7 @@ use super::logwatch::LogSample;
 use crate::mgmt::json_string as string;
 use crate::Shared;
 use lacquer_backend::AdminHealth;
-use lacquer_core::counters::{CounterSpec, MAIN, SMA, VBE};
+use lacquer_core::counters::{CounterSpec, MAIN, SMA, SMF, SMP, VBE};
 use lacquer_shm::counters::Snapshot;
 use std::fmt::Write;
 
@@ -78,10 +78,14 @@ pub(crate) fn build(sh: &Shared, now: f64, log: &LogSample) -> String {
     out.push_str("},\"stores\":[");
     let mut first = true;
     for (prefix, table, values) in snap.sections() {
-        let Some(name) = prefix.strip_prefix("SMA.") else {
+        // Every store's section starts with the same seven counters.
+        let Some(name) = ["SMA.", "SMF.", "SMP."]
+            .iter()
+            .find_map(|p| prefix.strip_prefix(p))
+        else {
             continue;
         };
-        if !std::ptr::eq(table, SMA) {
+        if ![SMA, SMF, SMP].iter().any(|t| std::ptr::eq(table, *t)) {
             continue;
         }
         let sep = if first { "" } else { "," };

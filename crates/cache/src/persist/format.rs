@@ -1,0 +1,456 @@
+//! The persistent store's file layout, byte by byte (little-endian).
+//!
+//! - **Superblock** (the first 4 KiB): magic, format version, file size,
+//!   segment size, the store's secret, a checksum. Written once when the
+//!   file is made.
+//! - **Segments** after it, each `segment_len` bytes: a 64-byte header
+//!   (magic, the segment's sequence number, the secret, a checksum), then
+//!   frames back to back, 8-byte aligned.
+//! - **Frames**: a 24-byte header (tag, payload length, the segment's
+//!   sequence number, a state word, a checksum), then the payload. A body
+//!   frame holds body bytes; an object frame the object (key, variant,
+//!   timers, head, where its body is and the body's checksum); a ban frame
+//!   a ban's time and text.
+//!
+//! A reader walks a segment's frames by their lengths, so body bytes are
+//! never read as a header. A frame whose sequence number is not its
+//! segment's is left over from the segment's earlier use and ends the
+//! walk. Checksums start from the store's secret: a body crafted to look
+//! like a record cannot pass for one.
+
+/// The superblock's first bytes; the format's version follows.
+pub const MAGIC: &[u8; 16] = b"LACQUER-PERSIST\0";
+/// The format this build writes and reads.
+pub const VERSION: u32 = 1;
+pub const SUPERBLOCK_LEN: u64 = 4096;
+pub const SEGMENT_HEADER_LEN: u64 = 64;
+pub const FRAME_HEADER_LEN: u64 = 24;
+const SEGMENT_MAGIC: &[u8; 8] = b"LQSEGMNT";
+
+/// Frame tags.
+pub const TAG_BODY: u8 = 1;
+pub const TAG_OBJECT: u8 = 2;
+pub const TAG_BAN: u8 = 3;
+
+/// The state word of a live object frame; anything else is dead.
+pub const LIVE: u32 = 0x4c495645;
+pub const DEAD: u32 = 0;
+/// Where the state word is in a frame's header.
+pub const STATE_OFFSET: u64 = 16;
+
+/// A checksum keyed by the store's secret.
+pub fn checksum(secret: u64, parts: &[&[u8]]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&secret.to_le_bytes());
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize()
+}
+
+/// Rounds a length up to the frames' alignment.
+pub fn align(len: u64) -> u64 {
+    len.div_ceil(8) * 8
+}
+
+/// What the superblock says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Superblock {
+    pub version: u32,
+    pub file_len: u64,
+    pub segment_len: u64,
+    pub secret: u64,
+}
+
+/// Why a superblock cannot be used.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BadSuperblock {
+    /// All zeros: a new file.
+    Empty,
+    /// Not a Lacquer persistent store.
+    Foreign,
+    /// A store of another format version.
+    Version(u32),
+    /// The magic is there but the checksum is wrong.
+    Damaged,
+}
+
+impl Superblock {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64);
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&self.version.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&self.file_len.to_le_bytes());
+        b.extend_from_slice(&self.segment_len.to_le_bytes());
+        b.extend_from_slice(&self.secret.to_le_bytes());
+        let sum = checksum(0, &[&b]);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Superblock, BadSuperblock> {
+        if b.len() < 52 {
+            return Err(BadSuperblock::Foreign);
+        }
+        if &b[..16] != MAGIC {
+            return Err(if b[..52].iter().all(|&x| x == 0) {
+                BadSuperblock::Empty
+            } else {
+                BadSuperblock::Foreign
+            });
+        }
+        let version = u32_at(b, 16);
+        if version != VERSION {
+            return Err(BadSuperblock::Version(version));
+        }
+        if checksum(0, &[&b[..48]]) != u32_at(b, 48) {
+            return Err(BadSuperblock::Damaged);
+        }
+        Ok(Superblock {
+            version,
+            file_len: u64_at(b, 24),
+            segment_len: u64_at(b, 32),
+            secret: u64_at(b, 40),
+        })
+    }
+}
+
+/// A segment header for `seq`.
+pub fn segment_header(seq: u64, secret: u64) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[..8].copy_from_slice(SEGMENT_MAGIC);
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16..24].copy_from_slice(&secret.to_le_bytes());
+    let sum = checksum(secret, &[&b[..24]]);
+    b[24..28].copy_from_slice(&sum.to_le_bytes());
+    b
+}
+
+/// The sequence number of a valid segment header (None: never written,
+/// torn, or another store's).
+pub fn segment_seq(b: &[u8], secret: u64) -> Option<u64> {
+    if b.len() < 28 || &b[..8] != SEGMENT_MAGIC || u64_at(b, 16) != secret {
+        return None;
+    }
+    if checksum(secret, &[&b[..24]]) != u32_at(b, 24) {
+        return None;
+    }
+    Some(u64_at(b, 8)).filter(|&s| s != 0)
+}
+
+/// A frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub tag: u8,
+    pub len: u32,
+    pub seq: u64,
+    pub state: u32,
+    pub sum: u32,
+}
+
+impl FrameHeader {
+    /// The header of a frame holding `payload`, its checksum over the
+    /// tag, length, sequence number and payload.
+    pub fn sealed(tag: u8, seq: u64, payload: &[u8], secret: u64) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[0] = tag;
+        b[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        b[16..20].copy_from_slice(&LIVE.to_le_bytes());
+        let sum = checksum(secret, &[&b[..16], payload]);
+        b[20..24].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// The header of a body frame of `len` bytes (its bytes are checked
+    /// through the object that owns them).
+    pub fn body(seq: u64, len: u32, secret: u64) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[0] = TAG_BODY;
+        b[4..8].copy_from_slice(&len.to_le_bytes());
+        b[8..16].copy_from_slice(&seq.to_le_bytes());
+        let sum = checksum(secret, &[&b[..16]]);
+        b[20..24].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> FrameHeader {
+        FrameHeader {
+            tag: b[0],
+            len: u32_at(b, 4),
+            seq: u64_at(b, 8),
+            state: u32_at(b, 16),
+            sum: u32_at(b, 20),
+        }
+    }
+
+    /// Whether the checksum holds for `payload` (for a body frame, the
+    /// header alone).
+    pub fn verify(&self, raw: &[u8], payload: &[u8], secret: u64) -> bool {
+        let sum = if self.tag == TAG_BODY {
+            checksum(secret, &[&raw[..16]])
+        } else {
+            checksum(secret, &[&raw[..16], payload])
+        };
+        sum == self.sum
+    }
+}
+
+/// An object as its frame holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// When it went into the index (bans newer than this apply to it).
+    pub inserted: f64,
+    pub xid: u64,
+    pub status: u16,
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub key: Vec<u8>,
+    pub vary: Vec<(String, Option<Vec<u8>>)>,
+    /// Where the head is in the file (it is part of this frame).
+    pub head: (u64, u64),
+    /// The gzip attribute, encoded (empty: none).
+    pub gzip: Vec<u8>,
+    pub body_len: u64,
+    pub body_sum: u32,
+    /// Where the body is: start, length, and the sequence number of the
+    /// segment it was written in.
+    pub extents: Vec<(u64, u64, u64)>,
+}
+
+/// Writes an object frame's payload; `head` follows the fixed part, so
+/// that it is one run of the file a view can share.
+pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
+    let mut b = Vec::with_capacity(128 + r.key.len() + head.len());
+    b.extend_from_slice(&r.inserted.to_le_bytes());
+    b.extend_from_slice(&r.xid.to_le_bytes());
+    for t in [r.t_origin, r.ttl, r.grace, r.keep] {
+        b.extend_from_slice(&t.to_le_bytes());
+    }
+    b.extend_from_slice(&r.status.to_le_bytes());
+    put_bytes(&mut b, &r.key);
+    b.extend_from_slice(&(r.vary.len() as u16).to_le_bytes());
+    for (name, value) in &r.vary {
+        put_bytes(&mut b, name.as_bytes());
+        match value {
+            Some(v) => {
+                b.push(1);
+                put_bytes(&mut b, v);
+            }
+            None => b.push(0),
+        }
+    }
+    put_bytes(&mut b, &r.gzip);
+    b.extend_from_slice(&r.body_len.to_le_bytes());
+    b.extend_from_slice(&r.body_sum.to_le_bytes());
+    b.extend_from_slice(&(r.extents.len() as u32).to_le_bytes());
+    for (at, len, seq) in &r.extents {
+        b.extend_from_slice(&at.to_le_bytes());
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&seq.to_le_bytes());
+    }
+    b.extend_from_slice(&(head.len() as u32).to_le_bytes());
+    let head_at = b.len() as u64;
+    b.extend_from_slice(head);
+    (b, head_at)
+}
+
+/// Reads an object frame's payload found at `payload_at` in the file.
+pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
+    let mut r = Reader { b, at: 0 };
+    let inserted = r.f64()?;
+    let xid = r.u64()?;
+    let (t_origin, ttl, grace, keep) = (r.f64()?, r.f64()?, r.f64()?, r.f64()?);
+    let status = r.u16()?;
+    let key = r.bytes()?.to_vec();
+    let nvary = r.u16()?;
+    let mut vary = Vec::new();
+    for _ in 0..nvary {
+        let name = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let value = match r.take(1)?[0] {
+            1 => Some(r.bytes()?.to_vec()),
+            _ => None,
+        };
+        vary.push((name, value));
+    }
+    let gzip = r.bytes()?.to_vec();
+    let body_len = r.u64()?;
+    let body_sum = r.u32()?;
+    let n = r.u32()? as usize;
+    if n > b.len() / 24 {
+        return None;
+    }
+    let mut extents = Vec::with_capacity(n);
+    for _ in 0..n {
+        extents.push((r.u64()?, r.u64()?, r.u64()?));
+    }
+    let head_len = r.u32()? as u64;
+    let head_at = r.at as u64;
+    r.take(head_len as usize)?;
+    Some(Record {
+        inserted,
+        xid,
+        status,
+        t_origin,
+        ttl,
+        grace,
+        keep,
+        key,
+        vary,
+        head: (payload_at + head_at, head_len),
+        gzip,
+        body_len,
+        body_sum,
+        extents,
+    })
+}
+
+/// A ban frame's payload: its time and text.
+pub fn encode_ban(time: f64, text: &str) -> Vec<u8> {
+    let mut b = time.to_le_bytes().to_vec();
+    put_bytes(&mut b, text.as_bytes());
+    b
+}
+
+pub fn decode_ban(b: &[u8]) -> Option<(f64, String)> {
+    let mut r = Reader { b, at: 0 };
+    let time = r.f64()?;
+    let text = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+    Some((time, text))
+}
+
+fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
+    b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    b.extend_from_slice(v);
+}
+
+pub fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("four bytes"))
+}
+
+pub fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("eight bytes"))
+}
+
+/// Reads fields off a payload, None past its end.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.b.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_bits(self.u64()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            inserted: 1000.5,
+            xid: 42,
+            status: 200,
+            t_origin: 1000.0,
+            ttl: 120.0,
+            grace: 10.0,
+            keep: 0.0,
+            key: b"/a\0example.com\0".to_vec(),
+            vary: vec![
+                ("accept-language".into(), Some(b"en".to_vec())),
+                ("x-none".into(), None),
+            ],
+            head: (0, 0),
+            gzip: vec![1, 2, 3],
+            body_len: 5,
+            body_sum: 7,
+            extents: vec![(4096 + 88, 5, 3)],
+        }
+    }
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        let r = record();
+        let head = b"HTTP/1.1 200 OK\r\nEtag: \"x\"\r\n";
+        let (payload, head_at) = encode_record(&r, head);
+        let back = decode_record(&payload, 1000).unwrap();
+        assert_eq!(back.head, (1000 + head_at, head.len() as u64));
+        assert_eq!(
+            &payload[head_at as usize..][..head.len()],
+            &head[..],
+            "the head is one run"
+        );
+        assert_eq!(
+            Record {
+                head: (0, 0),
+                ..back
+            },
+            r
+        );
+        for cut in 0..payload.len() {
+            assert!(
+                decode_record(&payload[..cut], 0).is_none(),
+                "a short payload is refused ({cut})"
+            );
+        }
+    }
+
+    #[test]
+    fn checksums_need_the_secret() {
+        let payload = b"payload";
+        let raw = FrameHeader::sealed(TAG_OBJECT, 9, payload, 77);
+        let h = FrameHeader::decode(&raw);
+        assert_eq!((h.tag, h.len, h.seq, h.state), (TAG_OBJECT, 7, 9, LIVE));
+        assert!(h.verify(&raw, payload, 77));
+        assert!(!h.verify(&raw, payload, 78), "another store's secret");
+        assert!(!h.verify(&raw, b"paylaod", 77), "a flipped byte");
+        let body = FrameHeader::body(9, 100, 77);
+        assert!(FrameHeader::decode(&body).verify(&body, &[], 77));
+    }
+
+    #[test]
+    fn superblocks_and_segment_headers() {
+        let sb = Superblock {
+            version: VERSION,
+            file_len: 1 << 30,
+            segment_len: 8 << 20,
+            secret: 0x1234,
+        };
+        let mut raw = sb.encode();
+        assert_eq!(Superblock::decode(&raw), Ok(sb));
+        assert_eq!(Superblock::decode(&[0u8; 64]), Err(BadSuperblock::Empty));
+        assert_eq!(Superblock::decode(&[7u8; 64]), Err(BadSuperblock::Foreign));
+        raw[40] ^= 1;
+        assert_eq!(Superblock::decode(&raw), Err(BadSuperblock::Damaged));
+        raw[16] = 9;
+        assert_eq!(Superblock::decode(&raw), Err(BadSuperblock::Version(9)));
+        let seg = segment_header(5, 0x1234);
+        assert_eq!(segment_seq(&seg, 0x1234), Some(5));
+        assert_eq!(segment_seq(&seg, 0x1235), None);
+        assert_eq!(segment_seq(&[0u8; 32], 0x1234), None);
+    }
+}

@@ -1,0 +1,609 @@
+//! The persistent store (`-s name=persistent,PATH,SIZE`, also spelled
+//! `deprecated_persistent`): a cache that is still warm after a restart
+//! or a crash.
+//!
+//! The file is a log of segments (`format.rs`). Bodies are written as
+//! they arrive, into the newest segment; once an object is whole and in
+//! the index, its record (key, variant, timers, head, where its body is
+//! and the body's checksum) follows. When the log has no free segment,
+//! the oldest segment's objects are evicted and, once no reader holds
+//! its bytes, it is written over: eviction is first in, first out by
+//! segment. An object that leaves the cache gets its record's state word
+//! cleared, so it stays gone after a restart; bans are written as frames
+//! too, and applied again to what is recovered.
+//!
+//! Nothing here blocks on a reader: when every old segment is still
+//! being read, a new object stays in memory only (`c_dropped`).
+
+mod format;
+mod recover;
+mod restore;
+
+pub use recover::Recovery;
+pub use restore::Restored;
+
+#[cfg(test)]
+mod tests;
+
+use crate::engine::{Engine, FileSpace, Placement, Release, Room};
+use crate::object::{Attr, Object};
+use format::{FrameHeader, DEAD, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, SUPERBLOCK_LEN};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// What `-s persistent` asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersistSpec {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// How the daemon's attributes of an object are written and read back:
+/// what splicing needs of a gzip'd body. Objects with an attribute the
+/// codec cannot write (an ESI program) stay in memory only.
+#[derive(Debug, Clone, Copy)]
+pub struct AttrCodec {
+    pub encode_gzip: fn(&Attr) -> Option<Vec<u8>>,
+    pub decode_gzip: fn(&[u8]) -> Option<Attr>,
+}
+
+/// The codec the daemon gives before it opens its stores.
+pub static ATTR_CODEC: OnceLock<AttrCodec> = OnceLock::new();
+
+/// A record's state word is being cleared (see [`Log::tombstone`]).
+const CLEARING: u64 = u64::MAX - 1;
+
+/// One segment of the log.
+#[derive(Debug, Default)]
+struct Segment {
+    /// Its sequence number (0: never written).
+    seq: AtomicU64,
+    /// Rooms and views of its bytes alive now.
+    pins: AtomicUsize,
+    /// Objects with bytes in it.
+    objects: Mutex<Vec<Weak<Object>>>,
+    /// Bans written in it.
+    bans: Mutex<Vec<(f64, String)>>,
+    /// The oldest insertion time of a record in it.
+    oldest: Mutex<f64>,
+    /// Its objects were told to go.
+    evicting: AtomicBool,
+}
+
+/// Where the log writes next.
+#[derive(Debug)]
+struct Head {
+    current: Option<usize>,
+    /// The next frame's offset in the file, and the current segment's end.
+    at: u64,
+    end: u64,
+    next_seq: u64,
+    /// Segments written, oldest first (the current one apart).
+    order: VecDeque<usize>,
+    free: Vec<usize>,
+}
+
+/// The log: the file and its segments.
+#[derive(Debug)]
+pub(crate) struct Log {
+    space: Arc<FileSpace>,
+    path: PathBuf,
+    secret: u64,
+    segment_len: u64,
+    segments: Box<[Segment]>,
+    head: Mutex<Head>,
+    /// Objects whole but not yet in the index (or the reverse), with where
+    /// their body went.
+    pending: Mutex<Vec<Pending>>,
+    written: AtomicU64,
+    objects_written: AtomicU64,
+    dropped: AtomicU64,
+    recovered: AtomicU64,
+    damaged: AtomicU64,
+    reused: AtomicU64,
+}
+
+/// An object whose body is whole but which is not in the index yet, with
+/// where its body went.
+type Pending = (Weak<Object>, Vec<(u64, u64)>);
+
+/// What reserving room in the log came to.
+enum Reserve {
+    /// A frame at this offset, in this segment.
+    At(u64, usize),
+    /// The oldest segment's objects were pushed out; ask again.
+    Evicting,
+    /// Every old segment is still being read.
+    Busy,
+}
+
+impl Log {
+    fn lock_head(&self) -> std::sync::MutexGuard<'_, Head> {
+        self.head.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn segment_of(&self, at: u64) -> usize {
+        ((at - SUPERBLOCK_LEN) / self.segment_len) as usize
+    }
+
+    fn segment_start(&self, i: usize) -> u64 {
+        SUPERBLOCK_LEN + i as u64 * self.segment_len
+    }
+
+    /// The most payload one frame holds.
+    fn capacity(&self) -> u64 {
+        self.segment_len - SEGMENT_HEADER_LEN - FRAME_HEADER_LEN
+    }
+
+    /// Sets aside a frame of `min..=max` payload bytes (as many as the
+    /// current segment has, at least `min`) and writes `header` for it
+    /// (given the payload length, the frame's offset and the sequence
+    /// number) while the frame is still the log's newest, so that the
+    /// walk through the segment never meets a hole.
+    fn reserve(
+        &self,
+        min: u64,
+        max: u64,
+        evicted: &mut Vec<Arc<Object>>,
+        header: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>,
+    ) -> (Reserve, u64) {
+        let mut head = self.lock_head();
+        loop {
+            if let Some(cur) = head.current {
+                let room = head.end.saturating_sub(head.at + FRAME_HEADER_LEN);
+                if room >= format::align(min) {
+                    let len = max.min(room);
+                    let at = head.at;
+                    let seq = self.segments[cur].seq.load(Ordering::Relaxed);
+                    let bytes = header(len, at, seq);
+                    if self.space.write_at(&bytes, at).is_err() {
+                        return (Reserve::Busy, 0);
+                    }
+                    head.at += FRAME_HEADER_LEN + format::align(len);
+                    self.written
+                        .fetch_add(FRAME_HEADER_LEN + format::align(len), Ordering::Relaxed);
+                    return (Reserve::At(at, cur), len);
+                }
+                head.current = None;
+                head.order.push_back(cur);
+            }
+            let next = match head.free.pop() {
+                Some(i) => i,
+                None => match self.reusable(&mut head, evicted) {
+                    Ok(i) => i,
+                    Err(r) => return (r, 0),
+                },
+            };
+            self.open(&mut head, next);
+        }
+    }
+
+    /// The oldest segment nothing holds any more, taken off the list; or
+    /// the oldest one's objects pushed out.
+    fn reusable(&self, head: &mut Head, evicted: &mut Vec<Arc<Object>>) -> Result<usize, Reserve> {
+        let ready = head.order.iter().position(|&i| self.is_unheld(i));
+        if let Some(pos) = ready {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return Ok(head.order.remove(pos).expect("found"));
+        }
+        let Some(&oldest) = head
+            .order
+            .iter()
+            .find(|&&i| !self.segments[i].evicting.load(Ordering::Relaxed))
+        else {
+            return Err(Reserve::Busy);
+        };
+        let seg = &self.segments[oldest];
+        seg.evicting.store(true, Ordering::Relaxed);
+        let objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
+        evicted.extend(objects.iter().filter_map(Weak::upgrade));
+        Err(Reserve::Evicting)
+    }
+
+    /// Whether a segment can be written over: no view of its bytes, and
+    /// every object with a record in it gone with its record cleared.
+    fn is_unheld(&self, i: usize) -> bool {
+        let seg = &self.segments[i];
+        if seg.pins.load(Ordering::Acquire) != 0 {
+            return false;
+        }
+        let objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
+        objects.iter().all(|w| match w.upgrade() {
+            None => true,
+            Some(o) => o.is_removed() && o.record.load(Ordering::Acquire) == u64::MAX,
+        })
+    }
+
+    /// Starts writing segment `i` under the next sequence number, and
+    /// writes again the bans it held that may still apply to an object
+    /// elsewhere.
+    fn open(&self, head: &mut Head, i: usize) {
+        let seq = head.next_seq;
+        head.next_seq += 1;
+        let seg = &self.segments[i];
+        let old_bans = std::mem::take(&mut *seg.bans.lock().unwrap_or_else(|e| e.into_inner()));
+        seg.objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        *seg.oldest.lock().unwrap_or_else(|e| e.into_inner()) = f64::INFINITY;
+        seg.evicting.store(false, Ordering::Relaxed);
+        seg.seq.store(seq, Ordering::Release);
+        let start = self.segment_start(i);
+        let _ = self
+            .space
+            .write_at(&format::segment_header(seq, self.secret), start);
+        head.current = Some(i);
+        head.at = start + SEGMENT_HEADER_LEN;
+        head.end = start + self.segment_len;
+        let oldest_object = head
+            .order
+            .iter()
+            .map(|&j| {
+                *self.segments[j]
+                    .oldest
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            })
+            .fold(f64::INFINITY, f64::min);
+        for (time, text) in old_bans {
+            if time > oldest_object {
+                self.write_ban_locked(head, time, &text);
+            }
+        }
+    }
+
+    /// Writes a ban frame into the current segment (the head is held).
+    fn write_ban_locked(&self, head: &mut Head, time: f64, text: &str) {
+        let payload = format::encode_ban(time, text);
+        let len = payload.len() as u64;
+        let Some(cur) = head.current else { return };
+        if head.at + FRAME_HEADER_LEN + format::align(len) > head.end {
+            return;
+        }
+        let seq = self.segments[cur].seq.load(Ordering::Relaxed);
+        let mut frame = FrameHeader::sealed(format::TAG_BAN, seq, &payload, self.secret).to_vec();
+        frame.extend_from_slice(&payload);
+        if self.space.write_at(&frame, head.at).is_ok() {
+            head.at += FRAME_HEADER_LEN + format::align(len);
+            self.segments[cur]
+                .bans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((time, text.to_string()));
+        }
+    }
+
+    /// Notes that `obj` has bytes in segment `i`.
+    fn register(&self, i: usize, obj: &Arc<Object>) {
+        let mut objects = self.segments[i]
+            .objects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if objects
+            .last()
+            .is_none_or(|w| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj)))
+        {
+            objects.push(Arc::downgrade(obj));
+        }
+    }
+
+    /// Clears an object's record state word: it is gone for good. The
+    /// record stays marked while the word is written, so that its segment
+    /// is not written over meanwhile.
+    fn tombstone(&self, obj: &Object) {
+        let at = obj.record.swap(CLEARING, Ordering::AcqRel);
+        if at < CLEARING {
+            let _ = self.space.write_at(&DEAD.to_le_bytes(), at);
+        }
+        if at != CLEARING {
+            obj.record.store(u64::MAX, Ordering::Release);
+        }
+    }
+
+    /// Reserves a frame of exactly `len` bytes for a record, evicting the
+    /// oldest segment's objects (through `remove`) as often as it takes.
+    fn reserve_record(
+        &self,
+        len: u64,
+        remove: &dyn Fn(&Arc<Object>),
+        header: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>,
+    ) -> Option<(u64, usize)> {
+        for _ in 0..8 {
+            let mut evicted = Vec::new();
+            match self.reserve(len, len, &mut evicted, header).0 {
+                Reserve::At(at, seg) => return Some((at, seg)),
+                Reserve::Evicting => evicted.iter().for_each(remove),
+                Reserve::Busy => break,
+            }
+        }
+        // An object that finds the log full of readers stays in memory
+        // only.
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Writes the record of an object that is whole and in the index.
+    fn write_record(
+        &self,
+        obj: &Arc<Object>,
+        placed: &[(u64, u64)],
+        now: f64,
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        if obj.is_removed() {
+            return;
+        }
+        let Some(key) = obj.key.get() else { return };
+        let gzip = match obj.gzip_attr() {
+            None => Vec::new(),
+            Some(attr) => match ATTR_CODEC.get().and_then(|c| (c.encode_gzip)(attr)) {
+                Some(g) => g,
+                None => return,
+            },
+        };
+        let Some(chunks) = obj.body().chunks() else {
+            return;
+        };
+        let mut sum = crc32fast::Hasher::new();
+        let mut body_len = 0;
+        for c in chunks {
+            sum.update(c);
+            body_len += c.len() as u64;
+        }
+        let placed_len: u64 = placed.iter().map(|(_, l)| l).sum();
+        if placed_len != body_len {
+            return;
+        }
+        let extents = placed
+            .iter()
+            .map(|&(at, len)| {
+                let seq = self.segments[self.segment_of(at)]
+                    .seq
+                    .load(Ordering::Acquire);
+                (at, len, seq)
+            })
+            .collect();
+        let t = obj.timers();
+        let record = format::Record {
+            inserted: now,
+            xid: obj.xid(),
+            status: obj.status(),
+            t_origin: t.t_origin,
+            ttl: t.ttl,
+            grace: t.grace,
+            keep: t.keep,
+            key: key.to_vec(),
+            vary: obj
+                .vary()
+                .map(|v| {
+                    v.fields()
+                        .iter()
+                        .map(|(n, v)| (n.clone(), v.as_ref().map(|b| b.to_vec())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            head: (0, 0),
+            gzip,
+            body_len,
+            body_sum: sum.finalize(),
+            extents,
+        };
+        let (payload, _) = format::encode_record(&record, obj.head());
+        let len = payload.len() as u64;
+        if len > self.capacity() {
+            return;
+        }
+        let secret = self.secret;
+        let mut frame_of = |_: u64, _: u64, seq: u64| {
+            let mut f = FrameHeader::sealed(format::TAG_OBJECT, seq, &payload, secret).to_vec();
+            f.extend_from_slice(&payload);
+            f
+        };
+        let Some((at, seg)) = self.reserve_record(len, remove, &mut frame_of) else {
+            return;
+        };
+        self.register(seg, obj);
+        {
+            let mut oldest = self.segments[seg]
+                .oldest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            *oldest = oldest.min(now);
+        }
+        obj.record
+            .store(at + format::STATE_OFFSET, Ordering::Release);
+        self.objects_written.fetch_add(1, Ordering::Relaxed);
+        if obj.is_removed() {
+            self.tombstone(obj);
+        }
+    }
+}
+
+impl Release for Log {
+    fn release(&self, at: u64, _len: u64) {
+        self.segments[self.segment_of(at)]
+            .pins
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The engine of one persistent store.
+#[derive(Debug)]
+pub struct PersistEngine {
+    log: Arc<Log>,
+}
+
+impl PersistEngine {
+    /// The store's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.log.path
+    }
+
+    /// Asks the kernel to write what is dirty to the disk (a clean
+    /// stop, and now and then, so that a power cut loses little).
+    pub fn sync(&self) {
+        let _ = self.log.space.sync();
+    }
+
+    /// Segments in use now.
+    fn segments_in_use(&self) -> u64 {
+        let head = self.log.lock_head();
+        head.order.len() as u64 + u64::from(head.current.is_some())
+    }
+}
+
+impl Engine for PersistEngine {
+    fn kind(&self) -> &'static str {
+        "persistent"
+    }
+
+    fn section(&self) -> &'static str {
+        "SMP"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn allocate(
+        &self,
+        need: u64,
+        hint: u64,
+        obj: &Arc<Object>,
+        evicted: &mut Vec<Arc<Object>>,
+    ) -> Placement {
+        let log = &self.log;
+        let max = hint.max(need).min(log.capacity()).min(u32::MAX as u64);
+        let min = need.clamp(1, 4096).min(max);
+        let secret = log.secret;
+        let mut header =
+            |len: u64, _: u64, seq: u64| FrameHeader::body(seq, len as u32, secret).to_vec();
+        match log.reserve(min, max, evicted, &mut header) {
+            (Reserve::At(at, seg), len) => {
+                log.segments[seg].pins.fetch_add(1, Ordering::AcqRel);
+                log.register(seg, obj);
+                Placement::Room(Room::new(
+                    log.space.clone(),
+                    at + FRAME_HEADER_LEN,
+                    len,
+                    log.clone(),
+                ))
+            }
+            (Reserve::Evicting, _) => Placement::Full,
+            (Reserve::Busy, _) => Placement::Heap,
+        }
+    }
+
+    fn trim(&self, room: Room) {
+        let log = &self.log;
+        let start = room.at();
+        let written = room.written();
+        let mut head = log.lock_head();
+        let seg = log.segment_of(start);
+        let end = start + format::align(written + room.remaining());
+        if head.current == Some(seg) && head.at == end {
+            // The newest frame: shorten it to what was written.
+            let seq = log.segments[seg].seq.load(Ordering::Relaxed);
+            let header = FrameHeader::body(seq, written as u32, log.secret);
+            if log
+                .space
+                .write_at(&header, start - FRAME_HEADER_LEN)
+                .is_ok()
+            {
+                head.at = start + format::align(written);
+                log.written.fetch_sub(end - head.at, Ordering::Relaxed);
+            }
+        }
+        drop(head);
+        room.trim(|_, _| {});
+    }
+
+    fn commit(
+        &self,
+        obj: &Arc<Object>,
+        placed: &[(u64, u64)],
+        heap: bool,
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        if heap {
+            self.log.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if obj.kind() != crate::object::ObjKind::Normal || obj.esi_expected() {
+            return;
+        }
+        let log = &self.log;
+        let mut pending = log.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if obj.key.get().is_none() {
+            pending.retain(|(w, _)| w.strong_count() > 0);
+            pending.push((Arc::downgrade(obj), placed.to_vec()));
+            return;
+        }
+        drop(pending);
+        log.write_record(obj, placed, lacquer_core::time::now(), remove);
+    }
+
+    fn inserted(&self, obj: &Arc<Object>, remove: &dyn Fn(&Arc<Object>)) {
+        let log = &self.log;
+        let placed = {
+            let mut pending = log.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(i) = pending
+                .iter()
+                .position(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj)))
+            else {
+                return;
+            };
+            pending.swap_remove(i).1
+        };
+        log.write_record(obj, &placed, lacquer_core::time::now(), remove);
+    }
+
+    fn forget(&self, obj: &Object) {
+        self.log.tombstone(obj);
+    }
+
+    fn ban_added(&self, time: f64, text: &str, remove: &dyn Fn(&Arc<Object>)) {
+        let log = &self.log;
+        let payload = format::encode_ban(time, text);
+        let secret = log.secret;
+        let mut frame_of = |_: u64, _: u64, seq: u64| {
+            let mut f = FrameHeader::sealed(format::TAG_BAN, seq, &payload, secret).to_vec();
+            f.extend_from_slice(&payload);
+            f
+        };
+        if let Some((_, seg)) = log.reserve_record(payload.len() as u64, remove, &mut frame_of) {
+            log.segments[seg]
+                .bans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((time, text.to_string()));
+        }
+    }
+
+    fn space(&self) -> Option<(u64, u64)> {
+        let total = self.log.segments.len() as u64;
+        let used = self.segments_in_use();
+        Some((
+            used * self.log.segment_len,
+            (total - used) * self.log.segment_len,
+        ))
+    }
+
+    fn extra_counters(&self, out: &mut Vec<u64>) {
+        let l = &self.log;
+        out.push(self.segments_in_use());
+        for c in [
+            &l.written,
+            &l.objects_written,
+            &l.dropped,
+            &l.recovered,
+            &l.damaged,
+            &l.reused,
+        ] {
+            out.push(c.load(Ordering::Relaxed));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Putting what a persistent store recovered back into the cache: bans
+//! first (every store's, before any object takes a place in the list),
+//! then the objects, in the order they were written, so that a newer
+//! copy of a variant replaces an older one as it did when they were
+//! fetched. Heads and bodies stay in the file; the objects' views of them
+//! hold their segments until they go.
+
+use super::format::{Record, STATE_OFFSET};
+use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
+use crate::ban::BanSpec;
+use crate::engine::view_of;
+use crate::index::Hashed;
+use crate::object::{ObjKind, Object, ObjectInit, Timers, VarySpec};
+use crate::store::Store;
+use crate::{Body, Cache, Head};
+use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::Headers;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Holds a segment while a view of its bytes lives.
+struct Pin {
+    log: Arc<Log>,
+    segment: usize,
+}
+
+impl Pin {
+    fn new(log: &Arc<Log>, at: u64) -> Pin {
+        let segment = log.segment_of(at);
+        log.segments[segment].pins.fetch_add(1, Ordering::AcqRel);
+        Pin {
+            log: log.clone(),
+            segment,
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.log.segments[self.segment]
+            .pins
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What restoring found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    /// Objects back in the cache.
+    pub objects: u64,
+    /// Objects whose lifetime ended while the daemon was down.
+    pub expired: u64,
+}
+
+impl Cache {
+    /// Puts recovered bans back (from every store, before any object).
+    /// Bans whose text no longer parses are left out.
+    pub fn restore_bans<'a>(&self, bans: impl Iterator<Item = &'a (f64, String)>) {
+        let parsed = bans
+            .filter_map(|(time, text)| BanSpec::parse_str(text).ok().map(|s| (*time, s)))
+            .collect();
+        self.bans.restore(parsed);
+    }
+
+    /// Puts a store's recovered objects back, as of `now`.
+    pub fn restore_objects(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        recovery: Recovery,
+        now: f64,
+    ) -> Restored {
+        let mut done = Restored::default();
+        let Some(engine) = store.engine().as_any().downcast_ref::<PersistEngine>() else {
+            return done;
+        };
+        let log = &engine.log;
+        for (frame_at, record) in recovery.objects {
+            let timers = Timers {
+                t_origin: record.t_origin,
+                ttl: record.ttl,
+                grace: record.grace,
+                keep: record.keep,
+            };
+            if timers.t_origin + timers.lifetime() <= now {
+                done.expired += 1;
+                continue;
+            }
+            let obj = Arc::new(object_of(log, &record, timers));
+            self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
+            obj.record.store(frame_at + STATE_OFFSET, Ordering::Release);
+            log.register(log.segment_of(frame_at), &obj);
+            for &(at, _, _) in &record.extents {
+                log.register(log.segment_of(at), &obj);
+            }
+            {
+                let seg = log.segment_of(frame_at);
+                let mut oldest = log.segments[seg]
+                    .oldest
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                *oldest = oldest.min(record.inserted);
+            }
+            obj.set_ban(self.bans.at_time(record.inserted));
+            self.restore_one(record.key.into(), &obj);
+            done.objects += 1;
+        }
+        log.recovered.fetch_add(done.objects, Ordering::Relaxed);
+        done
+    }
+
+    /// Enters one recovered object into the index, replacing the copy of
+    /// the same variant written before it.
+    fn restore_one(self: &Arc<Self>, key: Arc<[u8]>, obj: &Arc<Object>) {
+        let _ = obj.key.set(key.clone());
+        let hashed = self.index.hash(&key);
+        let mut replaced = Vec::new();
+        {
+            let mut map = self.index.lock(hashed.hash);
+            let head = map.get_or_insert_with(
+                Hashed {
+                    hash: hashed.hash,
+                    key: &key,
+                },
+                || {
+                    COUNTERS.inc(Counter::n_objecthead);
+                    Head {
+                        hash: hashed.hash,
+                        key: key.clone(),
+                        objs: Vec::new(),
+                        busy: None,
+                    }
+                },
+            );
+            head.objs.retain(|old| {
+                let same = old.vary() == obj.vary();
+                if same {
+                    old.removed.store(true, Ordering::Release);
+                    replaced.push(old.clone());
+                }
+                !same
+            });
+            head.objs.insert(0, obj.clone());
+        }
+        self.settle(obj, &replaced);
+    }
+}
+
+/// The object a record describes, its head and body read in place.
+fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Object {
+    let head = view_of(&log.space, r.head.0, r.head.1, Pin::new(log, r.head.0));
+    let chunks: Vec<Bytes> = r
+        .extents
+        .iter()
+        .map(|&(at, len, _)| view_of(&log.space, at, len, Pin::new(log, at)))
+        .collect();
+    let vary = VarySpec::from_fields(
+        r.vary
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_ref().map(|b| Bytes::copy_from_slice(b))))
+            .collect(),
+    );
+    let obj = Object::new(ObjectInit {
+        xid: r.xid,
+        kind: ObjKind::Normal,
+        status: r.status,
+        head,
+        headers: Headers::new(),
+        body: Body::complete(chunks),
+        vary,
+        timers,
+    });
+    if !r.gzip.is_empty() {
+        if let Some(attr) = ATTR_CODEC.get().and_then(|c| (c.decode_gzip)(&r.gzip)) {
+            obj.set_gzip(attr);
+        }
+    }
+    obj
+}

@@ -1,0 +1,304 @@
+//! The persistent store through the cache: objects and bans back after a
+//! restart, removals that stay removed, damage that loses only what it
+//! touched, segments reused in order, and files that are refused.
+
+use super::*;
+use crate::ban::{BanReq, BanSpec};
+use crate::object::{ObjKind, ObjectInit, Timers};
+use crate::store::Store;
+use crate::{Body, Cache, Lookup};
+use bytes::Bytes;
+use lacquer_http::Headers;
+use std::path::Path;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lacquer-persist-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A cache over one persistent store at `path`, with what it recovered.
+fn open(path: &Path, size: u64) -> Result<(Arc<Cache>, Arc<Store>, Restored), String> {
+    let spec = PersistSpec {
+        path: path.to_path_buf(),
+        size,
+    };
+    let (engine, recovery) = PersistEngine::open(&spec)?;
+    let store = Store::self_managed("p", Box::new(engine));
+    let cache = Cache::new(vec![store.clone()], Store::transient(None));
+    cache.restore_bans(recovery.bans.iter());
+    let restored = cache.restore_objects(&store, recovery, NOW);
+    Ok((cache, store, restored))
+}
+
+const NOW: f64 = 2_000_000_000.0;
+
+/// Fetches `url` into the cache as a miss would: body in `pieces`.
+fn fetch(cache: &Arc<Cache>, url: &str, pieces: &[&[u8]], ttl: f64, extra: &str) -> Arc<Object> {
+    let req = Headers::new();
+    let Lookup::Miss(slot) = cache.lookup(
+        url.as_bytes(),
+        BanReq {
+            url: url.as_bytes(),
+            headers: &req,
+        },
+        NOW,
+        2.0,
+    ) else {
+        panic!("{url}: a miss expected");
+    };
+    let len: usize = pieces.iter().map(|p| p.len()).sum();
+    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n{extra}");
+    let obj = Arc::new(Object::new(ObjectInit {
+        xid: 1001,
+        kind: ObjKind::Normal,
+        status: 200,
+        head: Bytes::from(head.clone()),
+        headers: Headers::new(),
+        body: Body::streaming(Some(len as u64)),
+        vary: None,
+        timers: Timers {
+            t_origin: NOW - 5.0,
+            ttl,
+            grace: 10.0,
+            keep: 0.0,
+        },
+    }));
+    let store = cache.store_for(false, None);
+    let mut fill = cache
+        .begin_fill(&obj, store, head.len() as u64, len as u64, 50)
+        .expect("room");
+    slot.insert(&obj, &req);
+    for p in pieces {
+        fill.push(Bytes::copy_from_slice(p)).unwrap();
+    }
+    fill.finish();
+    obj
+}
+
+fn hit(cache: &Arc<Cache>, url: &str) -> Option<Arc<Object>> {
+    let req = Headers::new();
+    match cache.lookup(
+        url.as_bytes(),
+        BanReq {
+            url: url.as_bytes(),
+            headers: &req,
+        },
+        NOW,
+        2.0,
+    ) {
+        Lookup::Hit(o) => Some(o),
+        _ => None,
+    }
+}
+
+fn body(obj: &Object) -> Vec<u8> {
+    obj.body().chunks().unwrap().concat()
+}
+
+#[test]
+fn objects_and_bans_come_back_and_removed_ones_do_not() {
+    let d = dir("back");
+    let path = d.join("store");
+    {
+        let (cache, _, restored) = open(&path, 8 << 20).unwrap();
+        assert_eq!(restored, Restored::default());
+        fetch(
+            &cache,
+            "/a",
+            &[b"hello ", b"world"],
+            120.0,
+            "ETag: \"a1\"\r\n",
+        );
+        fetch(&cache, "/b", &[b"bee"], 120.0, "xkey: t1\r\n");
+        fetch(&cache, "/gone", &[b"purged"], 120.0, "");
+        fetch(&cache, "/short", &[b"x"], 1.0, "");
+        fetch(&cache, "/banned", &[b"z"], 120.0, "X-Kind: old\r\n");
+        assert_eq!(cache.purge(b"/gone"), 1);
+        // A newer copy replaces the older one.
+        let old = hit(&cache, "/a").unwrap();
+        cache.remove(&old, crate::Removal::Purged);
+        fetch(&cache, "/a", &[b"second"], 120.0, "ETag: \"a2\"\r\n");
+        let spec = BanSpec::parse_str("obj.http.X-Kind == old").unwrap();
+        cache.bans().add(spec, NOW, false);
+    }
+    let (cache, store, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 4, "{restored:?}: /a, /b, /short, /banned");
+    let a = hit(&cache, "/a").expect("/a recovered");
+    assert_eq!(body(&a), b"second");
+    assert_eq!(a.etag().as_deref(), Some(&b"\"a2\""[..]));
+    assert_eq!(a.timers().ttl, 120.0);
+    assert_eq!(a.timers().t_origin, NOW - 5.0, "its age goes on");
+    assert_eq!(body(&hit(&cache, "/b").unwrap()), b"bee");
+    assert!(
+        hit(&cache, "/gone").is_none(),
+        "a purged object stays purged"
+    );
+    assert!(hit(&cache, "/banned").is_none(), "the ban applies again");
+    assert_eq!(cache.tag_count(), 1, "surrogate keys are indexed again");
+    let mut c = Vec::new();
+    store.counters(&mut c);
+    let at = |name: &str| {
+        c[lacquer_core::counters::SMP
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap()]
+    };
+    assert_eq!(at("c_recovered"), 4);
+    assert_eq!(at("c_damaged"), 0);
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn damage_loses_only_the_objects_it_touches() {
+    let d = dir("damage");
+    let path = d.join("store");
+    let (a_at, b_len);
+    {
+        let (cache, _, _) = open(&path, 8 << 20).unwrap();
+        let a = fetch(&cache, "/a", &[&[b'a'; 3000]], 120.0, "");
+        fetch(&cache, "/b", &[&[b'b'; 3000]], 120.0, "");
+        fetch(&cache, "/c", &[&[b'c'; 3000]], 120.0, "");
+        a_at = a.body().chunks().unwrap()[0].as_ptr() as usize;
+        b_len = 3000;
+        let _ = (a_at, b_len);
+    }
+    // Flip one bit in /b's body.
+    let bytes = std::fs::read(&path).unwrap();
+    let pos = bytes
+        .windows(64)
+        .position(|w| w.iter().all(|&x| x == b'b'))
+        .unwrap();
+    let mut damaged = bytes.clone();
+    damaged[pos + 10] ^= 1;
+    std::fs::write(&path, &damaged).unwrap();
+    let (cache, store, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 2);
+    assert!(hit(&cache, "/a").is_some());
+    assert!(hit(&cache, "/b").is_none(), "the damaged body is left out");
+    assert!(hit(&cache, "/c").is_some());
+    let mut c = Vec::new();
+    store.counters(&mut c);
+    let damaged_at = lacquer_core::counters::SMP
+        .iter()
+        .position(|s| s.name == "c_damaged")
+        .unwrap();
+    assert_eq!(c[damaged_at], 1);
+    drop(cache);
+    // A torn write: the file ends in the middle of the last record.
+    let cut = bytes
+        .windows(2)
+        .rposition(|w| w == b"/c")
+        .expect("the last record's key");
+    let mut torn = bytes.clone();
+    torn[cut..].fill(0);
+    std::fs::write(&path, &torn).unwrap();
+    let (cache, _, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 2, "/a and /b, whole");
+    assert!(hit(&cache, "/c").is_none());
+    // And the store goes on from there.
+    fetch(&cache, "/d", &[b"dee"], 120.0, "");
+    drop(cache);
+    let (cache, _, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 3);
+    assert_eq!(body(&hit(&cache, "/d").unwrap()), b"dee");
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_full_log_reuses_its_oldest_segment_first() {
+    let d = dir("reuse");
+    let path = d.join("store");
+    let size = 4 * (256 << 10) + 4096 + 4096;
+    let big = vec![b'x'; 100 << 10];
+    {
+        let (cache, store, _) = open(&path, size).unwrap();
+        for i in 0..40 {
+            fetch(&cache, &format!("/{i}"), &[&big], 120.0, "");
+        }
+        // The newest are there, the oldest went.
+        assert!(hit(&cache, "/39").is_some());
+        assert!(hit(&cache, "/0").is_none());
+        let mut c = Vec::new();
+        store.counters(&mut c);
+        let reused = lacquer_core::counters::SMP
+            .iter()
+            .position(|s| s.name == "c_segments_reused")
+            .unwrap();
+        assert!(c[reused] > 0);
+    }
+    let (cache, _, restored) = open(&path, size).unwrap();
+    assert!(restored.objects >= 5, "{restored:?}");
+    assert!(hit(&cache, "/39").is_some());
+    assert!(
+        hit(&cache, "/0").is_none(),
+        "an evicted object stays evicted"
+    );
+    for i in 0..40 {
+        if let Some(o) = hit(&cache, &format!("/{i}")) {
+            assert_eq!(body(&o), big, "/{i} comes back whole");
+        }
+    }
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_reader_holds_its_segment() {
+    let d = dir("held");
+    let path = d.join("store");
+    let size = 4 * (256 << 10) + 4096 + 4096;
+    let big = vec![b'y'; 100 << 10];
+    let (cache, store, _) = open(&path, size).unwrap();
+    let first = fetch(&cache, "/first", &[&big], 120.0, "");
+    // Someone is still reading /first while the log comes round.
+    for i in 0..40 {
+        fetch(&cache, &format!("/{i}"), &[&big], 120.0, "");
+    }
+    assert!(first.is_removed(), "evicted from the index");
+    assert_eq!(body(&first), big, "but its bytes were not written over");
+    let mut c = Vec::new();
+    store.counters(&mut c);
+    drop(first);
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn files_that_are_not_this_stores_are_refused() {
+    let d = dir("refuse");
+    let path = d.join("store");
+    std::fs::write(&path, vec![7u8; 4 << 20]).unwrap();
+    let err = open(&path, 4 << 20).err().unwrap();
+    assert!(err.contains("not a Lacquer persistent store"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+    drop(open(&path, 4 << 20).unwrap());
+    let err = open(&path, 8 << 20).err().unwrap();
+    assert!(err.contains("made 4194304 bytes long"), "{err}");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[16] = 99;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = open(&path, 4 << 20).err().unwrap();
+    assert!(err.contains("format version 99"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_file_removed_underneath_goes_on_and_the_next_start_is_empty() {
+    let d = dir("vanish");
+    let path = d.join("store");
+    let (cache, _, _) = open(&path, 4 << 20).unwrap();
+    fetch(&cache, "/a", &[b"aaa"], 120.0, "");
+    std::fs::remove_file(&path).unwrap();
+    fetch(&cache, "/b", &[b"bbb"], 120.0, "");
+    assert_eq!(body(&hit(&cache, "/a").unwrap()), b"aaa");
+    assert_eq!(body(&hit(&cache, "/b").unwrap()), b"bbb");
+    drop(cache);
+    let (cache, _, restored) = open(&path, 4 << 20).unwrap();
+    assert_eq!(restored.objects, 0);
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}

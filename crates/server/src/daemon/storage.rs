@@ -1,0 +1,137 @@
+//! The stores `-s` asked for, opened at start: memory, a file, or a
+//! persistent file whose objects and bans are put back into the cache
+//! before the first request; and the persistent stores' regular sync.
+
+use super::config::{StoreKind, StoreSpec};
+use lacquer_cache::file::FileEngine;
+use lacquer_cache::object::Attr;
+use lacquer_cache::persist::{AttrCodec, PersistEngine, Recovery, ATTR_CODEC};
+use lacquer_cache::store::Store;
+use lacquer_cache::Cache;
+use lacquer_filters::splice::{GzipBits, Scanned};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Seconds between two syncs of the persistent stores' files (a power
+/// cut loses at most about this much; a crash of the process loses
+/// nothing the kernel was given).
+pub(crate) const SYNC_EVERY: u64 = 5;
+
+/// The persistent stores, each with what its file held.
+pub(crate) type Recovered = Vec<(Arc<Store>, Recovery)>;
+
+/// Opens every store; the persistent ones with what they held.
+pub(crate) fn open_stores(specs: &[StoreSpec]) -> Result<(Vec<Arc<Store>>, Recovered), String> {
+    let _ = ATTR_CODEC.set(AttrCodec {
+        encode_gzip,
+        decode_gzip,
+    });
+    let mut stores = Vec::new();
+    let mut recoveries = Vec::new();
+    for s in specs {
+        let store = match &s.kind {
+            StoreKind::Malloc => Store::malloc(&s.name, s.budget),
+            StoreKind::File(file) => {
+                let engine = FileEngine::open(file).map_err(|e| format!("-s {}: {e}", s.name))?;
+                let size = engine.size();
+                Store::new(&s.name, size, Box::new(engine))
+            }
+            StoreKind::Persistent(spec) => {
+                let (engine, recovery) =
+                    PersistEngine::open(spec).map_err(|e| format!("-s {}: {e}", s.name))?;
+                let store = Store::self_managed(&s.name, Box::new(engine));
+                recoveries.push((store.clone(), recovery));
+                store
+            }
+        };
+        stores.push(store);
+    }
+    Ok((stores, recoveries))
+}
+
+/// Puts back what the persistent stores held: every store's bans first,
+/// then the objects. Says on standard error what came back and how fast.
+pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
+    cache.restore_bans(recoveries.iter().flat_map(|(_, r)| r.bans.iter()));
+    for (store, recovery) in recoveries {
+        let started = Instant::now();
+        let (bans, damaged, segments) = (recovery.bans.len(), recovery.damaged, recovery.segments);
+        let done = cache.restore_objects(&store, recovery, lacquer_core::time::now());
+        let secs = started.elapsed().as_secs_f64();
+        if segments > 0 {
+            eprintln!(
+                "Storage {}: {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s)",
+                store.name(),
+                done.objects,
+                done.expired,
+                secs,
+                done.objects as f64 / secs.max(1e-6)
+            );
+        }
+    }
+}
+
+/// Has the persistent stores' files written to the disk, off the
+/// workers.
+pub(crate) fn sync(cache: &Arc<Cache>) {
+    for store in cache.stores() {
+        if store.engine().as_any().is::<PersistEngine>() {
+            let store = store.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Some(p) = store.engine().as_any().downcast_ref::<PersistEngine>() {
+                    p.sync();
+                }
+            });
+        }
+    }
+}
+
+/// What splicing needs of a gzip'd body, as a persistent store writes it.
+fn encode_gzip(attr: &Attr) -> Option<Vec<u8>> {
+    let s = attr.downcast_ref::<Scanned>()?;
+    let mut out = Vec::with_capacity(36);
+    for v in [s.bits.start, s.bits.last, s.bits.stop, s.len] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&s.crc.to_le_bytes());
+    Some(out)
+}
+
+fn decode_gzip(b: &[u8]) -> Option<Attr> {
+    if b.len() != 36 {
+        return None;
+    }
+    let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("eight"));
+    let scanned = Scanned {
+        bits: GzipBits {
+            start: word(0),
+            last: word(1),
+            stop: word(2),
+        },
+        len: word(3),
+        crc: u32::from_le_bytes(b[32..36].try_into().expect("four")),
+    };
+    Some(Arc::new(scanned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gzip_attribute_reads_back() {
+        let s = Scanned {
+            bits: GzipBits {
+                start: 80,
+                last: 81,
+                stop: 1234,
+            },
+            crc: 0xdead_beef,
+            len: 99,
+        };
+        let attr: Attr = Arc::new(s);
+        let back = decode_gzip(&encode_gzip(&attr).unwrap()).unwrap();
+        assert_eq!(back.downcast_ref::<Scanned>(), Some(&s));
+        assert!(decode_gzip(&[0; 35]).is_none());
+    }
+}
