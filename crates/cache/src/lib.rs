@@ -716,7 +716,7 @@ impl Cache {
         let cache = self;
         if obj.kind() == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
-            let tags = tags::tags_of(&obj.headers());
+            let tags = tags::tags_of_fields(obj.fields());
             if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
                 let tags = obj.tags.get().expect("just set");
                 cache.tags.add(obj, tags);
@@ -731,7 +731,9 @@ impl Cache {
             cache.forget(old, Removal::Replaced);
         }
         if let Some(store) = obj.store.get() {
-            store.lru_insert(obj, lacquer_core::time::now());
+            if store.has_lru() {
+                store.lru_insert(obj, lacquer_core::time::now());
+            }
             store
                 .engine()
                 .inserted(obj, &|victim| cache.remove(victim, Removal::Nuked));

@@ -298,14 +298,22 @@ impl Object {
             tags: OnceLock::new(),
             record: AtomicU64::new(u64::MAX),
         };
-        // Read once from the stored head (what a restart reads back too).
-        obj.last_modified = obj
-            .header("last-modified")
-            .and_then(|v| lacquer_core::time::parse_http_date(&v));
-        obj.accept_ranges = obj.has_header("accept-ranges");
-        obj.gzipped = obj
-            .header("content-encoding")
-            .is_some_and(|v| lacquer_http::headers::is_gzip(&v));
+        // Read once from the stored head, in one pass (what a restart
+        // reads back too).
+        let (mut last_modified, mut accept_ranges, mut encoding) = (None, false, None);
+        for (name, value) in obj.fields() {
+            if name.eq_ignore_ascii_case(b"last-modified") {
+                last_modified.get_or_insert(value);
+            } else if name.eq_ignore_ascii_case(b"accept-ranges") {
+                accept_ranges = true;
+            } else if name.eq_ignore_ascii_case(b"content-encoding") {
+                encoding.get_or_insert(value);
+            }
+        }
+        let last_modified = last_modified.and_then(lacquer_core::time::parse_http_date);
+        let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
+        (obj.last_modified, obj.accept_ranges, obj.gzipped) =
+            (last_modified, accept_ranges, gzipped);
         obj
     }
 
@@ -361,7 +369,7 @@ impl Object {
     /// The stored fields, name and value, as the head holds them (after
     /// the status line, `Name: value` lines ending in CRLF, written by the
     /// fetch).
-    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let head = &self.head[..];
         let start = head
             .windows(2)

