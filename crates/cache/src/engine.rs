@@ -85,6 +85,12 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         let _ = (obj, remove);
     }
 
+    /// The object's timers changed (a soft purge): an engine that keeps
+    /// objects across restarts keeps the new ones.
+    fn retimed(&self, obj: &Object) {
+        let _ = obj;
+    }
+
     /// A ban was issued at `time`: an engine that keeps objects across
     /// restarts keeps the ban for them too.
     fn ban_added(&self, time: f64, text: &str, remove: &dyn Fn(&Arc<Object>)) {

@@ -606,6 +606,9 @@ impl Cache {
             }
         }
         obj.set_timers(timers);
+        if let Some(store) = obj.store.get() {
+            store.engine().retimed(obj);
+        }
         if obj.expires_at() <= now {
             self.remove(obj, Removal::Purged);
         } else if !obj.is_removed() {

@@ -273,6 +273,19 @@ pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
     (b, head_at)
 }
 
+/// How many bytes of a record's payload [`retime`] rewrites.
+pub const TIMERS_END: usize = 28;
+
+/// Rewrites the timers of an encoded record (a soft purge).
+pub fn retime(payload: &mut [u8], t_origin: f64, ttl: f64, grace: f64, keep: f64) -> Option<()> {
+    let timers = payload.get_mut(8..TIMERS_END)?;
+    timers[..8].copy_from_slice(&t_origin.to_le_bytes());
+    for (i, t) in [ttl, grace, keep].into_iter().enumerate() {
+        timers[8 + i * 4..12 + i * 4].copy_from_slice(&(t as f32).to_le_bytes());
+    }
+    Some(())
+}
+
 /// Reads an object frame's payload found at `payload_at` in the file.
 pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
     let mut r = Reader { b, at: 0 };

@@ -325,6 +325,35 @@ impl Log {
         None
     }
 
+    /// Writes an object's new timers into its record (a soft purge), and
+    /// the record's checksum again. A kill between the two writes loses
+    /// the object at the next start (its checksum fails), never more.
+    fn retime(&self, obj: &Object) {
+        let state_at = obj.record.load(Ordering::Acquire);
+        if state_at >= CLEARING {
+            return;
+        }
+        let frame_at = state_at - format::STATE_OFFSET;
+        // One at a time; the segment is not reused while the record is.
+        let _head = self.lock_head();
+        let raw = self.space.bytes(frame_at, FRAME_HEADER_LEN).to_vec();
+        let h = FrameHeader::decode(&raw);
+        let payload_at = frame_at + FRAME_HEADER_LEN;
+        let mut payload = self.space.bytes(payload_at, u64::from(h.len)).to_vec();
+        if h.tag != format::TAG_OBJECT || !h.verify(&raw, &payload, self.secret) {
+            return;
+        }
+        let t = obj.timers();
+        if format::retime(&mut payload, t.t_origin, t.ttl, t.grace, t.keep).is_none() {
+            return;
+        }
+        let sum = format::checksum(self.secret, &[&raw[..9], &payload]);
+        let _ = self
+            .space
+            .write_at(&payload[..format::TIMERS_END], payload_at)
+            .and_then(|_| self.space.write_at(&sum.to_le_bytes(), frame_at + 12));
+    }
+
     /// Writes the record of an object that is whole and in the index.
     fn write_record(
         &self,
@@ -572,6 +601,10 @@ impl Engine for PersistEngine {
 
     fn forget(&self, obj: &Object) {
         self.log.tombstone(obj);
+    }
+
+    fn retimed(&self, obj: &Object) {
+        self.log.retime(obj);
     }
 
     fn ban_added(&self, time: f64, text: &str, remove: &dyn Fn(&Arc<Object>)) {

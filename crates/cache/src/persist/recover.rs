@@ -30,6 +30,8 @@ pub struct Recovery {
     pub damaged: u64,
     /// Segments found written.
     pub segments: usize,
+    /// Seconds spent reading the file (walking, checking, decoding).
+    pub read_secs: f64,
 }
 
 impl Recovery {
@@ -153,7 +155,9 @@ impl PersistEngine {
             damaged: AtomicU64::new(0),
             reused: AtomicU64::new(0),
         };
-        let recovery = log.scan();
+        let started = std::time::Instant::now();
+        let mut recovery = log.scan();
+        recovery.read_secs = started.elapsed().as_secs_f64();
         log.damaged.store(recovery.damaged, Ordering::Relaxed);
         Ok((PersistEngine { log: Arc::new(log) }, recovery))
     }

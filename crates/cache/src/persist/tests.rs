@@ -122,9 +122,25 @@ fn objects_and_bans_come_back_and_removed_ones_do_not() {
         fetch(&cache, "/a", &[b"second"], 120.0, "ETag: \"a2\"\r\n");
         let spec = BanSpec::parse_str("obj.http.X-Kind == old").unwrap();
         cache.bans().add(spec, NOW, false);
+        // A soft purge's new timers are written down.
+        fetch(&cache, "/soft", &[b"s"], 120.0, "");
+        let how = crate::SoftPurge {
+            ttl: 0.0,
+            grace: 3.0,
+            keep: 0.0,
+        };
+        assert_eq!(cache.soft_purge(b"/soft", how, NOW), 1);
     }
     let (cache, store, restored) = open(&path, 8 << 20).unwrap();
-    assert_eq!(restored.objects, 4, "{restored:?}: /a, /b, /short, /banned");
+    assert_eq!(
+        restored.objects, 5,
+        "{restored:?}: /a, /b, /short, /banned, /soft"
+    );
+    let soft = cache.variants(b"/soft");
+    assert_eq!(soft.len(), 1);
+    let t = soft[0].timers();
+    assert_eq!(t.t_origin + t.ttl, NOW, "stale since the soft purge");
+    assert_eq!(t.grace, 3.0);
     let a = hit(&cache, "/a").expect("/a recovered");
     assert_eq!(body(&a), b"second");
     assert_eq!(a.etag().as_deref(), Some(&b"\"a2\""[..]));
@@ -145,7 +161,7 @@ fn objects_and_bans_come_back_and_removed_ones_do_not() {
             .position(|s| s.name == name)
             .unwrap()]
     };
-    assert_eq!(at("c_recovered"), 4);
+    assert_eq!(at("c_recovered"), 5);
     assert_eq!(at("c_damaged"), 0);
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);

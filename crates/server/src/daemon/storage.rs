@@ -56,16 +56,18 @@ pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
     for (store, recovery) in recoveries {
         let started = Instant::now();
         let (bans, damaged, segments) = (recovery.bans.len(), recovery.damaged, recovery.segments);
+        let read = recovery.read_secs;
         let done = cache.restore_objects(&store, recovery, lacquer_core::time::now());
-        let secs = started.elapsed().as_secs_f64();
+        let secs = read + started.elapsed().as_secs_f64();
         if segments > 0 {
             eprintln!(
-                "Storage {}: {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s)",
+                "Storage {}: {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s; reading the file {:.3} s)",
                 store.name(),
                 done.objects,
                 done.expired,
                 secs,
-                done.objects as f64 / secs.max(1e-6)
+                done.objects as f64 / secs.max(1e-6),
+                read
             );
         }
     }
