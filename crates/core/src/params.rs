@@ -359,6 +359,8 @@ param_table! {
         "What loading past max_vcl does: 0 nothing, 1 a warning, 2 a refusal.";
     nuke_limit: Count, "50", "allocations", min Some("0"), max None,
         "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
+    persistent_unsynced_max: Bytes, "128m", "bytes", min Some("1m"), max None,
+        "The most bytes a persistent store writes ahead of what the disk has confirmed (its file is synced every 5 seconds, and sooner past half of this); past it, new objects are kept in memory only and counted in SMP.*.c_dropped, rather than a fill waiting for the disk.";
     pcre2_depth_limit: Count, "20", "", min Some("1"), max None,
         "Accepted for varnishd command lines: patterns without look-around or backreferences run on a linear-time engine, and the backtracking engine that runs the others keeps no recursion to limit (pcre2_match_limit bounds its work).";
     pcre2_jit_compilation: Bool, "on", "bool", min None, max None,

@@ -238,7 +238,11 @@ pub struct Record {
 /// grace and keep as 32-bit floats, the vxid in 32 bits, each run of the
 /// body in 16 bytes (start, length, the low bits of its segment's
 /// number), the body's length the sum of its runs.
-pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
+///
+/// A small body may come inline, after the head (`inline`): its one run
+/// is then written as starting at 0, and read back as the bytes after
+/// the head, with [`INLINE`] for its segment number.
+pub fn encode_record(r: &Record, head: &[u8], inline: Option<&[u8]>) -> (Vec<u8>, u64) {
     let mut b = Vec::with_capacity(80 + r.key.len() + head.len());
     b.extend_from_slice(&r.inserted.to_le_bytes());
     b.extend_from_slice(&r.t_origin.to_le_bytes());
@@ -270,8 +274,14 @@ pub fn encode_record(r: &Record, head: &[u8]) -> (Vec<u8>, u64) {
     b.extend_from_slice(&(head.len() as u32).to_le_bytes());
     let head_at = b.len() as u64;
     b.extend_from_slice(head);
+    if let Some(body) = inline {
+        b.extend_from_slice(body);
+    }
     (b, head_at)
 }
+
+/// The segment number of a body written inline in its record.
+pub const INLINE: u64 = u64::MAX;
 
 /// How many bytes of a record's payload [`retime`] rewrites.
 pub const TIMERS_END: usize = 28;
@@ -318,6 +328,12 @@ pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
     let head_len = r.u32()? as u64;
     let head_at = r.at as u64;
     r.take(head_len as usize)?;
+    if let [(0, len, _)] = extents[..] {
+        // Inline, after the head.
+        let at = payload_at + r.at as u64;
+        r.take(len as usize)?;
+        extents[0] = (at, len, INLINE);
+    }
     Some(Record {
         inserted,
         xid,
@@ -439,7 +455,7 @@ mod tests {
     fn a_record_reads_back_as_written() {
         let r = record();
         let head = b"HTTP/1.1 200 OK\r\nEtag: \"x\"\r\n";
-        let (payload, head_at) = encode_record(&r, head);
+        let (payload, head_at) = encode_record(&r, head, None);
         let back = decode_record(&payload, 1000).unwrap();
         assert_eq!(back.head, (1000 + head_at, head.len() as u64));
         assert_eq!(
@@ -454,6 +470,16 @@ mod tests {
             },
             r
         );
+        let inline = Record {
+            extents: vec![(0, 5, 0)],
+            ..r.clone()
+        };
+        let (with_body, _) = encode_record(&inline, head, Some(b"hello"));
+        let back_inline = decode_record(&with_body, 1000).unwrap();
+        let body_at = 1000 + head_at + head.len() as u64;
+        assert_eq!(back_inline.extents, vec![(body_at, 5, INLINE)]);
+        assert_eq!(&with_body[(body_at - 1000) as usize..], b"hello");
+        assert!(decode_record(&with_body[..with_body.len() - 1], 1000).is_none());
         for cut in 0..payload.len() {
             assert!(
                 decode_record(&payload[..cut], 0).is_none(),

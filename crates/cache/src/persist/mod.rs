@@ -52,6 +52,10 @@ pub struct AttrCodec {
 /// The codec the daemon gives before it opens its stores.
 pub static ATTR_CODEC: OnceLock<AttrCodec> = OnceLock::new();
 
+/// Bodies of at most this many bytes, announced, are written inside their
+/// object's record rather than in frames of their own.
+const INLINE_MAX: u64 = 2048;
+
 /// A record's state word is being cleared (see [`Log::tombstone`]).
 const CLEARING: u64 = u64::MAX - 1;
 
@@ -98,6 +102,11 @@ pub(crate) struct Log {
     /// their body went.
     pending: Mutex<Vec<Pending>>,
     written: AtomicU64,
+    /// What `written` was when the last completed sync began.
+    synced: AtomicU64,
+    /// The most bytes written ahead of the last sync.
+    unsynced_max: AtomicU64,
+    syncing: AtomicBool,
     objects_written: AtomicU64,
     dropped: AtomicU64,
     recovered: AtomicU64,
@@ -149,6 +158,11 @@ impl Log {
         evicted: &mut Vec<Arc<Object>>,
         header: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>,
     ) -> (Reserve, u64) {
+        let ahead = self.written.load(Ordering::Relaxed) - self.synced.load(Ordering::Relaxed);
+        if ahead > self.unsynced_max.load(Ordering::Relaxed) {
+            // The disk is behind: nothing more until it catches up.
+            return (Reserve::Busy, 0);
+        }
         let mut head = self.lock_head();
         loop {
             if let Some(cur) = head.current {
@@ -392,18 +406,24 @@ impl Log {
             body_len += c.len() as u64;
         }
         let placed_len: u64 = placed.iter().map(|(_, l)| l).sum();
-        if placed_len != body_len {
+        let inline = placed.is_empty() && body_len > 0 && body_len <= INLINE_MAX;
+        if placed_len != body_len && !inline {
             return;
         }
-        let extents = placed
-            .iter()
-            .map(|&(at, len)| {
-                let seq = self.segments[self.segment_of(at)]
-                    .seq
-                    .load(Ordering::Acquire);
-                (at, len, seq)
-            })
-            .collect();
+        let inline_body = inline.then(|| chunks.concat());
+        let extents = if inline {
+            vec![(0, body_len, 0)]
+        } else {
+            placed
+                .iter()
+                .map(|&(at, len)| {
+                    let seq = self.segments[self.segment_of(at)]
+                        .seq
+                        .load(Ordering::Acquire);
+                    (at, len, u64::from(format::short_seq(seq)))
+                })
+                .collect()
+        };
         let t = obj.timers();
         let record = format::Record {
             inserted: now,
@@ -429,7 +449,7 @@ impl Log {
             body_sum: sum.finalize(),
             extents,
         };
-        let (payload, _) = format::encode_record(&record, obj.head());
+        let (payload, _) = format::encode_record(&record, obj.head(), inline_body.as_deref());
         let len = payload.len() as u64;
         if len > self.capacity() {
             return;
@@ -480,10 +500,32 @@ impl PersistEngine {
         &self.log.path
     }
 
-    /// Asks the kernel to write what is dirty to the disk (a clean
-    /// stop, and now and then, so that a power cut loses little).
+    /// Has the disk confirm what was written (now and then, so that a
+    /// power cut loses little and writing never runs far ahead of the
+    /// disk). One sync at a time: a call during another returns at once.
     pub fn sync(&self) {
-        let _ = self.log.space.sync();
+        let log = &self.log;
+        if log.syncing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let upto = log.written.load(Ordering::Acquire);
+        if log.space.sync().is_ok() {
+            log.synced.fetch_max(upto, Ordering::AcqRel);
+        }
+        log.syncing.store(false, Ordering::Release);
+    }
+
+    /// Sets `persistent_unsynced_max`.
+    pub fn set_unsynced_max(&self, bytes: u64) {
+        self.log.unsynced_max.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether more than half of `persistent_unsynced_max` waits for the
+    /// disk (time for a sync before the next regular one).
+    pub fn wants_sync(&self) -> bool {
+        let log = &self.log;
+        let ahead = log.written.load(Ordering::Relaxed) - log.synced.load(Ordering::Relaxed);
+        ahead > log.unsynced_max.load(Ordering::Relaxed) / 2
     }
 
     /// Segments in use now.
@@ -514,6 +556,10 @@ impl Engine for PersistEngine {
         evicted: &mut Vec<Arc<Object>>,
     ) -> Placement {
         let log = &self.log;
+        if obj.body().expected_len.is_some_and(|len| len <= INLINE_MAX) {
+            // Written inline in the record once whole: no frame of its own.
+            return Placement::Heap;
+        }
         let max = hint.max(need).min(log.capacity()).min(u32::MAX as u64);
         let min = need.clamp(1, 4096).min(max);
         let secret = log.secret;
@@ -566,7 +612,10 @@ impl Engine for PersistEngine {
         heap: bool,
         remove: &dyn Fn(&Arc<Object>),
     ) {
-        if heap {
+        let inline = heap
+            && placed.is_empty()
+            && obj.body().known_len().is_some_and(|len| len <= INLINE_MAX);
+        if heap && !inline {
             self.log.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }

@@ -15,7 +15,7 @@ use crate::engine::FileSpace;
 use crate::file::open_file;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a store's file held at start.
@@ -149,6 +149,9 @@ impl PersistEngine {
             }),
             pending: Mutex::new(Vec::new()),
             written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            unsynced_max: AtomicU64::new(128 << 20),
+            syncing: AtomicBool::new(false),
             objects_written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             recovered: AtomicU64::new(0),
@@ -286,6 +289,12 @@ impl Log {
         for &(at, run, seq) in &r.extents {
             if at < SUPERBLOCK_LEN || run == 0 {
                 return false;
+            }
+            if seq == format::INLINE {
+                // Inside the record, which its checksum covered.
+                sum.update(self.space.bytes(at, run));
+                len += run;
+                continue;
             }
             let i = self.segment_of(at);
             let seg_end = match self.segments.get(i) {

@@ -318,3 +318,47 @@ fn a_file_removed_underneath_goes_on_and_the_next_start_is_empty() {
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn writing_far_ahead_of_the_disk_keeps_new_objects_in_memory_only() {
+    let d = dir("ahead");
+    let path = d.join("store");
+    let spec = PersistSpec {
+        path: path.clone(),
+        size: 8 << 20,
+    };
+    let (engine, _) = PersistEngine::open(&spec).unwrap();
+    engine.set_unsynced_max(64 << 10);
+    let log = engine.log.clone();
+    let store = Store::self_managed("p", Box::new(engine));
+    let cache = Cache::new(vec![store.clone()], Store::transient(None));
+    let body = vec![b'a'; 20 << 10];
+    for i in 0..6 {
+        fetch(&cache, &format!("/{i}"), &[&body], 120.0, "");
+    }
+    // Every one is served; those past the limit were not written.
+    for i in 0..6 {
+        assert_eq!(body_of(&cache, &format!("/{i}")), body);
+    }
+    assert!(log.dropped.load(Ordering::Relaxed) >= 2);
+    let written = log.objects_written.load(Ordering::Relaxed);
+    assert!(written < 6);
+    store
+        .engine()
+        .as_any()
+        .downcast_ref::<PersistEngine>()
+        .unwrap()
+        .sync();
+    fetch(&cache, "/after", &[&body], 120.0, "");
+    assert_eq!(
+        log.objects_written.load(Ordering::Relaxed),
+        written + 1,
+        "synced: written again"
+    );
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn body_of(cache: &Arc<Cache>, url: &str) -> Vec<u8> {
+    body(&hit(cache, url).unwrap_or_else(|| panic!("{url} is a hit")))
+}

@@ -420,13 +420,14 @@ async fn housekeeping(sh: Arc<Shared>) {
         tick.tick().await;
         let now = lacquer_core::time::now();
         sh.cache.expire(now);
-        if started
-            .elapsed()
-            .as_secs()
-            .is_multiple_of(storage::SYNC_EVERY)
-        {
-            storage::sync(&sh.cache);
-        }
+        storage::sync(
+            &sh.cache,
+            sh.params.persistent_unsynced_max(),
+            started
+                .elapsed()
+                .as_secs()
+                .is_multiple_of(storage::SYNC_EVERY),
+        );
         let idle = Params::duration(sh.params.backend_idle_timeout());
         let loaded: Vec<Arc<Loaded>> = {
             let reg = sh.vcls.lock().unwrap_or_else(|p| p.into_inner());

@@ -73,11 +73,17 @@ pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
     }
 }
 
-/// Has the persistent stores' files written to the disk, off the
-/// workers.
-pub(crate) fn sync(cache: &Arc<Cache>) {
+/// Keeps the persistent stores' files synced, off the workers: every
+/// [`SYNC_EVERY`] seconds (`regular`), and sooner for a store more than
+/// half of `persistent_unsynced_max` ahead of its disk; passes that
+/// parameter on.
+pub(crate) fn sync(cache: &Arc<Cache>, unsynced_max: u64, regular: bool) {
     for store in cache.stores() {
-        if store.engine().as_any().is::<PersistEngine>() {
+        let Some(p) = store.engine().as_any().downcast_ref::<PersistEngine>() else {
+            continue;
+        };
+        p.set_unsynced_max(unsynced_max);
+        if regular || p.wants_sync() {
             let store = store.clone();
             tokio::task::spawn_blocking(move || {
                 if let Some(p) = store.engine().as_any().downcast_ref::<PersistEngine>() {
