@@ -77,6 +77,7 @@ impl Cache {
             return Restored::default();
         };
         let log = &engine.log;
+        self.index.reserve(recovery.objects.len());
         let done = self.restore_records(store, log, recovery.objects, now);
         log.recovered.fetch_add(done.objects, Ordering::Relaxed);
         done
