@@ -359,14 +359,14 @@ param_table! {
         "What loading past max_vcl does: 0 nothing, 1 a warning, 2 a refusal.";
     nuke_limit: Count, "50", "allocations", min Some("0"), max None,
         "Maximum number of objects evicted to make room for one new allocation before the fetch fails.";
-    persistent_unsynced_max: Bytes, "128m", "bytes", min Some("1m"), max None,
-        "The most bytes a persistent store writes ahead of what the disk has confirmed (its file is synced every 5 seconds, and sooner past half of this); past it, new objects are kept in memory only and counted in SMP.*.c_dropped, rather than a fill waiting for the disk.";
     pcre2_depth_limit: Count, "20", "", min Some("1"), max None,
         "Accepted for varnishd command lines: patterns without look-around or backreferences run on a linear-time engine, and the backtracking engine that runs the others keeps no recursion to limit (pcre2_match_limit bounds its work).";
     pcre2_jit_compilation: Bool, "on", "bool", min None, max None,
         "Accepted for varnishd command lines: there is no JIT to turn off.";
     pcre2_match_limit: Count, "10000", "", min Some("1"), max None,
         "The most backtracking steps one match of a pattern with look-around or backreferences may take; past it the match fails with a VCL_Error record. Other patterns run in linear time and need no bound. Applies to programs and bans compiled after it is set.";
+    persistent_unsynced_max: Bytes, "128m", "bytes", min Some("1m"), max None,
+        "The most bytes a persistent store writes ahead of what the disk has confirmed (its file is synced every 5 seconds, and sooner past half of this); past it, new objects are kept in memory only and counted in SMP.*.c_dropped, rather than a fill waiting for the disk.";
     ping_interval: Seconds, "3", "seconds", min Some("0"), max None,
         "Accepted for varnishd command lines: there is no child process to ping.";
     pipe_sess_max: Count, "0", "connections", min Some("0"), max None,

@@ -34,6 +34,18 @@ pub struct Ban {
 }
 
 impl Ban {
+    fn new(seq: u64, time: f64, spec: Option<BanSpec>, completed: bool) -> Arc<Ban> {
+        Arc::new(Ban {
+            seq,
+            time,
+            uses_req: spec.as_ref().is_some_and(|s| s.uses_req()),
+            spec,
+            completed: AtomicBool::new(completed),
+            lurking: AtomicBool::new(false),
+            refs: AtomicUsize::new(0),
+        })
+    }
+
     fn is_completed(&self) -> bool {
         self.completed.load(Ordering::Acquire)
     }
@@ -112,15 +124,7 @@ impl Bans {
     /// A list holding only a completed ban made at `now`, which new
     /// objects start from.
     pub fn new(now: f64) -> Bans {
-        let first = Arc::new(Ban {
-            seq: 1,
-            time: now,
-            spec: None,
-            uses_req: false,
-            completed: AtomicBool::new(true),
-            lurking: AtomicBool::new(false),
-            refs: AtomicUsize::new(0),
-        });
+        let first = Ban::new(1, now, None, true);
         COUNTERS.inc(Counter::bans_added);
         COUNTERS.inc(Counter::bans);
         COUNTERS.inc(Counter::bans_completed);
@@ -158,18 +162,7 @@ impl Bans {
                 .iter()
                 .position(|b| b.time > time)
                 .unwrap_or(list.len());
-            list.insert(
-                pos,
-                Arc::new(Ban {
-                    seq: 0,
-                    time,
-                    spec: Some(spec),
-                    uses_req,
-                    completed: AtomicBool::new(false),
-                    lurking: AtomicBool::new(false),
-                    refs: AtomicUsize::new(0),
-                }),
-            );
+            list.insert(pos, Ban::new(0, time, Some(spec), false));
             COUNTERS.inc(Counter::bans_added);
             COUNTERS.inc(Counter::bans);
             COUNTERS.inc(if uses_req {
@@ -182,18 +175,7 @@ impl Bans {
         // bans nothing, before them all.
         if list.first().is_some_and(|b| b.spec.is_some()) {
             let time = list[0].time;
-            list.insert(
-                0,
-                Arc::new(Ban {
-                    seq: 0,
-                    time,
-                    spec: None,
-                    uses_req: false,
-                    completed: AtomicBool::new(true),
-                    lurking: AtomicBool::new(false),
-                    refs: AtomicUsize::new(0),
-                }),
-            );
+            list.insert(0, Ban::new(0, time, None, true));
             COUNTERS.inc(Counter::bans_added);
             COUNTERS.inc(Counter::bans);
             COUNTERS.inc(Counter::bans_completed);
@@ -202,17 +184,7 @@ impl Bans {
         let renumbered: Vec<Arc<Ban>> = list
             .iter()
             .enumerate()
-            .map(|(i, b)| {
-                Arc::new(Ban {
-                    seq: i as u64 + 1,
-                    time: b.time,
-                    spec: b.spec.clone(),
-                    uses_req: b.uses_req,
-                    completed: AtomicBool::new(b.is_completed()),
-                    lurking: AtomicBool::new(false),
-                    refs: AtomicUsize::new(0),
-                })
-            })
+            .map(|(i, b)| Ban::new(i as u64 + 1, b.time, b.spec.clone(), b.is_completed()))
             .collect();
         *list = renumbered;
         self.head_seq.store(list.len() as u64, Ordering::Release);
@@ -259,15 +231,7 @@ impl Bans {
             }
         }
         let seq = list.last().map_or(1, |b| b.seq) + 1;
-        list.push(Arc::new(Ban {
-            seq,
-            time: now,
-            spec: Some(spec),
-            uses_req,
-            completed: AtomicBool::new(false),
-            lurking: AtomicBool::new(false),
-            refs: AtomicUsize::new(0),
-        }));
+        list.push(Ban::new(seq, now, Some(spec), false));
         self.head_seq.store(seq, Ordering::Release);
         drop(list);
         COUNTERS.inc(Counter::bans_added);

@@ -209,6 +209,14 @@ impl FrameHeader {
     }
 }
 
+/// A whole frame: its sealed header, then `payload`.
+pub fn sealed_frame(tag: u8, seq: u64, payload: &[u8], secret: u64) -> Vec<u8> {
+    let mut f = Vec::with_capacity(FRAME_HEADER_LEN as usize + payload.len());
+    f.extend_from_slice(&FrameHeader::sealed(tag, seq, payload, secret));
+    f.extend_from_slice(payload);
+    f
+}
+
 /// An object as its frame holds it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {

@@ -278,8 +278,7 @@ impl Log {
             return;
         }
         let seq = self.segments[cur].seq.load(Ordering::Relaxed);
-        let mut frame = FrameHeader::sealed(format::TAG_BAN, seq, &payload, self.secret).to_vec();
-        frame.extend_from_slice(&payload);
+        let frame = format::sealed_frame(format::TAG_BAN, seq, &payload, self.secret);
         if self.space.write_at(&frame, head.at).is_ok() {
             head.at += FRAME_HEADER_LEN + format::align(len);
             self.segments[cur]
@@ -456,9 +455,7 @@ impl Log {
         }
         let secret = self.secret;
         let mut frame_of = |_: u64, _: u64, seq: u64| {
-            let mut f = FrameHeader::sealed(format::TAG_OBJECT, seq, &payload, secret).to_vec();
-            f.extend_from_slice(&payload);
-            f
+            format::sealed_frame(format::TAG_OBJECT, seq, &payload, secret)
         };
         let Some((at, seg)) = self.reserve_record(len, remove, &mut frame_of) else {
             return;
@@ -660,11 +657,8 @@ impl Engine for PersistEngine {
         let log = &self.log;
         let payload = format::encode_ban(time, text);
         let secret = log.secret;
-        let mut frame_of = |_: u64, _: u64, seq: u64| {
-            let mut f = FrameHeader::sealed(format::TAG_BAN, seq, &payload, secret).to_vec();
-            f.extend_from_slice(&payload);
-            f
-        };
+        let mut frame_of =
+            |_: u64, _: u64, seq: u64| format::sealed_frame(format::TAG_BAN, seq, &payload, secret);
         if let Some((_, seg)) = log.reserve_record(payload.len() as u64, remove, &mut frame_of) {
             log.segments[seg]
                 .bans

@@ -224,11 +224,14 @@ fn damage_loses_only_the_objects_it_touches() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// The smallest store: four segments.
+const SMALL: u64 = 4 * (256 << 10) + 4096 + 4096;
+
 #[test]
 fn a_full_log_reuses_its_oldest_segment_first() {
     let d = dir("reuse");
     let path = d.join("store");
-    let size = 4 * (256 << 10) + 4096 + 4096;
+    let size = SMALL;
     let big = vec![b'x'; 100 << 10];
     {
         let (cache, store, _) = open(&path, size).unwrap();
@@ -265,10 +268,8 @@ fn a_full_log_reuses_its_oldest_segment_first() {
 #[test]
 fn a_reader_holds_its_segment() {
     let d = dir("held");
-    let path = d.join("store");
-    let size = 4 * (256 << 10) + 4096 + 4096;
     let big = vec![b'y'; 100 << 10];
-    let (cache, store, _) = open(&path, size).unwrap();
+    let (cache, store, _) = open(&d.join("store"), SMALL).unwrap();
     let first = fetch(&cache, "/first", &[&big], 120.0, "");
     // Someone is still reading /first while the log comes round.
     for i in 0..40 {
@@ -361,4 +362,32 @@ fn writing_far_ahead_of_the_disk_keeps_new_objects_in_memory_only() {
 
 fn body_of(cache: &Arc<Cache>, url: &str) -> Vec<u8> {
     body(&hit(cache, url).unwrap_or_else(|| panic!("{url} is a hit")))
+}
+
+#[test]
+fn a_disk_that_refuses_writes_loses_no_request() {
+    let d = dir("refused");
+    let path = d.join("store");
+    let spec = PersistSpec {
+        path: path.clone(),
+        size: 8 << 20,
+    };
+    let (mut engine, _) = PersistEngine::open(&spec).unwrap();
+    // Every write fails from now on (a full or failing disk): the file
+    // is reached through a descriptor opened for reading only.
+    let read_only = std::fs::File::open(&path).unwrap();
+    Arc::get_mut(&mut engine.log).unwrap().space =
+        crate::engine::FileSpace::new(read_only, true).unwrap();
+    let log = engine.log.clone();
+    let store = Store::self_managed("p", Box::new(engine));
+    let cache = Cache::new(vec![store], Store::transient(None));
+    let big = vec![b'b'; 50 << 10];
+    fetch(&cache, "/small", &[b"tiny"], 120.0, "");
+    fetch(&cache, "/big", &[&big], 120.0, "");
+    assert_eq!(body_of(&cache, "/small"), b"tiny");
+    assert_eq!(body_of(&cache, "/big"), big, "kept in memory");
+    assert_eq!(log.objects_written.load(Ordering::Relaxed), 0);
+    assert_eq!(log.dropped.load(Ordering::Relaxed), 2, "both counted");
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
 }
