@@ -41,42 +41,82 @@ struct List {
     len: usize,
 }
 
+/// One object's place on the lists: 16 bytes. Links are slab indices in
+/// 31 bits; the top bit of `prev` says which segment the node is on.
 #[derive(Debug)]
 struct LruNode {
-    prev: Option<usize>,
-    next: Option<usize>,
-    segment: usize,
+    prev: u32,
+    next: u32,
     obj: Option<Arc<Object>>,
+}
+
+/// No node (the end of a list).
+const NIL: u32 = 0x7fff_ffff;
+const SEGMENT_BIT: u32 = 1 << 31;
+
+impl LruNode {
+    fn new(obj: Arc<Object>) -> LruNode {
+        LruNode {
+            prev: NIL,
+            next: NIL,
+            obj: Some(obj),
+        }
+    }
+
+    fn prev(&self) -> Option<usize> {
+        let p = self.prev & !SEGMENT_BIT;
+        (p != NIL).then_some(p as usize)
+    }
+
+    fn set_prev(&mut self, p: Option<usize>) {
+        self.prev = (self.prev & SEGMENT_BIT) | p.map_or(NIL, |p| p as u32);
+    }
+
+    fn next(&self) -> Option<usize> {
+        (self.next != NIL).then_some(self.next as usize)
+    }
+
+    fn set_next(&mut self, n: Option<usize>) {
+        self.next = n.map_or(NIL, |n| n as u32);
+    }
+
+    fn segment(&self) -> usize {
+        (self.prev >> 31) as usize
+    }
+
+    fn set_segment(&mut self, seg: usize) {
+        self.prev = (self.prev & !SEGMENT_BIT) | ((seg as u32) << 31);
+    }
 }
 
 impl Lru {
     fn unlink(&mut self, i: usize) {
         let (prev, next, seg) = (
-            self.nodes[i].prev,
-            self.nodes[i].next,
-            self.nodes[i].segment,
+            self.nodes[i].prev(),
+            self.nodes[i].next(),
+            self.nodes[i].segment(),
         );
         let list = &mut self.lists[seg];
         match prev {
-            Some(p) => self.nodes[p].next = next,
+            Some(p) => self.nodes[p].set_next(next),
             None => list.head = next,
         }
         match next {
-            Some(n) => self.nodes[n].prev = prev,
+            Some(n) => self.nodes[n].set_prev(prev),
             None => list.tail = prev,
         }
         list.len -= 1;
-        self.nodes[i].prev = None;
-        self.nodes[i].next = None;
+        self.nodes[i].set_prev(None);
+        self.nodes[i].set_next(None);
     }
 
     fn push_front(&mut self, i: usize, seg: usize) {
         let list = &mut self.lists[seg];
-        self.nodes[i].next = list.head;
-        self.nodes[i].prev = None;
-        self.nodes[i].segment = seg;
+        self.nodes[i].set_next(list.head);
+        self.nodes[i].set_prev(None);
+        self.nodes[i].set_segment(seg);
         if let Some(h) = list.head {
-            self.nodes[h].prev = Some(i);
+            self.nodes[h].set_prev(Some(i));
         }
         list.head = Some(i);
         if list.tail.is_none() {
@@ -86,12 +126,7 @@ impl Lru {
     }
 
     fn insert(&mut self, obj: Arc<Object>) -> usize {
-        let node = LruNode {
-            prev: None,
-            next: None,
-            segment: PROBATION,
-            obj: Some(obj),
-        };
+        let node = LruNode::new(obj);
         let i = match self.free.pop() {
             Some(i) => {
                 self.nodes[i] = node;
@@ -131,7 +166,7 @@ impl Lru {
 
     #[cfg(test)]
     fn is_protected(&self, i: usize) -> bool {
-        self.nodes[i].segment == PROTECTED
+        self.nodes[i].segment() == PROTECTED
     }
 
     fn remove(&mut self, i: usize) -> Option<Arc<Object>> {
@@ -292,6 +327,11 @@ impl Store {
             if obj.is_removed() || obj.lru_slot.load(Ordering::Relaxed) != usize::MAX {
                 return;
             }
+            if lru.free.is_empty() && lru.nodes.len() >= NIL as usize {
+                // Two billion objects listed: this one is never evicted,
+                // and the budget still holds (its allocations fail).
+                return;
+            }
             let slot = lru.insert(obj.clone());
             obj.lru_slot.store(slot, Ordering::Relaxed);
             obj.lru_stamp.set(now);
@@ -358,5 +398,28 @@ impl Store {
             }
             None => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_node_is_sixteen_bytes_and_keeps_its_links_and_segment() {
+        assert_eq!(std::mem::size_of::<LruNode>(), 16);
+        let mut n = LruNode::new(Arc::new(crate::tests::plain_object()));
+        assert_eq!((n.prev(), n.next(), n.segment()), (None, None, PROBATION));
+        n.set_segment(PROTECTED);
+        n.set_prev(Some(7));
+        n.set_next(Some(NIL as usize - 1));
+        assert_eq!(
+            (n.prev(), n.next(), n.segment()),
+            (Some(7), Some(NIL as usize - 1), PROTECTED)
+        );
+        n.set_prev(None);
+        assert_eq!((n.prev(), n.segment()), (None, PROTECTED));
+        n.set_segment(PROBATION);
+        assert_eq!((n.prev(), n.segment()), (None, PROBATION));
     }
 }
