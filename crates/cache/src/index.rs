@@ -3,13 +3,89 @@
 //! hash picks the table and finds the entry in it, and travels with the
 //! fetch slot so that the insert hashes nothing again.
 
+use crate::object::Object;
 use crate::Head;
 use hashbrown::HashTable;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 const SHARDS: usize = 64;
+
+/// The variants stored under one key, newest first. Most keys have
+/// one, held without a vector of its own (no allocation); several go
+/// into a vector.
+#[derive(Debug)]
+pub(crate) enum Variants {
+    One(Arc<Object>),
+    Many(Vec<Arc<Object>>),
+}
+
+impl Default for Variants {
+    fn default() -> Variants {
+        Variants::Many(Vec::new())
+    }
+}
+
+impl Variants {
+    pub fn as_slice(&self) -> &[Arc<Object>] {
+        match self {
+            Variants::One(o) => std::slice::from_ref(o),
+            Variants::Many(v) => v,
+        }
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Arc<Object>> {
+        self.as_slice().iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    pub fn to_vec(&self) -> Vec<Arc<Object>> {
+        self.as_slice().to_vec()
+    }
+
+    /// Puts the newest variant first.
+    pub fn push_front(&mut self, obj: Arc<Object>) {
+        *self = match std::mem::take(self) {
+            Variants::Many(v) if v.is_empty() => Variants::One(obj),
+            Variants::One(old) => Variants::Many(vec![obj, old]),
+            Variants::Many(mut v) => {
+                v.insert(0, obj);
+                Variants::Many(v)
+            }
+        };
+    }
+
+    /// Keeps the variants `keep` says to keep, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<Object>) -> bool) {
+        match self {
+            Variants::One(o) => {
+                if !keep(o) {
+                    *self = Variants::default();
+                }
+            }
+            Variants::Many(v) => {
+                v.retain(|o| keep(o));
+                if v.len() == 1 {
+                    let one = v.pop().expect("one");
+                    *self = Variants::One(one);
+                }
+            }
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Variants {
+    type Item = &'a Arc<Object>;
+    type IntoIter = std::slice::Iter<'a, Arc<Object>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
 
 /// A key with its hash.
 #[derive(Debug, Clone, Copy)]
@@ -107,5 +183,28 @@ impl Table {
         if let Ok(entry) = self.0.find_entry(k.hash, |h| *h.key == *k.key) {
             entry.remove();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_variant_needs_no_vector() {
+        assert_eq!(std::mem::size_of::<Variants>(), 24);
+        let a = Arc::new(crate::tests::plain_object());
+        let b = Arc::new(crate::tests::plain_object());
+        let mut v = Variants::default();
+        assert!(v.is_empty());
+        v.push_front(a.clone());
+        assert!(matches!(v, Variants::One(_)));
+        v.push_front(b.clone());
+        assert_eq!(v.iter().count(), 2);
+        assert!(Arc::ptr_eq(&v.as_slice()[0], &b), "newest first");
+        v.retain(|o| Arc::ptr_eq(o, &a));
+        assert!(matches!(v, Variants::One(ref o) if Arc::ptr_eq(o, &a)));
+        v.retain(|_| false);
+        assert!(v.is_empty());
     }
 }

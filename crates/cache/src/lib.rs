@@ -57,7 +57,7 @@ pub(crate) struct Head {
     hash: u64,
     key: Arc<[u8]>,
     /// Newest first.
-    objs: Vec<Arc<Object>>,
+    objs: index::Variants,
     busy: Option<Arc<Busy>>,
 }
 
@@ -287,7 +287,7 @@ impl Cache {
             map.insert(Head {
                 hash: hashed.hash,
                 key: key.clone(),
-                objs: Vec::new(),
+                objs: index::Variants::default(),
                 busy: Some(busy.clone()),
             });
             COUNTERS.inc(Counter::n_objecthead);
@@ -535,7 +535,7 @@ impl Cache {
     fn variants(&self, key: &[u8]) -> Vec<Arc<Object>> {
         let hashed = self.index.hash(key);
         let map = self.index.lock(hashed.hash);
-        map.get(hashed).map(|h| h.objs.clone()).unwrap_or_default()
+        map.get(hashed).map(|h| h.objs.to_vec()).unwrap_or_default()
     }
 
     /// Removes every variant stored under a key (`return (purge)`);
@@ -784,7 +784,7 @@ impl FetchSlot {
                 Head {
                     hash: self.hash,
                     key: self.key.clone(),
-                    objs: Vec::new(),
+                    objs: index::Variants::default(),
                     busy: None,
                 }
             });
@@ -799,7 +799,7 @@ impl FetchSlot {
                 }
                 !same_variant
             });
-            head.objs.insert(0, obj.clone());
+            head.objs.push_front(obj.clone());
             if let (Some(mine), Some(current)) = (&self.busy, &head.busy) {
                 if Arc::ptr_eq(mine, current) {
                     head.busy = None;

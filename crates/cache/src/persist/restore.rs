@@ -143,7 +143,7 @@ impl Cache {
                     Head {
                         hash: hashed.hash,
                         key: key.clone(),
-                        objs: Vec::new(),
+                        objs: crate::index::Variants::default(),
                         busy: None,
                     }
                 },
@@ -156,7 +156,7 @@ impl Cache {
                 }
                 !same
             });
-            head.objs.insert(0, obj.clone());
+            head.objs.push_front(obj.clone());
         }
         self.settle(obj, &replaced);
     }
