@@ -8,7 +8,7 @@ pub use crate::body::{Body, BodyFailed};
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// An `f64` that can be read and written from several threads.
@@ -181,15 +181,18 @@ pub struct Object {
     head: Bytes,
     body: Body,
     vary: Option<VarySpec>,
-    last_modified: Option<f64>,
+    /// `Last-Modified` as a time; NaN when there is none (8 bytes, not
+    /// an `Option`'s 16).
+    last_modified: f64,
     /// The stored headers include `Accept-Ranges`.
     accept_ranges: bool,
     /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
     /// here rather than on every delivery.
     gzipped: bool,
     t_origin: AtomicF64,
-    /// When a request's `min-fresh` last made this object a miss.
-    min_fresh_miss: AtomicF64,
+    /// The second (of the epoch) a request's `min-fresh` last made this
+    /// object a miss.
+    min_fresh_miss: AtomicU32,
     ttl: AtomicF64,
     grace: AtomicF64,
     keep: AtomicF64,
@@ -199,7 +202,8 @@ pub struct Object {
     pub(crate) removed: AtomicBool,
     pub(crate) store: OnceLock<Arc<Store>>,
     pub(crate) allocated: AtomicU64,
-    pub(crate) lru_slot: AtomicUsize,
+    /// Its node on the LRU lists (`u32::MAX`: none).
+    pub(crate) lru_slot: AtomicU32,
     pub(crate) lru_stamp: AtomicF64,
     /// On the protected eviction list (asked for again since stored).
     pub(crate) lru_protected: AtomicBool,
@@ -272,11 +276,11 @@ impl Object {
             head: init.head,
             body: init.body,
             vary: init.vary,
-            last_modified: None,
+            last_modified: f64::NAN,
             accept_ranges: false,
             gzipped: false,
             t_origin: AtomicF64::new(init.timers.t_origin),
-            min_fresh_miss: AtomicF64::new(f64::NEG_INFINITY),
+            min_fresh_miss: AtomicU32::new(0),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
@@ -285,7 +289,7 @@ impl Object {
             removed: AtomicBool::new(false),
             store: OnceLock::new(),
             allocated: AtomicU64::new(0),
-            lru_slot: AtomicUsize::new(usize::MAX),
+            lru_slot: AtomicU32::new(u32::MAX),
             lru_stamp: AtomicF64::new(0.0),
             lru_protected: AtomicBool::new(false),
             exp_at: AtomicU64::new(0),
@@ -313,7 +317,7 @@ impl Object {
         let last_modified = last_modified.and_then(lacquer_core::time::parse_http_date);
         let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
         (obj.last_modified, obj.accept_ranges, obj.gzipped) =
-            (last_modified, accept_ranges, gzipped);
+            (last_modified.unwrap_or(f64::NAN), accept_ranges, gzipped);
         obj
     }
 
@@ -405,7 +409,7 @@ impl Object {
 
     #[inline]
     pub fn last_modified(&self) -> Option<f64> {
-        self.last_modified
+        (!self.last_modified.is_nan()).then_some(self.last_modified)
     }
 
     /// The stored headers include `Accept-Ranges`.
@@ -440,7 +444,7 @@ impl Object {
     /// cannot tell two changes within that second apart, so it is never
     /// sent back as `If-Modified-Since`.
     pub fn strong_last_modified(&self) -> Option<Bytes> {
-        let lm = self.last_modified?;
+        let lm = self.last_modified()?;
         let date = self
             .header("date")
             .and_then(|d| lacquer_core::time::parse_http_date(&d))
@@ -523,10 +527,12 @@ impl Object {
         if min_fresh <= 0.0 || left > min_fresh || min_fresh >= self.ttl.get() {
             return false;
         }
-        if now - self.min_fresh_miss.get() < 1.0 {
+        // The second it last happened in (seconds of the epoch fit 32 bits
+        // until 2106).
+        let second = now.max(1.0) as u32;
+        if self.min_fresh_miss.swap(second, Ordering::Relaxed) == second {
             return false;
         }
-        self.min_fresh_miss.set(now);
         true
     }
 

@@ -50,6 +50,9 @@ struct LruNode {
     obj: Option<Arc<Object>>,
 }
 
+/// An object on no list, as its `lru_slot` says it.
+const NO_SLOT: usize = u32::MAX as usize;
+
 /// No node (the end of a list).
 const NIL: u32 = 0x7fff_ffff;
 const SEGMENT_BIT: u32 = 1 << 31;
@@ -324,7 +327,7 @@ impl Store {
     pub(crate) fn lru_insert(&self, obj: &Arc<Object>, now: f64) {
         if let Some(lru) = &self.lru {
             let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
-            if obj.is_removed() || obj.lru_slot.load(Ordering::Relaxed) != usize::MAX {
+            if obj.is_removed() || obj.lru_slot.load(Ordering::Relaxed) != u32::MAX {
                 return;
             }
             if lru.free.is_empty() && lru.nodes.len() >= NIL as usize {
@@ -333,7 +336,7 @@ impl Store {
                 return;
             }
             let slot = lru.insert(obj.clone());
-            obj.lru_slot.store(slot, Ordering::Relaxed);
+            obj.lru_slot.store(slot as u32, Ordering::Relaxed);
             obj.lru_stamp.set(now);
         }
     }
@@ -348,8 +351,8 @@ impl Store {
             return false;
         }
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = obj.lru_slot.load(Ordering::Relaxed);
-        if slot == usize::MAX || lru.nodes.get(slot).is_none_or(|n| n.obj.is_none()) {
+        let slot = obj.lru_slot.load(Ordering::Relaxed) as usize;
+        if slot == NO_SLOT || lru.nodes.get(slot).is_none_or(|n| n.obj.is_none()) {
             return false;
         }
         lru.touch(slot);
@@ -362,8 +365,8 @@ impl Store {
     pub(crate) fn lru_remove(&self, obj: &Object) -> Option<Arc<Object>> {
         let lru = self.lru.as_ref()?;
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = obj.lru_slot.swap(usize::MAX, Ordering::Relaxed);
-        if slot == usize::MAX {
+        let slot = obj.lru_slot.swap(u32::MAX, Ordering::Relaxed) as usize;
+        if slot == NO_SLOT {
             return None;
         }
         lru.remove(slot)
@@ -376,7 +379,7 @@ impl Store {
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
         let victim = lru.victim()?;
         let obj = lru.remove(victim)?;
-        obj.lru_slot.store(usize::MAX, Ordering::Relaxed);
+        obj.lru_slot.store(u32::MAX, Ordering::Relaxed);
         Some(obj)
     }
 
@@ -385,8 +388,8 @@ impl Store {
     pub(crate) fn lru_is_protected(&self, obj: &Object) -> bool {
         let Some(lru) = &self.lru else { return false };
         let lru = lru.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = obj.lru_slot.load(Ordering::Relaxed);
-        slot != usize::MAX && lru.is_protected(slot)
+        let slot = obj.lru_slot.load(Ordering::Relaxed) as usize;
+        slot != NO_SLOT && lru.is_protected(slot)
     }
 
     /// Objects on the LRU list.
