@@ -67,10 +67,13 @@ impl PersistEngine {
         let (file, path) = open_file(&spec.path)?;
         let shown = path.display().to_string();
         let existing = file.metadata().map(|m| m.len()).unwrap_or(0);
+        // What there is of a superblock (a short file that is not all
+        // zeros is someone else's, and refused).
         let mut sb_bytes = vec![0u8; 64];
-        if existing >= 64 {
+        let have = existing.min(64) as usize;
+        if have > 0 {
             use std::os::unix::fs::FileExt;
-            file.read_exact_at(&mut sb_bytes, 0)
+            file.read_exact_at(&mut sb_bytes[..have], 0)
                 .map_err(|e| format!("{shown}: cannot read: {e}"))?;
         }
         let (sb, fresh) = match Superblock::decode(&sb_bytes) {

@@ -288,9 +288,12 @@ fn a_reader_holds_its_segment() {
 fn files_that_are_not_this_stores_are_refused() {
     let d = dir("refuse");
     let path = d.join("store");
-    std::fs::write(&path, vec![7u8; 4 << 20]).unwrap();
-    let err = open(&path, 4 << 20).err().unwrap();
-    assert!(err.contains("not a Lacquer persistent store"), "{err}");
+    for other in [vec![7u8; 4 << 20], b"hello\n".to_vec()] {
+        std::fs::write(&path, &other).unwrap();
+        let err = open(&path, 4 << 20).err().unwrap();
+        assert!(err.contains("not a Lacquer persistent store"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), other, "left as it was");
+    }
     std::fs::remove_file(&path).unwrap();
     drop(open(&path, 4 << 20).unwrap());
     let err = open(&path, 8 << 20).err().unwrap();
