@@ -163,13 +163,7 @@ impl Bans {
                 .position(|b| b.time > time)
                 .unwrap_or(list.len());
             list.insert(pos, Ban::new(0, time, Some(spec), false));
-            COUNTERS.inc(Counter::bans_added);
-            COUNTERS.inc(Counter::bans);
-            COUNTERS.inc(if uses_req {
-                Counter::bans_req
-            } else {
-                Counter::bans_obj
-            });
+            count_added(uses_req);
         }
         // Objects older than every restored ban start from a ban that
         // bans nothing, before them all.
@@ -234,13 +228,7 @@ impl Bans {
         list.push(Ban::new(seq, now, Some(spec), false));
         self.head_seq.store(seq, Ordering::Release);
         drop(list);
-        COUNTERS.inc(Counter::bans_added);
-        COUNTERS.inc(Counter::bans);
-        COUNTERS.inc(if uses_req {
-            Counter::bans_req
-        } else {
-            Counter::bans_obj
-        });
+        count_added(uses_req);
         if let Some(journal) = self.journal.get() {
             (journal.0)(now, spec_text.as_str());
         }
@@ -362,6 +350,17 @@ impl Bans {
         }
         out
     }
+}
+
+/// Counts a ban added to the list.
+fn count_added(uses_req: bool) {
+    COUNTERS.inc(Counter::bans_added);
+    COUNTERS.inc(Counter::bans);
+    COUNTERS.inc(if uses_req {
+        Counter::bans_req
+    } else {
+        Counter::bans_obj
+    });
 }
 
 #[cfg(test)]

@@ -93,6 +93,17 @@ fn hit(cache: &Arc<Cache>, url: &str) -> Option<Arc<Object>> {
     }
 }
 
+/// A store's `SMP` counter.
+fn smp(store: &Store, name: &str) -> u64 {
+    let mut c = Vec::new();
+    store.counters(&mut c);
+    let i = lacquer_core::counters::SMP
+        .iter()
+        .position(|s| s.name == name)
+        .unwrap();
+    c[i]
+}
+
 fn body(obj: &Object) -> Vec<u8> {
     obj.body().chunks().unwrap().concat()
 }
@@ -153,16 +164,8 @@ fn objects_and_bans_come_back_and_removed_ones_do_not() {
     );
     assert!(hit(&cache, "/banned").is_none(), "the ban applies again");
     assert_eq!(cache.tag_count(), 1, "surrogate keys are indexed again");
-    let mut c = Vec::new();
-    store.counters(&mut c);
-    let at = |name: &str| {
-        c[lacquer_core::counters::SMP
-            .iter()
-            .position(|s| s.name == name)
-            .unwrap()]
-    };
-    assert_eq!(at("c_recovered"), 5);
-    assert_eq!(at("c_damaged"), 0);
+    assert_eq!(smp(&store, "c_recovered"), 5);
+    assert_eq!(smp(&store, "c_damaged"), 0);
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -171,15 +174,11 @@ fn objects_and_bans_come_back_and_removed_ones_do_not() {
 fn damage_loses_only_the_objects_it_touches() {
     let d = dir("damage");
     let path = d.join("store");
-    let (a_at, b_len);
     {
         let (cache, _, _) = open(&path, 8 << 20).unwrap();
-        let a = fetch(&cache, "/a", &[&[b'a'; 3000]], 120.0, "");
-        fetch(&cache, "/b", &[&[b'b'; 3000]], 120.0, "");
-        fetch(&cache, "/c", &[&[b'c'; 3000]], 120.0, "");
-        a_at = a.body().chunks().unwrap()[0].as_ptr() as usize;
-        b_len = 3000;
-        let _ = (a_at, b_len);
+        for (url, fill) in [("/a", b'a'), ("/b", b'b'), ("/c", b'c')] {
+            fetch(&cache, url, &[&[fill; 3000]], 120.0, "");
+        }
     }
     // Flip one bit in /b's body.
     let bytes = std::fs::read(&path).unwrap();
@@ -195,13 +194,7 @@ fn damage_loses_only_the_objects_it_touches() {
     assert!(hit(&cache, "/a").is_some());
     assert!(hit(&cache, "/b").is_none(), "the damaged body is left out");
     assert!(hit(&cache, "/c").is_some());
-    let mut c = Vec::new();
-    store.counters(&mut c);
-    let damaged_at = lacquer_core::counters::SMP
-        .iter()
-        .position(|s| s.name == "c_damaged")
-        .unwrap();
-    assert_eq!(c[damaged_at], 1);
+    assert_eq!(smp(&store, "c_damaged"), 1);
     drop(cache);
     // A torn write: the file ends in the middle of the last record.
     let cut = bytes
@@ -241,13 +234,7 @@ fn a_full_log_reuses_its_oldest_segment_first() {
         // The newest are there, the oldest went.
         assert!(hit(&cache, "/39").is_some());
         assert!(hit(&cache, "/0").is_none());
-        let mut c = Vec::new();
-        store.counters(&mut c);
-        let reused = lacquer_core::counters::SMP
-            .iter()
-            .position(|s| s.name == "c_segments_reused")
-            .unwrap();
-        assert!(c[reused] > 0);
+        assert!(smp(&store, "c_segments_reused") > 0);
     }
     let (cache, _, restored) = open(&path, size).unwrap();
     assert!(restored.objects >= 5, "{restored:?}");
@@ -277,8 +264,7 @@ fn a_reader_holds_its_segment() {
     }
     assert!(first.is_removed(), "evicted from the index");
     assert_eq!(body(&first), big, "but its bytes were not written over");
-    let mut c = Vec::new();
-    store.counters(&mut c);
+    assert!(smp(&store, "c_segments_reused") > 0);
     drop(first);
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
