@@ -234,6 +234,9 @@ pub struct Record {
     pub head: (u64, u64),
     /// The gzip attribute, encoded (empty: none).
     pub gzip: Vec<u8>,
+    /// The body is parsed for ESI (`beresp.do_esi`), and its program,
+    /// encoded (empty: none, a body that was not XML).
+    pub esi: Option<Vec<u8>>,
     pub body_len: u64,
     pub body_sum: u32,
     /// Where the body is: start, length, and the sequence number of the
@@ -272,6 +275,13 @@ pub fn encode_record(r: &Record, head: &[u8], inline: Option<&[u8]>) -> (Vec<u8>
         }
     }
     put_short(&mut b, &r.gzip);
+    match &r.esi {
+        Some(program) => {
+            b.push(1);
+            put_bytes(&mut b, program);
+        }
+        None => b.push(0),
+    }
     b.extend_from_slice(&r.body_sum.to_le_bytes());
     b.extend_from_slice(&(r.extents.len() as u16).to_le_bytes());
     for (at, len, seq) in &r.extents {
@@ -324,6 +334,10 @@ pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
         vary.push((name, value));
     }
     let gzip = r.short()?.to_vec();
+    let esi = match r.take(1)?[0] {
+        1 => Some(r.bytes()?.to_vec()),
+        _ => None,
+    };
     let body_sum = r.u32()?;
     let n = r.u16()? as usize;
     let mut extents = Vec::with_capacity(n.min(b.len() / 16));
@@ -354,6 +368,7 @@ pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
         vary,
         head: (payload_at + head_at, head_len),
         gzip,
+        esi,
         body_len,
         body_sum,
         extents,
@@ -453,6 +468,7 @@ mod tests {
             ],
             head: (0, 0),
             gzip: vec![1, 2, 3],
+            esi: Some(vec![4, 5]),
             body_len: 5,
             body_sum: 7,
             extents: vec![(4096 + 88, 5, 3)],

@@ -41,12 +41,14 @@ pub struct PersistSpec {
 }
 
 /// How the daemon's attributes of an object are written and read back:
-/// what splicing needs of a gzip'd body. Objects with an attribute the
-/// codec cannot write (an ESI program) stay in memory only.
+/// what splicing needs of a gzip'd body, and an ESI page's program. An
+/// object with an attribute the codec cannot write stays in memory only.
 #[derive(Debug, Clone, Copy)]
 pub struct AttrCodec {
     pub encode_gzip: fn(&Attr) -> Option<Vec<u8>>,
     pub decode_gzip: fn(&[u8]) -> Option<Attr>,
+    pub encode_esi: fn(&Attr) -> Option<Vec<u8>>,
+    pub decode_esi: fn(&[u8]) -> Option<Attr>,
 }
 
 /// The codec the daemon gives before it opens its stores.
@@ -388,6 +390,14 @@ impl Log {
         if too_long {
             return;
         }
+        let esi = match (obj.esi_expected(), obj.esi_attr()) {
+            (false, _) => None,
+            (true, None) => Some(Vec::new()),
+            (true, Some(attr)) => match ATTR_CODEC.get().and_then(|c| (c.encode_esi)(attr)) {
+                Some(program) => Some(program),
+                None => return,
+            },
+        };
         let gzip = match obj.gzip_attr() {
             None => Vec::new(),
             Some(attr) => match ATTR_CODEC.get().and_then(|c| (c.encode_gzip)(attr)) {
@@ -444,6 +454,7 @@ impl Log {
                 .unwrap_or_default(),
             head: (0, 0),
             gzip,
+            esi,
             body_len,
             body_sum: sum.finalize(),
             extents,
@@ -616,7 +627,7 @@ impl Engine for PersistEngine {
             self.log.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if obj.kind() != crate::object::ObjKind::Normal || obj.esi_expected() {
+        if obj.kind() != crate::object::ObjKind::Normal {
             return;
         }
         let log = &self.log;

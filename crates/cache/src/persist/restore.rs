@@ -103,7 +103,13 @@ impl Cache {
                 done.expired += 1;
                 continue;
             }
-            let obj = Arc::new(object_of(log, &record, timers));
+            let Some(obj) = object_of(log, &record, timers) else {
+                // An ESI program this build cannot read: delivered plain,
+                // the page would show its markup.
+                log.damaged.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let obj = Arc::new(obj);
             self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
             obj.record.store(frame_at + STATE_OFFSET, Ordering::Release);
             log.register(log.segment_of(frame_at), &obj);
@@ -163,7 +169,7 @@ impl Cache {
 }
 
 /// The object a record describes, its head and body read in place.
-fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Object {
+fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Option<Object> {
     // One view over the run holding the head and the body when they are
     // in one segment (the usual case: the body just before its record),
     // sliced for each: one allocation and one pin rather than several.
@@ -214,5 +220,11 @@ fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Object {
             obj.set_gzip(attr);
         }
     }
-    obj
+    if let Some(program) = &r.esi {
+        obj.expect_esi();
+        if !program.is_empty() {
+            obj.set_esi(ATTR_CODEC.get().and_then(|c| (c.decode_esi)(program))?);
+        }
+    }
+    Some(obj)
 }

@@ -235,3 +235,44 @@ fn a_kill_during_a_write_loses_only_that_object() {
     drop(lq);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_esi_page_and_its_fragments_come_back_after_kill_9() {
+    let origin = Origin::start(|req| {
+        let r = Reply::ok("").header("Cache-Control", "max-age=300");
+        match req.url.as_str() {
+            "/page" | "/zpage" => r.body_bytes(b"<p>A<esi:include src=\"/frag\"/>B</p>".to_vec()),
+            _ => r.body_bytes(b"[frag]".to_vec()),
+        }
+    });
+    let dir = store_dir("esi");
+    let vcl = format!(
+        "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+         sub vcl_backend_response {{\n\
+           if (bereq.url ~ \"page\") {{ set beresp.do_esi = true; }}\n\
+           if (bereq.url == \"/zpage\") {{ set beresp.do_gzip = true; }}\n\
+         }}\n",
+        origin.addr.port()
+    );
+    let spec = format!("p=persistent,{}/p.bin,16m", dir.display());
+    let args = ["-s", spec.as_str()];
+    let lq = Lacquer::spawn(&args, Some(vcl.clone()));
+    let mut c = lq.connect();
+    for url in ["/page", "/zpage"] {
+        assert_eq!(c.get(url, &[]).text(), "<p>A[frag]B</p>");
+    }
+    drop(c);
+    drop(lq);
+    let lq = Lacquer::spawn(&args, Some(vcl));
+    let mut c = lq.connect();
+    for url in ["/page", "/zpage"] {
+        let page = c.get(url, &[]);
+        assert_eq!(page.text(), "<p>A[frag]B</p>", "{url}");
+    }
+    assert_eq!(origin.count("/page"), 1, "the page came back");
+    assert_eq!(origin.count("/zpage"), 1, "the gzip'd page came back");
+    assert_eq!(origin.count("/frag"), 1, "and its fragment");
+    drop(c);
+    drop(lq);
+    let _ = std::fs::remove_dir_all(&dir);
+}
