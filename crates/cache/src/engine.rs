@@ -48,17 +48,19 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     }
 
     /// Sets aside room for at least `need` bytes of `obj`'s body, and up
-    /// to `hint` when that many are expected. Objects that lose their
+    /// to `hint` when that many are expected; `started` says earlier
+    /// bytes of the body already went into this engine's rooms. Objects that lose their
     /// bytes to make that room (a persistent store reusing its oldest
     /// segment) are pushed on `evicted`, for the cache to remove.
     fn allocate(
         &self,
         need: u64,
         hint: u64,
+        started: bool,
         obj: &Arc<Object>,
         evicted: &mut Vec<Arc<Object>>,
     ) -> Placement {
-        let _ = (need, hint, obj, evicted);
+        let _ = (need, hint, started, obj, evicted);
         Placement::Heap
     }
 
@@ -358,7 +360,7 @@ mod tests {
         let obj = Arc::new(crate::tests::plain_object());
         let mut evicted = Vec::new();
         assert!(matches!(
-            Malloc.allocate(5, 5, &obj, &mut evicted),
+            Malloc.allocate(5, 5, false, &obj, &mut evicted),
             Placement::Heap
         ));
     }

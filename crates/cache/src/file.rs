@@ -225,6 +225,7 @@ impl Engine for FileEngine {
         &self,
         need: u64,
         hint: u64,
+        _started: bool,
         _obj: &Arc<Object>,
         _evicted: &mut Vec<Arc<Object>>,
     ) -> Placement {
@@ -309,7 +310,8 @@ mod tests {
             "the file in a directory is removed"
         );
         let obj = Arc::new(crate::tests::plain_object());
-        let Placement::Room(mut room) = engine.allocate(10, 10, &obj, &mut Vec::new()) else {
+        let Placement::Room(mut room) = engine.allocate(10, 10, false, &obj, &mut Vec::new())
+        else {
             panic!("room expected");
         };
         let view = room.write(b"0123456789").unwrap();
@@ -322,9 +324,9 @@ mod tests {
         c.clear();
         engine.extra_counters(&mut c);
         assert_eq!(c, vec![1, 0, 1]);
-        let whole = engine.allocate(1 << 20, 1 << 20, &obj, &mut Vec::new());
+        let whole = engine.allocate(1 << 20, 1 << 20, false, &obj, &mut Vec::new());
         assert!(matches!(whole, Placement::Room(_)), "all merged back");
-        let Placement::Full = engine.allocate(4096, 4096, &obj, &mut Vec::new()) else {
+        let Placement::Full = engine.allocate(4096, 4096, false, &obj, &mut Vec::new()) else {
             panic!("the file is full");
         };
         drop(whole);

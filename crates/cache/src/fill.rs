@@ -158,10 +158,13 @@ impl FillHandle<'_> {
         let (mut nuked, mut rounds) = (0, 0);
         loop {
             let mut evicted = Vec::new();
-            let placement = self
-                .store
-                .engine()
-                .allocate(need, hint, &self.obj, &mut evicted);
+            let placement = self.store.engine().allocate(
+                need,
+                hint,
+                !self.placed.is_empty(),
+                &self.obj,
+                &mut evicted,
+            );
             for victim in &evicted {
                 self.cache.remove(victim, Removal::Nuked);
             }

@@ -153,16 +153,22 @@ impl Log {
     /// (given the payload length, the frame's offset and the sequence
     /// number) while the frame is still the log's newest, so that the
     /// walk through the segment never meets a hole.
+    ///
+    /// With `past_limit`, even when writing is more than
+    /// `persistent_unsynced_max` ahead of the disk (the rest of a body
+    /// already begun, and its record: the limit turns new objects away,
+    /// it does not cut one in two).
     fn reserve(
         &self,
+        past_limit: bool,
         min: u64,
         max: u64,
         evicted: &mut Vec<Arc<Object>>,
         header: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>,
     ) -> (Reserve, u64) {
         let ahead = self.written.load(Ordering::Relaxed) - self.synced.load(Ordering::Relaxed);
-        if ahead > self.unsynced_max.load(Ordering::Relaxed) {
-            // The disk is behind: nothing more until it catches up.
+        if !past_limit && ahead > self.unsynced_max.load(Ordering::Relaxed) {
+            // The disk is behind: nothing new until it catches up.
             return (Reserve::Busy, 0);
         }
         let mut head = self.lock_head();
@@ -322,13 +328,14 @@ impl Log {
     /// oldest segment's objects (through `remove`) as often as it takes.
     fn reserve_record(
         &self,
+        past_limit: bool,
         len: u64,
         remove: &dyn Fn(&Arc<Object>),
         header: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>,
     ) -> Option<(u64, usize)> {
         for _ in 0..8 {
             let mut evicted = Vec::new();
-            match self.reserve(len, len, &mut evicted, header).0 {
+            match self.reserve(past_limit, len, len, &mut evicted, header).0 {
                 Reserve::At(at, seg) => return Some((at, seg)),
                 Reserve::Evicting => evicted.iter().for_each(remove),
                 Reserve::Busy => break,
@@ -468,7 +475,11 @@ impl Log {
         let mut frame_of = |_: u64, _: u64, seq: u64| {
             format::sealed_frame(format::TAG_OBJECT, seq, &payload, secret)
         };
-        let Some((at, seg)) = self.reserve_record(len, remove, &mut frame_of) else {
+        // The record of a body already in the log is written even past
+        // `persistent_unsynced_max`: the body's bytes would be lost
+        // without it.
+        let past_limit = !placed.is_empty();
+        let Some((at, seg)) = self.reserve_record(past_limit, len, remove, &mut frame_of) else {
             return;
         };
         self.register(seg, obj);
@@ -560,6 +571,7 @@ impl Engine for PersistEngine {
         &self,
         need: u64,
         hint: u64,
+        started: bool,
         obj: &Arc<Object>,
         evicted: &mut Vec<Arc<Object>>,
     ) -> Placement {
@@ -573,7 +585,7 @@ impl Engine for PersistEngine {
         let secret = log.secret;
         let mut header =
             |len: u64, _: u64, seq: u64| FrameHeader::body(seq, len as u32, secret).to_vec();
-        match log.reserve(min, max, evicted, &mut header) {
+        match log.reserve(started, min, max, evicted, &mut header) {
             (Reserve::At(at, seg), len) => {
                 log.segments[seg].pins.fetch_add(1, Ordering::AcqRel);
                 log.register(seg, obj);
@@ -670,7 +682,9 @@ impl Engine for PersistEngine {
         let secret = log.secret;
         let mut frame_of =
             |_: u64, _: u64, seq: u64| format::sealed_frame(format::TAG_BAN, seq, &payload, secret);
-        if let Some((_, seg)) = log.reserve_record(payload.len() as u64, remove, &mut frame_of) {
+        if let Some((_, seg)) =
+            log.reserve_record(true, payload.len() as u64, remove, &mut frame_of)
+        {
             log.segments[seg]
                 .bans
                 .lock()
