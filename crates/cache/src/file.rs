@@ -7,8 +7,9 @@
 //! room evicts (least recently used first, at most `nuke_limit`) and
 //! tries again.
 
-use crate::engine::{Engine, FileSpace, Placement, Release, Room};
 use crate::object::Object;
+use crate::space::{FileSpace, Release, Room};
+use crate::store::{Engine, Placement};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};

@@ -5,8 +5,9 @@
 //! the object, so a fetch that ends early, for whatever reason, never
 //! leaves an object that looks whole.
 
-use crate::engine::{Placement, Room};
 use crate::object::Object;
+use crate::space::Room;
+use crate::store::Placement;
 use crate::store::Store;
 use crate::{Cache, Removal};
 use bytes::Bytes;
@@ -111,6 +112,12 @@ impl FillHandle<'_> {
     /// view of them.
     pub fn push_charged(&mut self, bytes: Bytes) -> Result<(), NoRoom> {
         if bytes.is_empty() {
+            return Ok(());
+        }
+        if self.heap {
+            // The engine keeps this body on the heap (malloc always): no
+            // need to ask again for every piece.
+            self.obj.body().push(bytes);
             return Ok(());
         }
         let mut rest = &bytes[..];

@@ -7,12 +7,12 @@
 
 pub mod ban;
 pub mod body;
-pub mod engine;
 pub mod file;
 pub mod fill;
 mod index;
 pub mod object;
 pub mod persist;
+pub mod space;
 pub mod store;
 pub mod tags;
 pub mod ttl;

@@ -25,8 +25,9 @@ pub use restore::Restored;
 #[cfg(test)]
 mod tests;
 
-use crate::engine::{Engine, FileSpace, Placement, Release, Room};
 use crate::object::{Attr, Object};
+use crate::space::{FileSpace, Release, Room};
+use crate::store::{Engine, Placement};
 use format::{FrameHeader, DEAD, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, SUPERBLOCK_LEN};
 use std::collections::VecDeque;
 use std::path::PathBuf;

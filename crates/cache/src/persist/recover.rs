@@ -11,8 +11,8 @@ use super::format::{
     SEGMENT_HEADER_LEN, SUPERBLOCK_LEN, TAG_BAN, TAG_BODY, TAG_OBJECT,
 };
 use super::{Head, Log, PersistEngine, PersistSpec, Segment};
-use crate::engine::FileSpace;
 use crate::file::open_file;
+use crate::space::FileSpace;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

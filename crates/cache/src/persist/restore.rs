@@ -8,9 +8,9 @@
 use super::format::{Record, STATE_OFFSET};
 use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
 use crate::ban::BanSpec;
-use crate::engine::view_of;
 use crate::index::Hashed;
 use crate::object::{ObjKind, Object, ObjectInit, Timers, VarySpec};
+use crate::space::view_of;
 use crate::store::Store;
 use crate::{Body, Cache, Head};
 use bytes::Bytes;

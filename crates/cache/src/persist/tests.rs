@@ -366,7 +366,7 @@ fn a_disk_that_refuses_writes_loses_no_request() {
     // is reached through a descriptor opened for reading only.
     let read_only = std::fs::File::open(&path).unwrap();
     Arc::get_mut(&mut engine.log).unwrap().space =
-        crate::engine::FileSpace::new(read_only, true).unwrap();
+        crate::space::FileSpace::new(read_only, true).unwrap();
     let log = engine.log.clone();
     let store = Store::self_managed("p", Box::new(engine));
     let cache = Cache::new(vec![store], Store::transient(None));

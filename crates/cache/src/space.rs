@@ -1,19 +1,11 @@
-//! Where a store's bytes live: the narrow interface between the cache and
-//! a storage engine. The store above it (`store.rs`) keeps what every
-//! engine shares: the byte budget, the LRU list, the counters. An engine
-//! places bytes: it sets room aside for a body ([`Engine::allocate`]),
-//! the fill writes into that room and gets back views that readers share
-//! without copying, and the room goes back to the engine with its last
-//! view. An engine that keeps objects across restarts also hears when an
-//! object is whole and inserted ([`Engine::commit`]) and when it goes
-//! ([`Engine::forget`]), and lists what survived when the process starts
-//! (`persist::recover`).
-//!
-//! The memory engine (`malloc`) places nothing: bytes stay on the heap in
-//! the very buffers a fetch filled. The file engines write through their
-//! file (`pwrite`) and hand out views of its mapping.
+//! Where the file engines' bytes are: the storage file, written through
+//! its descriptor (`pwrite`) and read through its mapping; the rooms an
+//! engine sets aside in it, which a fill writes into in order; and the
+//! views of what was written, which readers share without copying and
+//! which hold their room until the last of them is dropped. Nothing here
+//! knows what an object is: the engines (`file.rs`, `persist/`) decide
+//! where rooms go, the store (`store.rs`) drives them.
 
-use crate::object::Object;
 use bytes::Bytes;
 use lacquer_shm::mapped::FileMap;
 use std::fs::File;
@@ -21,116 +13,6 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Where the next bytes of a body go.
-pub enum Placement {
-    /// They stay where they are, on the heap.
-    Heap,
-    /// In this room.
-    Room(Room),
-    /// Nowhere: the engine is full (evicting may make room).
-    Full,
-}
-
-/// A storage engine. The budget is not its business (the store charges
-/// it before asking for room); placement is.
-pub trait Engine: Send + Sync + std::fmt::Debug {
-    /// Its kind, as `-s name=KIND,...` spells it.
-    fn kind(&self) -> &'static str;
-
-    /// Itself, for the code that knows which engine it is.
-    fn as_any(&self) -> &dyn std::any::Any;
-
-    /// The section its counters are published under: `SMA` for memory,
-    /// `SMF` for a file, `SMP` for a persistent store.
-    fn section(&self) -> &'static str {
-        "SMA"
-    }
-
-    /// Sets aside room for at least `need` bytes of `obj`'s body, and up
-    /// to `hint` when that many are expected; `started` says earlier
-    /// bytes of the body already went into this engine's rooms. Objects that lose their
-    /// bytes to make that room (a persistent store reusing its oldest
-    /// segment) are pushed on `evicted`, for the cache to remove.
-    fn allocate(
-        &self,
-        need: u64,
-        hint: u64,
-        started: bool,
-        obj: &Arc<Object>,
-        evicted: &mut Vec<Arc<Object>>,
-    ) -> Placement {
-        let _ = (need, hint, started, obj, evicted);
-        Placement::Heap
-    }
-
-    /// The fill is done with a room: what it did not write may go back.
-    fn trim(&self, room: Room) {
-        drop(room);
-    }
-
-    /// The object's body is whole; `placed` lists where it went (in
-    /// order), `heap` says some of it stayed on the heap. Objects the
-    /// engine must push out to make room go through `remove`.
-    fn commit(
-        &self,
-        obj: &Arc<Object>,
-        placed: &[(u64, u64)],
-        heap: bool,
-        remove: &dyn Fn(&Arc<Object>),
-    ) {
-        let _ = (obj, placed, heap, remove);
-    }
-
-    /// The object is in the index now (its body may still be filling).
-    fn inserted(&self, obj: &Arc<Object>, remove: &dyn Fn(&Arc<Object>)) {
-        let _ = (obj, remove);
-    }
-
-    /// The object's timers changed (a soft purge): an engine that keeps
-    /// objects across restarts keeps the new ones.
-    fn retimed(&self, obj: &Object) {
-        let _ = obj;
-    }
-
-    /// A ban was issued at `time`: an engine that keeps objects across
-    /// restarts keeps the ban for them too.
-    fn ban_added(&self, time: f64, text: &str, remove: &dyn Fn(&Arc<Object>)) {
-        let _ = (time, text, remove);
-    }
-
-    /// The object left the cache (purged, banned, replaced, evicted,
-    /// expired): it must not come back.
-    fn forget(&self, obj: &Object) {
-        let _ = obj;
-    }
-
-    /// Bytes held and bytes free, when the engine keeps its own account
-    /// rather than the store's budget.
-    fn space(&self) -> Option<(u64, u64)> {
-        None
-    }
-
-    /// Its own counters, after the seven every store has, in its
-    /// section's order.
-    fn extra_counters(&self, out: &mut Vec<u64>) {
-        let _ = out;
-    }
-}
-
-/// The heap engine behind `-s malloc` and Transient.
-#[derive(Debug, Default)]
-pub struct Malloc;
-
-impl Engine for Malloc {
-    fn kind(&self) -> &'static str {
-        "malloc"
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
 
 /// A storage file: written through the descriptor, read through the
 /// mapping.
@@ -353,15 +235,5 @@ mod tests {
         drop(b);
         assert_eq!(*freed.0.lock().unwrap(), vec![(4096, 11)]);
         let _ = std::fs::remove_file(path);
-    }
-
-    #[test]
-    fn the_heap_places_nothing() {
-        let obj = Arc::new(crate::tests::plain_object());
-        let mut evicted = Vec::new();
-        assert!(matches!(
-            Malloc.allocate(5, 5, false, &obj, &mut evicted),
-            Placement::Heap
-        ));
     }
 }
