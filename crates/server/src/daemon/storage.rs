@@ -64,8 +64,13 @@ pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
         let secs = read + started.elapsed().as_secs_f64();
         if segments > 0 {
             eprintln!(
-                "Storage {}: {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s; reading the file {:.3} s)",
+                "Storage {} ({}): {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s; reading the file {:.3} s)",
                 store.name(),
+                store
+                    .engine()
+                    .as_any()
+                    .downcast_ref::<PersistEngine>()
+                    .map_or_else(String::new, |p| p.path().display().to_string()),
                 done.objects,
                 done.expired,
                 secs,
