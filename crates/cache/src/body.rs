@@ -31,11 +31,37 @@ struct BodyState {
 #[derive(Debug)]
 pub struct Body {
     /// The whole body, once complete.
-    done: OnceLock<Box<[Bytes]>>,
+    done: OnceLock<Chunks>,
     /// The fill's state while the body streams in (None once complete).
     filling: Mutex<Option<Arc<Filling>>>,
-    /// The length announced before streaming (a backend Content-Length).
-    pub expected_len: Option<u64>,
+    /// The length announced before streaming (a backend Content-Length);
+    /// `u64::MAX` when none was (8 bytes, not an `Option`'s 16).
+    expected_len: u64,
+}
+
+/// A complete body's chunks. Most small bodies are one chunk, held
+/// without a slice of its own (one allocation less per object).
+#[derive(Debug)]
+enum Chunks {
+    One(Bytes),
+    Many(Box<[Bytes]>),
+}
+
+impl Chunks {
+    fn new(mut chunks: Vec<Bytes>) -> Chunks {
+        if chunks.len() == 1 {
+            Chunks::One(chunks.pop().expect("one"))
+        } else {
+            Chunks::Many(chunks.into_boxed_slice())
+        }
+    }
+
+    fn as_slice(&self) -> &[Bytes] {
+        match self {
+            Chunks::One(one) => std::slice::from_ref(one),
+            Chunks::Many(many) => many,
+        }
+    }
 }
 
 /// What readers and the fill share while a body streams in.
@@ -80,7 +106,7 @@ impl Body {
         Body {
             done: OnceLock::new(),
             filling: Mutex::new(Some(Arc::new(filling))),
-            expected_len,
+            expected_len: expected_len.unwrap_or(u64::MAX),
         }
     }
 
@@ -88,11 +114,11 @@ impl Body {
     pub fn complete(chunks: Vec<Bytes>) -> Self {
         let len = chunks.iter().map(|c| c.len() as u64).sum();
         let done = OnceLock::new();
-        let _ = done.set(chunks.into_boxed_slice());
+        let _ = done.set(Chunks::new(chunks));
         Body {
             done,
             filling: Mutex::new(None),
-            expected_len: Some(len),
+            expected_len: len,
         }
     }
 
@@ -126,7 +152,7 @@ impl Body {
         let mut st = f.lock();
         st.complete = true;
         let chunks = std::mem::take(&mut st.chunks);
-        let _ = self.done.set(chunks.into_boxed_slice());
+        let _ = self.done.set(Chunks::new(chunks));
         drop(st);
         // Readers that wait hold the state themselves; they wake, see the
         // body done and let go of it too.
@@ -151,20 +177,27 @@ impl Body {
     /// The whole body, once complete.
     #[inline]
     pub fn chunks(&self) -> Option<&[Bytes]> {
-        self.done.get().map(|b| &b[..])
+        self.done.get().map(Chunks::as_slice)
+    }
+
+    /// The length announced before streaming (a backend Content-Length).
+    #[inline]
+    pub fn expected_len(&self) -> Option<u64> {
+        (self.expected_len != u64::MAX).then_some(self.expected_len)
     }
 
     /// The final length if known: complete, or announced.
     pub fn known_len(&self) -> Option<u64> {
         match self.chunks() {
             Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
-            None => self.expected_len,
+            None => self.expected_len(),
         }
     }
 
     /// Whether the fetch filling this body failed.
     pub fn is_failed(&self) -> bool {
-        self.filling().is_some_and(|f| f.lock().failed)
+        // A complete body never failed: no lock on a hit.
+        self.done.get().is_none() && self.filling().is_some_and(|f| f.lock().failed)
     }
 
     /// Drops, from now on, the chunks a reader is done with: for a body
@@ -212,7 +245,7 @@ impl Body {
     /// with `Ok(true)` at the end of the body).
     pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
         let done = |out: &mut Vec<Bytes>| {
-            let done = self.done.get()?;
+            let done = self.done.get()?.as_slice();
             if from < done.len() {
                 out.extend_from_slice(&done[from..]);
             }

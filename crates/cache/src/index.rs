@@ -1,7 +1,9 @@
 //! The index: a key's head (its variants and busy fetch) found through
-//! one of many small locked tables. A request's key is hashed once; that
-//! hash picks the table and finds the entry in it, and travels with the
-//! fetch slot so that the insert hashes nothing again.
+//! one of many small locked tables. A request's key is hashed once, to a
+//! 128-bit digest; the digest picks the table, finds the entry in it, and
+//! travels with the fetch slot so that the insert hashes nothing again.
+//! Heads and objects keep the digest, never the key: 16 bytes inline
+//! instead of a key on the heap.
 
 use crate::object::Object;
 use crate::Head;
@@ -87,17 +89,27 @@ impl<'a> IntoIterator for &'a Variants {
     }
 }
 
-/// A key with its hash.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Hashed<'k> {
-    pub hash: u64,
-    pub key: &'k [u8],
+/// A key's digest: two SipHash-1-3 values of it under two secret keys
+/// drawn for each process, 128 bits in all. Keys are told apart by their
+/// digests alone, as Varnish tells them apart by SHA-256: nobody outside
+/// sees the digest or knows the secret keys, so nobody can aim two keys at
+/// one digest, and two keys of a billion objects share one by chance with a
+/// probability near 10^-21.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest([u64; 2]);
+
+impl Digest {
+    /// The half that picks the table and the bucket.
+    #[inline]
+    pub(crate) fn hash(self) -> u64 {
+        self.0[0]
+    }
 }
 
 /// The sharded index.
 pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
-    hasher: RandomState,
+    hashers: [RandomState; 2],
 }
 
 /// One shard's table.
@@ -108,17 +120,14 @@ impl Index {
     pub fn new() -> Index {
         Index {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
+            hashers: [RandomState::new(), RandomState::new()],
         }
     }
 
-    /// Hashes a key (keyed per process, so that nobody outside can aim
-    /// keys at one table).
-    pub fn hash<'k>(&self, key: &'k [u8]) -> Hashed<'k> {
-        Hashed {
-            hash: self.hasher.hash_one(key),
-            key,
-        }
+    /// A key's digest (keyed per process, so that nobody outside can aim
+    /// keys at one table, or two keys at one digest).
+    pub fn digest(&self, key: &[u8]) -> Digest {
+        Digest([self.hashers[0].hash_one(key), self.hashers[1].hash_one(key)])
     }
 
     /// Locks the table a hash falls in. The table's own probe uses the
@@ -135,7 +144,7 @@ impl Index {
         let each = n / SHARDS + n / SHARDS / 8 + 1;
         for shard in self.shards.iter() {
             let mut table = shard.lock().unwrap_or_else(|e| e.into_inner());
-            table.0.reserve(each, |h| h.hash);
+            table.0.reserve(each, |h| h.digest.hash());
         }
     }
 
@@ -158,29 +167,31 @@ impl Table {
         self.0.iter()
     }
 
-    pub fn get(&self, k: Hashed<'_>) -> Option<&Head> {
-        self.0.find(k.hash, |h| *h.key == *k.key)
+    pub fn get(&self, d: Digest) -> Option<&Head> {
+        self.0.find(d.hash(), |h| h.digest == d)
     }
 
-    pub fn get_mut(&mut self, k: Hashed<'_>) -> Option<&mut Head> {
-        self.0.find_mut(k.hash, |h| *h.key == *k.key)
+    pub fn get_mut(&mut self, d: Digest) -> Option<&mut Head> {
+        self.0.find_mut(d.hash(), |h| h.digest == d)
     }
 
     /// Adds a head for a key not in the table.
     pub fn insert(&mut self, head: Head) -> &mut Head {
-        self.0.insert_unique(head.hash, head, |h| h.hash).into_mut()
+        self.0
+            .insert_unique(head.digest.hash(), head, |h| h.digest.hash())
+            .into_mut()
     }
 
     /// The key's head, made by `make` when there is none.
-    pub fn get_or_insert_with(&mut self, k: Hashed<'_>, make: impl FnOnce() -> Head) -> &mut Head {
+    pub fn get_or_insert_with(&mut self, d: Digest, make: impl FnOnce() -> Head) -> &mut Head {
         self.0
-            .entry(k.hash, |h| *h.key == *k.key, |h| h.hash)
+            .entry(d.hash(), |h| h.digest == d, |h| h.digest.hash())
             .or_insert_with(make)
             .into_mut()
     }
 
-    pub fn remove(&mut self, k: Hashed<'_>) {
-        if let Ok(entry) = self.0.find_entry(k.hash, |h| *h.key == *k.key) {
+    pub fn remove(&mut self, d: Digest) {
+        if let Ok(entry) = self.0.find_entry(d.hash(), |h| h.digest == d) {
             entry.remove();
         }
     }

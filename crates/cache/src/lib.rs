@@ -18,12 +18,13 @@ pub mod tags;
 pub mod ttl;
 
 use ban::{BanRef, BanReq, Bans};
-use index::{Hashed, Index};
+pub use index::Digest;
+use index::Index;
 use lacquer_core::counters::{Counter, StoreCounter, COUNTERS};
 use lacquer_http::Headers;
 use object::{ObjKind, Object};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use store::Store;
 use tags::TagIndex;
@@ -54,8 +55,7 @@ struct Busy {
 
 #[derive(Debug)]
 pub(crate) struct Head {
-    hash: u64,
-    key: Arc<[u8]>,
+    digest: Digest,
     /// Newest first.
     objs: index::Variants,
     busy: Option<Arc<Busy>>,
@@ -88,8 +88,9 @@ pub enum Lookup {
 /// it without using it wakes the waiters to look up again.
 pub struct FetchSlot {
     cache: Arc<Cache>,
-    /// The key and its hash, computed once at lookup.
-    hash: u64,
+    /// The key's digest, computed once at lookup.
+    digest: Digest,
+    /// The key itself, for an engine that writes it down.
     key: Arc<[u8]>,
     busy: Option<Arc<Busy>>,
     /// The newest ban when the fetch began: the object's place in the list.
@@ -156,8 +157,8 @@ pub struct Cache {
     stores: Vec<Arc<Store>>,
     transient: Arc<Store>,
     next_store: AtomicUsize,
-    expiry: Mutex<BTreeMap<(u64, u64), Weak<Object>>>,
-    expiry_seq: AtomicU64,
+    /// Objects by the millisecond they are due and their address.
+    expiry: Mutex<BTreeMap<(u64, usize), Weak<Object>>>,
     bans: Bans,
     tags: TagIndex,
 }
@@ -206,7 +207,6 @@ impl Cache {
             transient,
             next_store: AtomicUsize::new(0),
             expiry: Mutex::new(BTreeMap::new()),
-            expiry_seq: AtomicU64::new(0),
             bans: Bans::new(lacquer_core::time::now()),
             tags: TagIndex::new(),
         });
@@ -279,19 +279,18 @@ impl Cache {
         wants: Wants,
         banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
-        let hashed = self.index.hash(key);
-        let mut map = self.index.lock(hashed.hash);
-        let Some(head) = map.get_mut(hashed) else {
-            let key: Arc<[u8]> = Arc::from(key);
+        let digest = self.index.digest(key);
+        let mut map = self.index.lock(digest.hash());
+        let Some(head) = map.get_mut(digest) else {
             let (busy, _) = Busy::new();
             map.insert(Head {
-                hash: hashed.hash,
-                key: key.clone(),
+                digest,
                 objs: index::Variants::default(),
                 busy: Some(busy.clone()),
             });
             COUNTERS.inc(Counter::n_objecthead);
-            return Lookup::Miss(self.slot(hashed.hash, key, Some(busy)));
+            drop(map);
+            return Lookup::Miss(self.slot(digest, key, Some(busy)));
         };
         let head_seq = self.bans.head_seq();
         if head.objs.iter().any(|o| o.ban_seq() < head_seq) {
@@ -317,11 +316,10 @@ impl Cache {
             match obj.kind() {
                 ObjKind::HitMiss if left > 0.0 => {
                     let marker = obj.clone();
-                    let key = head.key.clone();
                     drop(map);
                     return Lookup::HitMiss {
                         marker,
-                        slot: self.slot(hashed.hash, key, None),
+                        slot: self.slot(digest, key, None),
                     };
                 }
                 ObjKind::HitPass if left > 0.0 => return Lookup::HitPass(obj.clone()),
@@ -357,9 +355,8 @@ impl Cache {
         if head.busy.is_some() && grace.is_none() && wants.ignore_busy {
             // Its own fetch, which replaces the variant when it is done
             // and makes nobody wait.
-            let key = head.key.clone();
             drop(map);
-            return Lookup::Miss(self.slot(hashed.hash, key, None));
+            return Lookup::Miss(self.slot(digest, key, None));
         }
         // Predictive vary: a fetch under way for another variant is not
         // waited for; this request fetches its own.
@@ -369,9 +366,8 @@ impl Cache {
             .and_then(|b| b.vary.as_ref())
             .is_some_and(|v| !v.matches(req));
         if other_variant && grace.is_none() && !wants.ignore_vary {
-            let key = head.key.clone();
             drop(map);
-            return Lookup::Miss(self.slot(hashed.hash, key, None));
+            return Lookup::Miss(self.slot(digest, key, None));
         }
         if let Some(busy) = &head.busy {
             return match grace {
@@ -390,8 +386,8 @@ impl Cache {
             .map(|v| v.predict(req));
         let (busy, _) = Busy::predicting(predicted);
         head.busy = Some(busy.clone());
-        let mut slot = self.slot(hashed.hash, head.key.clone(), Some(busy));
         drop(map);
+        let mut slot = self.slot(digest, key, Some(busy));
         match grace {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
@@ -413,15 +409,15 @@ impl Cache {
     /// request fetches a fresh copy that replaces its variant, without
     /// making others wait on it.
     pub fn lookup_fresh_fetch(self: &Arc<Self>, key: &[u8]) -> Lookup {
-        let hash = self.index.hash(key).hash;
-        Lookup::Miss(self.slot(hash, Arc::from(key), None))
+        let digest = self.index.digest(key);
+        Lookup::Miss(self.slot(digest, key, None))
     }
 
-    fn slot(self: &Arc<Self>, hash: u64, key: Arc<[u8]>, busy: Option<Arc<Busy>>) -> FetchSlot {
+    fn slot(self: &Arc<Self>, digest: Digest, key: &[u8], busy: Option<Arc<Busy>>) -> FetchSlot {
         FetchSlot {
             cache: self.clone(),
-            hash,
-            key,
+            digest,
+            key: Arc::from(key),
             busy,
             ban: Some(self.bans.head()),
             stale: None,
@@ -517,13 +513,12 @@ impl Cache {
         if obj.removed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(key) = obj.key.get() {
-            let hashed = self.index.hash(key);
-            let mut map = self.index.lock(hashed.hash);
-            if let Some(head) = map.get_mut(hashed) {
+        if let Some(&digest) = obj.digest.get() {
+            let mut map = self.index.lock(digest.hash());
+            if let Some(head) = map.get_mut(digest) {
                 head.objs.retain(|o| !Arc::ptr_eq(o, obj));
                 if head.objs.is_empty() && head.busy.is_none() {
-                    map.remove(hashed);
+                    map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
             }
@@ -533,9 +528,9 @@ impl Cache {
 
     /// The objects stored under a key, every variant.
     fn variants(&self, key: &[u8]) -> Vec<Arc<Object>> {
-        let hashed = self.index.hash(key);
-        let map = self.index.lock(hashed.hash);
-        map.get(hashed).map(|h| h.objs.to_vec()).unwrap_or_default()
+        let digest = self.index.digest(key);
+        let map = self.index.lock(digest.hash());
+        map.get(digest).map(|h| h.objs.to_vec()).unwrap_or_default()
     }
 
     /// Removes every variant stored under a key (`return (purge)`);
@@ -599,9 +594,8 @@ impl Cache {
         };
         {
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            let seq = obj.exp_seq();
-            if seq != 0 {
-                exp.remove(&(obj.exp_at(), seq));
+            if let Some(key) = obj.expiry_key() {
+                exp.remove(&key);
                 obj.clear_expiry();
             }
         }
@@ -623,18 +617,17 @@ impl Cache {
         if let Some(store) = obj.store.get() {
             store.engine().forget(obj);
         }
-        if let Some(tags) = obj.tags.get() {
+        if let Some(tags) = obj.tags() {
             self.tags.remove(obj, tags);
         }
         if let Some(store) = obj.store.get() {
             store.lru_remove(obj);
         }
-        let seq = obj.exp_seq();
-        if seq != 0 {
+        if let Some(key) = obj.expiry_key() {
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            exp.remove(&(obj.exp_at(), seq));
+            exp.remove(&key);
         }
-        if obj.key.get().is_some() {
+        if obj.digest.get().is_some() {
             if obj.kind() == ObjKind::Normal {
                 COUNTERS.dec(Counter::n_object);
             }
@@ -682,15 +675,15 @@ impl Cache {
         } else {
             u64::MAX / 2
         };
-        let seq = self.expiry_seq.fetch_add(1, Ordering::Relaxed) + 1;
-        obj.set_expiry(at_ms, seq);
+        obj.set_expiry(at_ms);
+        let key = (at_ms, Arc::as_ptr(obj) as usize);
         COUNTERS.inc(Counter::exp_mailed);
         COUNTERS.inc(Counter::exp_received);
         let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-        exp.insert((at_ms, seq), Arc::downgrade(obj));
+        exp.insert(key, Arc::downgrade(obj));
         // Removed meanwhile: its removal could not see this entry.
         if obj.is_removed() {
-            exp.remove(&(at_ms, seq));
+            exp.remove(&key);
         }
     }
 
@@ -715,13 +708,13 @@ impl Cache {
     /// What follows an object's entry into the index: counters, its
     /// surrogate keys, the variants it replaced going, its LRU place, its
     /// store's engine told, its expiry, and the bans it missed.
-    fn settle(self: &Arc<Self>, obj: &Arc<Object>, replaced: &[Arc<Object>]) {
+    fn settle(self: &Arc<Self>, obj: &Arc<Object>, key: &[u8], replaced: &[Arc<Object>]) {
         let cache = self;
         if obj.kind() == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
             let tags = tags::tags_of_fields(obj.fields());
-            if !tags.is_empty() && obj.tags.set(tags.into_boxed_slice()).is_ok() {
-                let tags = obj.tags.get().expect("just set");
+            if !tags.is_empty() && obj.extra().tags.set(tags.into_boxed_slice()).is_ok() {
+                let tags = obj.tags().expect("just set");
                 cache.tags.add(obj, tags);
                 // Removed meanwhile: its removal could not see the tags.
                 if obj.is_removed() {
@@ -739,7 +732,7 @@ impl Cache {
             }
             store
                 .engine()
-                .inserted(obj, &|victim| cache.remove(victim, Removal::Nuked));
+                .inserted(obj, key, &|victim| cache.remove(victim, Removal::Nuked));
         }
         cache.schedule(obj);
         if cache.bans.check_at_insert(obj) {
@@ -768,22 +761,17 @@ impl FetchSlot {
     /// the fetching request selected, and wakes the waiters.
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {
         let cache = self.cache.clone();
-        let _ = obj.key.set(self.key.clone());
+        let _ = obj.digest.set(self.digest);
         if let Some(ban) = self.ban.take() {
             obj.set_ban(ban);
         }
         let mut replaced = Vec::new();
         {
-            let mut map = cache.index.lock(self.hash);
-            let hashed = Hashed {
-                hash: self.hash,
-                key: &self.key,
-            };
-            let head = map.get_or_insert_with(hashed, || {
+            let mut map = cache.index.lock(self.digest.hash());
+            let head = map.get_or_insert_with(self.digest, || {
                 COUNTERS.inc(Counter::n_objecthead);
                 Head {
-                    hash: self.hash,
-                    key: self.key.clone(),
+                    digest: self.digest,
                     objs: index::Variants::default(),
                     busy: None,
                 }
@@ -806,7 +794,7 @@ impl FetchSlot {
                 }
             }
         }
-        cache.settle(obj, &replaced);
+        cache.settle(obj, &self.key, &replaced);
         if let Some(busy) = self.busy.take() {
             busy.tx.send_replace(BusyState::Relookup);
         }
@@ -824,17 +812,13 @@ impl FetchSlot {
     fn release(&mut self, state: BusyState) {
         let Some(busy) = self.busy.take() else { return };
         {
-            let mut map = self.cache.index.lock(self.hash);
-            let hashed = Hashed {
-                hash: self.hash,
-                key: &self.key,
-            };
-            if let Some(head) = map.get_mut(hashed) {
+            let mut map = self.cache.index.lock(self.digest.hash());
+            if let Some(head) = map.get_mut(self.digest) {
                 if head.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
                     head.busy = None;
                 }
                 if head.objs.is_empty() && head.busy.is_none() {
-                    map.remove(hashed);
+                    map.remove(self.digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
             }

@@ -5,6 +5,7 @@
 
 use crate::ban::BanRef;
 pub use crate::body::{Body, BodyFailed};
+use crate::index::Digest;
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
@@ -167,54 +168,66 @@ impl VarySpec {
 /// reading it: a page's ESI program, what splicing needs of a gzip'd body.
 pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 
-/// One cached response (or a marker).
+/// One cached response (or a marker). What most objects never have
+/// (a `Vary`, an ESI program, gzip bits, tags) lives in [`Extra`],
+/// allocated when first needed,
+/// so that the common object is smaller.
 #[derive(Debug)]
 pub struct Object {
     /// The vxid of the fetch that made it.
     xid: u64,
-    kind: ObjKind,
-    status: u16,
     /// Status line and stored headers, each line ending in CRLF, without
     /// the blank line that ends a head. The header list is read from it
     /// when asked for ([`Object::headers`], [`Object::header`]) rather
     /// than kept beside it: 64 bytes a field per object otherwise.
     head: Bytes,
     body: Body,
-    vary: Option<VarySpec>,
     /// `Last-Modified` as a time; NaN when there is none (8 bytes, not
     /// an `Option`'s 16).
     last_modified: f64,
+    t_origin: AtomicF64,
+    ttl: AtomicF64,
+    grace: AtomicF64,
+    keep: AtomicF64,
+    pub(crate) hits: AtomicU64,
+    /// The digest of the key it is indexed under, once inserted.
+    pub(crate) digest: OnceLock<Digest>,
+    pub(crate) store: OnceLock<Arc<Store>>,
+    pub(crate) allocated: AtomicU64,
+    pub(crate) lru_stamp: AtomicF64,
+    /// Its place in the expiry queue: the millisecond it is due, with
+    /// [`SCHEDULED`] set while it is queued (0: not queued).
+    exp_at: AtomicU64,
+    /// The number of the newest ban the object is known to survive (0
+    /// before it has a place in the ban list), readable without a lock.
+    ban_seq: AtomicU64,
+    ban: Mutex<Option<BanRef>>,
+    /// Where a persistent store wrote its record (`u64::MAX`: nowhere).
+    pub(crate) record: AtomicU64,
+    extra: OnceLock<Box<Extra>>,
+    /// Its node on the LRU lists (`u32::MAX`: none).
+    pub(crate) lru_slot: AtomicU32,
+    /// The second (of the epoch) a request's `min-fresh` last made this
+    /// object a miss.
+    min_fresh_miss: AtomicU32,
+    status: u16,
+    kind: ObjKind,
     /// The stored headers include `Accept-Ranges`.
     accept_ranges: bool,
     /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
     /// here rather than on every delivery.
     gzipped: bool,
-    t_origin: AtomicF64,
-    /// The second (of the epoch) a request's `min-fresh` last made this
-    /// object a miss.
-    min_fresh_miss: AtomicU32,
-    ttl: AtomicF64,
-    grace: AtomicF64,
-    keep: AtomicF64,
-    pub(crate) hits: AtomicU64,
-    /// The key it is indexed under, once inserted.
-    pub(crate) key: OnceLock<Arc<[u8]>>,
     pub(crate) removed: AtomicBool,
-    pub(crate) store: OnceLock<Arc<Store>>,
-    pub(crate) allocated: AtomicU64,
-    /// Its node on the LRU lists (`u32::MAX`: none).
-    pub(crate) lru_slot: AtomicU32,
-    pub(crate) lru_stamp: AtomicF64,
     /// On the protected eviction list (asked for again since stored).
     pub(crate) lru_protected: AtomicBool,
-    exp_at: AtomicU64,
-    exp_seq: AtomicU64,
-    /// The number of the newest ban the object is known to survive (0
-    /// before it has a place in the ban list), readable without a lock.
-    ban_seq: AtomicU64,
-    ban: Mutex<Option<BanRef>>,
     /// The fetch parses the body for ESI (`beresp.do_esi`).
     esi_expected: AtomicBool,
+}
+
+/// What few objects have, kept apart from [`Object`].
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    vary: Option<VarySpec>,
     /// The parsed program, set before the body completes.
     esi: OnceLock<Attr>,
     /// For a body stored gzip'd: its bits, CRC and length, known once
@@ -222,9 +235,10 @@ pub struct Object {
     gzip: OnceLock<Attr>,
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
-    /// Where a persistent store wrote its record (`u64::MAX`: nowhere).
-    pub(crate) record: AtomicU64,
 }
+
+/// Set in [`Object`]'s expiry time while it is queued.
+const SCHEDULED: u64 = 1 << 63;
 
 /// Everything needed to make an object.
 #[derive(Debug)]
@@ -269,13 +283,19 @@ impl Object {
             init.headers.write_to(&mut head);
             init.head = Bytes::from(head);
         }
+        let extra = OnceLock::new();
+        if init.vary.is_some() {
+            let _ = extra.set(Box::new(Extra {
+                vary: init.vary,
+                ..Extra::default()
+            }));
+        }
         let mut obj = Object {
             xid: init.xid,
             kind: init.kind,
             status: init.status,
             head: init.head,
             body: init.body,
-            vary: init.vary,
             last_modified: f64::NAN,
             accept_ranges: false,
             gzipped: false,
@@ -285,7 +305,7 @@ impl Object {
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
             hits: AtomicU64::new(0),
-            key: OnceLock::new(),
+            digest: OnceLock::new(),
             removed: AtomicBool::new(false),
             store: OnceLock::new(),
             allocated: AtomicU64::new(0),
@@ -293,13 +313,10 @@ impl Object {
             lru_stamp: AtomicF64::new(0.0),
             lru_protected: AtomicBool::new(false),
             exp_at: AtomicU64::new(0),
-            exp_seq: AtomicU64::new(0),
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
             esi_expected: AtomicBool::new(false),
-            esi: OnceLock::new(),
-            gzip: OnceLock::new(),
-            tags: OnceLock::new(),
+            extra,
             record: AtomicU64::new(u64::MAX),
         };
         // Read once from the stored head, in one pass (what a restart
@@ -399,7 +416,17 @@ impl Object {
     /// What its `Vary` asked of the request that fetched it.
     #[inline]
     pub fn vary(&self) -> Option<&VarySpec> {
-        self.vary.as_ref()
+        self.extra.get()?.vary.as_ref()
+    }
+
+    /// What few objects have, made when first needed.
+    pub(crate) fn extra(&self) -> &Extra {
+        self.extra.get_or_init(Box::default)
+    }
+
+    /// Its surrogate keys, once indexed under them.
+    pub(crate) fn tags(&self) -> Option<&[Box<[u8]>]> {
+        self.extra.get()?.tags.get().map(|t| &t[..])
     }
 
     #[inline]
@@ -470,34 +497,34 @@ impl Object {
     /// Stores the body's ESI program (parsed, or taken over from the
     /// object a 304 revalidated); call before the body is finished.
     pub fn set_esi(&self, program: Attr) {
-        let _ = self.esi.set(program);
+        let _ = self.extra().esi.set(program);
     }
 
     /// Records what a gzip'd body's scan found (what splicing needs).
     pub fn set_gzip(&self, scanned: Attr) {
-        let _ = self.gzip.set(scanned);
+        let _ = self.extra().gzip.set(scanned);
     }
 
     /// What splicing needs of a gzip'd body, once it is complete, as the
     /// daemon stored it.
     pub fn gzip<T: std::any::Any>(&self) -> Option<&T> {
-        self.gzip.get()?.downcast_ref()
+        self.gzip_attr()?.downcast_ref()
     }
 
     /// The gzip attribute as stored, to share with another object.
     pub fn gzip_attr(&self) -> Option<&Attr> {
-        self.gzip.get()
+        self.extra.get()?.gzip.get()
     }
 
     /// The ESI attribute as stored, to share with another object.
     pub fn esi_attr(&self) -> Option<&Attr> {
-        self.esi.get()
+        self.extra.get()?.esi.get()
     }
 
     /// The ESI program, once parsed (`None` for a body that was not
     /// processed), as the daemon stored it.
     pub fn esi<T: std::any::Any>(&self) -> Option<&T> {
-        self.esi.get()?.downcast_ref()
+        self.esi_attr()?.downcast_ref()
     }
 
     pub fn timers(&self) -> Timers {
@@ -558,7 +585,7 @@ impl Object {
 
     /// Whether the object was never put in the index (pass, synthetic).
     pub fn key_is_unset(&self) -> bool {
-        self.key.get().is_none()
+        self.digest.get().is_none()
     }
 
     pub fn is_removed(&self) -> bool {
@@ -585,21 +612,22 @@ impl Object {
         drop(self.ban.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
-    pub(crate) fn set_expiry(&self, at_ms: u64, seq: u64) {
-        self.exp_at.store(at_ms, Ordering::Relaxed);
-        self.exp_seq.store(seq, Ordering::Relaxed);
+    /// Notes its place in the expiry queue: due at `at_ms` (less than
+    /// 2^63).
+    pub(crate) fn set_expiry(&self, at_ms: u64) {
+        self.exp_at.store(at_ms | SCHEDULED, Ordering::Relaxed);
     }
 
     pub(crate) fn clear_expiry(&self) {
-        self.exp_seq.store(0, Ordering::Relaxed);
+        self.exp_at.store(0, Ordering::Relaxed);
     }
 
-    pub(crate) fn exp_at(&self) -> u64 {
-        self.exp_at.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn exp_seq(&self) -> u64 {
-        self.exp_seq.load(Ordering::Relaxed)
+    /// Its key in the expiry queue, while it is queued: the millisecond it
+    /// is due, and its own address to tell apart objects due together
+    /// (unique while the queue's weak reference keeps the allocation).
+    pub(crate) fn expiry_key(&self) -> Option<(u64, usize)> {
+        let at = self.exp_at.load(Ordering::Relaxed);
+        (at & SCHEDULED != 0).then(|| (at & !SCHEDULED, self as *const Object as usize))
     }
 }
 

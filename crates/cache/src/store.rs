@@ -81,9 +81,10 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         let _ = (obj, placed, heap, remove);
     }
 
-    /// The object is in the index now (its body may still be filling).
-    fn inserted(&self, obj: &Arc<Object>, remove: &dyn Fn(&Arc<Object>)) {
-        let _ = (obj, remove);
+    /// The object is in the index now, under `key` (its body may still
+    /// be filling).
+    fn inserted(&self, obj: &Arc<Object>, key: &[u8], remove: &dyn Fn(&Arc<Object>)) {
+        let _ = (obj, key, remove);
     }
 
     /// The object's timers changed (a soft purge): an engine that keeps

@@ -101,8 +101,9 @@ pub(crate) struct Log {
     segment_len: u64,
     segments: Box<[Segment]>,
     head: Mutex<Head>,
-    /// Objects whole but not yet in the index (or the reverse), with where
-    /// their body went.
+    /// Objects whole but not yet in the index, with where their body
+    /// went; and objects in the index whose body is still coming, with
+    /// their key. The record is written when both halves are known.
     pending: Mutex<Vec<Pending>>,
     written: AtomicU64,
     /// What `written` was when the last completed sync began.
@@ -117,9 +118,34 @@ pub(crate) struct Log {
     reused: AtomicU64,
 }
 
-/// An object whose body is whole but which is not in the index yet, with
-/// where its body went.
-type Pending = (Weak<Object>, Vec<(u64, u64)>);
+/// An object of which one half of what its record needs is known.
+type Pending = (Weak<Object>, Half);
+
+/// What is known first of what a record needs.
+#[derive(Debug)]
+enum Half {
+    /// The body is whole, and went there.
+    Body(Vec<(u64, u64)>),
+    /// The object is in the index under this key.
+    Key(Arc<[u8]>),
+    /// The body stayed on the heap: there will be no record.
+    Unwritten,
+}
+
+/// Takes `obj`'s entry off the pending list.
+fn take_pending(pending: &mut Vec<Pending>, obj: &Arc<Object>) -> Option<Half> {
+    let i = pending
+        .iter()
+        .position(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj)))?;
+    Some(pending.swap_remove(i).1)
+}
+
+/// Puts `obj`'s first half on the pending list, letting go of entries
+/// whose object is gone (a body that failed after its insert).
+fn put_pending(pending: &mut Vec<Pending>, obj: &Arc<Object>, half: Half) {
+    pending.retain(|(w, _)| w.strong_count() > 0);
+    pending.push((Arc::downgrade(obj), half));
+}
 
 /// What reserving room in the log came to.
 enum Reserve {
@@ -381,6 +407,7 @@ impl Log {
     fn write_record(
         &self,
         obj: &Arc<Object>,
+        key: &[u8],
         placed: &[(u64, u64)],
         now: f64,
         remove: &dyn Fn(&Arc<Object>),
@@ -388,7 +415,6 @@ impl Log {
         if obj.is_removed() {
             return;
         }
-        let Some(key) = obj.key.get() else { return };
         // What the record's short fields cannot hold stays in memory only.
         let too_long = key.len() > usize::from(u16::MAX)
             || placed.len() > usize::from(u16::MAX)
@@ -450,7 +476,7 @@ impl Log {
             ttl: t.ttl,
             grace: t.grace,
             keep: t.keep,
-            key: key.clone(),
+            key: Arc::from(key),
             vary: obj
                 .vary()
                 .map(|v| {
@@ -577,7 +603,11 @@ impl Engine for PersistEngine {
         evicted: &mut Vec<Arc<Object>>,
     ) -> Placement {
         let log = &self.log;
-        if obj.body().expected_len.is_some_and(|len| len <= INLINE_MAX) {
+        if obj
+            .body()
+            .expected_len()
+            .is_some_and(|len| len <= INLINE_MAX)
+        {
             // Written inline in the record once whole: no frame of its own.
             return Placement::Heap;
         }
@@ -633,40 +663,46 @@ impl Engine for PersistEngine {
         heap: bool,
         remove: &dyn Fn(&Arc<Object>),
     ) {
-        let inline = heap
-            && placed.is_empty()
-            && obj.body().known_len().is_some_and(|len| len <= INLINE_MAX);
-        if heap && !inline {
-            self.log.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
         if obj.kind() != crate::object::ObjKind::Normal {
             return;
         }
+        let inline = heap
+            && placed.is_empty()
+            && obj.body().known_len().is_some_and(|len| len <= INLINE_MAX);
         let log = &self.log;
         let mut pending = log.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if obj.key.get().is_none() {
-            pending.retain(|(w, _)| w.strong_count() > 0);
-            pending.push((Arc::downgrade(obj), placed.to_vec()));
+        if heap && !inline {
+            log.dropped.fetch_add(1, Ordering::Relaxed);
+            if take_pending(&mut pending, obj).is_none() {
+                put_pending(&mut pending, obj, Half::Unwritten);
+            }
             return;
         }
+        let key = match take_pending(&mut pending, obj) {
+            Some(Half::Key(key)) => key,
+            _ => return put_pending(&mut pending, obj, Half::Body(placed.to_vec())),
+        };
         drop(pending);
-        log.write_record(obj, placed, lacquer_core::time::now(), remove);
+        log.write_record(obj, &key, placed, lacquer_core::time::now(), remove);
     }
 
-    fn inserted(&self, obj: &Arc<Object>, remove: &dyn Fn(&Arc<Object>)) {
+    fn inserted(&self, obj: &Arc<Object>, key: &[u8], remove: &dyn Fn(&Arc<Object>)) {
+        // A recovered object has its record already.
+        if obj.kind() != crate::object::ObjKind::Normal
+            || obj.record.load(Ordering::Acquire) != u64::MAX
+        {
+            return;
+        }
         let log = &self.log;
         let placed = {
             let mut pending = log.pending.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(i) = pending
-                .iter()
-                .position(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj)))
-            else {
-                return;
-            };
-            pending.swap_remove(i).1
+            match take_pending(&mut pending, obj) {
+                Some(Half::Body(placed)) => placed,
+                Some(Half::Unwritten) => return,
+                _ => return put_pending(&mut pending, obj, Half::Key(Arc::from(key))),
+            }
         };
-        log.write_record(obj, &placed, lacquer_core::time::now(), remove);
+        log.write_record(obj, key, &placed, lacquer_core::time::now(), remove);
     }
 
     fn forget(&self, obj: &Object) {

@@ -8,7 +8,6 @@
 use super::format::{Record, STATE_OFFSET};
 use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
 use crate::ban::BanSpec;
-use crate::index::Hashed;
 use crate::object::{ObjKind, Object, ObjectInit, Timers, VarySpec};
 use crate::space::view_of;
 use crate::store::Store;
@@ -125,7 +124,7 @@ impl Cache {
                 *oldest = oldest.min(record.inserted);
             }
             obj.set_ban(self.bans.at_time(record.inserted));
-            self.restore_one(record.key.clone(), &obj);
+            self.restore_one(&record.key, &obj);
             done.objects += 1;
         }
         done
@@ -133,27 +132,20 @@ impl Cache {
 
     /// Enters one recovered object into the index, replacing the copy of
     /// the same variant written before it.
-    fn restore_one(self: &Arc<Self>, key: Arc<[u8]>, obj: &Arc<Object>) {
-        let _ = obj.key.set(key.clone());
-        let hashed = self.index.hash(&key);
+    fn restore_one(self: &Arc<Self>, key: &[u8], obj: &Arc<Object>) {
+        let digest = self.index.digest(key);
+        let _ = obj.digest.set(digest);
         let mut replaced = Vec::new();
         {
-            let mut map = self.index.lock(hashed.hash);
-            let head = map.get_or_insert_with(
-                Hashed {
-                    hash: hashed.hash,
-                    key: &key,
-                },
-                || {
-                    COUNTERS.inc(Counter::n_objecthead);
-                    Head {
-                        hash: hashed.hash,
-                        key: key.clone(),
-                        objs: crate::index::Variants::default(),
-                        busy: None,
-                    }
-                },
-            );
+            let mut map = self.index.lock(digest.hash());
+            let head = map.get_or_insert_with(digest, || {
+                COUNTERS.inc(Counter::n_objecthead);
+                Head {
+                    digest,
+                    objs: crate::index::Variants::default(),
+                    busy: None,
+                }
+            });
             head.objs.retain(|old| {
                 let same = old.vary() == obj.vary();
                 if same {
@@ -164,7 +156,7 @@ impl Cache {
             });
             head.objs.push_front(obj.clone());
         }
-        self.settle(obj, &replaced);
+        self.settle(obj, key, &replaced);
     }
 }
 
