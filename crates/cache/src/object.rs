@@ -627,7 +627,7 @@ impl Object {
     /// (unique while the queue's weak reference keeps the allocation).
     pub(crate) fn expiry_key(&self) -> Option<(u64, usize)> {
         let at = self.exp_at.load(Ordering::Relaxed);
-        (at & SCHEDULED != 0).then(|| (at & !SCHEDULED, self as *const Object as usize))
+        (at & SCHEDULED != 0).then_some((at & !SCHEDULED, self as *const Object as usize))
     }
 }
 
