@@ -3,7 +3,7 @@
 //! of a byte range of it. Chunks are the views a store's engine gave
 //! for the bytes it placed.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Notify;
@@ -22,6 +22,10 @@ struct BodyState {
     /// with (it asked for the ones after them).
     taken_chunks: usize,
     taken: u64,
+    /// Room for the body in the allocation that holds the object's head:
+    /// bytes pushed are copied into it while they fit, so that a small
+    /// object is one allocation.
+    spare: Option<BytesMut>,
 }
 
 /// A body that may still be arriving. Once complete it is its chunks
@@ -97,6 +101,7 @@ impl Body {
                 complete: false,
                 taken_chunks: 0,
                 taken: 0,
+                spare: None,
             }),
             notify: Notify::new(),
             taken: Notify::new(),
@@ -130,6 +135,14 @@ impl Body {
             .clone()
     }
 
+    /// Gives the body room beside its object's head (see
+    /// `BodyState::spare`); for bytes the store keeps on the heap only.
+    pub fn give_spare(&self, spare: BytesMut) {
+        if let Some(f) = self.filling() {
+            f.lock().spare = Some(spare);
+        }
+    }
+
     /// Appends bytes; wakes every reader.
     pub fn push(&self, chunk: Bytes) {
         if chunk.is_empty() {
@@ -141,6 +154,18 @@ impl Body {
             return;
         }
         st.len += chunk.len() as u64;
+        let chunk = match &mut st.spare {
+            Some(spare) if spare.capacity() - spare.len() >= chunk.len() => {
+                spare.extend_from_slice(&chunk);
+                spare.split().freeze()
+            }
+            // What does not fit goes as it came; the room is let go.
+            Some(_) => {
+                st.spare = None;
+                chunk
+            }
+            None => chunk,
+        };
         st.chunks.push(chunk);
         drop(st);
         f.notify.notify_waiters();
@@ -151,6 +176,7 @@ impl Body {
         let Some(f) = self.filling() else { return };
         let mut st = f.lock();
         st.complete = true;
+        st.spare = None;
         let chunks = std::mem::take(&mut st.chunks);
         let _ = self.done.set(Chunks::new(chunks));
         drop(st);
@@ -422,6 +448,26 @@ mod tests {
                 }
             }
         });
+    }
+
+    #[test]
+    fn bytes_that_fit_go_beside_the_head() {
+        let mut both = BytesMut::with_capacity(4 + 6);
+        both.extend_from_slice(b"head");
+        let head = both.split().freeze();
+        let body = Body::streaming(Some(6));
+        body.give_spare(both);
+        body.push(Bytes::from_static(b"abc"));
+        body.push(Bytes::from_static(b"de"));
+        // Past the room: goes as it came, and the room is let go.
+        body.push(Bytes::from_static(b"fgh"));
+        body.finish();
+        let chunks = body.chunks().unwrap();
+        assert_eq!(chunks.concat(), b"abcdefgh");
+        let end_of = |b: &Bytes| b.as_ptr() as usize + b.len();
+        assert_eq!(chunks[0].as_ptr() as usize, end_of(&head), "one allocation");
+        assert_eq!(chunks[1].as_ptr() as usize, end_of(&chunks[0]));
+        assert_eq!(chunks[2].as_ptr(), b"fgh".as_ptr());
     }
 
     #[test]

@@ -210,6 +210,10 @@ pub(crate) fn open_file(path: &Path) -> Result<(File, PathBuf), String> {
 }
 
 impl Engine for FileEngine {
+    fn keeps_on_heap(&self, _len: u64) -> bool {
+        false
+    }
+
     fn kind(&self) -> &'static str {
         "file"
     }

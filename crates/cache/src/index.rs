@@ -106,6 +106,32 @@ impl Digest {
     }
 }
 
+/// A key and its digest in one allocation, as a fetch carries them: the
+/// digest's 16 bytes, then the key.
+#[derive(Debug, Clone)]
+pub(crate) struct SlotKey(Arc<[u8]>);
+
+impl SlotKey {
+    pub fn new(digest: Digest, key: &[u8]) -> SlotKey {
+        let (a, b) = (digest.0[0].to_ne_bytes(), digest.0[1].to_ne_bytes());
+        // An iterator of known length: collected in one allocation.
+        SlotKey(a.iter().chain(&b).chain(key).copied().collect())
+    }
+
+    pub fn digest(&self) -> Digest {
+        let half = |at: usize| {
+            let mut b = [0; 8];
+            b.copy_from_slice(&self.0[at..at + 8]);
+            u64::from_ne_bytes(b)
+        };
+        Digest([half(0), half(8)])
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.0[16..]
+    }
+}
+
 /// The sharded index.
 pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
@@ -200,6 +226,20 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slot_key_carries_its_digest_and_key() {
+        let index = Index::new();
+        let d = index.digest(b"/a\0example.com");
+        assert_eq!(d, index.digest(b"/a\0example.com"));
+        assert_ne!(d, index.digest(b"/b\0example.com"));
+        let k = SlotKey::new(d, b"/a\0example.com");
+        assert_eq!(k.digest(), d);
+        assert_eq!(k.key(), b"/a\0example.com");
+        assert_eq!(std::mem::size_of::<SlotKey>(), 16);
+        // Another process (another index) draws other secret keys.
+        assert_ne!(Index::new().digest(b"/a\0example.com"), d);
+    }
 
     #[test]
     fn one_variant_needs_no_vector() {

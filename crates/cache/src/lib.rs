@@ -88,10 +88,9 @@ pub enum Lookup {
 /// it without using it wakes the waiters to look up again.
 pub struct FetchSlot {
     cache: Arc<Cache>,
-    /// The key's digest, computed once at lookup.
-    digest: Digest,
-    /// The key itself, for an engine that writes it down.
-    key: Arc<[u8]>,
+    /// The key's digest, computed once at lookup, and the key itself, for
+    /// an engine that writes it down.
+    key: index::SlotKey,
     busy: Option<Arc<Busy>>,
     /// The newest ban when the fetch began: the object's place in the list.
     ban: Option<BanRef>,
@@ -416,8 +415,7 @@ impl Cache {
     fn slot(self: &Arc<Self>, digest: Digest, key: &[u8], busy: Option<Arc<Busy>>) -> FetchSlot {
         FetchSlot {
             cache: self.clone(),
-            digest,
-            key: Arc::from(key),
+            key: index::SlotKey::new(digest, key),
             busy,
             ban: Some(self.bans.head()),
             stale: None,
@@ -761,17 +759,18 @@ impl FetchSlot {
     /// the fetching request selected, and wakes the waiters.
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {
         let cache = self.cache.clone();
-        let _ = obj.digest.set(self.digest);
+        let digest = self.key.digest();
+        let _ = obj.digest.set(digest);
         if let Some(ban) = self.ban.take() {
             obj.set_ban(ban);
         }
         let mut replaced = Vec::new();
         {
-            let mut map = cache.index.lock(self.digest.hash());
-            let head = map.get_or_insert_with(self.digest, || {
+            let mut map = cache.index.lock(digest.hash());
+            let head = map.get_or_insert_with(digest, || {
                 COUNTERS.inc(Counter::n_objecthead);
                 Head {
-                    digest: self.digest,
+                    digest,
                     objs: index::Variants::default(),
                     busy: None,
                 }
@@ -794,7 +793,7 @@ impl FetchSlot {
                 }
             }
         }
-        cache.settle(obj, &self.key, &replaced);
+        cache.settle(obj, self.key.key(), &replaced);
         if let Some(busy) = self.busy.take() {
             busy.tx.send_replace(BusyState::Relookup);
         }
@@ -812,13 +811,14 @@ impl FetchSlot {
     fn release(&mut self, state: BusyState) {
         let Some(busy) = self.busy.take() else { return };
         {
-            let mut map = self.cache.index.lock(self.digest.hash());
-            if let Some(head) = map.get_mut(self.digest) {
+            let digest = self.key.digest();
+            let mut map = self.cache.index.lock(digest.hash());
+            if let Some(head) = map.get_mut(digest) {
                 if head.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
                     head.busy = None;
                 }
                 if head.objs.is_empty() && head.busy.is_none() {
-                    map.remove(self.digest);
+                    map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
             }

@@ -63,6 +63,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         Placement::Heap
     }
 
+    /// Whether a body announced as `len` bytes stays on the heap (the
+    /// fetch may then make it one allocation with its head).
+    fn keeps_on_heap(&self, len: u64) -> bool {
+        let _ = len;
+        true
+    }
+
     /// The fill is done with a room: what it did not write may go back.
     fn trim(&self, room: Room) {
         drop(room);

@@ -582,6 +582,10 @@ impl PersistEngine {
 }
 
 impl Engine for PersistEngine {
+    fn keeps_on_heap(&self, len: u64) -> bool {
+        len <= INLINE_MAX
+    }
+
     fn kind(&self) -> &'static str {
         "persistent"
     }

@@ -9,7 +9,7 @@
 use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch::fetch_filters::{FetchFilters, Wanted};
 use crate::host::backend_host::{Bereq, Beresp};
-use crate::host::resp::stored_head;
+use crate::host::resp::stored_head_with_room;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
@@ -28,6 +28,11 @@ const NOT_STORED: &[&str] = &["content-length", "age"];
 /// meaning (all but 206 and 416, RFC 9110 §14.4): delivery writes its
 /// own when it answers a range from the stored body.
 const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
+
+/// The largest body made one allocation with its head: past it, the
+/// body comes in pieces as it is read (an announced length is not trusted
+/// with memory before the bytes come).
+const WITH_HEAD_MAX: u64 = 8 * 1024;
 
 /// An object made from a response head, its body still to come through
 /// the cache's fill handle.
@@ -74,12 +79,16 @@ pub(crate) fn begin<'c>(
     // A response to a HEAD (VCL made the fetch one) keeps the length it
     // announced: a HEAD answered from it says the same.
     let head_length = bereq.method.eq_ignore_ascii_case(b"HEAD");
+    let room = match expected {
+        Some(n) if n <= WITH_HEAD_MAX && store.engine().keeps_on_heap(n) => n as usize,
+        _ => 0,
+    };
     let obj = make_object(
         bereq.xid,
         &beresp,
         headers,
         resp,
-        framing,
+        (framing, room),
         body,
         vary,
         head_length,
@@ -297,7 +306,14 @@ pub(crate) fn from_stale(
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(
-        bereq.xid, &beresp, headers, resp, framing, body, vary, false,
+        bereq.xid,
+        &beresp,
+        headers,
+        resp,
+        (framing, 0),
+        body,
+        vary,
+        false,
     );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
@@ -317,15 +333,16 @@ pub(crate) fn from_stale(
 }
 
 /// The object for a response head as VCL left it, with `headers` (the
-/// filters may have changed them) and `body`; `head_length` keeps the
-/// `Content-Length` of a response to a HEAD.
+/// filters may have changed them) and `body`, which gets `room` bytes
+/// beside the head; `head_length` keeps the `Content-Length` of a response
+/// to a HEAD.
 #[allow(clippy::too_many_arguments)]
 fn make_object(
     xid: u64,
     beresp: &Beresp,
     headers: lacquer_http::Headers,
     resp: &ResponseHead,
-    framing: Framing,
+    (framing, room): (Framing, usize),
     body: Body,
     vary: Option<VarySpec>,
     head_length: bool,
@@ -345,7 +362,10 @@ fn make_object(
         206 | 416 => NOT_STORED,
         _ => NOT_STORED_WHOLE,
     };
-    let (block, stored) = stored_head(&head, beresp.t_resp, not_stored);
+    let (block, stored, spare) = stored_head_with_room(&head, beresp.t_resp, not_stored, room);
+    if let Some(spare) = spare {
+        body.give_spare(spare);
+    }
     Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,

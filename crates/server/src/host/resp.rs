@@ -3,7 +3,7 @@
 //! stored headers (one new value or a removal per name) and applied as the
 //! head is written, so a hit copies no header even when VCL decorates it.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use lacquer_cache::object::Object;
 use lacquer_http::{Header, Headers, ResponseHead};
 
@@ -268,6 +268,19 @@ impl Resp {
 /// worth keeping, in one exact-size buffer that the parsed header list
 /// points into. Adds `Date` when there is none.
 pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Bytes, Headers) {
+    let (block, headers, _) = stored_head_with_room(resp, now, skip, 0);
+    (block, headers)
+}
+
+/// [`stored_head`], with `room` bytes after the head in its allocation,
+/// given back for the body (when `room` is not 0): a small object is then
+/// one allocation, and holds no spare capacity.
+pub(crate) fn stored_head_with_room(
+    resp: &ResponseHead,
+    now: f64,
+    skip: &[&str],
+    room: usize,
+) -> (Bytes, Headers, Option<BytesMut>) {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
@@ -301,7 +314,15 @@ pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Byte
     if !kept.contains("date") {
         lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
     }
-    let block = Bytes::from(block);
+    let (block, spare) = if room == 0 {
+        // Shrunk in place: the head holds no capacity it does not use.
+        block.shrink_to_fit();
+        (Bytes::from(block), None)
+    } else {
+        let mut both = BytesMut::with_capacity(block.len() + room);
+        both.extend_from_slice(&block);
+        (both.split().freeze(), Some(both))
+    };
     let mut headers = Headers::with_capacity(spans.len());
     for (n0, n1, v0, v1) in spans {
         headers.push_raw(Header {
@@ -309,7 +330,7 @@ pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Byte
             value: block.slice(v0..v1),
         });
     }
-    (block, headers)
+    (block, headers, spare)
 }
 
 #[cfg(test)]
