@@ -38,9 +38,6 @@ pub struct Body {
     done: OnceLock<Chunks>,
     /// The fill's state while the body streams in (None once complete).
     filling: Mutex<Option<Arc<Filling>>>,
-    /// The length announced before streaming (a backend Content-Length);
-    /// `u64::MAX` when none was (8 bytes, not an `Option`'s 16).
-    expected_len: u64,
 }
 
 /// A complete body's chunks. Most small bodies are one chunk, held
@@ -82,6 +79,8 @@ struct Filling {
     /// The reader needs the whole body: nothing is let go, whichever of
     /// this and `release_behind` is said first.
     keep_whole: AtomicBool,
+    /// The length announced before streaming (a backend Content-Length).
+    expected_len: Option<u64>,
 }
 
 impl Filling {
@@ -107,23 +106,21 @@ impl Body {
             taken: Notify::new(),
             release_behind: AtomicBool::new(false),
             keep_whole: AtomicBool::new(false),
+            expected_len,
         };
         Body {
             done: OnceLock::new(),
             filling: Mutex::new(Some(Arc::new(filling))),
-            expected_len: expected_len.unwrap_or(u64::MAX),
         }
     }
 
     /// A body that is complete from the start.
     pub fn complete(chunks: Vec<Bytes>) -> Self {
-        let len = chunks.iter().map(|c| c.len() as u64).sum();
         let done = OnceLock::new();
         let _ = done.set(Chunks::new(chunks));
         Body {
             done,
             filling: Mutex::new(None),
-            expected_len: len,
         }
     }
 
@@ -206,17 +203,17 @@ impl Body {
         self.done.get().map(Chunks::as_slice)
     }
 
-    /// The length announced before streaming (a backend Content-Length).
-    #[inline]
+    /// The length announced before streaming (a backend Content-Length)
+    /// while the body streams in; its length once complete.
     pub fn expected_len(&self) -> Option<u64> {
-        (self.expected_len != u64::MAX).then_some(self.expected_len)
+        self.known_len()
     }
 
     /// The final length if known: complete, or announced.
     pub fn known_len(&self) -> Option<u64> {
         match self.chunks() {
             Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
-            None => self.expected_len(),
+            None => self.filling().and_then(|f| f.expected_len),
         }
     }
 

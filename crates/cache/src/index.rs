@@ -16,22 +16,19 @@ const SHARDS: usize = 64;
 
 /// The variants stored under one key, newest first. Most keys have
 /// one, held without a vector of its own (no allocation); several go
-/// into a vector.
-#[derive(Debug)]
+/// into a boxed vector, so that the enum is two words.
+#[derive(Debug, Default)]
 pub(crate) enum Variants {
+    #[default]
+    None,
     One(Arc<Object>),
-    Many(Vec<Arc<Object>>),
-}
-
-impl Default for Variants {
-    fn default() -> Variants {
-        Variants::Many(Vec::new())
-    }
+    Many(Box<Vec<Arc<Object>>>),
 }
 
 impl Variants {
     pub fn as_slice(&self) -> &[Arc<Object>] {
         match self {
+            Variants::None => &[],
             Variants::One(o) => std::slice::from_ref(o),
             Variants::Many(v) => v,
         }
@@ -52,8 +49,8 @@ impl Variants {
     /// Puts the newest variant first.
     pub fn push_front(&mut self, obj: Arc<Object>) {
         *self = match std::mem::take(self) {
-            Variants::Many(v) if v.is_empty() => Variants::One(obj),
-            Variants::One(old) => Variants::Many(vec![obj, old]),
+            Variants::None => Variants::One(obj),
+            Variants::One(old) => Variants::Many(Box::new(vec![obj, old])),
             Variants::Many(mut v) => {
                 v.insert(0, obj);
                 Variants::Many(v)
@@ -64,16 +61,18 @@ impl Variants {
     /// Keeps the variants `keep` says to keep, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&Arc<Object>) -> bool) {
         match self {
+            Variants::None => {}
             Variants::One(o) => {
                 if !keep(o) {
-                    *self = Variants::default();
+                    *self = Variants::None;
                 }
             }
             Variants::Many(v) => {
                 v.retain(|o| keep(o));
-                if v.len() == 1 {
-                    let one = v.pop().expect("one");
-                    *self = Variants::One(one);
+                match v.len() {
+                    0 => *self = Variants::None,
+                    1 => *self = Variants::One(v.pop().expect("one")),
+                    _ => {}
                 }
             }
         }
@@ -99,6 +98,14 @@ impl<'a> IntoIterator for &'a Variants {
 pub struct Digest([u64; 2]);
 
 impl Digest {
+    pub(crate) fn from_halves(halves: [u64; 2]) -> Digest {
+        Digest(halves)
+    }
+
+    pub(crate) fn halves(self) -> [u64; 2] {
+        self.0
+    }
+
     /// The half that picks the table and the bucket.
     #[inline]
     pub(crate) fn hash(self) -> u64 {
@@ -243,7 +250,7 @@ mod tests {
 
     #[test]
     fn one_variant_needs_no_vector() {
-        assert_eq!(std::mem::size_of::<Variants>(), 24);
+        assert_eq!(std::mem::size_of::<Variants>(), 16);
         let a = Arc::new(crate::tests::plain_object());
         let b = Arc::new(crate::tests::plain_object());
         let mut v = Variants::default();

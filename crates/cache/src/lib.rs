@@ -296,7 +296,7 @@ impl Cache {
             head.objs.retain(|o| {
                 let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
                 if dead {
-                    o.removed.store(true, Ordering::Release);
+                    o.mark_removed();
                     banned.push(o.clone());
                 }
                 !dead
@@ -508,10 +508,10 @@ impl Cache {
 
     /// Takes an object out of the index, its LRU list and the expiry queue.
     pub fn remove(&self, obj: &Arc<Object>, why: Removal) {
-        if obj.removed.swap(true, Ordering::AcqRel) {
+        if obj.mark_removed() {
             return;
         }
-        if let Some(&digest) = obj.digest.get() {
+        if let Some(digest) = obj.digest() {
             let mut map = self.index.lock(digest.hash());
             if let Some(head) = map.get_mut(digest) {
                 head.objs.retain(|o| !Arc::ptr_eq(o, obj));
@@ -625,7 +625,7 @@ impl Cache {
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
             exp.remove(&key);
         }
-        if obj.digest.get().is_some() {
+        if obj.digest().is_some() {
             if obj.kind() == ObjKind::Normal {
                 COUNTERS.dec(Counter::n_object);
             }
@@ -760,7 +760,7 @@ impl FetchSlot {
     pub fn insert(mut self, obj: &Arc<Object>, req: &Headers) {
         let cache = self.cache.clone();
         let digest = self.key.digest();
-        let _ = obj.digest.set(digest);
+        obj.set_digest(digest);
         if let Some(ban) = self.ban.take() {
             obj.set_ban(ban);
         }
@@ -781,7 +781,7 @@ impl FetchSlot {
             head.objs.retain(|old| {
                 let same_variant = replaces && old.vary().as_ref().is_none_or(|v| v.matches(req));
                 if same_variant {
-                    old.removed.store(true, Ordering::Release);
+                    old.mark_removed();
                     replaced.push(old.clone());
                 }
                 !same_variant

@@ -9,7 +9,7 @@ use crate::index::Digest;
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// An `f64` that can be read and written from several threads.
@@ -182,19 +182,16 @@ pub struct Object {
     /// than kept beside it: 64 bytes a field per object otherwise.
     head: Bytes,
     body: Body,
-    /// `Last-Modified` as a time; NaN when there is none (8 bytes, not
-    /// an `Option`'s 16).
-    last_modified: f64,
     t_origin: AtomicF64,
     ttl: AtomicF64,
     grace: AtomicF64,
     keep: AtomicF64,
     pub(crate) hits: AtomicU64,
-    /// The digest of the key it is indexed under, once inserted.
-    pub(crate) digest: OnceLock<Digest>,
+    /// The digest of the key it is indexed under, once inserted
+    /// ([`INDEXED`] says when).
+    digest: [AtomicU64; 2],
     pub(crate) store: OnceLock<Arc<Store>>,
     pub(crate) allocated: AtomicU64,
-    pub(crate) lru_stamp: AtomicF64,
     /// Its place in the expiry queue: the millisecond it is due, with
     /// [`SCHEDULED`] set while it is queued (0: not queued).
     exp_at: AtomicU64,
@@ -210,19 +207,29 @@ pub struct Object {
     /// The second (of the epoch) a request's `min-fresh` last made this
     /// object a miss.
     min_fresh_miss: AtomicU32,
+    /// The millisecond (of the epoch, modulo 2^32) it last moved on the
+    /// LRU lists: only differences of less than 49 days are read.
+    lru_stamp: AtomicU32,
     status: u16,
     kind: ObjKind,
-    /// The stored headers include `Accept-Ranges`.
-    accept_ranges: bool,
-    /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
-    /// here rather than on every delivery.
-    gzipped: bool,
-    pub(crate) removed: AtomicBool,
-    /// On the protected eviction list (asked for again since stored).
-    pub(crate) lru_protected: AtomicBool,
-    /// The fetch parses the body for ESI (`beresp.do_esi`).
-    esi_expected: AtomicBool,
+    /// [`REMOVED`], [`INDEXED`], [`LRU_PROTECTED`], [`ESI_EXPECTED`],
+    /// and what its head says once: [`ACCEPT_RANGES`], [`GZIPPED`].
+    flags: AtomicU8,
 }
+
+/// It left the cache (or was replaced): lookups pass it by.
+const REMOVED: u8 = 1;
+/// It was put in the index: its digest is set.
+const INDEXED: u8 = 2;
+/// On the protected eviction list (asked for again since stored).
+const LRU_PROTECTED: u8 = 4;
+/// The fetch parses the body for ESI (`beresp.do_esi`).
+const ESI_EXPECTED: u8 = 8;
+/// The stored headers include `Accept-Ranges`.
+const ACCEPT_RANGES: u8 = 16;
+/// The stored body is gzip'd (`Content-Encoding: gzip`), read once
+/// rather than on every delivery.
+const GZIPPED: u8 = 32;
 
 /// What few objects have, kept apart from [`Object`].
 #[derive(Debug, Default)]
@@ -235,6 +242,11 @@ pub(crate) struct Extra {
     gzip: OnceLock<Attr>,
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
+}
+
+/// A time as the LRU stamps it: milliseconds, modulo 2^32.
+fn lru_ms(t: f64) -> u32 {
+    (t.max(0.0) * 1000.0) as u64 as u32
 }
 
 /// Set in [`Object`]'s expiry time while it is queued.
@@ -296,45 +308,38 @@ impl Object {
             status: init.status,
             head: init.head,
             body: init.body,
-            last_modified: f64::NAN,
-            accept_ranges: false,
-            gzipped: false,
             t_origin: AtomicF64::new(init.timers.t_origin),
             min_fresh_miss: AtomicU32::new(0),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
             hits: AtomicU64::new(0),
-            digest: OnceLock::new(),
-            removed: AtomicBool::new(false),
+            digest: [AtomicU64::new(0), AtomicU64::new(0)],
+            flags: AtomicU8::new(0),
             store: OnceLock::new(),
             allocated: AtomicU64::new(0),
             lru_slot: AtomicU32::new(u32::MAX),
-            lru_stamp: AtomicF64::new(0.0),
-            lru_protected: AtomicBool::new(false),
+            lru_stamp: AtomicU32::new(0),
             exp_at: AtomicU64::new(0),
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
-            esi_expected: AtomicBool::new(false),
             extra,
             record: AtomicU64::new(u64::MAX),
         };
         // Read once from the stored head, in one pass (what a restart
         // reads back too).
-        let (mut last_modified, mut accept_ranges, mut encoding) = (None, false, None);
+        let (mut accept_ranges, mut encoding) = (false, None);
         for (name, value) in obj.fields() {
-            if name.eq_ignore_ascii_case(b"last-modified") {
-                last_modified.get_or_insert(value);
-            } else if name.eq_ignore_ascii_case(b"accept-ranges") {
+            if name.eq_ignore_ascii_case(b"accept-ranges") {
                 accept_ranges = true;
             } else if name.eq_ignore_ascii_case(b"content-encoding") {
                 encoding.get_or_insert(value);
             }
         }
-        let last_modified = last_modified.and_then(lacquer_core::time::parse_http_date);
         let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
-        (obj.last_modified, obj.accept_ranges, obj.gzipped) =
-            (last_modified.unwrap_or(f64::NAN), accept_ranges, gzipped);
+        let flags =
+            if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
+        *obj.flags.get_mut() = flags;
         obj
     }
 
@@ -434,21 +439,80 @@ impl Object {
         self.header("etag")
     }
 
-    #[inline]
+    /// `Last-Modified` as a time (read from the head when asked: only
+    /// conditional requests ask).
     pub fn last_modified(&self) -> Option<f64> {
-        (!self.last_modified.is_nan()).then_some(self.last_modified)
+        let (_, value) = self
+            .fields()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"last-modified"))?;
+        lacquer_core::time::parse_http_date(value)
     }
 
     /// The stored headers include `Accept-Ranges`.
     #[inline]
     pub fn accept_ranges(&self) -> bool {
-        self.accept_ranges
+        self.flag(ACCEPT_RANGES)
     }
 
     /// The stored body is gzip'd.
     #[inline]
     pub fn gzipped(&self) -> bool {
-        self.gzipped
+        self.flag(GZIPPED)
+    }
+
+    #[inline]
+    fn flag(&self, flag: u8) -> bool {
+        self.flags.load(Ordering::Acquire) & flag != 0
+    }
+
+    /// Marks it removed; true when it already was.
+    pub(crate) fn mark_removed(&self) -> bool {
+        self.flags.fetch_or(REMOVED, Ordering::AcqRel) & REMOVED != 0
+    }
+
+    /// The digest it is indexed under, once it is.
+    pub(crate) fn digest(&self) -> Option<Digest> {
+        self.flag(INDEXED).then(|| {
+            Digest::from_halves([
+                self.digest[0].load(Ordering::Relaxed),
+                self.digest[1].load(Ordering::Relaxed),
+            ])
+        })
+    }
+
+    /// Notes the digest it is indexed under (once).
+    pub(crate) fn set_digest(&self, d: Digest) {
+        if self.flag(INDEXED) {
+            return;
+        }
+        let [a, b] = d.halves();
+        self.digest[0].store(a, Ordering::Relaxed);
+        self.digest[1].store(b, Ordering::Relaxed);
+        self.flags.fetch_or(INDEXED, Ordering::Release);
+    }
+
+    /// On the protected eviction list.
+    pub(crate) fn lru_protected(&self) -> bool {
+        self.flag(LRU_PROTECTED)
+    }
+
+    pub(crate) fn set_lru_protected(&self, on: bool) {
+        if on {
+            self.flags.fetch_or(LRU_PROTECTED, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!LRU_PROTECTED, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes that it moved on the LRU lists at `now`.
+    pub(crate) fn set_lru_stamp(&self, now: f64) {
+        self.lru_stamp.store(lru_ms(now), Ordering::Relaxed);
+    }
+
+    /// Seconds since it last moved on the LRU lists (less than 49 days
+    /// are told apart).
+    pub(crate) fn since_lru_stamp(&self, now: f64) -> f64 {
+        f64::from(lru_ms(now).wrapping_sub(self.lru_stamp.load(Ordering::Relaxed))) / 1000.0
     }
 
     /// How many times it was hit (`obj.hits`).
@@ -486,12 +550,12 @@ impl Object {
     /// Says, before the object is shared, that its fetch parses the body
     /// for ESI: delivery then waits for the whole body and the program.
     pub fn expect_esi(&self) {
-        self.esi_expected.store(true, Ordering::Release);
+        self.flags.fetch_or(ESI_EXPECTED, Ordering::Release);
     }
 
     /// Whether the body is being (or was) parsed for ESI.
     pub fn esi_expected(&self) -> bool {
-        self.esi_expected.load(Ordering::Acquire)
+        self.flag(ESI_EXPECTED)
     }
 
     /// Stores the body's ESI program (parsed, or taken over from the
@@ -585,11 +649,11 @@ impl Object {
 
     /// Whether the object was never put in the index (pass, synthetic).
     pub fn key_is_unset(&self) -> bool {
-        self.digest.get().is_none()
+        !self.flag(INDEXED)
     }
 
     pub fn is_removed(&self) -> bool {
-        self.removed.load(Ordering::Acquire)
+        self.flag(REMOVED)
     }
 
     /// The number of the newest ban the object is known to survive.

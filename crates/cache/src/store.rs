@@ -149,9 +149,56 @@ impl Engine for Malloc {
 /// objects are moved and removed by index without searching.
 #[derive(Debug, Default)]
 struct Lru {
-    nodes: Vec<LruNode>,
-    free: Vec<usize>,
+    nodes: Slab,
+    free: Vec<u32>,
     lists: [List; 2],
+}
+
+/// The nodes, in blocks of [`BLOCK`] that never move: the slab grows a
+/// block at a time instead of doubling a vector (which holds up to twice
+/// the nodes it needs, and copies them all as it grows).
+#[derive(Debug, Default)]
+struct Slab {
+    blocks: Vec<Vec<LruNode>>,
+    len: usize,
+}
+
+/// Nodes in a block of the slab (64 KiB of them).
+const BLOCK: usize = 4096;
+
+impl Slab {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, node: LruNode) {
+        if self.len % BLOCK == 0 {
+            self.blocks.push(Vec::with_capacity(BLOCK));
+        }
+        self.blocks.last_mut().expect("a block").push(node);
+        self.len += 1;
+    }
+
+    fn get(&self, i: usize) -> Option<&LruNode> {
+        self.blocks.get(i / BLOCK)?.get(i % BLOCK)
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut LruNode> {
+        self.blocks.get_mut(i / BLOCK)?.get_mut(i % BLOCK)
+    }
+}
+
+impl std::ops::Index<usize> for Slab {
+    type Output = LruNode;
+    fn index(&self, i: usize) -> &LruNode {
+        &self.blocks[i / BLOCK][i % BLOCK]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Slab {
+    fn index_mut(&mut self, i: usize) -> &mut LruNode {
+        &mut self.blocks[i / BLOCK][i % BLOCK]
+    }
 }
 
 /// The two segments, as indices into `Lru::lists`.
@@ -260,6 +307,7 @@ impl Lru {
         let node = LruNode::new(obj);
         let i = match self.free.pop() {
             Some(i) => {
+                let i = i as usize;
                 self.nodes[i] = node;
                 i
             }
@@ -283,7 +331,7 @@ impl Lru {
                 self.unlink(oldest);
                 self.push_front(oldest, PROBATION);
                 if let Some(o) = &self.nodes[oldest].obj {
-                    o.lru_protected.store(false, Ordering::Relaxed);
+                    o.set_lru_protected(false);
                 }
             }
         }
@@ -303,7 +351,7 @@ impl Lru {
     fn remove(&mut self, i: usize) -> Option<Arc<Object>> {
         let obj = self.nodes.get_mut(i)?.obj.take()?;
         self.unlink(i);
-        self.free.push(i);
+        self.free.push(i as u32);
         Some(obj)
     }
 }
@@ -465,7 +513,7 @@ impl Store {
             }
             let slot = lru.insert(obj.clone());
             obj.lru_slot.store(slot as u32, Ordering::Relaxed);
-            obj.lru_stamp.set(now);
+            obj.set_lru_stamp(now);
         }
     }
 
@@ -475,7 +523,7 @@ impl Store {
     /// hit).
     pub(crate) fn lru_touch(&self, obj: &Object, now: f64, interval: f64) -> bool {
         let Some(lru) = &self.lru else { return false };
-        if obj.lru_protected.load(Ordering::Relaxed) && now - obj.lru_stamp.get() < interval {
+        if obj.lru_protected() && obj.since_lru_stamp(now) < interval {
             return false;
         }
         let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
@@ -484,8 +532,8 @@ impl Store {
             return false;
         }
         lru.touch(slot);
-        obj.lru_protected.store(true, Ordering::Relaxed);
-        obj.lru_stamp.set(now);
+        obj.set_lru_protected(true);
+        obj.set_lru_stamp(now);
         true
     }
 
@@ -544,6 +592,31 @@ mod tests {
             Malloc.allocate(5, 5, false, &obj, &mut evicted),
             Placement::Heap
         ));
+    }
+
+    #[test]
+    fn lists_span_blocks_of_the_slab_and_reuse_freed_nodes() {
+        let mut lru = Lru::default();
+        let objs: Vec<_> = (0..BLOCK + 10)
+            .map(|_| Arc::new(crate::tests::plain_object()))
+            .collect();
+        let slots: Vec<_> = objs.iter().map(|o| lru.insert(o.clone())).collect();
+        assert_eq!(lru.nodes.blocks.len(), 2);
+        assert!(lru.nodes.blocks.iter().all(|b| b.capacity() == BLOCK));
+        // Oldest first, across the block boundary.
+        for (i, o) in objs.iter().enumerate().take(BLOCK + 2) {
+            let victim = lru.victim().expect("a victim");
+            assert_eq!(victim, slots[i]);
+            assert!(Arc::ptr_eq(&lru.remove(victim).expect("listed"), o));
+        }
+        // The last block's node asked again is protected; freed nodes are
+        // taken again before the slab grows.
+        lru.touch(slots[BLOCK + 5]);
+        assert!(lru.is_protected(slots[BLOCK + 5]));
+        let again = lru.insert(Arc::new(crate::tests::plain_object()));
+        assert!(again < BLOCK + 2, "a freed node is reused");
+        assert_eq!(lru.nodes.len(), BLOCK + 10);
+        assert_eq!(lru.lists[PROBATION].len + lru.lists[PROTECTED].len, 9);
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl Cache {
     /// the same variant written before it.
     fn restore_one(self: &Arc<Self>, key: &[u8], obj: &Arc<Object>) {
         let digest = self.index.digest(key);
-        let _ = obj.digest.set(digest);
+        obj.set_digest(digest);
         let mut replaced = Vec::new();
         {
             let mut map = self.index.lock(digest.hash());
@@ -149,7 +149,7 @@ impl Cache {
             head.objs.retain(|old| {
                 let same = old.vary() == obj.vary();
                 if same {
-                    old.removed.store(true, Ordering::Release);
+                    old.mark_removed();
                     replaced.push(old.clone());
                 }
                 !same
