@@ -22,6 +22,9 @@ pub(crate) enum Variants {
     #[default]
     None,
     One(Arc<Object>),
+    // Boxed so that every head is two words smaller; few keys have more
+    // than one variant.
+    #[allow(clippy::box_collection)]
     Many(Box<Vec<Arc<Object>>>),
 }
 

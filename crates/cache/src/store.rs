@@ -172,7 +172,7 @@ impl Slab {
     }
 
     fn push(&mut self, node: LruNode) {
-        if self.len % BLOCK == 0 {
+        if self.len.is_multiple_of(BLOCK) {
             self.blocks.push(Vec::with_capacity(BLOCK));
         }
         self.blocks.last_mut().expect("a block").push(node);
