@@ -7,6 +7,7 @@
 
 pub mod ban;
 pub mod body;
+mod expiry;
 pub mod file;
 pub mod fill;
 mod index;
@@ -23,9 +24,8 @@ use index::Index;
 use lacquer_core::counters::{Counter, StoreCounter, COUNTERS};
 use lacquer_http::Headers;
 use object::{ObjKind, Object};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use store::Store;
 use tags::TagIndex;
 use tokio::sync::watch;
@@ -156,8 +156,8 @@ pub struct Cache {
     stores: Vec<Arc<Store>>,
     transient: Arc<Store>,
     next_store: AtomicUsize,
-    /// Objects by the millisecond they are due and their address.
-    expiry: Mutex<BTreeMap<(u64, usize), Weak<Object>>>,
+    /// Objects by the millisecond they are due.
+    expiry: Mutex<expiry::Expiry>,
     bans: Bans,
     tags: TagIndex,
 }
@@ -205,7 +205,7 @@ impl Cache {
             stores,
             transient,
             next_store: AtomicUsize::new(0),
-            expiry: Mutex::new(BTreeMap::new()),
+            expiry: Mutex::default(),
             bans: Bans::new(lacquer_core::time::now()),
             tags: TagIndex::new(),
         });
@@ -592,10 +592,7 @@ impl Cache {
         };
         {
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(key) = obj.expiry_key() {
-                exp.remove(&key);
-                obj.clear_expiry();
-            }
+            exp.remove(obj);
         }
         obj.set_timers(timers);
         if let Some(store) = obj.store.get() {
@@ -621,9 +618,12 @@ impl Cache {
         if let Some(store) = obj.store.get() {
             store.lru_remove(obj);
         }
-        if let Some(key) = obj.expiry_key() {
+        if obj.digest().is_some() {
+            // Under the lock, always: a schedule racing with this removal
+            // either comes first (and its entry goes here) or sees the
+            // object removed.
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            exp.remove(&key);
+            exp.remove(obj);
         }
         if obj.digest().is_some() {
             if obj.kind() == ObjKind::Normal {
@@ -644,23 +644,17 @@ impl Cache {
         let mut due = Vec::new();
         {
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            while let Some(entry) = exp.first_entry() {
-                if entry.key().0 > now_ms {
-                    break;
-                }
-                due.push(entry.remove());
+            while let Some(obj) = exp.pop_due(now_ms) {
+                due.push(obj);
             }
         }
         let mut n = 0;
-        for weak in due {
-            if let Some(obj) = weak.upgrade() {
-                obj.clear_expiry();
-                if obj.expires_at() <= now {
-                    self.remove(&obj, Removal::Expired);
-                    n += 1;
-                } else if !obj.is_removed() {
-                    self.schedule(&obj);
-                }
+        for obj in due {
+            if obj.expires_at() <= now {
+                self.remove(&obj, Removal::Expired);
+                n += 1;
+            } else if !obj.is_removed() {
+                self.schedule(&obj);
             }
         }
         n
@@ -673,15 +667,12 @@ impl Cache {
         } else {
             u64::MAX / 2
         };
-        obj.set_expiry(at_ms);
-        let key = (at_ms, Arc::as_ptr(obj) as usize);
         COUNTERS.inc(Counter::exp_mailed);
         COUNTERS.inc(Counter::exp_received);
         let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-        exp.insert(key, Arc::downgrade(obj));
-        // Removed meanwhile: its removal could not see this entry.
-        if obj.is_removed() {
-            exp.remove(&key);
+        // Removed meanwhile: its removal found no entry, and none is made.
+        if !obj.is_removed() {
+            exp.insert(at_ms, obj);
         }
     }
 

@@ -192,9 +192,6 @@ pub struct Object {
     digest: [AtomicU64; 2],
     pub(crate) store: OnceLock<Arc<Store>>,
     pub(crate) allocated: AtomicU64,
-    /// Its place in the expiry queue: the millisecond it is due, with
-    /// [`SCHEDULED`] set while it is queued (0: not queued).
-    exp_at: AtomicU64,
     /// The number of the newest ban the object is known to survive (0
     /// before it has a place in the ban list), readable without a lock.
     ban_seq: AtomicU64,
@@ -210,6 +207,9 @@ pub struct Object {
     /// The millisecond (of the epoch, modulo 2^32) it last moved on the
     /// LRU lists: only differences of less than 49 days are read.
     lru_stamp: AtomicU32,
+    /// Its place in the expiry queue's heap (`expiry::NOT_QUEUED`: none),
+    /// written under the queue's lock.
+    exp_slot: AtomicU32,
     status: u16,
     kind: ObjKind,
     /// [`REMOVED`], [`INDEXED`], [`LRU_PROTECTED`], [`ESI_EXPECTED`],
@@ -248,9 +248,6 @@ pub(crate) struct Extra {
 fn lru_ms(t: f64) -> u32 {
     (t.max(0.0) * 1000.0) as u64 as u32
 }
-
-/// Set in [`Object`]'s expiry time while it is queued.
-const SCHEDULED: u64 = 1 << 63;
 
 /// Everything needed to make an object.
 #[derive(Debug)]
@@ -320,7 +317,7 @@ impl Object {
             allocated: AtomicU64::new(0),
             lru_slot: AtomicU32::new(u32::MAX),
             lru_stamp: AtomicU32::new(0),
-            exp_at: AtomicU64::new(0),
+            exp_slot: AtomicU32::new(crate::expiry::NOT_QUEUED),
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
             extra,
@@ -676,22 +673,13 @@ impl Object {
         drop(self.ban.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
-    /// Notes its place in the expiry queue: due at `at_ms` (less than
-    /// 2^63).
-    pub(crate) fn set_expiry(&self, at_ms: u64) {
-        self.exp_at.store(at_ms | SCHEDULED, Ordering::Relaxed);
+    /// Its place in the expiry queue's heap.
+    pub(crate) fn expiry_slot(&self) -> u32 {
+        self.exp_slot.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn clear_expiry(&self) {
-        self.exp_at.store(0, Ordering::Relaxed);
-    }
-
-    /// Its key in the expiry queue, while it is queued: the millisecond it
-    /// is due, and its own address to tell apart objects due together
-    /// (unique while the queue's weak reference keeps the allocation).
-    pub(crate) fn expiry_key(&self) -> Option<(u64, usize)> {
-        let at = self.exp_at.load(Ordering::Relaxed);
-        (at & SCHEDULED != 0).then_some((at & !SCHEDULED, self as *const Object as usize))
+    pub(crate) fn set_expiry_slot(&self, slot: u32) {
+        self.exp_slot.store(slot, Ordering::Relaxed);
     }
 }
 

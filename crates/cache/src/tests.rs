@@ -223,7 +223,35 @@ fn expiry_removes_and_frees() {
     assert_eq!(c.expire(100.0), 14);
     assert_eq!(c.heads(), 0);
     assert_eq!(c.stores()[0].used(), 0);
-    assert!(c.expiry.lock().unwrap().is_empty());
+    assert!(c.expiry.lock().unwrap().len() == 0);
+}
+
+/// Objects that leave the cache by any way (purged, replaced, evicted)
+/// leave the expiry queue too, so that it holds none of them.
+#[test]
+fn objects_that_leave_leave_the_expiry_queue() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let put = |key: &str| {
+        let Lookup::Miss(slot) = c.lookup_fresh_fetch(key.as_bytes()) else {
+            panic!("a miss");
+        };
+        let o = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+        assert!(c.attach(&o, c.store_for(false, None), 10, 50));
+        slot.insert(&o, &req);
+        o
+    };
+    let a = put("/a");
+    let _b = put("/b");
+    assert_eq!(c.expiry.lock().unwrap().len(), 2);
+    // Replaced by a new copy: the old one goes, the new one is queued.
+    let a2 = put("/a");
+    assert_eq!(c.expiry.lock().unwrap().len(), 2);
+    assert_eq!(Arc::strong_count(&a), 1, "nothing holds the replaced copy");
+    assert_eq!(c.purge(b"/b"), 1);
+    assert_eq!(c.expiry.lock().unwrap().len(), 1);
+    c.remove(&a2, Removal::Nuked);
+    assert_eq!(c.expiry.lock().unwrap().len(), 0);
 }
 
 #[test]
