@@ -4,11 +4,10 @@
 //! one out is O(log n) without a search. An entry is 16 bytes: the time
 //! and the object.
 
-use crate::object::Object;
+use crate::object::{Object, NOT_QUEUED};
+use crate::{Cache, Removal};
+use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::Arc;
-
-/// No place in the heap.
-pub(crate) const NOT_QUEUED: u32 = u32::MAX;
 
 #[derive(Debug, Default)]
 pub(crate) struct Expiry {
@@ -117,6 +116,46 @@ impl Expiry {
             }
             self.swap(i, least);
             i = least;
+        }
+    }
+}
+
+impl Cache {
+    /// Removes every object whose lifetime has ended; returns how many.
+    pub fn expire(&self, now: f64) -> usize {
+        let now_ms = (now * 1000.0) as u64;
+        let mut due = Vec::new();
+        {
+            let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(obj) = exp.pop_due(now_ms) {
+                due.push(obj);
+            }
+        }
+        let mut n = 0;
+        for obj in due {
+            if obj.expires_at() <= now {
+                self.remove(&obj, Removal::Expired);
+                n += 1;
+            } else if !obj.is_removed() {
+                self.schedule(&obj);
+            }
+        }
+        n
+    }
+
+    pub(crate) fn schedule(&self, obj: &Arc<Object>) {
+        let at = obj.expires_at();
+        let at_ms = if at.is_finite() {
+            (at.max(0.0) * 1000.0).min(u64::MAX as f64 / 2.0) as u64
+        } else {
+            u64::MAX / 2
+        };
+        COUNTERS.inc(Counter::exp_mailed);
+        COUNTERS.inc(Counter::exp_received);
+        let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+        // Removed meanwhile: its removal found no entry, and none is made.
+        if !obj.is_removed() {
+            exp.insert(at_ms, obj);
         }
     }
 }

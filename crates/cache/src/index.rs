@@ -5,7 +5,7 @@
 //! Heads and objects keep the digest, never the key: 16 bytes inline
 //! instead of a key on the heap.
 
-use crate::object::Object;
+use crate::object::{Digest, Object};
 use crate::Head;
 use hashbrown::HashTable;
 use std::collections::hash_map::RandomState;
@@ -91,31 +91,6 @@ impl<'a> IntoIterator for &'a Variants {
     }
 }
 
-/// A key's digest: two SipHash-1-3 values of it under two secret keys
-/// drawn for each process, 128 bits in all. Keys are told apart by their
-/// digests alone, as Varnish tells them apart by SHA-256: nobody outside
-/// sees the digest or knows the secret keys, so nobody can aim two keys at
-/// one digest, and two keys of a billion objects share one by chance with a
-/// probability near 10^-21.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Digest([u64; 2]);
-
-impl Digest {
-    pub(crate) fn from_halves(halves: [u64; 2]) -> Digest {
-        Digest(halves)
-    }
-
-    pub(crate) fn halves(self) -> [u64; 2] {
-        self.0
-    }
-
-    /// The half that picks the table and the bucket.
-    #[inline]
-    pub(crate) fn hash(self) -> u64 {
-        self.0[0]
-    }
-}
-
 /// A key and its digest in one allocation, as a fetch carries them: the
 /// digest's 16 bytes, then the key.
 #[derive(Debug, Clone)]
@@ -123,7 +98,8 @@ pub(crate) struct SlotKey(Arc<[u8]>);
 
 impl SlotKey {
     pub fn new(digest: Digest, key: &[u8]) -> SlotKey {
-        let (a, b) = (digest.0[0].to_ne_bytes(), digest.0[1].to_ne_bytes());
+        let [a, b] = digest.halves();
+        let (a, b) = (a.to_ne_bytes(), b.to_ne_bytes());
         // An iterator of known length: collected in one allocation.
         SlotKey(a.iter().chain(&b).chain(key).copied().collect())
     }
@@ -134,7 +110,7 @@ impl SlotKey {
             b.copy_from_slice(&self.0[at..at + 8]);
             u64::from_ne_bytes(b)
         };
-        Digest([half(0), half(8)])
+        Digest::from_halves([half(0), half(8)])
     }
 
     pub fn key(&self) -> &[u8] {
@@ -163,7 +139,7 @@ impl Index {
     /// A key's digest (keyed per process, so that nobody outside can aim
     /// keys at one table, or two keys at one digest).
     pub fn digest(&self, key: &[u8]) -> Digest {
-        Digest([self.hashers[0].hash_one(key), self.hashers[1].hash_one(key)])
+        Digest::from_halves([self.hashers[0].hash_one(key), self.hashers[1].hash_one(key)])
     }
 
     /// Locks the table a hash falls in. The table's own probe uses the

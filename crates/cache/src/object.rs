@@ -5,7 +5,6 @@
 
 use crate::ban::BanRef;
 pub use crate::body::{Body, BodyFailed};
-use crate::index::Digest;
 use crate::store::Store;
 use bytes::Bytes;
 use lacquer_http::Headers;
@@ -164,6 +163,31 @@ impl VarySpec {
     }
 }
 
+/// A key's digest: two SipHash-1-3 values of it under two secret keys
+/// drawn for each process, 128 bits in all. Keys are told apart by their
+/// digests alone, as Varnish tells them apart by SHA-256: nobody outside
+/// sees the digest or knows the secret keys, so nobody can aim two keys at
+/// one digest, and two keys of a billion objects share one by chance with a
+/// probability near 10^-21.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest([u64; 2]);
+
+impl Digest {
+    pub(crate) fn from_halves(halves: [u64; 2]) -> Digest {
+        Digest(halves)
+    }
+
+    pub(crate) fn halves(self) -> [u64; 2] {
+        self.0
+    }
+
+    /// The half that picks the table and the bucket.
+    #[inline]
+    pub(crate) fn hash(self) -> u64 {
+        self.0[0]
+    }
+}
+
 /// What the daemon attaches to an object and the cache keeps without
 /// reading it: a page's ESI program, what splicing needs of a gzip'd body.
 pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
@@ -207,7 +231,7 @@ pub struct Object {
     /// The millisecond (of the epoch, modulo 2^32) it last moved on the
     /// LRU lists: only differences of less than 49 days are read.
     lru_stamp: AtomicU32,
-    /// Its place in the expiry queue's heap (`expiry::NOT_QUEUED`: none),
+    /// Its place in the expiry queue's heap ([`NOT_QUEUED`]: none),
     /// written under the queue's lock.
     exp_slot: AtomicU32,
     status: u16,
@@ -243,6 +267,9 @@ pub(crate) struct Extra {
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
 }
+
+/// No place in the expiry queue's heap.
+pub(crate) const NOT_QUEUED: u32 = u32::MAX;
 
 /// A time as the LRU stamps it: milliseconds, modulo 2^32.
 fn lru_ms(t: f64) -> u32 {
@@ -317,7 +344,7 @@ impl Object {
             allocated: AtomicU64::new(0),
             lru_slot: AtomicU32::new(u32::MAX),
             lru_stamp: AtomicU32::new(0),
-            exp_slot: AtomicU32::new(crate::expiry::NOT_QUEUED),
+            exp_slot: AtomicU32::new(NOT_QUEUED),
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
             extra,

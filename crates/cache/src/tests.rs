@@ -3,6 +3,7 @@
 
 use super::*;
 use bytes::Bytes;
+use lacquer_http::Headers;
 use object::ObjectInit;
 
 /// A plain object with a five-byte body, fresh for a minute.
