@@ -633,3 +633,70 @@ fn a_crawl_does_not_push_out_what_is_asked_again() {
     assert_eq!(protected, 8);
     assert!(Arc::ptr_eq(&store.lru_pop().unwrap(), &all[0]));
 }
+
+/// A file store that is full makes room by its LRU, evicting at most
+/// `nuke_limit` objects for one piece of a body: past that the fill fails
+/// (and is counted), and what was evicted stays evicted.
+#[test]
+fn a_full_file_store_evicts_no_more_than_nuke_limit() {
+    use crate::file::{FileEngine, FileSpec};
+    const PIECE: usize = 128 << 10;
+    let dir = std::env::temp_dir().join(format!("lacquer-nuke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let engine = FileEngine::open(&FileSpec {
+        path: dir.clone(),
+        size: Some(8 * PIECE as u64),
+        granularity: 4096,
+        random: true,
+    })
+    .unwrap();
+    // The budget is not what runs out here: the file is.
+    let store = Store::new("f", u64::MAX / 2, Box::new(engine));
+    let c = Cache::new(vec![store.clone()], Store::transient(None));
+    let req = Headers::new();
+    let fill = |key: &str, len: usize, nuke_limit: u64| {
+        let slot = miss(&c, key.as_bytes(), &req, 0.0);
+        let o = Arc::new(Object::new(ObjectInit {
+            xid: 1,
+            kind: ObjKind::Normal,
+            status: 200,
+            head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+            headers: Headers::new(),
+            body: Body::streaming(Some(len as u64)),
+            vary: None,
+            timers: Timers {
+                t_origin: 0.0,
+                ttl: 60.0,
+                grace: 0.0,
+                keep: 0.0,
+            },
+        }));
+        let mut handle = c
+            .begin_fill(&o, store.clone(), 17, len as u64, nuke_limit)
+            .expect("charged");
+        slot.insert(&o, &req);
+        let pushed = handle.push_charged(Bytes::from(vec![b'x'; len]));
+        if pushed.is_ok() {
+            handle.finish();
+        }
+        pushed.is_ok()
+    };
+    // Looked at without a lookup, which would move it on the LRU lists.
+    let present = |key: &str| !c.variants(key.as_bytes()).is_empty();
+    for i in 0..8 {
+        assert!(fill(&format!("/{i}"), PIECE, 0), "object {i} fits");
+    }
+    let fails_before = store.stats.get(StoreCounter::c_fail);
+    // Three objects' room in one piece; two may go: not enough.
+    assert!(!fill("/big", 3 * PIECE, 2));
+    assert_eq!(store.stats.get(StoreCounter::c_fail), fails_before + 1);
+    assert!(!present("/0") && !present("/1"), "the two oldest went");
+    assert!(present("/2") && present("/7"));
+    assert!(!present("/big"), "the failed fill is not served");
+    // Now one more is enough: the next oldest goes, and no other.
+    assert!(fill("/big", 3 * PIECE, 1));
+    assert!(present("/big"));
+    assert!(!present("/2"));
+    assert!((3..8).all(|i| present(&format!("/{i}"))));
+    let _ = std::fs::remove_dir_all(&dir);
+}
