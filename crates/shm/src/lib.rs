@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod counters;
 pub mod group;
+pub mod heap;
 pub mod mapped;
 pub mod packed;
 pub mod prometheus;

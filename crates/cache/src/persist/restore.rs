@@ -91,6 +91,10 @@ impl Cache {
         now: f64,
     ) -> Restored {
         let mut done = Restored::default();
+        // One view over each segment, made when first needed, that every
+        // object read from it slices (no allocation, and no pin, of its
+        // own); each slice keeps the segment pinned.
+        let mut views: Vec<Option<Bytes>> = vec![None; log.segments.len()];
         for (frame_at, record) in share {
             let timers = Timers {
                 t_origin: record.t_origin,
@@ -102,7 +106,7 @@ impl Cache {
                 done.expired += 1;
                 continue;
             }
-            let Some(obj) = object_of(log, &record, timers) else {
+            let Some(obj) = object_of(log, &mut views, &record, timers) else {
                 // An ESI program this build cannot read: delivered plain,
                 // the page would show its markup.
                 log.damaged.fetch_add(1, Ordering::Relaxed);
@@ -160,20 +164,21 @@ impl Cache {
     }
 }
 
-/// The object a record describes, its head and body read in place.
-fn object_of(log: &Arc<Log>, r: &Record, timers: Timers) -> Option<Object> {
-    // One view over the run holding the head and the body when they are
-    // in one segment (the usual case: the body just before its record),
-    // sliced for each: one allocation and one pin rather than several.
+/// The object a record describes, its head and body read in place:
+/// slices of their segment's view in `views` when they are in one
+/// segment (the usual case: the body just before its record).
+fn object_of(
+    log: &Arc<Log>,
+    views: &mut [Option<Bytes>],
+    r: &Record,
+    timers: Timers,
+) -> Option<Object> {
     let seg = log.segment_of(r.head.0);
-    let start = r.extents.iter().map(|e| e.0).fold(r.head.0, u64::min);
-    let end = r
-        .extents
-        .iter()
-        .map(|e| e.0 + e.1)
-        .fold(r.head.0 + r.head.1, u64::max);
     let (head, chunks) = if r.extents.iter().all(|e| log.segment_of(e.0) == seg) {
-        let whole = view_of(&log.space, start, end - start, Pin::new(log, start));
+        let start = log.segment_start(seg);
+        let whole = views[seg].get_or_insert_with(|| {
+            view_of(&log.space, start, log.segment_len, Pin::new(log, start))
+        });
         let part =
             |at: u64, len: u64| whole.slice((at - start) as usize..(at - start + len) as usize);
         let chunks = r

@@ -248,6 +248,16 @@ fn a_full_log_reuses_its_oldest_segment_first() {
             assert_eq!(body(&o), big, "/{i} comes back whole");
         }
     }
+    // Recovered objects share a view of their segment: once they are
+    // evicted, the segment is written over like any other.
+    let store = cache.stores()[0].clone();
+    let reused = smp(&store, "c_segments_reused");
+    for i in 100..140 {
+        fetch(&cache, &format!("/{i}"), &[&big], 120.0, "");
+    }
+    assert!(smp(&store, "c_segments_reused") >= reused + 5);
+    assert!(hit(&cache, "/39").is_none(), "recovered, then evicted");
+    assert_eq!(body(&hit(&cache, "/139").expect("the newest")), big);
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
 }

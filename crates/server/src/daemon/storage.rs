@@ -79,6 +79,9 @@ pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
             );
         }
     }
+    // The records decoded to build the objects are gone; what they held
+    // between the objects goes back to the system.
+    lacquer_shm::heap::release_free_memory();
 }
 
 /// Keeps the persistent stores' files synced, off the workers: every
