@@ -7,7 +7,8 @@
 # the objects it holds (MAIN.n_object), its resident anonymous memory
 # before and after the fill, and the growth divided by the objects: the bytes one
 # small object costs, all overhead included (index, key, object, headers,
-# body, eviction lists, allocator waste), then the ratio.
+# body, eviction lists, allocator waste), then the ratio; and on standard
+# error what each charged its store per object (SMA.s0.g_bytes / n_object).
 #
 # Usage: bench/objects.sh [objects]   (default 200000)
 set -euo pipefail
@@ -44,6 +45,8 @@ rss() {
 }
 objects_lacquer() { "$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "MAIN.n_object" { print $2 }'; }
 objects_varnish() { varnishstat -n "$WORK/varnish" -1 -f MAIN.n_object | awk '{ print $2 }'; }
+sma_lacquer() { "$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "SMA.s0.g_bytes" { print $2 }'; }
+sma_varnish() { varnishstat -n "$WORK/varnish" -1 -f SMA.s0.g_bytes | awk '{ print $2 }'; }
 
 # fill NAME PORT PID
 fill() {
@@ -57,9 +60,13 @@ fill() {
     sleep 1
     after=$(rss "$pid")
     objects=$("objects_$name")
+    sma=$("sma_$name")
     awk -v n="$name" -v b="$before" -v a="$after" -v o="$objects" \
         'BEGIN { printf "%-8s %9d objects  anon RSS %8d -> %8d KiB  %6.0f bytes/object\n", n, o, b, a, (a - b) * 1024 / (o - 5) }' \
         | tee -a "$WORK/results.txt"
+    # What the store says it holds, per object (the budget -s bounds).
+    awk -v n="$name" -v s="$sma" -v o="$objects" \
+        'BEGIN { printf "%-8s SMA.s0.g_bytes %d, %.0f bytes/object charged\n", n, s, s / o }' >&2
 }
 
 fill lacquer "$LQ_PORT" "$LQ_PID"
