@@ -8,6 +8,7 @@
 use crate::object::{Digest, Object};
 use crate::Head;
 use hashbrown::HashTable;
+use lacquer_core::counters::{Counter, COUNTERS};
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -194,11 +195,19 @@ impl Table {
             .into_mut()
     }
 
-    /// The key's head, made by `make` when there is none.
-    pub fn get_or_insert_with(&mut self, d: Digest, make: impl FnOnce() -> Head) -> &mut Head {
+    /// The key's head, made (and counted in `n_objecthead`) when there
+    /// is none.
+    pub fn head_for(&mut self, d: Digest) -> &mut Head {
         self.0
             .entry(d.hash(), |h| h.digest == d, |h| h.digest.hash())
-            .or_insert_with(make)
+            .or_insert_with(|| {
+                COUNTERS.inc(Counter::n_objecthead);
+                Head {
+                    digest: d,
+                    objs: Variants::default(),
+                    busy: None,
+                }
+            })
             .into_mut()
     }
 

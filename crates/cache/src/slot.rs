@@ -6,7 +6,7 @@
 
 use crate::ban::BanRef;
 use crate::object::{ObjKind, Object, VarySpec};
-use crate::{index, tags, Cache, Head, Removal};
+use crate::{index, tags, Cache, Removal};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
 use std::sync::Arc;
@@ -127,14 +127,7 @@ impl FetchSlot {
         let mut replaced = Vec::new();
         {
             let mut map = cache.index.lock(digest.hash());
-            let head = map.get_or_insert_with(digest, || {
-                COUNTERS.inc(Counter::n_objecthead);
-                Head {
-                    digest,
-                    objs: index::Variants::default(),
-                    busy: None,
-                }
-            });
+            let head = map.head_for(digest);
             // An object with no TTL serves its own request only: it does
             // not replace what is there (a graced variant stays usable).
             let replaces = obj.kind() != ObjKind::Normal || obj.timers().ttl > 0.0;

@@ -29,6 +29,14 @@ fn obj(kind: ObjKind, ttl: f64, grace: f64, vary: Option<VarySpec>, now: f64) ->
     }))
 }
 
+/// Fresh for a minute from the epoch's start.
+const A_MINUTE: Timers = Timers {
+    t_origin: 0.0,
+    ttl: 60.0,
+    grace: 0.0,
+    keep: 0.0,
+};
+
 /// A lookup's view of a request for `/`.
 pub(crate) fn br(headers: &Headers) -> BanReq<'_> {
     BanReq { url: b"/", headers }
@@ -559,12 +567,7 @@ fn fields_are_read_from_the_stored_head() {
             headers,
             body: Body::complete(Vec::new()),
             vary: None,
-            timers: Timers {
-                t_origin: 0.0,
-                ttl: 60.0,
-                grace: 0.0,
-                keep: 0.0,
-            },
+            timers: A_MINUTE,
         })
     };
     let head = Bytes::from_static(
@@ -664,12 +667,7 @@ fn a_full_file_store_evicts_no_more_than_nuke_limit() {
             headers: Headers::new(),
             body: Body::streaming(Some(len as u64)),
             vary: None,
-            timers: Timers {
-                t_origin: 0.0,
-                ttl: 60.0,
-                grace: 0.0,
-                keep: 0.0,
-            },
+            timers: A_MINUTE,
         }));
         let mut handle = c
             .begin_fill(&o, store.clone(), 17, len as u64, nuke_limit)

@@ -11,9 +11,8 @@ use crate::ban::BanSpec;
 use crate::object::{ObjKind, Object, ObjectInit, Timers, VarySpec};
 use crate::space::view_of;
 use crate::store::Store;
-use crate::{Body, Cache, Head};
+use crate::{Body, Cache};
 use bytes::Bytes;
-use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -142,14 +141,7 @@ impl Cache {
         let mut replaced = Vec::new();
         {
             let mut map = self.index.lock(digest.hash());
-            let head = map.get_or_insert_with(digest, || {
-                COUNTERS.inc(Counter::n_objecthead);
-                Head {
-                    digest,
-                    objs: crate::index::Variants::default(),
-                    busy: None,
-                }
-            });
+            let head = map.head_for(digest);
             head.objs.retain(|old| {
                 let same = old.vary() == obj.vary();
                 if same {
