@@ -446,4 +446,37 @@ mod tests {
         resp.set("Accept-Ranges", Some(Bytes::from_static(b"bytes")));
         assert!(resp.has_accept_ranges(&obj));
     }
+
+    #[test]
+    fn a_stored_head_can_have_room_for_its_body_after_it() {
+        let mut headers = Headers::new();
+        headers.append("Server", "origin");
+        headers.append("Content-Length", "6");
+        headers.append("Connection", "keep-alive");
+        let resp = ResponseHead {
+            version: lacquer_http::Version::Http11,
+            status: 200,
+            reason: Bytes::from_static(b"OK"),
+            headers,
+            framing: lacquer_http::Framing::Length(6),
+            keep_alive: true,
+            wire_len: 200,
+        };
+        let skip = ["content-length"];
+        let (head, fields, spare) = stored_head_with_room(&resp, 0.0, &skip, 6);
+        assert!(head.starts_with(b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: "));
+        assert!(fields.get("connection").is_none(), "hop-by-hop goes");
+        let mut spare = spare.expect("room");
+        assert_eq!(spare.capacity(), 6, "exactly the body's room");
+        spare.extend_from_slice(b"abcdef");
+        let body = spare.split().freeze();
+        assert_eq!(
+            body.as_ptr() as usize,
+            head.as_ptr() as usize + head.len(),
+            "the body follows its head in one allocation"
+        );
+        let (same, _, none) = stored_head_with_room(&resp, 0.0, &skip, 0);
+        assert_eq!(same.len(), head.len());
+        assert!(none.is_none());
+    }
 }
