@@ -203,12 +203,6 @@ impl Body {
         self.done.get().map(Chunks::as_slice)
     }
 
-    /// The length announced before streaming (a backend Content-Length)
-    /// while the body streams in; its length once complete.
-    pub fn expected_len(&self) -> Option<u64> {
-        self.known_len()
-    }
-
     /// The final length if known: complete, or announced.
     pub fn known_len(&self) -> Option<u64> {
         match self.chunks() {

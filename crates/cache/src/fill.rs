@@ -158,7 +158,7 @@ impl FillHandle<'_> {
     /// expected to bring), evicting up to `nuke_limit` objects while the
     /// engine is full; None when the engine keeps the bytes on the heap.
     fn new_room(&mut self, need: u64) -> Result<Option<Room>, NoRoom> {
-        let hint = match self.obj.body().expected_len() {
+        let hint = match self.obj.body().known_len() {
             Some(len) => len.saturating_sub(self.placed_len()).max(need),
             None => need.max(UNANNOUNCED_ROOM),
         };

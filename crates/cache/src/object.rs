@@ -194,8 +194,7 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 
 /// One cached response (or a marker). What most objects never have
 /// (a `Vary`, an ESI program, gzip bits, tags) lives in [`Extra`],
-/// allocated when first needed,
-/// so that the common object is smaller.
+/// allocated when first needed, so that the common object is smaller.
 #[derive(Debug)]
 pub struct Object {
     /// The vxid of the fetch that made it.

@@ -609,8 +609,8 @@ impl Engine for PersistEngine {
         let log = &self.log;
         if obj
             .body()
-            .expected_len()
-            .is_some_and(|len| len <= INLINE_MAX)
+            .known_len()
+            .is_some_and(|len| self.keeps_on_heap(len))
         {
             // Written inline in the record once whole: no frame of its own.
             return Placement::Heap;

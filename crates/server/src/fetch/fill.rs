@@ -88,7 +88,8 @@ pub(crate) fn begin<'c>(
         &beresp,
         headers,
         resp,
-        (framing, room),
+        framing,
+        room,
         body,
         vary,
         head_length,
@@ -306,14 +307,7 @@ pub(crate) fn from_stale(
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(
-        bereq.xid,
-        &beresp,
-        headers,
-        resp,
-        (framing, 0),
-        body,
-        vary,
-        false,
+        bereq.xid, &beresp, headers, resp, framing, 0, body, vary, false,
     );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
@@ -342,7 +336,8 @@ fn make_object(
     beresp: &Beresp,
     headers: lacquer_http::Headers,
     resp: &ResponseHead,
-    (framing, room): (Framing, usize),
+    framing: Framing,
+    room: usize,
     body: Body,
     vary: Option<VarySpec>,
     head_length: bool,
