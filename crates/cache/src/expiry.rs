@@ -123,6 +123,7 @@ impl Expiry {
 impl Cache {
     /// Removes every object whose lifetime has ended; returns how many.
     pub fn expire(&self, now: f64) -> usize {
+        self.sweep_asleep(now);
         let now_ms = (now * 1000.0) as u64;
         let mut due = Vec::new();
         {

@@ -150,17 +150,6 @@ impl Index {
         self.shards[shard].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes room for `n` more heads spread over the tables (a restart
-    /// putting a store's objects back), so that they are not rehashed
-    /// again and again as they grow.
-    pub fn reserve(&self, n: usize) {
-        let each = n / SHARDS + n / SHARDS / 8 + 1;
-        for shard in self.shards.iter() {
-            let mut table = shard.lock().unwrap_or_else(|e| e.into_inner());
-            table.0.reserve(each, |h| h.digest.hash());
-        }
-    }
-
     /// The shards, for a walk over every head (the ban lurker).
     pub fn shards(&self) -> &[Mutex<Table>] {
         &self.shards

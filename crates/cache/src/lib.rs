@@ -24,7 +24,7 @@ use index::Index;
 use lacquer_core::counters::{Counter, StoreCounter, COUNTERS};
 pub use object::Digest;
 use object::{ObjKind, Object};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use store::Store;
 use tags::TagIndex;
@@ -128,6 +128,9 @@ pub struct Cache {
     expiry: Mutex<expiry::Expiry>,
     bans: Bans,
     tags: TagIndex,
+    /// Records a restart left asleep in the persistent stores, built into
+    /// objects when their keys are first asked for (`persist::dormant`).
+    asleep: Arc<AtomicU64>,
 }
 
 /// A soft purge (vmod purge's `soft`, xkey's `softpurge`): new lifetimes
@@ -176,6 +179,7 @@ impl Cache {
             expiry: Mutex::default(),
             bans: Bans::new(lacquer_core::time::now()),
             tags: TagIndex::new(),
+            asleep: Arc::default(),
         });
         // Stores that keep objects across restarts keep the bans too.
         let weak = Arc::downgrade(&cache);
@@ -247,7 +251,7 @@ impl Cache {
         banned: &mut Vec<Arc<Object>>,
     ) -> Lookup {
         let digest = self.index.digest(key);
-        let mut map = self.index.lock(digest.hash());
+        let mut map = self.lock_awake(digest, now);
         let Some(head) = map.get_mut(digest) else {
             let (busy, _) = Busy::new();
             map.insert(Head {
@@ -493,15 +497,15 @@ impl Cache {
     }
 
     /// The objects stored under a key, every variant.
-    fn variants(&self, key: &[u8]) -> Vec<Arc<Object>> {
+    fn variants(self: &Arc<Self>, key: &[u8]) -> Vec<Arc<Object>> {
         let digest = self.index.digest(key);
-        let map = self.index.lock(digest.hash());
+        let map = self.lock_awake(digest, lacquer_core::time::now());
         map.get(digest).map(|h| h.objs.to_vec()).unwrap_or_default()
     }
 
     /// Removes every variant stored under a key (`return (purge)`);
     /// returns how many objects went.
-    pub fn purge(&self, key: &[u8]) -> usize {
+    pub fn purge(self: &Arc<Self>, key: &[u8]) -> usize {
         let objs = self.variants(key);
         for obj in &objs {
             self.remove(obj, Removal::Purged);
@@ -511,7 +515,7 @@ impl Cache {
 
     /// Soft-purges every variant stored under a key (vmod purge's
     /// `soft`); returns how many objects it shortened.
-    pub fn soft_purge(&self, key: &[u8], how: SoftPurge, now: f64) -> usize {
+    pub fn soft_purge(self: &Arc<Self>, key: &[u8], how: SoftPurge, now: f64) -> usize {
         let objs = self.variants(key);
         objs.iter().filter(|o| self.reduce(o, how, now)).count()
     }

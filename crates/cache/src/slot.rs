@@ -126,7 +126,7 @@ impl FetchSlot {
         }
         let mut replaced = Vec::new();
         {
-            let mut map = cache.index.lock(digest.hash());
+            let mut map = cache.lock_awake(digest, lacquer_core::time::now());
             let head = map.head_for(digest);
             // An object with no TTL serves its own request only: it does
             // not replace what is there (a graced variant stays usable).

@@ -57,6 +57,18 @@ pub fn tags_of_fields<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) ->
     tags
 }
 
+/// Whether a stored head (its status line, then `Name: value` lines)
+/// has a field whose values are tags.
+pub fn names_tags(head: &[u8]) -> bool {
+    head.split(|&b| b == b'\n').skip(1).any(|line| {
+        line.iter().position(|&b| b == b':').is_some_and(|colon| {
+            TAG_HEADERS
+                .iter()
+                .any(|t| t.as_bytes().eq_ignore_ascii_case(&line[..colon]))
+        })
+    })
+}
+
 fn address(obj: &Object) -> usize {
     obj as *const Object as usize
 }
@@ -133,6 +145,16 @@ mod tests {
             [&b"a"[..], b"b", b"c", b"d", b"e", b"f", b"g"],
             "in field order, without repeats"
         );
+    }
+
+    #[test]
+    fn a_head_names_tags_by_any_tag_field() {
+        assert!(names_tags(
+            b"HTTP/1.1 200 OK\r\nX-A: b\r\nSurrogate-KEY: x\r\n"
+        ));
+        assert!(names_tags(b"HTTP/1.1 200 OK\r\nxkey: a"));
+        assert!(!names_tags(b"HTTP/1.1 200 OK\r\nX-Key: a\r\nXkeys: b\r\n"));
+        assert!(!names_tags(b"xkey: status lines are no fields\r\n"));
     }
 
     #[test]

@@ -375,6 +375,75 @@ pub fn decode_record(b: &[u8], payload_at: u64) -> Option<Record> {
     })
 }
 
+/// What a restart reads of a record before the object is asked for:
+/// enough to index it, expire it and evict it, without copying anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peek<'a> {
+    pub inserted: f64,
+    /// When its lifetime (TTL, grace and keep) ends.
+    pub expires: f64,
+    pub key: &'a [u8],
+    pub head: &'a [u8],
+    /// Where the body's runs are (start, length, segment number), none
+    /// for a body written inline in the record.
+    pub runs: Vec<(u64, u64, u32)>,
+}
+
+/// Reads what [`Peek`] holds off an object frame's payload; None when
+/// the payload is not a whole record. The runs' vector is empty (no
+/// allocation) for a body inline or absent.
+pub fn peek_record(b: &[u8]) -> Option<Peek<'_>> {
+    let mut r = Reader { b, at: 0 };
+    let inserted = r.f64()?;
+    let t_origin = r.f64()?;
+    let (ttl, grace, keep) = (r.f32()?, r.f32()?, r.f32()?);
+    let lifetime = f64::from(ttl) + f64::from(grace).max(0.0) + f64::from(keep).max(0.0);
+    r.take(6)?;
+    let key = r.short()?;
+    for _ in 0..r.u16()? {
+        r.short()?;
+        if r.take(1)?[0] == 1 {
+            r.bytes()?;
+        }
+    }
+    r.short()?;
+    if r.take(1)?[0] == 1 {
+        r.bytes()?;
+    }
+    r.u32()?;
+    let n = r.u16()? as usize;
+    let first = r.at;
+    r.take(n.checked_mul(16)?)?;
+    let head_len = r.u32()? as usize;
+    let head = r.take(head_len)?;
+    let mut runs = Vec::new();
+    let mut inline = 0;
+    for i in 0..n {
+        let run = &b[first + i * 16..first + i * 16 + 16];
+        let (at, len, seq) = (u64_at(run, 0), u64::from(u32_at(run, 8)), u32_at(run, 12));
+        if n == 1 && at == 0 {
+            inline = len as usize;
+        } else {
+            runs.push((at, len, seq));
+        }
+    }
+    r.take(inline)?;
+    Some(Peek {
+        inserted,
+        expires: t_origin + lifetime,
+        key,
+        head,
+        runs,
+    })
+}
+
+/// The key of an object frame's payload (after the times, the vxid and
+/// the status).
+pub fn record_key(b: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader { b, at: 34 };
+    r.short()
+}
+
 /// A ban frame's payload: its time and text.
 pub fn encode_ban(time: f64, text: &str) -> Vec<u8> {
     let mut b = time.to_le_bytes().to_vec();
@@ -509,6 +578,29 @@ mod tests {
                 decode_record(&payload[..cut], 0).is_none(),
                 "a short payload is refused ({cut})"
             );
+        }
+    }
+
+    #[test]
+    fn a_peek_reads_what_a_restart_indexes() {
+        let r = record();
+        let head = b"HTTP/1.1 200 OK\r\nXkey: a\r\n";
+        let (payload, _) = encode_record(&r, head, None);
+        let p = peek_record(&payload).unwrap();
+        assert_eq!(p.inserted, r.inserted);
+        assert_eq!(p.expires, r.t_origin + 120.0 + 10.0);
+        assert_eq!(p.key, &r.key[..]);
+        assert_eq!(record_key(&payload), Some(&r.key[..]));
+        assert_eq!(p.head, &head[..]);
+        assert_eq!(p.runs, vec![(4096 + 88, 5, 3)]);
+        let inline = Record {
+            extents: vec![(0, 5, 0)],
+            ..r.clone()
+        };
+        let (with_body, _) = encode_record(&inline, head, Some(b"hello"));
+        assert!(peek_record(&with_body).unwrap().runs.is_empty());
+        for cut in 0..with_body.len() {
+            assert!(peek_record(&with_body[..cut]).is_none(), "cut at {cut}");
         }
     }
 

@@ -12,9 +12,15 @@
 //! cleared, so it stays gone after a restart; bans are written as frames
 //! too, and applied again to what is recovered.
 //!
+//! A restart reads the records, not the bodies, and leaves them asleep
+//! in the file (`dormant.rs`: 32 bytes each in memory); an object is
+//! built from its record, and its body checked, when its key is first
+//! asked for (`restore.rs`).
+//!
 //! Nothing here blocks on a reader: when every old segment is still
 //! being read, a new object stays in memory only (`c_dropped`).
 
+mod dormant;
 mod format;
 mod recover;
 mod restore;
@@ -75,8 +81,11 @@ struct Segment {
     bans: Mutex<Vec<(f64, String)>>,
     /// The oldest insertion time of a record in it.
     oldest: Mutex<f64>,
-    /// Its objects were told to go.
+    /// Its objects were told to go (set under `objects`' lock).
     evicting: AtomicBool,
+    /// A view of all of it that the objects built from its records
+    /// slice, made when first needed and let go when it is evicted.
+    view: Mutex<Option<bytes::Bytes>>,
 }
 
 /// Where the log writes next.
@@ -116,6 +125,8 @@ pub(crate) struct Log {
     recovered: AtomicU64,
     damaged: AtomicU64,
     reused: AtomicU64,
+    /// Records a restart left asleep in the file.
+    dormant: dormant::Dormant,
 }
 
 /// An object of which one half of what its record needs is known.
@@ -245,9 +256,13 @@ impl Log {
             return Err(Reserve::Busy);
         };
         let seg = &self.segments[oldest];
-        seg.evicting.store(true, Ordering::Relaxed);
-        let objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
-        evicted.extend(objects.iter().filter_map(Weak::upgrade));
+        {
+            let objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
+            seg.evicting.store(true, Ordering::Relaxed);
+            evicted.extend(objects.iter().filter_map(Weak::upgrade));
+        }
+        self.evict_asleep(oldest);
+        drop(seg.view.lock().unwrap_or_else(|e| e.into_inner()).take());
         Err(Reserve::Evicting)
     }
 
@@ -336,6 +351,43 @@ impl Log {
         {
             objects.push(Arc::downgrade(obj));
         }
+    }
+
+    /// Notes that a recovered `obj` has bytes in each of `segments`,
+    /// unless one of them is being pushed out: then false, and the
+    /// object must not be used.
+    fn adopt(&self, obj: &Arc<Object>, segments: &[usize]) -> bool {
+        for &i in segments {
+            let seg = &self.segments[i];
+            let mut objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
+            if seg.evicting.load(Ordering::Relaxed) {
+                return false;
+            }
+            objects.push(Arc::downgrade(obj));
+        }
+        true
+    }
+
+    /// A view of all of segment `i`, which holds it while it lives: the
+    /// segment's own, kept for the objects built from it to slice, unless
+    /// it is being pushed out.
+    fn segment_view(self: &Arc<Self>, i: usize) -> bytes::Bytes {
+        let seg = &self.segments[i];
+        let mut kept = seg.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(view) = &*kept {
+            return view.clone();
+        }
+        let start = self.segment_start(i);
+        let view = crate::space::view_of(
+            &self.space,
+            start,
+            self.segment_len,
+            dormant::Pin::new(self, i),
+        );
+        if !seg.evicting.load(Ordering::Relaxed) {
+            *kept = Some(view.clone());
+        }
+        view
     }
 
     /// Clears an object's record state word: it is gone for good. The

@@ -21,17 +21,33 @@ use std::sync::{Arc, Mutex};
 /// What a store's file held at start.
 #[derive(Debug, Default)]
 pub struct Recovery {
-    /// Live records, in the order they were written, with the offset of
-    /// their frame.
-    pub(crate) objects: Vec<(u64, Record)>,
+    /// Live records, in the order they were written.
+    pub(crate) objects: Vec<Found>,
     /// Bans (time, text), in the order they were written.
     pub bans: Vec<(f64, String)>,
     /// Records left out as damaged.
     pub damaged: u64,
     /// Segments found written.
     pub segments: usize,
-    /// Seconds spent reading the file (walking, checking, decoding).
+    /// Seconds spent reading the file (walking and checking).
     pub read_secs: f64,
+}
+
+/// A live record found by the walk: where it is and what deciding its
+/// fate needs before the object is asked for. Its body is checked when
+/// the object is built.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Found {
+    /// The record's frame.
+    pub at: u64,
+    pub inserted: f64,
+    /// When its lifetime ends.
+    pub expires: f64,
+    /// The segment, of those holding the record and its body, written
+    /// first: the record goes when that one is reused.
+    pub oldest: u32,
+    /// Its head names surrogate keys (a tag purge must find it).
+    pub tagged: bool,
 }
 
 impl Recovery {
@@ -160,6 +176,7 @@ impl PersistEngine {
             recovered: AtomicU64::new(0),
             damaged: AtomicU64::new(0),
             reused: AtomicU64::new(0),
+            dormant: super::dormant::Dormant::default(),
         };
         let started = std::time::Instant::now();
         let mut recovery = log.scan();
@@ -240,11 +257,14 @@ impl Log {
         out
     }
 
-    /// Walks one segment's frames; returns where the walk ended.
+    /// Walks one segment's frames; returns where the walk ended. Records
+    /// are checked (their checksum, and that their body's runs are still
+    /// in segments of the numbers they name) but not decoded.
     fn walk(&self, i: usize, seq: u64, out: &mut Recovery) -> u64 {
         let start = self.segment_start(i);
         let end = start + self.segment_len;
         let mut at = start + SEGMENT_HEADER_LEN;
+        let mut oldest_insert = f64::INFINITY;
         while at + FRAME_HEADER_LEN <= end {
             let raw = self.space.bytes(at, FRAME_HEADER_LEN);
             let h = FrameHeader::decode(raw);
@@ -264,9 +284,22 @@ impl Log {
                 }
                 out.damaged += 1;
             } else if h.tag == TAG_OBJECT && h.state == LIVE {
-                match format::decode_record(payload, at + FRAME_HEADER_LEN) {
-                    Some(r) if self.body_holds(&r) => out.objects.push((at, r)),
-                    _ => out.damaged += 1,
+                let found = format::peek_record(payload).and_then(|p| {
+                    let oldest = self.runs_hold(i, &p.runs)?;
+                    Some(Found {
+                        at,
+                        inserted: p.inserted,
+                        expires: p.expires,
+                        oldest,
+                        tagged: crate::tags::names_tags(p.head),
+                    })
+                });
+                match found {
+                    Some(f) => {
+                        oldest_insert = oldest_insert.min(f.inserted);
+                        out.objects.push(f);
+                    }
+                    None => out.damaged += 1,
                 }
             } else if h.tag == TAG_BAN {
                 if let Some(ban) = format::decode_ban(payload) {
@@ -280,13 +313,43 @@ impl Log {
             }
             at = next;
         }
+        let mut oldest = self.segments[i]
+            .oldest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *oldest = oldest.min(oldest_insert);
         at
+    }
+
+    /// Whether a body's runs are each inside a segment still written
+    /// under the number the record gives; if so, the segment written
+    /// first of those and the record's own (`record`).
+    fn runs_hold(&self, record: usize, runs: &[(u64, u64, u32)]) -> Option<u32> {
+        let seq_of = |i: usize| self.segments[i].seq.load(Ordering::Relaxed);
+        let mut oldest = record;
+        for &(at, run, seq) in runs {
+            if at < SUPERBLOCK_LEN || run == 0 {
+                return None;
+            }
+            let i = self.segment_of(at);
+            self.segments.get(i)?;
+            let seg_end = self.segment_start(i) + self.segment_len;
+            if at.checked_add(run).is_none_or(|e| e > seg_end)
+                || format::short_seq(seq_of(i)) != seq
+            {
+                return None;
+            }
+            if seq_of(i) < seq_of(oldest) {
+                oldest = i;
+            }
+        }
+        Some(oldest as u32)
     }
 
     /// Whether a record's body is still where it says, unchanged: each
     /// run inside a segment still written under the same number, and the
     /// checksum over them all.
-    fn body_holds(&self, r: &Record) -> bool {
+    pub(super) fn body_holds(&self, r: &Record) -> bool {
         let mut sum = crc32fast::Hasher::new();
         let mut len = 0;
         for &(at, run, seq) in &r.extents {

@@ -1,55 +1,41 @@
 //! Putting what a persistent store recovered back into the cache: bans
 //! first (every store's, before any object takes a place in the list),
-//! then the objects, in the order they were written, so that a newer
+//! then the records, asleep (`dormant.rs`): each is indexed by its key's
+//! digest, and its object is built the first time the key is asked for
+//! (a lookup, a purge, an insert), under the key's table lock, so that
+//! nothing sees the key between its records and its objects. A key's
+//! records are built together, in the order written, so that a newer
 //! copy of a variant replaces an older one as it did when they were
-//! fetched. Heads and bodies stay in the file; the objects' views of them
-//! hold their segments until they go.
+//! fetched. Records whose heads carry surrogate keys are built at once:
+//! a tag purge must find them. Heads and bodies stay in the file; the
+//! objects slice views of their segments, which hold them until they go.
 
-use super::format::{Record, STATE_OFFSET};
+use super::dormant::{shard_of, Entry};
+use super::format::{self, FrameHeader, Record, FRAME_HEADER_LEN, LIVE, STATE_OFFSET};
 use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
 use crate::ban::BanSpec;
-use crate::object::{ObjKind, Object, ObjectInit, Timers, VarySpec};
-use crate::space::view_of;
+use crate::index::Table;
+use crate::object::{Digest, ObjKind, Object, ObjectInit, Timers, VarySpec};
 use crate::store::Store;
 use crate::{Body, Cache};
 use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-
-/// Holds a segment while a view of its bytes lives.
-struct Pin {
-    log: Arc<Log>,
-    segment: usize,
-}
-
-impl Pin {
-    fn new(log: &Arc<Log>, at: u64) -> Pin {
-        let segment = log.segment_of(at);
-        log.segments[segment].pins.fetch_add(1, Ordering::AcqRel);
-        Pin {
-            log: log.clone(),
-            segment,
-        }
-    }
-}
-
-impl Drop for Pin {
-    fn drop(&mut self) {
-        self.log.segments[self.segment]
-            .pins
-            .fetch_sub(1, Ordering::AcqRel);
-    }
-}
+use std::sync::{Arc, MutexGuard};
 
 /// What restoring found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Restored {
-    /// Objects back in the cache.
+    /// Objects back in the cache (most asleep until asked for).
     pub objects: u64,
     /// Objects whose lifetime ended while the daemon was down.
     pub expired: u64,
 }
+
+/// Objects just built from their records, each with the variants it
+/// replaced, for [`Cache::settle`] once the table is let go.
+type Woken = Vec<(Arc<Object>, Vec<Arc<Object>>)>;
 
 impl Cache {
     /// Puts recovered bans back (from every store, before any object).
@@ -61,10 +47,8 @@ impl Cache {
         self.bans.restore(parsed);
     }
 
-    /// Puts a store's recovered objects back, as of `now`, in the order
-    /// they were written. (On one thread: shared among two cores by key,
-    /// the locks and counters every insertion touches made it slower,
-    /// 2.1 s against 1.6 s for a million objects.)
+    /// Puts a store's recovered records back, as of `now`: asleep, but
+    /// for those with surrogate keys.
     pub fn restore_objects(
         self: &Arc<Self>,
         store: &Arc<Store>,
@@ -75,73 +59,93 @@ impl Cache {
             return Restored::default();
         };
         let log = &engine.log;
-        self.index.reserve(recovery.objects.len());
-        let done = self.restore_records(store, log, recovery.objects, now);
-        log.recovered.fetch_add(done.objects, Ordering::Relaxed);
-        done
-    }
-
-    /// Restores records, in order.
-    fn restore_records(
-        self: &Arc<Self>,
-        store: &Arc<Store>,
-        log: &Arc<Log>,
-        share: Vec<(u64, Record)>,
-        now: f64,
-    ) -> Restored {
         let mut done = Restored::default();
-        // One view over each segment, made when first needed, that every
-        // object read from it slices (no allocation, and no pin, of its
-        // own); each slice keeps the segment pinned.
-        let mut views: Vec<Option<Bytes>> = vec![None; log.segments.len()];
-        for (frame_at, record) in share {
-            let timers = Timers {
-                t_origin: record.t_origin,
-                ttl: record.ttl,
-                grace: record.grace,
-                keep: record.keep,
-            };
-            if timers.t_origin + timers.lifetime() <= now {
+        let mut tables = vec![Vec::new(); 64];
+        let mut tagged = Vec::new();
+        let mut oldest = f64::INFINITY;
+        for found in recovery.objects {
+            if found.expires <= now {
                 done.expired += 1;
                 continue;
             }
-            let Some(obj) = object_of(log, &mut views, &record, timers) else {
-                // An ESI program this build cannot read: delivered plain,
-                // the page would show its markup.
+            let Some(key) = log.key_at(found.at) else {
                 log.damaged.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let obj = Arc::new(obj);
-            self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
-            obj.record.store(frame_at + STATE_OFFSET, Ordering::Release);
-            log.register(log.segment_of(frame_at), &obj);
-            for &(at, _, _) in &record.extents {
-                log.register(log.segment_of(at), &obj);
+            let digest = self.index.digest(key);
+            if found.tagged {
+                tagged.push(digest);
             }
-            {
-                let seg = log.segment_of(frame_at);
-                let mut oldest = log.segments[seg]
-                    .oldest
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                *oldest = oldest.min(record.inserted);
-            }
-            obj.set_ban(self.bans.at_time(record.inserted));
-            self.restore_one(&record.key, &obj);
+            oldest = oldest.min(found.inserted);
+            tables[shard_of(digest)].push(Entry::new(
+                digest,
+                found.at,
+                found.expires,
+                found.oldest,
+            ));
             done.objects += 1;
+        }
+        if done.objects > 0 {
+            let ban = self.bans.at_time(oldest);
+            log.dormant.fill(tables, self.asleep.clone(), ban);
+        }
+        log.recovered.fetch_add(done.objects, Ordering::Relaxed);
+        for digest in tagged {
+            drop(self.lock_awake(digest, now));
         }
         done
     }
 
-    /// Enters one recovered object into the index, replacing the copy of
-    /// the same variant written before it.
-    fn restore_one(self: &Arc<Self>, key: &[u8], obj: &Arc<Object>) {
-        let digest = self.index.digest(key);
-        obj.set_digest(digest);
-        let mut replaced = Vec::new();
-        {
-            let mut map = self.index.lock(digest.hash());
+    /// Locks the table of `digest` with the key's records asleep, if it
+    /// has any, built into objects: every way into a key's head comes
+    /// through here (or finds the head there already, and then no record
+    /// of the key is asleep).
+    pub(crate) fn lock_awake(self: &Arc<Self>, digest: Digest, now: f64) -> MutexGuard<'_, Table> {
+        let mut map = self.index.lock(digest.hash());
+        if self.asleep.load(Ordering::Relaxed) == 0 || map.get(digest).is_some() {
+            return map;
+        }
+        let woken = self.wake(&mut map, digest, now);
+        if woken.is_empty() {
+            return map;
+        }
+        drop(map);
+        for (obj, replaced) in &woken {
+            self.settle(obj, &[], replaced);
+        }
+        self.index.lock(digest.hash())
+    }
+
+    /// Lets go of the records asleep whose lifetime has ended.
+    pub(crate) fn sweep_asleep(&self, now: f64) {
+        if self.asleep.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for store in &self.stores {
+            if let Some(engine) = store.engine().as_any().downcast_ref::<PersistEngine>() {
+                engine.log.dormant.sweep(now);
+            }
+        }
+    }
+
+    /// Builds the records asleep under `digest` (from every store, oldest
+    /// first) and enters them into its head.
+    fn wake(self: &Arc<Self>, map: &mut Table, digest: Digest, now: f64) -> Woken {
+        let mut built: Vec<(f64, Arc<Object>)> = Vec::new();
+        for store in &self.stores {
+            let Some(engine) = store.engine().as_any().downcast_ref::<PersistEngine>() else {
+                continue;
+            };
+            for (at, _held) in engine.log.take_asleep(digest) {
+                built.extend(self.build(store, &engine.log, at, now));
+            }
+        }
+        built.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut woken = Vec::with_capacity(built.len());
+        for (_, obj) in built {
+            obj.set_digest(digest);
             let head = map.head_for(digest);
+            let mut replaced = Vec::new();
             head.objs.retain(|old| {
                 let same = old.vary() == obj.vary();
                 if same {
@@ -151,43 +155,105 @@ impl Cache {
                 !same
             });
             head.objs.push_front(obj.clone());
+            woken.push((obj, replaced));
         }
-        self.settle(obj, key, &replaced);
+        woken
+    }
+
+    /// The object of the record at `at` (its segment held), with when it
+    /// was inserted; None, and the record cleared, when it is damaged or
+    /// its segment is being pushed out.
+    fn build(
+        &self,
+        store: &Arc<Store>,
+        log: &Arc<Log>,
+        at: u64,
+        now: f64,
+    ) -> Option<(f64, Arc<Object>)> {
+        let Some((obj, record, segments)) = log.build(at) else {
+            log.damaged.fetch_add(1, Ordering::Relaxed);
+            log.clear_record(at);
+            return None;
+        };
+        let t = obj.timers();
+        if t.t_origin + t.lifetime() <= now {
+            COUNTERS.inc(Counter::n_expired);
+            return None;
+        }
+        let obj = Arc::new(obj);
+        if !log.adopt(&obj, &segments) {
+            log.clear_record(at);
+            COUNTERS.inc(Counter::n_lru_nuked);
+            return None;
+        }
+        obj.record.store(at + STATE_OFFSET, Ordering::Release);
+        self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
+        obj.set_ban(self.bans.at_time(record.inserted));
+        Some((record.inserted, obj))
     }
 }
 
-/// The object a record describes, its head and body read in place:
-/// slices of their segment's view in `views` when they are in one
-/// segment (the usual case: the body just before its record).
-fn object_of(
-    log: &Arc<Log>,
-    views: &mut [Option<Bytes>],
-    r: &Record,
-    timers: Timers,
-) -> Option<Object> {
-    let seg = log.segment_of(r.head.0);
-    let (head, chunks) = if r.extents.iter().all(|e| log.segment_of(e.0) == seg) {
-        let start = log.segment_start(seg);
-        let whole = views[seg].get_or_insert_with(|| {
-            view_of(&log.space, start, log.segment_len, Pin::new(log, start))
-        });
-        let part =
-            |at: u64, len: u64| whole.slice((at - start) as usize..(at - start + len) as usize);
-        let chunks = r
+impl Log {
+    /// Reads the record whose frame is at `at` (its segment held) and
+    /// builds its object, head and body slicing views of their segments;
+    /// with the segments it has bytes in. None when the record or its
+    /// body is not what was written.
+    fn build(self: &Arc<Self>, at: u64) -> Option<(Object, Record, Vec<usize>)> {
+        let seg = self.segment_of(at);
+        let raw = self.space.bytes(at, FRAME_HEADER_LEN);
+        let h = FrameHeader::decode(raw);
+        let seq = |i: usize| format::short_seq(self.segments[i].seq.load(Ordering::Acquire));
+        let end = self.segment_start(seg) + self.segment_len;
+        if h.tag != format::TAG_OBJECT
+            || h.state != LIVE
+            || h.seq != seq(seg)
+            || at + FRAME_HEADER_LEN + u64::from(h.len) > end
+        {
+            return None;
+        }
+        let payload = self.space.bytes(at + FRAME_HEADER_LEN, u64::from(h.len));
+        if !h.verify(raw, payload, self.secret) {
+            return None;
+        }
+        let record = format::decode_record(payload, at + FRAME_HEADER_LEN)?;
+        if !self.body_holds(&record) {
+            return None;
+        }
+        // The views hold their segments: a segment whose number has not
+        // changed once held still has the bytes just checked.
+        let mut segments = vec![seg];
+        for &(run_at, _, run_seq) in &record.extents {
+            let i = self.segment_of(run_at);
+            if run_seq != format::INLINE && !segments.contains(&i) {
+                segments.push(i);
+            }
+        }
+        let views: Vec<(usize, u32, Bytes)> = segments
+            .iter()
+            .map(|&i| (i, seq(i), self.segment_view(i)))
+            .collect();
+        if views.iter().any(|&(i, before, _)| seq(i) != before) {
+            return None;
+        }
+        let piece = |at: u64, len: u64| {
+            let i = self.segment_of(at);
+            let (_, _, view) = views.iter().find(|v| v.0 == i).expect("a view");
+            let from = (at - self.segment_start(i)) as usize;
+            view.slice(from..from + len as usize)
+        };
+        let head = piece(record.head.0, record.head.1);
+        let chunks = record
             .extents
             .iter()
-            .map(|&(at, len, _)| part(at, len))
+            .map(|&(at, len, _)| piece(at, len))
             .collect();
-        (part(r.head.0, r.head.1), chunks)
-    } else {
-        let head = view_of(&log.space, r.head.0, r.head.1, Pin::new(log, r.head.0));
-        let chunks: Vec<Bytes> = r
-            .extents
-            .iter()
-            .map(|&(at, len, _)| view_of(&log.space, at, len, Pin::new(log, at)))
-            .collect();
-        (head, chunks)
-    };
+        let obj = object_of(&record, head, chunks)?;
+        Some((obj, record, segments))
+    }
+}
+
+/// The object a record describes, with its head and body.
+fn object_of(r: &Record, head: Bytes, chunks: Vec<Bytes>) -> Option<Object> {
     let vary = VarySpec::from_fields(
         r.vary
             .iter()
@@ -202,7 +268,12 @@ fn object_of(
         headers: Headers::new(),
         body: Body::complete(chunks),
         vary,
-        timers,
+        timers: Timers {
+            t_origin: r.t_origin,
+            ttl: r.ttl,
+            grace: r.grace,
+            keep: r.keep,
+        },
     });
     if !r.gzip.is_empty() {
         if let Some(attr) = ATTR_CODEC.get().and_then(|c| (c.decode_gzip)(&r.gzip)) {
@@ -212,6 +283,8 @@ fn object_of(
     if let Some(program) = &r.esi {
         obj.expect_esi();
         if !program.is_empty() {
+            // An ESI program this build cannot read: delivered plain, the
+            // page would show its markup.
             obj.set_esi(ATTR_CODEC.get().and_then(|c| (c.decode_esi)(program))?);
         }
     }

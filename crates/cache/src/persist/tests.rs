@@ -48,6 +48,18 @@ fn fetch(cache: &Arc<Cache>, url: &str, pieces: &[&[u8]], ttl: f64, extra: &str)
     ) else {
         panic!("{url}: a miss expected");
     };
+    fill_slot(cache, slot, pieces, ttl, extra)
+}
+
+/// Fills what a fetch slot was given for: body in `pieces`.
+fn fill_slot(
+    cache: &Arc<Cache>,
+    slot: crate::FetchSlot,
+    pieces: &[&[u8]],
+    ttl: f64,
+    extra: &str,
+) -> Arc<Object> {
+    let req = Headers::new();
     let len: usize = pieces.iter().map(|p| p.len()).sum();
     let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n{extra}");
     let obj = Arc::new(Object::new(ObjectInit {
@@ -106,6 +118,82 @@ fn smp(store: &Store, name: &str) -> u64 {
 
 fn body(obj: &Object) -> Vec<u8> {
     obj.body().chunks().unwrap().concat()
+}
+
+/// A persistent store's log.
+fn log_of(store: &Store) -> &Arc<Log> {
+    &store
+        .engine()
+        .as_any()
+        .downcast_ref::<PersistEngine>()
+        .expect("a persistent store")
+        .log
+}
+
+#[test]
+fn recovered_records_sleep_until_their_key_is_asked_for() {
+    let d = dir("asleep");
+    let path = d.join("store");
+    {
+        let (cache, _, _) = open(&path, 8 << 20).unwrap();
+        fetch(&cache, "/hit", &[b"h"], 120.0, "");
+        fetch(&cache, "/purged", &[b"p"], 120.0, "");
+        fetch(&cache, "/fresh", &[b"old"], 120.0, "");
+        fetch(&cache, "/banned", &[b"b"], 120.0, "X-Kind: old\r\n");
+        fetch(&cache, "/expiring", &[b"e"], 1.0, "");
+        fetch(&cache, "/tagged", &[b"t"], 120.0, "Surrogate-Key: t9\r\n");
+        fetch(&cache, "/big", &[&[b'g'; 20_000]], 120.0, "");
+    }
+    let (cache, store, restored) = open(&path, 8 << 20).unwrap();
+    let log = log_of(&store);
+    assert_eq!(restored.objects, 7);
+    assert_eq!(log.dormant.len(), 6, "all but the tagged one asleep");
+    assert_eq!((cache.heads(), cache.tag_count()), (1, 1));
+    // A lookup wakes its key's records.
+    assert_eq!(body(&hit(&cache, "/hit").unwrap()), b"h");
+    assert_eq!(body(&hit(&cache, "/big").unwrap()), vec![b'g'; 20_000]);
+    assert_eq!(log.dormant.len(), 4);
+    // A purge, and a fetch that ignores what is stored (`hash_always_miss`),
+    // find what is asleep.
+    assert_eq!(cache.purge(b"/purged"), 1);
+    let Lookup::Miss(slot) = cache.lookup_fresh_fetch(b"/fresh") else {
+        panic!("a fetch");
+    };
+    fill_slot(&cache, slot, &[b"new"], 120.0, "");
+    assert_eq!(
+        cache.variants(b"/fresh").len(),
+        1,
+        "the new copy replaced it"
+    );
+    // A ban issued after the restart and completed by the lurker while
+    // the record sleeps still applies to it when it wakes.
+    let spec = BanSpec::parse_str("obj.http.X-Kind == old").unwrap();
+    cache.bans().add(spec, NOW, false);
+    let lurk = crate::ban::LurkConfig {
+        age: 0.0,
+        batch: 1000,
+        sleep: 0.0,
+        holdoff: 0.0,
+        cutoff: 0,
+    };
+    cache.lurk_bans(&lurk, NOW + 1.0);
+    assert!(cache.bans().list()[0].completed);
+    assert_eq!(log.dormant.len(), 2);
+    assert!(hit(&cache, "/banned").is_none(), "banned as it wakes");
+    // A record whose lifetime ends asleep goes at the next sweep.
+    cache.expire(NOW + 5.0);
+    assert_eq!(log.dormant.len(), 1);
+    cache.expire(NOW + 7.0);
+    assert_eq!(log.dormant.len(), 0);
+    assert!(hit(&cache, "/tagged").is_some());
+    drop(cache);
+    let (cache, _, _) = open(&path, 8 << 20).unwrap();
+    assert!(hit(&cache, "/hit").is_some());
+    assert_eq!(body(&hit(&cache, "/fresh").unwrap()), b"new");
+    assert!(hit(&cache, "/purged").is_none(), "purged asleep, gone");
+    assert!(hit(&cache, "/banned").is_none(), "banned as it woke, gone");
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -190,11 +278,18 @@ fn damage_loses_only_the_objects_it_touches() {
     damaged[pos + 10] ^= 1;
     std::fs::write(&path, &damaged).unwrap();
     let (cache, store, restored) = open(&path, 8 << 20).unwrap();
-    assert_eq!(restored.objects, 2);
+    // Bodies are checked when their objects are built, on first use.
+    assert_eq!(restored.objects, 3);
+    assert_eq!(smp(&store, "c_damaged"), 0);
     assert!(hit(&cache, "/a").is_some());
     assert!(hit(&cache, "/b").is_none(), "the damaged body is left out");
     assert!(hit(&cache, "/c").is_some());
     assert_eq!(smp(&store, "c_damaged"), 1);
+    drop(cache);
+    let (cache, store, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 2, "its record was cleared");
+    assert!(hit(&cache, "/b").is_none());
+    assert_eq!(smp(&store, "c_damaged"), 0);
     drop(cache);
     // A torn write: the file ends in the middle of the last record.
     let cut = bytes
@@ -256,6 +351,7 @@ fn a_full_log_reuses_its_oldest_segment_first() {
         fetch(&cache, &format!("/{i}"), &[&big], 120.0, "");
     }
     assert!(smp(&store, "c_segments_reused") >= reused + 5);
+    assert_eq!(log_of(&store).dormant.len(), 0, "asleep, then evicted");
     assert!(hit(&cache, "/39").is_none(), "recovered, then evicted");
     assert_eq!(body(&hit(&cache, "/139").expect("the newest")), big);
     drop(cache);
