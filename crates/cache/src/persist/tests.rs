@@ -358,6 +358,83 @@ fn a_full_log_reuses_its_oldest_segment_first() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A body that says which key it is for.
+fn marked(url: &str, len: usize) -> Vec<u8> {
+    url.bytes().chain(*b";").cycle().take(len).collect()
+}
+
+#[test]
+fn records_asleep_wake_while_segments_are_reused_and_keys_purged() {
+    let d = dir("race");
+    let path = d.join("store");
+    let len = 20_000;
+    {
+        let (cache, _, _) = open(&path, SMALL).unwrap();
+        for i in 0..40 {
+            let url = format!("/k{i}");
+            fetch(&cache, &url, &[&marked(&url, len)], 120.0, "");
+        }
+    }
+    let (cache, store, restored) = open(&path, SMALL).unwrap();
+    assert!(restored.objects > 10, "{restored:?}");
+    let asleep = log_of(&store).dormant.len();
+    assert!(asleep > 10);
+    std::thread::scope(|s| {
+        // Lookups wake what they find, and check it is what its key had.
+        for t in 0..2 {
+            let cache = &cache;
+            s.spawn(move || {
+                let req = Headers::new();
+                for round in 0..50 {
+                    for i in (0..40).map(|i| (i * 7 + round + t) % 40) {
+                        let url = format!("/k{i}");
+                        let ban = BanReq {
+                            url: url.as_bytes(),
+                            headers: &req,
+                        };
+                        if let Lookup::Hit(o) = cache.lookup(url.as_bytes(), ban, NOW, 2.0) {
+                            assert_eq!(body(&o), marked(&url, len), "{url}");
+                        }
+                    }
+                }
+            });
+        }
+        // New objects push the oldest segments out, records asleep with
+        // them.
+        s.spawn(|| {
+            for j in 0..60 {
+                let url = format!("/n{j}");
+                fetch(&cache, &url, &[&marked(&url, len)], 120.0, "");
+            }
+        });
+        s.spawn(|| {
+            for i in (0..40).step_by(3) {
+                cache.purge(format!("/k{i}").as_bytes());
+            }
+        });
+    });
+    assert!(smp(&store, "c_segments_reused") > 0);
+    assert_eq!(smp(&store, "c_damaged"), 0);
+    drop(cache);
+    // What comes back is whole and what its key had; nothing is damaged.
+    let (cache, store, _) = open(&path, SMALL).unwrap();
+    assert_eq!(smp(&store, "c_damaged"), 0, "no record outlived its body");
+    let mut back = 0;
+    for url in (0..40)
+        .map(|i| format!("/k{i}"))
+        .chain((0..60).map(|j| format!("/n{j}")))
+    {
+        if let Some(o) = hit(&cache, &url) {
+            assert_eq!(body(&o), marked(&url, len), "{url}");
+            back += 1;
+        }
+    }
+    assert!(back > 0);
+    assert_eq!(smp(&store, "c_damaged"), 0);
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_reader_holds_its_segment() {
     let d = dir("held");
