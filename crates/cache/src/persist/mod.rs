@@ -353,43 +353,6 @@ impl Log {
         }
     }
 
-    /// Notes that a recovered `obj` has bytes in each of `segments`,
-    /// unless one of them is being pushed out: then false, and the
-    /// object must not be used.
-    fn adopt(&self, obj: &Arc<Object>, segments: &[usize]) -> bool {
-        for &i in segments {
-            let seg = &self.segments[i];
-            let mut objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
-            if seg.evicting.load(Ordering::Relaxed) {
-                return false;
-            }
-            objects.push(Arc::downgrade(obj));
-        }
-        true
-    }
-
-    /// A view of all of segment `i`, which holds it while it lives: the
-    /// segment's own, kept for the objects built from it to slice, unless
-    /// it is being pushed out.
-    fn segment_view(self: &Arc<Self>, i: usize) -> bytes::Bytes {
-        let seg = &self.segments[i];
-        let mut kept = seg.view.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(view) = &*kept {
-            return view.clone();
-        }
-        let start = self.segment_start(i);
-        let view = crate::space::view_of(
-            &self.space,
-            start,
-            self.segment_len,
-            dormant::Pin::new(self, i),
-        );
-        if !seg.evicting.load(Ordering::Relaxed) {
-            *kept = Some(view.clone());
-        }
-        view
-    }
-
     /// Clears an object's record state word: it is gone for good. The
     /// record stays marked while the word is written, so that its segment
     /// is not written over meanwhile.

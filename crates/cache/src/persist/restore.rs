@@ -10,7 +10,7 @@
 //! a tag purge must find them. Heads and bodies stay in the file; the
 //! objects slice views of their segments, which hold them until they go.
 
-use super::dormant::{shard_of, Entry};
+use super::dormant::{shard_of, Entry, Pin};
 use super::format::{self, FrameHeader, Record, FRAME_HEADER_LEN, LIVE, STATE_OFFSET};
 use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
 use crate::ban::BanSpec;
@@ -194,6 +194,38 @@ impl Cache {
 }
 
 impl Log {
+    /// Notes that a recovered `obj` has bytes in each of `segments`,
+    /// unless one of them is being pushed out: then false, and the
+    /// object must not be used.
+    pub(super) fn adopt(&self, obj: &Arc<Object>, segments: &[usize]) -> bool {
+        for &i in segments {
+            let seg = &self.segments[i];
+            let mut objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
+            if seg.evicting.load(Ordering::Relaxed) {
+                return false;
+            }
+            objects.push(Arc::downgrade(obj));
+        }
+        true
+    }
+
+    /// A view of all of segment `i`, which holds it while it lives: the
+    /// segment's own, kept for the objects built from it to slice, unless
+    /// it is being pushed out.
+    pub(super) fn segment_view(self: &Arc<Self>, i: usize) -> bytes::Bytes {
+        let seg = &self.segments[i];
+        let mut kept = seg.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(view) = &*kept {
+            return view.clone();
+        }
+        let start = self.segment_start(i);
+        let view = crate::space::view_of(&self.space, start, self.segment_len, Pin::new(self, i));
+        if !seg.evicting.load(Ordering::Relaxed) {
+            *kept = Some(view.clone());
+        }
+        view
+    }
+
     /// Reads the record whose frame is at `at` (its segment held) and
     /// builds its object, head and body slicing views of their segments;
     /// with the segments it has bytes in. None when the record or its
