@@ -119,6 +119,22 @@ impl SlotKey {
     }
 }
 
+impl Head {
+    /// The key's digest, as its newest variant or its fetch knows it
+    /// (None only for a head being emptied, which leaves the table
+    /// before anything else looks at it).
+    pub fn digest(&self) -> Option<Digest> {
+        match self.objs.as_slice().first() {
+            Some(o) => o.digest(),
+            None => self.busy.as_ref().map(|b| b.digest),
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        self.digest().map_or(0, |d| d.hash())
+    }
+}
+
 /// The sharded index.
 pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
@@ -170,29 +186,29 @@ impl Table {
     }
 
     pub fn get(&self, d: Digest) -> Option<&Head> {
-        self.0.find(d.hash(), |h| h.digest == d)
+        self.0.find(d.hash(), |h| h.digest() == Some(d))
     }
 
     pub fn get_mut(&mut self, d: Digest) -> Option<&mut Head> {
-        self.0.find_mut(d.hash(), |h| h.digest == d)
+        self.0.find_mut(d.hash(), |h| h.digest() == Some(d))
     }
 
-    /// Adds a head for a key not in the table.
+    /// Adds a head (with a variant or a fetch) for a key not in the
+    /// table.
     pub fn insert(&mut self, head: Head) -> &mut Head {
-        self.0
-            .insert_unique(head.digest.hash(), head, |h| h.digest.hash())
-            .into_mut()
+        let hash = head.hash();
+        self.0.insert_unique(hash, head, Head::hash).into_mut()
     }
 
     /// The key's head, made (and counted in `n_objecthead`) when there
-    /// is none.
+    /// is none; the caller gives a new one its variant before it lets go
+    /// of the table.
     pub fn head_for(&mut self, d: Digest) -> &mut Head {
         self.0
-            .entry(d.hash(), |h| h.digest == d, |h| h.digest.hash())
+            .entry(d.hash(), |h| h.digest() == Some(d), Head::hash)
             .or_insert_with(|| {
                 COUNTERS.inc(Counter::n_objecthead);
                 Head {
-                    digest: d,
                     objs: Variants::default(),
                     busy: None,
                 }
@@ -200,8 +216,13 @@ impl Table {
             .into_mut()
     }
 
+    /// Takes out the key's head (an emptied one included: it is found
+    /// by where it is, not by its digest).
     pub fn remove(&mut self, d: Digest) {
-        if let Ok(entry) = self.0.find_entry(d.hash(), |h| h.digest == d) {
+        if let Ok(entry) = self
+            .0
+            .find_entry(d.hash(), |h| h.digest().is_none_or(|x| x == d))
+        {
             entry.remove();
         }
     }

@@ -36,9 +36,10 @@ pub use object::{ObjectInit, Timers, VarySpec};
 use slot::Busy;
 pub use slot::{BusyState, FetchSlot};
 
+/// A key's entry in the index: its variants and the fetch under way. Its
+/// digest is theirs (see [`Head::digest`]), so an entry is 24 bytes.
 #[derive(Debug)]
 pub(crate) struct Head {
-    digest: Digest,
     /// Newest first.
     objs: index::Variants,
     busy: Option<Arc<Busy>>,
@@ -253,9 +254,8 @@ impl Cache {
         let digest = self.index.digest(key);
         let mut map = self.lock_awake(digest, now);
         let Some(head) = map.get_mut(digest) else {
-            let (busy, _) = Busy::new();
+            let (busy, _) = Busy::new(digest);
             map.insert(Head {
-                digest,
                 objs: index::Variants::default(),
                 busy: Some(busy.clone()),
             });
@@ -355,7 +355,7 @@ impl Cache {
             .iter()
             .find_map(|o| o.vary())
             .map(|v| v.predict(req));
-        let (busy, _) = Busy::predicting(predicted);
+        let (busy, _) = Busy::predicting(digest, predicted);
         head.busy = Some(busy.clone());
         drop(map);
         let mut slot = self.slot(digest, key, Some(busy));

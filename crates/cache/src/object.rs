@@ -209,7 +209,7 @@ pub struct Object {
     ttl: AtomicF64,
     grace: AtomicF64,
     keep: AtomicF64,
-    pub(crate) hits: AtomicU64,
+    pub(crate) hits: AtomicU32,
     /// The digest of the key it is indexed under, once inserted
     /// ([`INDEXED`] says when).
     digest: [AtomicU64; 2],
@@ -219,14 +219,9 @@ pub struct Object {
     /// before it has a place in the ban list), readable without a lock.
     ban_seq: AtomicU64,
     ban: Mutex<Option<BanRef>>,
-    /// Where a persistent store wrote its record (`u64::MAX`: nowhere).
-    pub(crate) record: AtomicU64,
     extra: OnceLock<Box<Extra>>,
     /// Its node on the LRU lists (`u32::MAX`: none).
     pub(crate) lru_slot: AtomicU32,
-    /// The second (of the epoch) a request's `min-fresh` last made this
-    /// object a miss.
-    min_fresh_miss: AtomicU32,
     /// The millisecond (of the epoch, modulo 2^32) it last moved on the
     /// LRU lists: only differences of less than 49 days are read.
     lru_stamp: AtomicU32,
@@ -265,6 +260,12 @@ pub(crate) struct Extra {
     gzip: OnceLock<Attr>,
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
+    /// Where a persistent store wrote its record, plus one (0: nowhere;
+    /// see [`Object::record`]).
+    record: AtomicU64,
+    /// The second (of the epoch) a request's `min-fresh` last made this
+    /// object a miss.
+    min_fresh_miss: AtomicU32,
 }
 
 /// No place in the expiry queue's heap.
@@ -297,7 +298,7 @@ pub struct ObjectInit {
 /// entry, its expiry and LRU entries, the shared-buffer header and the
 /// allocator's headers), so that a store's budget bounds the memory its
 /// objects take.
-pub const OBJECT_OVERHEAD: u64 = 400;
+pub const OBJECT_OVERHEAD: u64 = 384;
 
 impl Object {
     pub fn new(mut init: ObjectInit) -> Self {
@@ -337,11 +338,10 @@ impl Object {
             head: init.head,
             body: init.body,
             t_origin: AtomicF64::new(init.timers.t_origin),
-            min_fresh_miss: AtomicU32::new(0),
             ttl: AtomicF64::new(init.timers.ttl),
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
-            hits: AtomicU64::new(0),
+            hits: AtomicU32::new(0),
             digest: [AtomicU64::new(0), AtomicU64::new(0)],
             flags: AtomicU8::new(0),
             store: OnceLock::new(),
@@ -352,7 +352,6 @@ impl Object {
             ban_seq: AtomicU64::new(0),
             ban: Mutex::new(None),
             extra,
-            record: AtomicU64::new(u64::MAX),
         };
         // Read once from the stored head, in one pass (what a restart
         // reads back too).
@@ -545,7 +544,37 @@ impl Object {
 
     /// How many times it was hit (`obj.hits`).
     pub fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+        u64::from(self.hits.load(Ordering::Relaxed))
+    }
+
+    /// Where a persistent store wrote its record's state word
+    /// (`u64::MAX`: nowhere). Kept in [`Extra`]: most objects have none.
+    pub(crate) fn record(&self) -> u64 {
+        self.extra
+            .get()
+            .map_or(0, |e| e.record.load(Ordering::Acquire))
+            .wrapping_sub(1)
+    }
+
+    /// Notes where its record's state word is (`u64::MAX`: nowhere).
+    pub(crate) fn set_record(&self, at: u64) {
+        if at != u64::MAX || self.extra.get().is_some() {
+            self.extra()
+                .record
+                .store(at.wrapping_add(1), Ordering::Release);
+        }
+    }
+
+    /// Notes a new place for its record's state word; returns the old.
+    pub(crate) fn swap_record(&self, at: u64) -> u64 {
+        match self.extra.get() {
+            Some(e) => e
+                .record
+                .swap(at.wrapping_add(1), Ordering::AcqRel)
+                .wrapping_sub(1),
+            // No record was ever written, and none is being.
+            None => u64::MAX,
+        }
     }
 
     /// Whether a conditional fetch can revalidate it: a whole 200 with an
@@ -649,7 +678,7 @@ impl Object {
         // The second it last happened in (seconds of the epoch fit 32 bits
         // until 2106).
         let second = now.max(1.0) as u32;
-        if self.min_fresh_miss.swap(second, Ordering::Relaxed) == second {
+        if self.extra().min_fresh_miss.swap(second, Ordering::Relaxed) == second {
             return false;
         }
         true

@@ -5,7 +5,7 @@
 //! expiry and the bans it missed).
 
 use crate::ban::BanRef;
-use crate::object::{ObjKind, Object, VarySpec};
+use crate::object::{Digest, ObjKind, Object, VarySpec};
 use crate::{index, tags, Cache, Removal};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
@@ -29,6 +29,8 @@ pub(crate) struct Busy {
     /// stored variants' `Vary` and the fetching request: a request that
     /// would not select it does not wait for it.
     pub(crate) vary: Option<VarySpec>,
+    /// The key's digest (a head with no variant yet is found by it).
+    pub(crate) digest: Digest,
 }
 
 /// The right (and duty) to put a fetched object into the index. Dropping
@@ -47,13 +49,16 @@ pub struct FetchSlot {
 }
 
 impl Busy {
-    pub(crate) fn new() -> (Arc<Busy>, watch::Receiver<BusyState>) {
-        Busy::predicting(None)
+    pub(crate) fn new(digest: Digest) -> (Arc<Busy>, watch::Receiver<BusyState>) {
+        Busy::predicting(digest, None)
     }
 
-    pub(crate) fn predicting(vary: Option<VarySpec>) -> (Arc<Busy>, watch::Receiver<BusyState>) {
+    pub(crate) fn predicting(
+        digest: Digest,
+        vary: Option<VarySpec>,
+    ) -> (Arc<Busy>, watch::Receiver<BusyState>) {
         let (tx, rx) = watch::channel(BusyState::Pending);
-        (Arc::new(Busy { tx, vary }), rx)
+        (Arc::new(Busy { tx, vary, digest }), rx)
     }
 }
 

@@ -276,7 +276,7 @@ impl Log {
         let objects = seg.objects.lock().unwrap_or_else(|e| e.into_inner());
         objects.iter().all(|w| match w.upgrade() {
             None => true,
-            Some(o) => o.is_removed() && o.record.load(Ordering::Acquire) == u64::MAX,
+            Some(o) => o.is_removed() && o.record() == u64::MAX,
         })
     }
 
@@ -357,12 +357,12 @@ impl Log {
     /// record stays marked while the word is written, so that its segment
     /// is not written over meanwhile.
     fn tombstone(&self, obj: &Object) {
-        let at = obj.record.swap(CLEARING, Ordering::AcqRel);
+        let at = obj.swap_record(CLEARING);
         if at < CLEARING {
             let _ = self.space.write_at(&DEAD.to_le_bytes(), at);
         }
         if at != CLEARING {
-            obj.record.store(u64::MAX, Ordering::Release);
+            obj.set_record(u64::MAX);
         }
     }
 
@@ -393,7 +393,7 @@ impl Log {
     /// the record's checksum again. A kill between the two writes loses
     /// the object at the next start (its checksum fails), never more.
     fn retime(&self, obj: &Object) {
-        let state_at = obj.record.load(Ordering::Acquire);
+        let state_at = obj.record();
         if state_at >= CLEARING {
             return;
         }
@@ -532,8 +532,7 @@ impl Log {
                 .unwrap_or_else(|e| e.into_inner());
             *oldest = oldest.min(now);
         }
-        obj.record
-            .store(at + format::STATE_OFFSET, Ordering::Release);
+        obj.set_record(at + format::STATE_OFFSET);
         self.objects_written.fetch_add(1, Ordering::Relaxed);
         if obj.is_removed() {
             self.tombstone(obj);
@@ -707,9 +706,7 @@ impl Engine for PersistEngine {
 
     fn inserted(&self, obj: &Arc<Object>, key: &[u8], remove: &dyn Fn(&Arc<Object>)) {
         // A recovered object has its record already.
-        if obj.kind() != crate::object::ObjKind::Normal
-            || obj.record.load(Ordering::Acquire) != u64::MAX
-        {
+        if obj.kind() != crate::object::ObjKind::Normal || obj.record() != u64::MAX {
             return;
         }
         let log = &self.log;

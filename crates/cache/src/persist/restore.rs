@@ -186,7 +186,7 @@ impl Cache {
             COUNTERS.inc(Counter::n_lru_nuked);
             return None;
         }
-        obj.record.store(at + STATE_OFFSET, Ordering::Release);
+        obj.set_record(at + STATE_OFFSET);
         self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
         obj.set_ban(self.bans.at_time(record.inserted));
         Some((record.inserted, obj))
