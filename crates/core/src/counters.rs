@@ -512,8 +512,9 @@ counter_table! {
     c_objects_written: Counter, "Objects written to the file.";
     c_dropped: Counter, "Objects kept in memory only: the log had no room free of readers.";
     c_recovered: Counter, "Objects recovered from the file at start.";
-    c_damaged: Counter, "Records found damaged at start and left out.";
+    c_damaged: Counter, "Records found damaged (at start, or when their object was built) and left out.";
     c_segments_reused: Counter, "Segments reused, evicting what they held.";
+    g_asleep: Gauge, "Recovered objects not asked for yet: in the file only, built when first asked for.";
 }
 
 counter_table! {

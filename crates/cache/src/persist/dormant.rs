@@ -237,9 +237,7 @@ impl Dormant {
                 out.push((e.at, hold(e.at)));
             }
         }
-        if shard.live == 0 {
-            shard.compact();
-        }
+        shard.compact();
         drop(shard);
         self.left(out.len() as u64, u64::from(!out.is_empty()), Left::Woken);
         out

@@ -768,5 +768,6 @@ impl Engine for PersistEngine {
         ] {
             out.push(c.load(Ordering::Relaxed));
         }
+        out.push(l.dormant.len());
     }
 }

@@ -148,6 +148,7 @@ fn recovered_records_sleep_until_their_key_is_asked_for() {
     let log = log_of(&store);
     assert_eq!(restored.objects, 7);
     assert_eq!(log.dormant.len(), 6, "all but the tagged one asleep");
+    assert_eq!(smp(&store, "g_asleep"), 6);
     assert_eq!((cache.heads(), cache.tag_count()), (1, 1));
     // A lookup wakes its key's records.
     assert_eq!(body(&hit(&cache, "/hit").unwrap()), b"h");
@@ -185,6 +186,7 @@ fn recovered_records_sleep_until_their_key_is_asked_for() {
     assert_eq!(log.dormant.len(), 1);
     cache.expire(NOW + 7.0);
     assert_eq!(log.dormant.len(), 0);
+    assert_eq!(smp(&store, "g_asleep"), 0);
     assert!(hit(&cache, "/tagged").is_some());
     drop(cache);
     let (cache, _, _) = open(&path, 8 << 20).unwrap();
