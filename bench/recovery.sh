@@ -8,7 +8,9 @@
 #   what the kernel was asked to write for the process (/proc/PID/io);
 # - recovery: objects recovered and how fast, as the daemon reports it,
 #   and the time from start to the first hit served;
-# - memory: resident anonymous memory per recovered object.
+# - memory: resident anonymous memory per recovered object;
+# - a cold restart: killed again, the page cache dropped (when this runs
+#   as root), started again: recovery and first hit read from the disk.
 #
 # Usage: bench/recovery.sh [objects] [store size]   (defaults 1000000, 2g)
 set -euo pipefail
@@ -72,3 +74,16 @@ echo "X-Varnish of /o/1 after the restart: $hit (two numbers: a hit)"
 recovered=$(counter SMP.p.c_recovered)
 rss=$(awk '/RssAnon/ { print $2 }' "/proc/$LQ_PID/status")
 awk -v r="$recovered" -v k="$rss" 'BEGIN { printf "memory: %d KiB anonymous for %d recovered objects, %.0f bytes each\n", k, r, k * 1024 / r }'
+
+# Cold: nothing of the file in the page cache.
+kill -9 "$LQ_PID"; wait "$LQ_PID" 2>/dev/null || true
+if sync && (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null; then
+    t0=$(date +%s.%N)
+    start
+    until curl -fso /dev/null "http://127.0.0.1:$PORT/o/$N"; do sleep 0.005; done
+    t1=$(date +%s.%N)
+    grep '^Storage' "$WORK/lacquer.err" | sed 's/^/cold: /' || true
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "cold: first hit served %.2f s after start\n", b - a }'
+else
+    echo "cold: skipped (dropping the page cache needs root)"
+fi

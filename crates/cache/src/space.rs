@@ -55,6 +55,12 @@ impl FileSpace {
         &self.map[at as usize..(at + len) as usize]
     }
 
+    /// Says that `len` bytes at `at` are about to be read in order (or,
+    /// with `in_order` false, no longer are): the kernel reads ahead.
+    pub fn reading_in_order(&self, at: u64, len: u64, in_order: bool) {
+        self.map.advise_range(at as usize, len as usize, in_order);
+    }
+
     /// Asks the kernel to write what is dirty to the disk.
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()

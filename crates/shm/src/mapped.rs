@@ -36,6 +36,18 @@ impl FileMap {
     pub fn advise_random(&self) {
         let _ = self.map.advise(memmap2::Advice::Random);
     }
+
+    /// Tells the kernel how `len` bytes at `at` are about to be read: in
+    /// order (read ahead, as a restart walking a store does), or, with
+    /// `in_order` false, in no particular order again.
+    pub fn advise_range(&self, at: usize, len: usize, in_order: bool) {
+        let advice = if in_order {
+            memmap2::Advice::Sequential
+        } else {
+            memmap2::Advice::Random
+        };
+        let _ = self.map.advise_range(advice, at, len);
+    }
 }
 
 /// Sets aside the disk blocks of `file`'s first `len` bytes, so that

@@ -263,6 +263,15 @@ impl Log {
     fn walk(&self, i: usize, seq: u64, out: &mut Recovery) -> u64 {
         let start = self.segment_start(i);
         let end = start + self.segment_len;
+        // Read ahead while walking (a cold file would otherwise be read a
+        // page at a time); hits read at random again after.
+        self.space.reading_in_order(start, self.segment_len, true);
+        let walked = self.walk_frames(i, seq, start, end, out);
+        self.space.reading_in_order(start, self.segment_len, false);
+        walked
+    }
+
+    fn walk_frames(&self, i: usize, seq: u64, start: u64, end: u64, out: &mut Recovery) -> u64 {
         let mut at = start + SEGMENT_HEADER_LEN;
         let mut oldest_insert = f64::INFINITY;
         while at + FRAME_HEADER_LEN <= end {
