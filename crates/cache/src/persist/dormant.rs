@@ -19,7 +19,8 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-const SHARDS: usize = 64;
+/// Tables of records asleep in a store.
+pub(crate) const SHARDS: usize = 64;
 
 /// One record asleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! a tag purge must find them. Heads and bodies stay in the file; the
 //! objects slice views of their segments, which hold them until they go.
 
-use super::dormant::{shard_of, Entry, Pin};
+use super::dormant::{shard_of, Entry, Pin, SHARDS};
 use super::format::{self, FrameHeader, Record, FRAME_HEADER_LEN, LIVE, STATE_OFFSET};
 use super::{Log, PersistEngine, Recovery, ATTR_CODEC};
 use crate::ban::BanSpec;
@@ -60,7 +60,7 @@ impl Cache {
         };
         let log = &engine.log;
         let mut done = Restored::default();
-        let mut tables = vec![Vec::new(); 64];
+        let mut tables = vec![Vec::new(); SHARDS];
         let mut tagged = Vec::new();
         let mut oldest = f64::INFINITY;
         for found in recovery.objects {
@@ -251,8 +251,9 @@ impl Log {
         if !self.body_holds(&record) {
             return None;
         }
-        // The views hold their segments: a segment whose number has not
-        // changed once held still has the bytes just checked.
+        // The views hold their segments (the record's own is held already):
+        // a segment still of the number the record names once held has
+        // the bytes just checked, and keeps them.
         let mut segments = vec![seg];
         for &(run_at, _, run_seq) in &record.extents {
             let i = self.segment_of(run_at);
@@ -260,16 +261,19 @@ impl Log {
                 segments.push(i);
             }
         }
-        let views: Vec<(usize, u32, Bytes)> = segments
+        let views: Vec<(usize, Bytes)> = segments
             .iter()
-            .map(|&i| (i, seq(i), self.segment_view(i)))
+            .map(|&i| (i, self.segment_view(i)))
             .collect();
-        if views.iter().any(|&(i, before, _)| seq(i) != before) {
+        let unchanged = record.extents.iter().all(|&(run_at, _, run_seq)| {
+            run_seq == format::INLINE || u64::from(seq(self.segment_of(run_at))) == run_seq
+        });
+        if !unchanged {
             return None;
         }
         let piece = |at: u64, len: u64| {
             let i = self.segment_of(at);
-            let (_, _, view) = views.iter().find(|v| v.0 == i).expect("a view");
+            let (_, view) = views.iter().find(|v| v.0 == i).expect("a view");
             let from = (at - self.segment_start(i)) as usize;
             view.slice(from..from + len as usize)
         };
