@@ -2,11 +2,11 @@
 //! one of many small locked tables. A request's key is hashed once, to a
 //! 128-bit digest; the digest picks the table, finds the entry in it, and
 //! travels with the fetch slot so that the insert hashes nothing again.
-//! Heads and objects keep the digest, never the key: 16 bytes inline
-//! instead of a key on the heap.
+//! Objects keep the digest, never the key: 16 bytes inline instead of a
+//! key on the heap; a head (`head.rs`) is found by its objects' digest.
 
-use crate::object::{Digest, Object};
-use crate::Head;
+use crate::head::Head;
+use crate::object::Digest;
 use hashbrown::HashTable;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::collections::hash_map::RandomState;
@@ -14,83 +14,6 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 const SHARDS: usize = 64;
-
-/// The variants stored under one key, newest first. Most keys have
-/// one, held without a vector of its own (no allocation); several go
-/// into a boxed vector, so that the enum is two words.
-#[derive(Debug, Default)]
-pub(crate) enum Variants {
-    #[default]
-    None,
-    One(Arc<Object>),
-    // Boxed so that every head is two words smaller; few keys have more
-    // than one variant.
-    #[allow(clippy::box_collection)]
-    Many(Box<Vec<Arc<Object>>>),
-}
-
-impl Variants {
-    pub fn as_slice(&self) -> &[Arc<Object>] {
-        match self {
-            Variants::None => &[],
-            Variants::One(o) => std::slice::from_ref(o),
-            Variants::Many(v) => v,
-        }
-    }
-
-    pub fn iter(&self) -> std::slice::Iter<'_, Arc<Object>> {
-        self.as_slice().iter()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.as_slice().is_empty()
-    }
-
-    pub fn to_vec(&self) -> Vec<Arc<Object>> {
-        self.as_slice().to_vec()
-    }
-
-    /// Puts the newest variant first.
-    pub fn push_front(&mut self, obj: Arc<Object>) {
-        *self = match std::mem::take(self) {
-            Variants::None => Variants::One(obj),
-            Variants::One(old) => Variants::Many(Box::new(vec![obj, old])),
-            Variants::Many(mut v) => {
-                v.insert(0, obj);
-                Variants::Many(v)
-            }
-        };
-    }
-
-    /// Keeps the variants `keep` says to keep, in order.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<Object>) -> bool) {
-        match self {
-            Variants::None => {}
-            Variants::One(o) => {
-                if !keep(o) {
-                    *self = Variants::None;
-                }
-            }
-            Variants::Many(v) => {
-                v.retain(|o| keep(o));
-                match v.len() {
-                    0 => *self = Variants::None,
-                    1 => *self = Variants::One(v.pop().expect("one")),
-                    _ => {}
-                }
-            }
-        }
-    }
-}
-
-impl<'a> IntoIterator for &'a Variants {
-    type Item = &'a Arc<Object>;
-    type IntoIter = std::slice::Iter<'a, Arc<Object>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
 
 /// A key and its digest in one allocation, as a fetch carries them: the
 /// digest's 16 bytes, then the key.
@@ -119,20 +42,9 @@ impl SlotKey {
     }
 }
 
-impl Head {
-    /// The key's digest, as its newest variant or its fetch knows it
-    /// (None only for a head being emptied, which leaves the table
-    /// before anything else looks at it).
-    pub fn digest(&self) -> Option<Digest> {
-        match self.objs.as_slice().first() {
-            Some(o) => o.digest(),
-            None => self.busy.as_ref().map(|b| b.digest),
-        }
-    }
-
-    fn hash(&self) -> u64 {
-        self.digest().map_or(0, |d| d.hash())
-    }
+/// Where a head's entry goes in its table.
+fn hash_of(h: &Head) -> u64 {
+    h.digest().map_or(0, |d| d.hash())
 }
 
 /// The sharded index.
@@ -196,8 +108,8 @@ impl Table {
     /// Adds a head (with a variant or a fetch) for a key not in the
     /// table.
     pub fn insert(&mut self, head: Head) -> &mut Head {
-        let hash = head.hash();
-        self.0.insert_unique(hash, head, Head::hash).into_mut()
+        let hash = hash_of(&head);
+        self.0.insert_unique(hash, head, hash_of).into_mut()
     }
 
     /// The key's head, made (and counted in `n_objecthead`) when there
@@ -205,13 +117,10 @@ impl Table {
     /// of the table.
     pub fn head_for(&mut self, d: Digest) -> &mut Head {
         self.0
-            .entry(d.hash(), |h| h.digest() == Some(d), Head::hash)
+            .entry(d.hash(), |h| h.digest() == Some(d), hash_of)
             .or_insert_with(|| {
                 COUNTERS.inc(Counter::n_objecthead);
-                Head {
-                    objs: Variants::default(),
-                    busy: None,
-                }
+                Head::Empty
             })
             .into_mut()
     }
@@ -244,23 +153,5 @@ mod tests {
         assert_eq!(std::mem::size_of::<SlotKey>(), 16);
         // Another process (another index) draws other secret keys.
         assert_ne!(Index::new().digest(b"/a\0example.com"), d);
-    }
-
-    #[test]
-    fn one_variant_needs_no_vector() {
-        assert_eq!(std::mem::size_of::<Variants>(), 16);
-        let a = Arc::new(crate::tests::plain_object());
-        let b = Arc::new(crate::tests::plain_object());
-        let mut v = Variants::default();
-        assert!(v.is_empty());
-        v.push_front(a.clone());
-        assert!(matches!(v, Variants::One(_)));
-        v.push_front(b.clone());
-        assert_eq!(v.iter().count(), 2);
-        assert!(Arc::ptr_eq(&v.as_slice()[0], &b), "newest first");
-        v.retain(|o| Arc::ptr_eq(o, &a));
-        assert!(matches!(v, Variants::One(ref o) if Arc::ptr_eq(o, &a)));
-        v.retain(|_| false);
-        assert!(v.is_empty());
     }
 }

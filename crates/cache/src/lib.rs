@@ -10,6 +10,7 @@ pub mod body;
 mod expiry;
 pub mod file;
 pub mod fill;
+mod head;
 mod index;
 pub mod object;
 pub mod persist;
@@ -32,18 +33,10 @@ use tokio::sync::watch;
 
 pub use body::{Body, BodyFailed, RangeReader};
 pub use fill::{FillHandle, NoRoom};
+pub use head::BusyState;
+use head::{Busy, Head};
 pub use object::{ObjectInit, Timers, VarySpec};
-use slot::Busy;
-pub use slot::{BusyState, FetchSlot};
-
-/// A key's entry in the index: its variants and the fetch under way. Its
-/// digest is theirs (see [`Head::digest`]), so an entry is 24 bytes.
-#[derive(Debug)]
-pub(crate) struct Head {
-    /// Newest first.
-    objs: index::Variants,
-    busy: Option<Arc<Busy>>,
-}
+pub use slot::FetchSlot;
 
 /// The result of a lookup.
 pub enum Lookup {
@@ -255,17 +248,14 @@ impl Cache {
         let mut map = self.lock_awake(digest, now);
         let Some(head) = map.get_mut(digest) else {
             let (busy, _) = Busy::new(digest);
-            map.insert(Head {
-                objs: index::Variants::default(),
-                busy: Some(busy.clone()),
-            });
+            map.insert(Head::Fetching(busy.clone()));
             COUNTERS.inc(Counter::n_objecthead);
             drop(map);
             return Lookup::Miss(self.slot(digest, key, Some(busy)));
         };
         let head_seq = self.bans.head_seq();
-        if head.objs.iter().any(|o| o.ban_seq() < head_seq) {
-            head.objs.retain(|o| {
+        if head.objs().iter().any(|o| o.ban_seq() < head_seq) {
+            head.retain(|o| {
                 let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
                 if dead {
                     o.mark_removed();
@@ -279,7 +269,7 @@ impl Cache {
         // An object past its grace but within keep, that a conditional
         // fetch can revalidate or a failed one fall back on.
         let mut kept: Option<&Arc<Object>> = None;
-        for obj in &head.objs {
+        for obj in head.objs() {
             if !wants.ignore_vary && obj.vary().as_ref().is_some_and(|v| !v.matches(req)) {
                 continue;
             }
@@ -323,7 +313,7 @@ impl Cache {
             }
         }
         let grace = grace.cloned();
-        if head.busy.is_some() && grace.is_none() && wants.ignore_busy {
+        if head.busy().is_some() && grace.is_none() && wants.ignore_busy {
             // Its own fetch, which replaces the variant when it is done
             // and makes nobody wait.
             drop(map);
@@ -332,15 +322,14 @@ impl Cache {
         // Predictive vary: a fetch under way for another variant is not
         // waited for; this request fetches its own.
         let other_variant = head
-            .busy
-            .as_ref()
+            .busy()
             .and_then(|b| b.vary.as_ref())
             .is_some_and(|v| !v.matches(req));
         if other_variant && grace.is_none() && !wants.ignore_vary {
             drop(map);
             return Lookup::Miss(self.slot(digest, key, None));
         }
-        if let Some(busy) = &head.busy {
+        if let Some(busy) = head.busy() {
             return match grace {
                 Some(obj) => {
                     count_hit(&obj, true);
@@ -351,12 +340,12 @@ impl Cache {
         }
         let kept = kept.cloned();
         let predicted = head
-            .objs
+            .objs()
             .iter()
             .find_map(|o| o.vary())
             .map(|v| v.predict(req));
         let (busy, _) = Busy::predicting(digest, predicted);
-        head.busy = Some(busy.clone());
+        head.set_busy(Some(busy.clone()));
         drop(map);
         let mut slot = self.slot(digest, key, Some(busy));
         match grace {
@@ -486,8 +475,8 @@ impl Cache {
         if let Some(digest) = obj.digest() {
             let mut map = self.index.lock(digest.hash());
             if let Some(head) = map.get_mut(digest) {
-                head.objs.retain(|o| !Arc::ptr_eq(o, obj));
-                if head.objs.is_empty() && head.busy.is_none() {
+                head.retain(|o| !Arc::ptr_eq(o, obj));
+                if head.is_empty() {
                     map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
@@ -500,7 +489,9 @@ impl Cache {
     fn variants(self: &Arc<Self>, key: &[u8]) -> Vec<Arc<Object>> {
         let digest = self.index.digest(key);
         let map = self.lock_awake(digest, lacquer_core::time::now());
-        map.get(digest).map(|h| h.objs.to_vec()).unwrap_or_default()
+        map.get(digest)
+            .map(|h| h.objs().to_vec())
+            .unwrap_or_default()
     }
 
     /// Removes every variant stored under a key (`return (purge)`);

@@ -298,7 +298,7 @@ pub struct ObjectInit {
 /// entry, its expiry and LRU entries, the shared-buffer header and the
 /// allocator's headers), so that a store's budget bounds the memory its
 /// objects take.
-pub const OBJECT_OVERHEAD: u64 = 384;
+pub const OBJECT_OVERHEAD: u64 = 372;
 
 impl Object {
     pub fn new(mut init: ObjectInit) -> Self {

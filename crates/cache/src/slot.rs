@@ -5,33 +5,12 @@
 //! expiry and the bans it missed).
 
 use crate::ban::BanRef;
-use crate::object::{Digest, ObjKind, Object, VarySpec};
+use crate::head::{Busy, BusyState};
+use crate::object::{ObjKind, Object};
 use crate::{index, tags, Cache, Removal};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::Headers;
 use std::sync::Arc;
-use tokio::sync::watch;
-
-/// What waiters on a busy object are told when it resolves.
-#[derive(Debug, Clone)]
-pub enum BusyState {
-    Pending,
-    /// Look the object up again: it was inserted (or a marker was).
-    Relookup,
-    /// Deliver this object (the fetch failed; this is its error response).
-    Deliver(Arc<Object>),
-}
-
-#[derive(Debug)]
-pub(crate) struct Busy {
-    pub(crate) tx: watch::Sender<BusyState>,
-    /// The variant the fetch is expected to bring, predicted from the
-    /// stored variants' `Vary` and the fetching request: a request that
-    /// would not select it does not wait for it.
-    pub(crate) vary: Option<VarySpec>,
-    /// The key's digest (a head with no variant yet is found by it).
-    pub(crate) digest: Digest,
-}
 
 /// The right (and duty) to put a fetched object into the index. Dropping
 /// it without using it wakes the waiters to look up again.
@@ -46,20 +25,6 @@ pub struct FetchSlot {
     /// A stale object (within grace or keep, whole) the fetch may
     /// revalidate instead of fetching whole, or fall back on.
     pub(crate) stale: Option<Arc<Object>>,
-}
-
-impl Busy {
-    pub(crate) fn new(digest: Digest) -> (Arc<Busy>, watch::Receiver<BusyState>) {
-        Busy::predicting(digest, None)
-    }
-
-    pub(crate) fn predicting(
-        digest: Digest,
-        vary: Option<VarySpec>,
-    ) -> (Arc<Busy>, watch::Receiver<BusyState>) {
-        let (tx, rx) = watch::channel(BusyState::Pending);
-        (Arc::new(Busy { tx, vary, digest }), rx)
-    }
 }
 
 impl Cache {
@@ -133,10 +98,19 @@ impl FetchSlot {
         {
             let mut map = cache.lock_awake(digest, lacquer_core::time::now());
             let head = map.head_for(digest);
+            // Its fetch ends first: a first miss's head is then its
+            // object alone, with nothing boxed on the way.
+            let mine = match (&self.busy, head.busy()) {
+                (Some(mine), Some(current)) => Arc::ptr_eq(mine, current),
+                _ => false,
+            };
+            if mine {
+                head.set_busy(None);
+            }
             // An object with no TTL serves its own request only: it does
             // not replace what is there (a graced variant stays usable).
             let replaces = obj.kind() != ObjKind::Normal || obj.timers().ttl > 0.0;
-            head.objs.retain(|old| {
+            head.retain(|old| {
                 let same_variant = replaces && old.vary().as_ref().is_none_or(|v| v.matches(req));
                 if same_variant {
                     old.mark_removed();
@@ -144,12 +118,7 @@ impl FetchSlot {
                 }
                 !same_variant
             });
-            head.objs.push_front(obj.clone());
-            if let (Some(mine), Some(current)) = (&self.busy, &head.busy) {
-                if Arc::ptr_eq(mine, current) {
-                    head.busy = None;
-                }
-            }
+            head.push_front(obj.clone());
         }
         cache.settle(obj, self.key.key(), &replaced);
         if let Some(busy) = self.busy.take() {
@@ -172,10 +141,10 @@ impl FetchSlot {
             let digest = self.key.digest();
             let mut map = self.cache.index.lock(digest.hash());
             if let Some(head) = map.get_mut(digest) {
-                if head.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
-                    head.busy = None;
+                if head.busy().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
+                    head.set_busy(None);
                 }
-                if head.objs.is_empty() && head.busy.is_none() {
+                if head.is_empty() {
                     map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }

@@ -553,7 +553,7 @@ fn an_objects_bookkeeping_does_not_grow() {
     assert!(object <= 232, "an object is {object} bytes");
     let body = std::mem::size_of::<crate::Body>();
     assert!(body <= 56, "a body is {body} bytes (its fill state apart)");
-    assert!(head <= 24, "an index head is {head} bytes");
+    assert!(head <= 16, "an index head is {head} bytes");
 }
 
 #[test]

@@ -100,7 +100,7 @@ impl Cache {
             }
         };
         map.iter()
-            .flat_map(|h| h.objs.iter())
+            .flat_map(|h| h.objs().iter())
             .filter(|o| o.ban_seq() < upto && !o.is_removed())
             .cloned()
             .collect()

@@ -146,7 +146,7 @@ impl Cache {
             obj.set_digest(digest);
             let head = map.head_for(digest);
             let mut replaced = Vec::new();
-            head.objs.retain(|old| {
+            head.retain(|old| {
                 let same = old.vary() == obj.vary();
                 if same {
                     old.mark_removed();
@@ -154,7 +154,7 @@ impl Cache {
                 }
                 !same
             });
-            head.objs.push_front(obj.clone());
+            head.push_front(obj.clone());
             woken.push((obj, replaced));
         }
         woken
