@@ -4,6 +4,7 @@
 //! one out is O(log n) without a search. An entry is 16 bytes: the time
 //! and the object.
 
+use crate::blocks::Blocks;
 use crate::object::{Object, NOT_QUEUED};
 use crate::{Cache, Removal};
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -11,7 +12,8 @@ use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub(crate) struct Expiry {
-    heap: Vec<Entry>,
+    /// In blocks rather than a doubling vector (`blocks.rs`).
+    heap: Blocks<Entry>,
 }
 
 #[derive(Debug)]
@@ -58,7 +60,7 @@ impl Expiry {
 
     /// The next object due by `now` (milliseconds), out of the queue.
     pub fn pop_due(&mut self, now: u64) -> Option<Arc<Object>> {
-        if self.heap.first()?.at > now {
+        if self.heap.get(0)?.at > now {
             return None;
         }
         Some(self.take(0))

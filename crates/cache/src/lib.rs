@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ban;
+mod blocks;
 pub mod body;
 mod expiry;
 pub mod file;

@@ -15,6 +15,7 @@
 //! memory engine (`malloc`) places nothing: bytes stay on the heap in the
 //! very buffers a fetch filled.
 
+use crate::blocks::Blocks;
 use crate::object::Object;
 use crate::space::Room;
 use lacquer_core::counters::{StoreCounter, StoreCounters};
@@ -149,56 +150,9 @@ impl Engine for Malloc {
 /// objects are moved and removed by index without searching.
 #[derive(Debug, Default)]
 struct Lru {
-    nodes: Slab,
+    nodes: Blocks<LruNode>,
     free: Vec<u32>,
     lists: [List; 2],
-}
-
-/// The nodes, in blocks of [`BLOCK`] that never move: the slab grows a
-/// block at a time instead of doubling a vector (which holds up to twice
-/// the nodes it needs, and copies them all as it grows).
-#[derive(Debug, Default)]
-struct Slab {
-    blocks: Vec<Vec<LruNode>>,
-    len: usize,
-}
-
-/// Nodes in a block of the slab (64 KiB of them).
-const BLOCK: usize = 4096;
-
-impl Slab {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn push(&mut self, node: LruNode) {
-        if self.len.is_multiple_of(BLOCK) {
-            self.blocks.push(Vec::with_capacity(BLOCK));
-        }
-        self.blocks.last_mut().expect("a block").push(node);
-        self.len += 1;
-    }
-
-    fn get(&self, i: usize) -> Option<&LruNode> {
-        self.blocks.get(i / BLOCK)?.get(i % BLOCK)
-    }
-
-    fn get_mut(&mut self, i: usize) -> Option<&mut LruNode> {
-        self.blocks.get_mut(i / BLOCK)?.get_mut(i % BLOCK)
-    }
-}
-
-impl std::ops::Index<usize> for Slab {
-    type Output = LruNode;
-    fn index(&self, i: usize) -> &LruNode {
-        &self.blocks[i / BLOCK][i % BLOCK]
-    }
-}
-
-impl std::ops::IndexMut<usize> for Slab {
-    fn index_mut(&mut self, i: usize) -> &mut LruNode {
-        &mut self.blocks[i / BLOCK][i % BLOCK]
-    }
 }
 
 /// The two segments, as indices into `Lru::lists`.
@@ -583,6 +537,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blocks::BLOCK;
 
     #[test]
     fn the_heap_places_nothing() {
@@ -601,8 +556,8 @@ mod tests {
             .map(|_| Arc::new(crate::tests::plain_object()))
             .collect();
         let slots: Vec<_> = objs.iter().map(|o| lru.insert(o.clone())).collect();
-        assert_eq!(lru.nodes.blocks.len(), 2);
-        assert!(lru.nodes.blocks.iter().all(|b| b.capacity() == BLOCK));
+        assert_eq!(lru.nodes.blocks().len(), 2);
+        assert!(lru.nodes.blocks().iter().all(|b| b.capacity() == BLOCK));
         // Oldest first, across the block boundary.
         for (i, o) in objs.iter().enumerate().take(BLOCK + 2) {
             let victim = lru.victim().expect("a victim");
