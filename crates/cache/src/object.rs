@@ -210,6 +210,11 @@ pub struct Object {
     grace: AtomicF64,
     keep: AtomicF64,
     pub(crate) hits: AtomicU32,
+    /// The second (of the epoch) a request's `min-fresh` last made this
+    /// object a miss. Inline, where it fills what would be padding: in
+    /// the box of what few objects have, a client sending `min-fresh`
+    /// could make every object it touches allocate one.
+    min_fresh_miss: AtomicU32,
     /// The digest of the key it is indexed under, once inserted
     /// ([`INDEXED`] says when).
     digest: [AtomicU64; 2],
@@ -263,9 +268,6 @@ pub(crate) struct Extra {
     /// Where a persistent store wrote its record, plus one (0: nowhere;
     /// see [`Object::record`]).
     record: AtomicU64,
-    /// The second (of the epoch) a request's `min-fresh` last made this
-    /// object a miss.
-    min_fresh_miss: AtomicU32,
 }
 
 /// No place in the expiry queue's heap.
@@ -342,6 +344,7 @@ impl Object {
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
             hits: AtomicU32::new(0),
+            min_fresh_miss: AtomicU32::new(0),
             digest: [AtomicU64::new(0), AtomicU64::new(0)],
             flags: AtomicU8::new(0),
             store: OnceLock::new(),
@@ -678,7 +681,7 @@ impl Object {
         // The second it last happened in (seconds of the epoch fit 32 bits
         // until 2106).
         let second = now.max(1.0) as u32;
-        if self.extra().min_fresh_miss.swap(second, Ordering::Relaxed) == second {
+        if self.min_fresh_miss.swap(second, Ordering::Relaxed) == second {
             return false;
         }
         true
@@ -754,6 +757,18 @@ impl Drop for Object {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clients_min_fresh_allocates_nothing_for_the_object() {
+        let obj = crate::tests::plain_object();
+        let ttl = obj.timers().ttl;
+        assert!(obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.0));
+        assert!(
+            !obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.5),
+            "once a second"
+        );
+        assert!(obj.extra.get().is_none(), "no box of rare fields made");
+    }
 
     #[test]
     fn vary_specs() {
