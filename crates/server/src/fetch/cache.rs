@@ -486,8 +486,15 @@ async fn store(
     }
     let mut beresp = beresp;
     // An ESI page is parsed whole before it goes out anyway: read whole
-    // first, a broken one is an error page rather than a cut one.
-    let stream = beresp.do_stream && !beresp.do_esi;
+    // first, a broken one is an error page rather than a cut one. A
+    // response without a body is "read" at once too, as varnishd stops
+    // streaming for it: its connection is back in the pool before the
+    // requests waiting on this fetch wake, so that theirs can reuse it.
+    let bodyless = matches!(
+        resp.framing,
+        lacquer_http::Framing::None | lacquer_http::Framing::Length(0)
+    );
+    let stream = beresp.do_stream && !beresp.do_esi && !bodyless;
     let withheld = if cacheable {
         withhold(&mut bereq.log, &mut beresp.headers, p.varnish_compat_ttl())
     } else {
