@@ -22,10 +22,18 @@ struct BodyState {
     /// with (it asked for the ones after them).
     taken_chunks: usize,
     taken: u64,
-    /// Room for the body in the allocation that holds the object's head:
-    /// bytes pushed are copied into it while they fit, so that a small
-    /// object is one allocation.
+    /// The body is small and on the heap: its bytes are copied out of
+    /// the buffers they came in, so that it holds no more than itself
+    /// (see [`Body::copy_small`]).
+    small: bool,
+    /// Room for a small body that comes in several pieces: they are
+    /// copied into it while they fit, so that the body is one allocation.
     spare: Option<BytesMut>,
+    /// A small body that came in one piece, copied into an allocation of
+    /// its own size that nothing else shares: once complete, the body is
+    /// this (readers meanwhile read the piece as it came). Never cloned
+    /// on a hit, it needs no reference-counted header.
+    whole: Option<Bytes>,
 }
 
 /// A body that may still be arriving. Once complete it is its chunks
@@ -100,7 +108,9 @@ impl Body {
                 complete: false,
                 taken_chunks: 0,
                 taken: 0,
+                small: false,
                 spare: None,
+                whole: None,
             }),
             notify: Notify::new(),
             taken: Notify::new(),
@@ -132,11 +142,15 @@ impl Body {
             .clone()
     }
 
-    /// Gives the body room beside its object's head (see
-    /// `BodyState::spare`); for bytes the store keeps on the heap only.
-    pub fn give_spare(&self, spare: BytesMut) {
+    /// Copies the bytes of a small body (its length announced) into
+    /// allocations of their own as they come, rather than keeping views
+    /// of the buffers they were read into: for bytes the store keeps on
+    /// the heap only.
+    pub fn copy_small(&self) {
         if let Some(f) = self.filling() {
-            f.lock().spare = Some(spare);
+            if f.expected_len.is_some() {
+                f.lock().small = true;
+            }
         }
     }
 
@@ -151,17 +165,27 @@ impl Body {
             return;
         }
         st.len += chunk.len() as u64;
-        let chunk = match &mut st.spare {
-            Some(spare) if spare.capacity() - spare.len() >= chunk.len() => {
+        let expected = f.expected_len.unwrap_or(0);
+        let chunk = if !st.small {
+            chunk
+        } else if st.chunks.is_empty() && st.len == expected {
+            // All of it at once (most small bodies): an exact copy for
+            // the object, and the piece as it came for readers meanwhile.
+            st.whole = Some(Bytes::copy_from_slice(&chunk));
+            chunk
+        } else {
+            let spare = st
+                .spare
+                .get_or_insert_with(|| BytesMut::with_capacity(expected as usize));
+            if spare.capacity() - spare.len() >= chunk.len() {
                 spare.extend_from_slice(&chunk);
                 spare.split().freeze()
-            }
-            // What does not fit goes as it came; the room is let go.
-            Some(_) => {
+            } else {
+                // What does not fit goes as it came; the room is let go.
+                st.small = false;
                 st.spare = None;
                 chunk
             }
-            None => chunk,
         };
         st.chunks.push(chunk);
         drop(st);
@@ -174,7 +198,13 @@ impl Body {
         let mut st = f.lock();
         st.complete = true;
         st.spare = None;
+        let whole = st.whole.take();
         let chunks = std::mem::take(&mut st.chunks);
+        let chunks = match whole {
+            // Unless a reader let the piece go (a body read once).
+            Some(whole) if chunks.len() == 1 && chunks[0].len() == whole.len() => vec![whole],
+            _ => chunks,
+        };
         let _ = self.done.set(Chunks::new(chunks));
         drop(st);
         // Readers that wait hold the state themselves; they wake, see the
@@ -442,23 +472,70 @@ mod tests {
     }
 
     #[test]
-    fn bytes_that_fit_go_beside_the_head() {
-        let mut both = BytesMut::with_capacity(4 + 6);
-        both.extend_from_slice(b"head");
-        let head = both.split().freeze();
-        let body = Body::streaming(Some(6));
-        body.give_spare(both);
+    fn a_small_body_is_copied_out_of_the_buffers_it_came_in() {
+        // In one piece: readers meanwhile get the piece as it came; the
+        // body, once complete, is a copy the size of the body.
+        let body = Body::streaming(Some(3));
+        body.copy_small();
+        let read_buffer = Bytes::from_static(b"abc and more the read buffer held");
+        body.push(read_buffer.slice(0..3));
+        body.finish();
+        let chunks = body.chunks().unwrap();
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0], &b"abc"[..]);
+        assert_ne!(chunks[0].as_ptr(), read_buffer.as_ptr(), "a copy");
+        // In several pieces: one allocation of the announced size, and what
+        // does not fit goes as it came.
+        let body = Body::streaming(Some(5));
+        body.copy_small();
         body.push(Bytes::from_static(b"abc"));
         body.push(Bytes::from_static(b"de"));
-        // Past the room: goes as it came, and the room is let go.
         body.push(Bytes::from_static(b"fgh"));
         body.finish();
         let chunks = body.chunks().unwrap();
         assert_eq!(chunks.concat(), b"abcdefgh");
         let end_of = |b: &Bytes| b.as_ptr() as usize + b.len();
-        assert_eq!(chunks[0].as_ptr() as usize, end_of(&head), "one allocation");
-        assert_eq!(chunks[1].as_ptr() as usize, end_of(&chunks[0]));
+        assert_eq!(
+            chunks[1].as_ptr() as usize,
+            end_of(&chunks[0]),
+            "one allocation"
+        );
         assert_eq!(chunks[2].as_ptr(), b"fgh".as_ptr());
+        // Without an announced length nothing is copied.
+        let body = Body::streaming(None);
+        body.copy_small();
+        body.push(Bytes::from_static(b"xyz"));
+        body.finish();
+        assert_eq!(body.chunks().unwrap()[0].as_ptr(), b"xyz".as_ptr());
+    }
+
+    #[test]
+    fn a_reader_that_let_the_piece_go_leaves_nothing_kept() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let body = Body::streaming(Some(3));
+            body.copy_small();
+            body.release_behind_reader();
+            body.push(Bytes::from_static(b"abc"));
+            let body = Arc::new(body);
+            let mut out = Vec::new();
+            assert!(!body.wait_chunks(0, &mut out).await.unwrap());
+            // Asking for what follows lets the first piece go.
+            let reader = {
+                let body = body.clone();
+                tokio::spawn(async move { body.wait_chunks(1, &mut Vec::new()).await })
+            };
+            tokio::task::yield_now().await;
+            body.finish();
+            assert!(reader.await.unwrap().unwrap());
+            assert_eq!(
+                body.chunks().unwrap().concat(),
+                b"",
+                "let go, not kept whole"
+            );
+        });
     }
 
     #[test]

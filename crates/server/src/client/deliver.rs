@@ -22,6 +22,7 @@ use lacquer_filters::gzip::{is_gzip, Gunzip, INFLATE_SLICE};
 use lacquer_http::headers::trim;
 use lacquer_http::{Headers, Version};
 use lacquer_shm::packed::HeadKind;
+use lacquer_shm::record::push_u64;
 use lacquer_shm::Tag;
 use std::io::Write;
 use std::sync::Arc;
@@ -38,6 +39,10 @@ pub(crate) struct Delivery<'a> {
     /// A response vcl_synth made: it goes out with X-Varnish alone of the
     /// delivery headers (no Age, Via or Accept-Ranges), as varnishd's.
     pub synthetic: bool,
+    /// When the response was made: its `Process` timestamp, which `Age`
+    /// and conditional requests are judged by (varnishd counts `Age`
+    /// from the request's last timestamp too).
+    pub now: f64,
 }
 
 /// Whether the stored body is gzip'd.
@@ -102,17 +107,19 @@ pub(crate) struct DeliveryHeaders {
 pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &DeliveryHeaders) {
     if !d.own {
         // In varnishd's order: X-Varnish, Age, Via.
-        match d.obj_xid {
-            Some(o) => {
-                let _ = write!(out, "X-Varnish: {} {}\r\n", d.xid, o);
-            }
-            None => {
-                let _ = write!(out, "X-Varnish: {}\r\n", d.xid);
-            }
+        // Numbers written by hand, not through the formatter: this runs
+        // for every response.
+        out.extend_from_slice(b"X-Varnish: ");
+        push_u64(out, d.xid);
+        if let Some(o) = d.obj_xid {
+            out.push(b' ');
+            push_u64(out, o);
         }
+        out.extend_from_slice(b"\r\n");
         if !d.synthetic {
-            let _ = write!(out, "Age: {}\r\n", d.age);
-            out.extend_from_slice(b"Via: ");
+            out.extend_from_slice(b"Age: ");
+            push_u64(out, d.age);
+            out.extend_from_slice(b"\r\nVia: ");
             out.extend_from_slice(sh.via.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
@@ -122,7 +129,9 @@ pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &Deliver
     }
     match d.body {
         WireBody::Length(n) => {
-            let _ = write!(out, "Content-Length: {n}\r\n");
+            out.extend_from_slice(b"Content-Length: ");
+            push_u64(out, n);
+            out.extend_from_slice(b"\r\n");
         }
         WireBody::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
         WireBody::Bodyless | WireBody::Close | WireBody::HeadUnknown => {}
@@ -334,7 +343,7 @@ pub(crate) async fn object(
     if c.is_fragment() {
         return Box::pin(fragment(c, sh, req, obj, d)).await;
     }
-    let now = lacquer_core::time::now();
+    let now = d.now;
     let p = &sh.params;
     let is_head = req.is_head();
     let http10 = req.head.version == Version::Http10;

@@ -335,6 +335,7 @@ async fn deliver_private(
         keep,
         vcl,
         synthetic: false,
+        now: lacquer_core::time::now(),
     };
     let delivery = deliver::object(c, sh, req, &obj, d, Some(&resp));
     Ok(Passed::Done(match pending {
@@ -434,7 +435,7 @@ async fn stream_response(
             amended.headers.set("ETag", weak);
         }
     }
-    let (block, _) = crate::host::resp::stored_head(&amended, now, skip);
+    let block = crate::host::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
         .get("age")

@@ -656,12 +656,14 @@ async fn deliver_resp(
     let hit = resp.hit;
     match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
         Action::Deliver => {
-            req.log.timestamp("Process", lacquer_core::time::now());
+            let now = lacquer_core::time::now();
+            req.log.timestamp("Process", now);
             let d = Delivery {
                 hit,
                 keep,
                 vcl: cx.vcl,
                 synthetic: false,
+                now,
             };
             Step::Done(deliver::object(c, cx.sh, req, &obj, d, Some(&resp)).await)
         }
@@ -775,6 +777,7 @@ async fn synth_step(
         keep,
         vcl: cx.vcl,
         synthetic: true,
+        now,
     };
     Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
 }

@@ -9,7 +9,7 @@
 use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch::fetch_filters::{FetchFilters, Wanted};
 use crate::host::backend_host::{Bereq, Beresp};
-use crate::host::resp::stored_head_with_room;
+use crate::host::resp::stored_head;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
@@ -29,10 +29,11 @@ const NOT_STORED: &[&str] = &["content-length", "age"];
 /// own when it answers a range from the stored body.
 const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
 
-/// The largest body made one allocation with its head: past it, the
-/// body comes in pieces as it is read (an announced length is not trusted
-/// with memory before the bytes come).
-const WITH_HEAD_MAX: u64 = 8 * 1024;
+/// The largest body copied into allocations of its own size as it comes
+/// (see `Body::copy_small`): past it, the body is kept in the pieces it
+/// was read in (an announced length is not trusted with memory before the
+/// bytes come).
+const SMALL_MAX: u64 = 8 * 1024;
 
 /// An object made from a response head, its body still to come through
 /// the cache's fill handle.
@@ -79,17 +80,14 @@ pub(crate) fn begin<'c>(
     // A response to a HEAD (VCL made the fetch one) keeps the length it
     // announced: a HEAD answered from it says the same.
     let head_length = bereq.method.eq_ignore_ascii_case(b"HEAD");
-    let room = match expected {
-        Some(n) if n <= WITH_HEAD_MAX && store.engine().keeps_on_heap(n) => n as usize,
-        _ => 0,
-    };
+    let small = matches!(expected, Some(n) if n <= SMALL_MAX && store.engine().keeps_on_heap(n));
     let obj = make_object(
         bereq.xid,
         &beresp,
         headers,
         resp,
         framing,
-        room,
+        small,
         body,
         vary,
         head_length,
@@ -301,13 +299,20 @@ pub(crate) fn from_stale(
     store: Arc<Store>,
     stale: &Object,
 ) -> Option<Arc<Object>> {
-    let chunks = stale.body().chunks().map(<[_]>::to_vec).unwrap_or_default();
-    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+    let stale_chunks = stale.body().chunks().unwrap_or_default();
+    let len: u64 = stale_chunks.iter().map(|c| c.len() as u64).sum();
+    let chunks = if len > 0 && len <= SMALL_MAX && store.engine().keeps_on_heap(len) {
+        // A copy of its own, as a small body fetched is: the two objects
+        // share no buffer (which would need a shared count).
+        vec![bytes::Bytes::from(stale_chunks.concat())]
+    } else {
+        stale_chunks.to_vec()
+    };
     let headers = std::mem::take(&mut beresp.headers);
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(
-        bereq.xid, &beresp, headers, resp, framing, 0, body, vary, false,
+        bereq.xid, &beresp, headers, resp, framing, false, body, vary, false,
     );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
@@ -327,9 +332,9 @@ pub(crate) fn from_stale(
 }
 
 /// The object for a response head as VCL left it, with `headers` (the
-/// filters may have changed them) and `body`, which gets `room` bytes
-/// beside the head; `head_length` keeps the `Content-Length` of a response
-/// to a HEAD.
+/// filters may have changed them) and `body`, whose bytes are copied
+/// into allocations of their own when it is `small`; `head_length` keeps
+/// the `Content-Length` of a response to a HEAD.
 #[allow(clippy::too_many_arguments)]
 fn make_object(
     xid: u64,
@@ -337,7 +342,7 @@ fn make_object(
     headers: lacquer_http::Headers,
     resp: &ResponseHead,
     framing: Framing,
-    room: usize,
+    small: bool,
     body: Body,
     vary: Option<VarySpec>,
     head_length: bool,
@@ -357,16 +362,16 @@ fn make_object(
         206 | 416 => NOT_STORED,
         _ => NOT_STORED_WHOLE,
     };
-    let (block, stored, spare) = stored_head_with_room(&head, beresp.t_resp, not_stored, room);
-    if let Some(spare) = spare {
-        body.give_spare(spare);
+    let block = stored_head(&head, beresp.t_resp, not_stored);
+    if small {
+        body.copy_small();
     }
     Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,
         status,
         head: block,
-        headers: stored,
+        headers: lacquer_http::Headers::new(),
         body,
         vary,
         timers: beresp.timers,

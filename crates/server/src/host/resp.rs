@@ -3,9 +3,9 @@
 //! stored headers (one new value or a removal per name) and applied as the
 //! head is written, so a hit copies no header even when VCL decorates it.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use lacquer_cache::object::Object;
-use lacquer_http::{Header, Headers, ResponseHead};
+use lacquer_http::{Headers, ResponseHead};
 
 pub(crate) struct Resp {
     pub status: u16,
@@ -25,11 +25,17 @@ pub(crate) struct Resp {
     pub changed: bool,
 }
 
-/// The reason phrase in an object's stored status line.
+/// The reason phrase in an object's stored status line (a copy: the
+/// head is never cloned, see `Object::headers`).
 pub(crate) fn obj_reason(obj: &Object) -> Bytes {
+    Bytes::copy_from_slice(reason_in(obj))
+}
+
+/// The reason phrase in an object's stored status line, borrowed.
+fn reason_in(obj: &Object) -> &[u8] {
     let line_end = obj.head().iter().position(|&b| b == b'\r').unwrap_or(0);
     let start = "HTTP/1.1 200 ".len().min(line_end);
-    obj.head().slice(start..line_end)
+    &obj.head()[start..line_end]
 }
 
 impl Resp {
@@ -199,7 +205,7 @@ impl Resp {
                     b' ',
                 ]);
                 if self.reason.is_empty() {
-                    out.extend_from_slice(&obj_reason(obj));
+                    out.extend_from_slice(reason_in(obj));
                 } else {
                     out.extend_from_slice(&self.reason);
                 }
@@ -265,22 +271,11 @@ impl Resp {
 }
 
 /// Builds the stored head of a response: its status line and the headers
-/// worth keeping, in one exact-size buffer that the parsed header list
-/// points into. Adds `Date` when there is none.
-pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> (Bytes, Headers) {
-    let (block, headers, _) = stored_head_with_room(resp, now, skip, 0);
-    (block, headers)
-}
-
-/// [`stored_head`], with `room` bytes after the head in its allocation,
-/// given back for the body (when `room` is not 0): a small object is then
-/// one allocation, and holds no spare capacity.
-pub(crate) fn stored_head_with_room(
-    resp: &ResponseHead,
-    now: f64,
-    skip: &[&str],
-    room: usize,
-) -> (Bytes, Headers, Option<BytesMut>) {
+/// worth keeping, in one allocation of exactly its size. Adds `Date` when
+/// there is none. The object
+/// keeps the head alone: it is never cloned on a hit, so it costs no
+/// reference-counted header (see `Object::headers`).
+pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
@@ -296,17 +291,11 @@ pub(crate) fn stored_head_with_room(
         block.extend_from_slice(&resp.reason);
     }
     block.extend_from_slice(b"\r\n");
-    let mut spans = Vec::with_capacity(kept.len() + 1);
-    let mut push = |block: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        let n0 = block.len();
+    let push = |block: &mut Vec<u8>, name: &[u8], value: &[u8]| {
         block.extend_from_slice(name);
-        let n1 = block.len();
         block.extend_from_slice(b": ");
-        let v0 = block.len();
         block.extend_from_slice(value);
-        let v1 = block.len();
         block.extend_from_slice(b"\r\n");
-        spans.push((n0, n1, v0, v1));
     };
     for h in kept.iter() {
         push(&mut block, &h.name, &h.value);
@@ -314,23 +303,9 @@ pub(crate) fn stored_head_with_room(
     if !kept.contains("date") {
         lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
     }
-    let (block, spare) = if room == 0 {
-        // Shrunk in place: the head holds no capacity it does not use.
-        block.shrink_to_fit();
-        (Bytes::from(block), None)
-    } else {
-        let mut both = BytesMut::with_capacity(block.len() + room);
-        both.extend_from_slice(&block);
-        (both.split().freeze(), Some(both))
-    };
-    let mut headers = Headers::with_capacity(spans.len());
-    for (n0, n1, v0, v1) in spans {
-        headers.push_raw(Header {
-            name: block.slice(n0..n1),
-            value: block.slice(v0..v1),
-        });
-    }
-    (block, headers, spare)
+    // Exactly its size: the head holds no capacity it does not use, and a
+    // `Bytes` of a whole allocation needs no shared header until cloned.
+    Bytes::from(block.into_boxed_slice())
 }
 
 #[cfg(test)]
@@ -448,7 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_head_can_have_room_for_its_body_after_it() {
+    fn a_stored_head_is_its_status_line_and_the_fields_kept() {
         let mut headers = Headers::new();
         headers.append("Server", "origin");
         headers.append("Content-Length", "6");
@@ -463,20 +438,11 @@ mod tests {
             wire_len: 200,
         };
         let skip = ["content-length"];
-        let (head, fields, spare) = stored_head_with_room(&resp, 0.0, &skip, 6);
+        let head = stored_head(&resp, 0.0, &skip);
         assert!(head.starts_with(b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: "));
-        assert!(fields.get("connection").is_none(), "hop-by-hop goes");
-        let mut spare = spare.expect("room");
-        assert_eq!(spare.capacity(), 6, "exactly the body's room");
-        spare.extend_from_slice(b"abcdef");
-        let body = spare.split().freeze();
-        assert_eq!(
-            body.as_ptr() as usize,
-            head.as_ptr() as usize + head.len(),
-            "the body follows its head in one allocation"
-        );
-        let (same, _, none) = stored_head_with_room(&resp, 0.0, &skip, 0);
-        assert_eq!(same.len(), head.len());
-        assert!(none.is_none());
+        assert!(head.ends_with(b" GMT\r\n"), "no blank line");
+        let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(!text.contains("connection"), "hop-by-hop goes");
+        assert!(!text.contains("content-length"), "skipped");
     }
 }

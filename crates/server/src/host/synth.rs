@@ -35,13 +35,13 @@ pub(crate) fn object_from(
         keep_alive: true,
         wire_len: 0,
     };
-    let (block, stored) = crate::host::resp::stored_head(&head, now, &["content-length", "age"]);
+    let block = crate::host::resp::stored_head(&head, now, &["content-length", "age"]);
     Arc::new(Object::new(ObjectInit {
         xid,
         kind: ObjKind::Normal,
         status,
         head: block,
-        headers: stored,
+        headers: lacquer_http::Headers::new(),
         body: Body::complete(if body.is_empty() {
             Vec::new()
         } else {

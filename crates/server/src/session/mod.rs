@@ -9,7 +9,7 @@ mod proxy;
 
 use crate::client::request;
 use crate::host::req::Outcome;
-use crate::transport::io::{Client, ClientStream, ReadError, SessAddrs};
+use crate::transport::io::{nanos, Client, ClientStream, ReadError, SessAddrs};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -18,7 +18,7 @@ use lacquer_core::params::{Feature, Params};
 use lacquer_http::{parse_request, RequestError};
 use lacquer_shm::{Side, Tag, Txn};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
 /// Serves one client connection until it closes; with `proxy`, the
@@ -135,12 +135,46 @@ async fn linger(sh: &Shared, c: &mut Client) {
     }
 }
 
+/// The time a request head may still be waited for: `timeout_idle` from
+/// the first wait that was not over at once (a request already there, as
+/// on a busy keep-alive connection, reads no clock), or `timeout_linger`
+/// first for a session herded between requests.
+struct HeadWait {
+    /// `timeout_idle` and `timeout_linger`, in nanoseconds (this lives
+    /// in every connection's task).
+    idle: u64,
+    linger: u64,
+    since: Option<Instant>,
+    /// The last limit given was the linger, shorter than what was left.
+    lingered: bool,
+}
+
+impl HeadWait {
+    fn new(idle: Duration, linger: Duration) -> HeadWait {
+        HeadWait {
+            idle: nanos(idle),
+            linger: nanos(linger),
+            since: None,
+            lingered: false,
+        }
+    }
+
+    fn limit(&mut self, herd: bool) -> Duration {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let left = self.idle.saturating_sub(nanos(now - since));
+        self.lingered = herd && self.linger < left;
+        Duration::from_nanos(if self.lingered { self.linger } else { left })
+    }
+}
+
 async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     let mut served = false;
     loop {
         let limits = sh.request_limits();
         let idle = c.sess.idle.unwrap_or(sh.params.timeout_idle());
-        let deadline = Instant::now() + Params::duration(idle);
+        let linger = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
+        let mut wait = HeadWait::new(Params::duration(idle), linger);
         // A keep-alive session with nothing to read yet waits
         // `timeout_linger` first; past it, it counts as herded (as
         // Varnish hands such a session to its waiter).
@@ -156,8 +190,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 }
                 if preface.is_none() && !c.rbuf.is_empty() {
                     // Not enough yet to tell: read on.
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    match c.read_head_more(left).await {
+                    match c.read_head_more(|| wait.limit(false)).await {
                         Ok(n) if n > 0 => continue,
                         Err(ReadError::Timeout) => return CloseReason::RxTimeout,
                         _ => return CloseReason::RemClose,
@@ -178,15 +211,12 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 }
                 Err(e) => return refuse(sh, c, &e, log).await,
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let linger = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
-            let wait = if herd { linger.min(left) } else { left };
             read = true;
-            match c.read_head_more(wait).await {
+            match c.read_head_more(|| wait.limit(herd)).await {
                 Ok(0) if c.rbuf.is_empty() => return CloseReason::RemClose,
                 Ok(0) => return CloseReason::RxJunk,
                 Ok(_) => herd = false,
-                Err(ReadError::Timeout) if herd && wait < left => {
+                Err(ReadError::Timeout) if herd && wait.lingered => {
                     COUNTERS.inc(Counter::sess_herd);
                     herd = false;
                 }

@@ -151,25 +151,53 @@ pub(crate) enum SendError {
     Timeout,
 }
 
-/// Deadlines of one response delivery.
-#[derive(Debug, Clone, Copy)]
+/// Deadlines of one response delivery. The clock starts when a write
+/// first has to wait: a response the socket takes at once (most) reads
+/// no clock for it. What went before took no time waiting on the client,
+/// so `send_timeout` still bounds the time spent waiting for it to read.
+#[derive(Debug)]
 pub(crate) struct SendClock {
-    deadline: Instant,
-    idle: Duration,
+    /// When the clock started, in nanoseconds after [`clock_epoch`], plus
+    /// one (0: not yet).
+    started: std::sync::atomic::AtomicU64,
+    /// `send_timeout` and `idle_send_timeout`, in nanoseconds.
+    send: u64,
+    idle: u64,
+}
+
+/// The instant send clocks count from (a word each rather than an
+/// `Instant` and its lock: they live in every connection's task).
+fn clock_epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 impl SendClock {
     pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
         SendClock {
-            deadline: Instant::now() + send_timeout,
-            idle: idle_send_timeout,
+            started: std::sync::atomic::AtomicU64::new(0),
+            send: nanos(send_timeout),
+            idle: nanos(idle_send_timeout),
         }
     }
 
+    /// How long the next write may wait: None once the deadline passed.
     pub(crate) fn next_limit(&self) -> Option<Duration> {
-        let left = self.deadline.checked_duration_since(Instant::now())?;
-        Some(left.min(self.idle))
+        use std::sync::atomic::Ordering::Relaxed;
+        let epoch = clock_epoch();
+        let now = nanos(Instant::now().saturating_duration_since(epoch)) + 1;
+        let started = match self.started.compare_exchange(0, now, Relaxed, Relaxed) {
+            Ok(_) => now,
+            Err(earlier) => earlier,
+        };
+        let left = self.send.checked_sub(now.saturating_sub(started))?;
+        (left > 0).then(|| Duration::from_nanos(left.min(self.idle)))
     }
+}
+
+/// A duration in nanoseconds, at most `u64::MAX` (584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 /// One client connection.
@@ -434,6 +462,15 @@ impl Client {
     /// Reads more bytes into the read buffer; `Ok(0)` at end of stream
     /// (at once for an include, which reads nothing).
     pub async fn read_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
+        self.read_more_within(|| limit).await
+    }
+
+    /// [`Client::read_more`], with the time it may wait asked for only
+    /// when it has to wait (reading the clock for it then).
+    async fn read_more_within(
+        &mut self,
+        limit: impl FnOnce() -> Duration,
+    ) -> Result<usize, ReadError> {
         if self.rbuf.capacity() == 0 {
             // The buffers of a connection that held none while idle.
             self.rbuf.reserve(FIRST_RBUF);
@@ -445,7 +482,7 @@ impl Client {
             Wire::Stream(stream) => stream,
             Wire::H2(h2) => {
                 return h2
-                    .read_into(&mut self.rbuf, limit)
+                    .read_into(&mut self.rbuf, limit())
                     .await
                     .map_err(|()| ReadError::Io)
             }
@@ -456,7 +493,7 @@ impl Client {
         if let Some(ready) = now_or_never(stream.read_buf(&mut self.rbuf)).await {
             return ready.map_err(|_| ReadError::Io);
         }
-        match tokio::time::timeout(limit, stream.read_buf(&mut self.rbuf)).await {
+        match tokio::time::timeout(limit(), stream.read_buf(&mut self.rbuf)).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
             Err(_) => Err(ReadError::Timeout),
@@ -467,10 +504,14 @@ impl Client {
     /// nothing is waiting (a connection between requests, mostly idle),
     /// the connection holds no buffers: the bytes that end the wait land
     /// on the stack and the buffers are made again then, as large as
-    /// most heads and responses' heads need.
-    pub async fn read_head_more(&mut self, limit: Duration) -> Result<usize, ReadError> {
+    /// most heads and responses' heads need. `limit` is asked for the time
+    /// it may wait only when it has to (see `session::HeadWait`).
+    pub async fn read_head_more(
+        &mut self,
+        limit: impl FnOnce() -> Duration,
+    ) -> Result<usize, ReadError> {
         if !self.rbuf.is_empty() {
-            return self.read_more(limit).await;
+            return self.read_more_within(limit).await;
         }
         let Wire::Stream(stream) = &mut self.wire else {
             return Ok(0);
@@ -500,7 +541,7 @@ impl Client {
                 std::task::Poll::Pending => std::task::Poll::Pending,
             }
         });
-        match tokio::time::timeout(limit, read).await {
+        match tokio::time::timeout(limit(), read).await {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(_)) => Err(ReadError::Io),
             Err(_) => Err(ReadError::Timeout),
@@ -683,18 +724,21 @@ async fn write_gathered<B: AsRef<[u8]>>(
         }
         let mut rest: &mut [IoSlice<'_>] = &mut batch[..n];
         while !rest.is_empty() {
-            let limit = clock.next_limit().ok_or(SendError::Timeout)?;
-            // A write the socket takes at once needs no timer (most
-            // responses); one that has to wait is bounded by the clock.
+            // A write the socket takes at once needs no timer nor clock
+            // (most responses); one that has to wait is bounded by the
+            // clock.
             let at_once = now_or_never(stream.write_vectored(rest)).await;
             let written = match at_once {
                 Some(Ok(0)) | Some(Err(_)) => return Err(SendError::Io),
                 Some(Ok(w)) => w,
-                None => match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
-                    Ok(Ok(w)) => w,
-                    Err(_) => return Err(SendError::Timeout),
-                },
+                None => {
+                    let limit = clock.next_limit().ok_or(SendError::Timeout)?;
+                    match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
+                        Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
+                        Ok(Ok(w)) => w,
+                        Err(_) => return Err(SendError::Timeout),
+                    }
+                }
             };
             IoSlice::advance_slices(&mut rest, written);
         }
