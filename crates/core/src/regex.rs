@@ -51,6 +51,10 @@ pub struct Regex {
 
 enum Engine {
     Linear {
+        /// For a pattern that is one class of ASCII bytes and nothing else
+        /// (the built-in VCL's `req.http.host ~ "[[:upper:]]"`): the
+        /// class, so that a match is a scan of a table.
+        class: Option<Box<[bool; 256]>>,
         meta: regex::bytes::Regex,
         /// The span finder; `None` for the rare pattern a lazy DFA cannot
         /// run (Unicode word boundaries), which then searches with `meta`.
@@ -98,6 +102,43 @@ fn needs_backtracking(pattern: &str) -> bool {
             .any(|w| w[0] == b'\\' && (w[1].is_ascii_digit() && w[1] != b'0' || w[1] == b'k'))
 }
 
+/// The bytes a pattern matches, when it is one class of ASCII
+/// characters alone (no anchor, repetition or group around it); None
+/// otherwise. Parsed as `regex::bytes` parses it, flags included.
+fn byte_class(pattern: &str) -> Option<Box<[bool; 256]>> {
+    use regex_syntax::hir::{Class, HirKind};
+    let hir = regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    let ranges: Vec<(u32, u32)> = match hir.kind() {
+        HirKind::Class(Class::Bytes(c)) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        HirKind::Class(Class::Unicode(c)) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        _ => return None,
+    };
+    // Past ASCII a character is several bytes in UTF-8: left to the
+    // general engine.
+    if ranges.iter().any(|&(_, end)| end > 0x7f) {
+        return None;
+    }
+    let mut table = Box::new([false; 256]);
+    for (start, end) in ranges {
+        for b in start..=end {
+            table[b as usize] = true;
+        }
+    }
+    Some(table)
+}
+
 /// Compiles a pattern.
 pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
     if needs_backtracking(pattern) {
@@ -142,7 +183,11 @@ pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
         });
     Ok(Regex {
         pattern: pattern.to_string(),
-        engine: Engine::Linear { meta, spans },
+        engine: Engine::Linear {
+            class: byte_class(pattern),
+            meta,
+            spans,
+        },
     })
 }
 
@@ -165,6 +210,9 @@ impl Regex {
     #[inline]
     pub fn try_match(&self, s: &[u8]) -> Result<bool, LimitExceeded> {
         match &self.engine {
+            Engine::Linear {
+                class: Some(class), ..
+            } => Ok(s.iter().any(|&b| class[usize::from(b)])),
             Engine::Linear { meta, .. } => Ok(meta.is_match(s)),
             Engine::Backtracking(re) => re.is_match(&as_text(s)).map_err(|_| LimitExceeded),
         }
@@ -192,7 +240,7 @@ impl Regex {
     /// Returns false, having called `f` for some matches perhaps, when the
     /// lazy DFA gave up: the caller starts again with [`Regex::meta`].
     pub fn try_spans(&self, s: &[u8], all: bool, mut f: impl FnMut(usize, usize)) -> bool {
-        let Engine::Linear { meta, spans } = &self.engine else {
+        let Engine::Linear { meta, spans, .. } = &self.engine else {
             return false;
         };
         let Some((lazy, pool)) = spans else {
@@ -229,6 +277,42 @@ mod tests {
         let mut out = Vec::new();
         assert!(re.try_spans(s, true, |a, b| out.push((a, b))));
         out
+    }
+
+    #[test]
+    fn a_class_of_ascii_bytes_is_a_table_and_matches_as_the_engine_does() {
+        let subjects: [&[u8]; 7] = [
+            b"www.example.com",
+            b"www.Example.com",
+            b"",
+            b"\xff\xfeZ",
+            b"\xc3\x89t\xc3\xa9",
+            b"x_9",
+            b"\t",
+        ];
+        let patterns = [
+            ("[[:upper:]]", true),
+            ("[a-z0-9]", true),
+            ("(?i)[a-c]", true),
+            ("[^a-z]", false),
+            (r"\d", false),
+            (r"[\x00-\x1f]", true),
+            ("\\w", false),
+            ("[\u{e9}]", false),
+            ("^[A-Z]", false),
+            ("[A-Z]+", false),
+            ("a", false),
+        ];
+        for (pattern, table) in patterns {
+            let re = compile(pattern).unwrap();
+            let Engine::Linear { class, meta, .. } = &re.engine else {
+                panic!("{pattern} is linear");
+            };
+            assert_eq!(class.is_some(), table, "{pattern}");
+            for s in subjects {
+                assert_eq!(re.is_match(s), meta.is_match(s), "{pattern} on {s:?}");
+            }
+        }
     }
 
     #[test]

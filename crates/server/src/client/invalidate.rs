@@ -50,7 +50,7 @@ pub(crate) fn after_unsafe(
         let mut key = Vec::with_capacity(128);
         let mut h = ClientHost {
             hash: Some(&mut key),
-            ..ClientHost::new(Method::Hash, sh, vcl, req, conn.clone())
+            ..ClientHost::new(Method::Hash, sh, vcl, req, &conn)
         };
         if lacquer_vcl::run(&vcl.program, Method::Hash, &mut h) != Action::Lookup {
             continue;

@@ -325,7 +325,7 @@ async fn deliver_private(
     let mut host = ClientHost {
         obj: Some(&obj),
         resp: Some(&mut resp),
-        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
+        ..ClientHost::new(Method::Deliver, sh, vcl, req, &conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
         return Ok(other);
@@ -372,7 +372,7 @@ async fn stream_response(
     let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
     let mut host = ClientHost {
         resp: Some(&mut vresp),
-        ..ClientHost::new(Method::Deliver, sh, vcl, req, conn)
+        ..ClientHost::new(Method::Deliver, sh, vcl, req, &conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
         return other;

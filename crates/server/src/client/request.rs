@@ -77,7 +77,7 @@ impl Ctx<'_> {
             sh: self.sh,
             vcl: self.vcl,
             req,
-            conn: self.conn.clone(),
+            conn: &self.conn,
             hash,
             key,
             obj,

@@ -19,7 +19,7 @@ pub(crate) struct ClientHost<'a> {
     pub sh: &'a Shared,
     pub vcl: &'a Loaded,
     pub req: &'a mut Req,
-    pub conn: ConnInfo,
+    pub conn: &'a ConnInfo,
     pub hash: Option<&'a mut Vec<u8>>,
     /// The hash key looked up, in `vcl_hit` and `vcl_miss` (vmod purge).
     pub key: Option<&'a [u8]>,
@@ -62,7 +62,7 @@ impl<'a> ClientHost<'a> {
         sh: &'a Shared,
         vcl: &'a Loaded,
         req: &'a mut Req,
-        conn: ConnInfo,
+        conn: &'a ConnInfo,
     ) -> Self {
         ClientHost {
             method,
