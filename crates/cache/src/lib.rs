@@ -20,6 +20,7 @@ pub mod space;
 pub mod store;
 pub mod tags;
 pub mod ttl;
+mod vary;
 
 use ban::{BanReq, Bans};
 use index::Index;

@@ -39,6 +39,7 @@ close_table! {
     RxJunk => "RX_JUNK", true, sc_rx_junk;
     RxOverflow => "RX_OVERFLOW", true, sc_rx_overflow;
     RxTimeout => "RX_TIMEOUT", true, sc_rx_timeout;
+    RxCloseIdle => "RX_CLOSE_IDLE", false, sc_rx_close_idle;
     RapidReset => "RAPID_RESET", true, sc_rapid_reset;
     Calm => "ENHANCE_YOUR_CALM", true, sc_calm;
     TxError => "TX_ERROR", true, sc_tx_error;

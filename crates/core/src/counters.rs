@@ -276,7 +276,7 @@ counter_table! {
     sc_rx_body: Counter, "Sessions closed after a failure reading the request body.";
     sc_rx_junk: Counter, "Sessions closed after bytes that were not a request.";
     sc_rx_overflow: Counter, "Sessions closed after an oversized request.";
-    sc_rx_timeout: Counter, "Sessions closed after timeout_idle.";
+    sc_rx_timeout: Counter, "Sessions closed past timeout_idle with part of a request received, or a handshake unfinished.";
     sc_tx_error: Counter, "Sessions closed after a write to the client failed.";
     sc_tx_eof: Counter, "Sessions closed because the response ended at connection close.";
     sc_resp_close: Counter, "Sessions closed because the response asked for it.";
@@ -284,7 +284,7 @@ counter_table! {
     sc_range_short: Counter, "Sessions closed because a body was shorter than announced.";
     sc_send_timeout: Counter, "Sessions closed because delivery exceeded send_timeout.";
     sc_req_http20: Counter, "Sessions closed after an HTTP/2 request on a connection that does not speak it (not counted: such a preface gets a 405 from the built-in VCL).";
-    sc_rx_close_idle: Counter, "Sessions closed by the client while idle past timeout_idle (counted as sc_rx_timeout here).";
+    sc_rx_close_idle: Counter, "Sessions closed idle past timeout_idle: nothing of a next request came.";
     sc_pipe_overflow: Counter, "Sessions closed because a pipe overflowed (never: pipes are bounded by their buffers).";
     sess_readahead: Counter, "Requests read from bytes already received with the one before (pipelined).";
     sess_herd: Counter, "Keep-alive sessions that waited longer than timeout_linger for their next request.";

@@ -11,7 +11,8 @@ use crate::host::req::can_gzip;
 use crate::host::req::{Acct, Outcome, Req};
 use crate::host::resp::Resp;
 use crate::host::vcl::Loaded;
-use crate::transport::io::{Client, SendClock};
+use crate::transport::deadline::SendClock;
+use crate::transport::io::Client;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
@@ -502,8 +503,8 @@ struct Shape {
 
 fn send_clock(p: &Params, req: &Req) -> SendClock {
     SendClock::new(
-        Params::duration(req.sess.send.unwrap_or(p.send_timeout())),
-        Params::duration(req.sess.idle_send.unwrap_or(p.idle_send_timeout())),
+        Params::duration(req.sess.send.or(p.send_timeout())),
+        Params::duration(req.sess.idle_send.or(p.idle_send_timeout())),
     )
 }
 

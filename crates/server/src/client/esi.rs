@@ -13,7 +13,8 @@
 
 use crate::host::req::{forwarded_for, IncludeCtx, Outcome, Req, TopReq};
 use crate::host::vcl::Loaded;
-use crate::transport::io::{Client, Piece, SendClock};
+use crate::transport::deadline::SendClock;
+use crate::transport::io::{Client, Piece};
 use crate::Shared;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::object::Object;

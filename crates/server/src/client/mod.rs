@@ -5,8 +5,10 @@
 //! put a response on the wire; `interim` hands a backend's 1xx responses
 //! to the client; `invalidate` removes what a successful
 //! unsafe request changed; `req_headers` shapes a request's headers
-//! before VCL sees them. `request` uses the others.
+//! before VCL sees them; `answers` are what a request gets before VCL
+//! runs (an ACME challenge, a body too large). `request` uses the others.
 
+pub(crate) mod answers;
 pub(crate) mod deliver;
 pub(crate) mod esi;
 pub(crate) mod interim;

@@ -20,7 +20,8 @@ use crate::host::client_host::{ClientHost, Resp};
 use crate::host::req::{ConnInfo, Outcome, Req};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
-use crate::transport::io::{BodyError, Client, SendClock};
+use crate::transport::deadline::SendClock;
+use crate::transport::io::{BodyError, Client};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
@@ -482,8 +483,8 @@ async fn stream_response(
         req.acct.hdr_tx += c.wbuf.len() as u64;
     }
     let clock = SendClock::new(
-        Params::duration(req.sess.send.unwrap_or(sh.params.send_timeout())),
-        Params::duration(req.sess.idle_send.unwrap_or(sh.params.idle_send_timeout())),
+        Params::duration(req.sess.send.or(sh.params.send_timeout())),
+        Params::duration(req.sess.idle_send.or(sh.params.idle_send_timeout())),
     );
     let mut reader = be.body(if bodyless {
         Framing::None

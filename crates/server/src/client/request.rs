@@ -24,7 +24,6 @@ use lacquer_cache::{BusyState, FetchSlot, Lookup, Wants};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
-use lacquer_core::params::Params;
 use lacquer_http::RequestHead;
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Side, Tag, Txn};
@@ -222,7 +221,7 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
     if req.include.is_none() && &req.head.method[..] == b"GET" {
         let url = std::str::from_utf8(&req.head.url).unwrap_or("");
         if let Some(answer) = lacquer_tls::acme::CHALLENGES.http_answer(url) {
-            return acme_answer(c, sh, req, &answer).await;
+            return crate::client::answers::acme_answer(c, sh, req, &answer).await;
         }
     }
     if let (Some(max), None) = (cx.vcl.program.cache_req_body, &req.include) {
@@ -231,7 +230,9 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
         match req.cache_body(c, sh, max).await {
             Ok(BodyCache::Cached) => req.body_for_lookup = true,
             Ok(BodyCache::TooBig) => {}
-            Ok(BodyCache::Overflowed) => return too_large(c, sh, req).await,
+            Ok(BodyCache::Overflowed) => {
+                return crate::client::answers::too_large(c, sh, req).await
+            }
             Err(reason) => return Outcome::Close(reason),
         }
     }
@@ -261,40 +262,6 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
             }
         }
     }
-}
-
-/// Answers an ACME server's HTTP-01 request for a pending challenge with
-/// its key authorization, before VCL (which has no say in it).
-async fn acme_answer(c: &mut Client, sh: &Shared, req: &mut Req, answer: &str) -> Outcome {
-    let keep = match req.consume_body(c, sh).await {
-        Ok(keep) => keep,
-        Err(reason) => return Outcome::Close(reason),
-    };
-    COUNTERS.inc(Counter::tls_acme_challenges);
-    req.log
-        .bytes(Tag::Debug, b"ACME http-01 challenge answered");
-    let msg = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{answer}",
-        answer.len(),
-        if keep { "" } else { "Connection: close\r\n" }
-    );
-    let idle = Params::duration(sh.params.idle_send_timeout());
-    match (c.write_small(msg.as_bytes(), idle).await, keep) {
-        (Ok(_), true) => Outcome::KeepAlive,
-        (Ok(_), false) => Outcome::Close(CloseReason::ReqClose),
-        (Err(_), _) => Outcome::Close(CloseReason::RemClose),
-    }
-}
-
-/// Answers a request whose chunked body went past what the program keeps
-/// (it cannot be sent on), and closes.
-async fn too_large(c: &mut Client, sh: &Shared, req: &mut Req) -> Outcome {
-    req.log
-        .bytes(Tag::FetchError, b"Request body too big to cache");
-    let msg = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    let idle = Params::duration(sh.params.idle_send_timeout());
-    let _ = c.write_small(msg, idle).await;
-    Outcome::Close(CloseReason::RxOverflow)
 }
 
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {

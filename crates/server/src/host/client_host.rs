@@ -6,6 +6,7 @@
 use crate::host::req::{ConnInfo, Req, TopReq};
 pub(crate) use crate::host::resp::{obj_reason, Resp};
 use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::transport::deadline::SessTimeout;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
@@ -175,19 +176,17 @@ impl Host for ClientHost<'_> {
             Var::ReqXid => Value::str(&req.xid.to_string()),
             Var::SessXid => Value::str(&req.xid.to_string()),
             Var::Now => Value::Time(now()),
-            Var::SessIdleSendTimeout => Value::Duration(
-                req.sess
-                    .idle_send
-                    .unwrap_or(self.sh.params.idle_send_timeout()),
-            ),
+            Var::SessIdleSendTimeout => {
+                Value::Duration(req.sess.idle_send.or(self.sh.params.idle_send_timeout()))
+            }
             Var::SessSendTimeout => {
-                Value::Duration(req.sess.send.unwrap_or(self.sh.params.send_timeout()))
+                Value::Duration(req.sess.send.or(self.sh.params.send_timeout()))
             }
             Var::SessTimeoutIdle => {
-                Value::Duration(req.sess.idle.unwrap_or(self.sh.params.timeout_idle()))
+                Value::Duration(req.sess.idle.or(self.sh.params.timeout_idle()))
             }
             Var::SessTimeoutLinger => {
-                Value::Duration(req.sess.linger.unwrap_or(self.sh.params.timeout_linger()))
+                Value::Duration(req.sess.linger.or(self.sh.params.timeout_linger()))
             }
             Var::ObjAge
             | Var::ObjCanEsi
@@ -333,10 +332,10 @@ impl Host for ClientHost<'_> {
                     req.storage = Some(s);
                 }
             }
-            Var::SessIdleSendTimeout => req.sess.idle_send = Some(value.as_f64()),
-            Var::SessSendTimeout => req.sess.send = Some(value.as_f64()),
-            Var::SessTimeoutIdle => req.sess.idle = Some(value.as_f64()),
-            Var::SessTimeoutLinger => req.sess.linger = Some(value.as_f64()),
+            Var::SessIdleSendTimeout => req.sess.idle_send = SessTimeout::set(value.as_f64()),
+            Var::SessSendTimeout => req.sess.send = SessTimeout::set(value.as_f64()),
+            Var::SessTimeoutIdle => req.sess.idle = SessTimeout::set(value.as_f64()),
+            Var::SessTimeoutLinger => req.sess.linger = SessTimeout::set(value.as_f64()),
             Var::RespStatus => {
                 let s = value.as_i64();
                 if !(100..=65535).contains(&s) || s % 1000 < 100 {

@@ -5,7 +5,8 @@
 //! imports no step.
 
 use crate::host::vcl::Loaded;
-use crate::transport::io::{BodyError, Client, ReqBody, SendError, SessTimeouts};
+use crate::transport::deadline::SessTimeouts;
+use crate::transport::io::{BodyError, Client, ReqBody, SendError};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;

@@ -9,7 +9,8 @@ mod proxy;
 
 use crate::client::request;
 use crate::host::req::Outcome;
-use crate::transport::io::{nanos, Client, ClientStream, ReadError, SessAddrs};
+use crate::transport::deadline::nanos;
+use crate::transport::io::{Client, ClientStream, ReadError, SessAddrs};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -123,7 +124,7 @@ pub(crate) fn handshake_failed(
 /// closed our side, so that closing with unread input does not reset the
 /// connection before the client has read our answer.
 async fn linger(sh: &Shared, c: &mut Client) {
-    let limit = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
+    let limit = Params::duration(c.sess.linger.or(sh.params.timeout_linger()));
     let end = Instant::now() + limit;
     for _ in 0..16 {
         c.rbuf.clear();
@@ -151,20 +152,28 @@ struct HeadWait {
 
 impl HeadWait {
     fn new(idle: Duration, linger: Duration) -> HeadWait {
+        // A century at most, so that a deadline is always a time.
+        let century = Duration::from_secs(100 * 365 * 86_400);
         HeadWait {
-            idle: nanos(idle),
-            linger: nanos(linger),
+            idle: nanos(idle.min(century)),
+            linger: nanos(linger.min(century)),
             since: None,
             lingered: false,
         }
     }
 
-    fn limit(&mut self, herd: bool) -> Duration {
+    /// When the wait starting now ends.
+    fn deadline(&mut self, herd: bool) -> Instant {
         let now = Instant::now();
         let since = *self.since.get_or_insert(now);
-        let left = self.idle.saturating_sub(nanos(now - since));
-        self.lingered = herd && self.linger < left;
-        Duration::from_nanos(if self.lingered { self.linger } else { left })
+        let idle_end = since + Duration::from_nanos(self.idle);
+        let linger_end = now + Duration::from_nanos(self.linger);
+        self.lingered = herd && linger_end < idle_end;
+        if self.lingered {
+            linger_end
+        } else {
+            idle_end
+        }
     }
 }
 
@@ -172,8 +181,8 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
     let mut served = false;
     loop {
         let limits = sh.request_limits();
-        let idle = c.sess.idle.unwrap_or(sh.params.timeout_idle());
-        let linger = Params::duration(c.sess.linger.unwrap_or(sh.params.timeout_linger()));
+        let idle = c.sess.idle.or(sh.params.timeout_idle());
+        let linger = Params::duration(c.sess.linger.or(sh.params.timeout_linger()));
         let mut wait = HeadWait::new(Params::duration(idle), linger);
         // A keep-alive session with nothing to read yet waits
         // `timeout_linger` first; past it, it counts as herded (as
@@ -190,7 +199,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 }
                 if preface.is_none() && !c.rbuf.is_empty() {
                     // Not enough yet to tell: read on.
-                    match c.read_head_more(|| wait.limit(false)).await {
+                    match c.read_head_more(|| wait.deadline(false)).await {
                         Ok(n) if n > 0 => continue,
                         Err(ReadError::Timeout) => return CloseReason::RxTimeout,
                         _ => return CloseReason::RemClose,
@@ -212,7 +221,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 Err(e) => return refuse(sh, c, &e, log).await,
             }
             read = true;
-            match c.read_head_more(|| wait.limit(herd)).await {
+            match c.read_head_more(|| wait.deadline(herd)).await {
                 Ok(0) if c.rbuf.is_empty() => return CloseReason::RemClose,
                 Ok(0) => return CloseReason::RxJunk,
                 Ok(_) => herd = false,
@@ -220,6 +229,9 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                     COUNTERS.inc(Counter::sess_herd);
                     herd = false;
                 }
+                // Nothing of a next request came: idle, as varnishd says
+                // it; part of one: a receive timeout.
+                Err(ReadError::Timeout) if c.rbuf.is_empty() => return CloseReason::RxCloseIdle,
                 Err(ReadError::Timeout) => return CloseReason::RxTimeout,
                 Err(ReadError::Io) => return CloseReason::RemClose,
             }

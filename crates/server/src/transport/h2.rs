@@ -7,7 +7,8 @@
 //! are under a Content-Length, in chunks otherwise), so the steps need
 //! nothing of their own for HTTP/2.
 
-use super::io::{SendClock, SendError, WireBody};
+use super::deadline::SendClock;
+use super::io::{SendError, WireBody};
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};

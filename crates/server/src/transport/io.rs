@@ -6,6 +6,7 @@
 //! bytes go unframed; an HTTP/2 stream's client writes frames
 //! (`transport::h2`).
 
+use super::deadline::{SendClock, SessTimeouts, WaitTimer};
 pub(crate) use super::req_body::{BodyError, ReqBody};
 use bytes::{Bytes, BytesMut};
 use std::future::Future;
@@ -151,55 +152,6 @@ pub(crate) enum SendError {
     Timeout,
 }
 
-/// Deadlines of one response delivery. The clock starts when a write
-/// first has to wait: a response the socket takes at once (most) reads
-/// no clock for it. What went before took no time waiting on the client,
-/// so `send_timeout` still bounds the time spent waiting for it to read.
-#[derive(Debug)]
-pub(crate) struct SendClock {
-    /// When the clock started, in nanoseconds after [`clock_epoch`], plus
-    /// one (0: not yet).
-    started: std::sync::atomic::AtomicU64,
-    /// `send_timeout` and `idle_send_timeout`, in nanoseconds.
-    send: u64,
-    idle: u64,
-}
-
-/// The instant send clocks count from (a word each rather than an
-/// `Instant` and its lock: they live in every connection's task).
-fn clock_epoch() -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-impl SendClock {
-    pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
-        SendClock {
-            started: std::sync::atomic::AtomicU64::new(0),
-            send: nanos(send_timeout),
-            idle: nanos(idle_send_timeout),
-        }
-    }
-
-    /// How long the next write may wait: None once the deadline passed.
-    pub(crate) fn next_limit(&self) -> Option<Duration> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let epoch = clock_epoch();
-        let now = nanos(Instant::now().saturating_duration_since(epoch)) + 1;
-        let started = match self.started.compare_exchange(0, now, Relaxed, Relaxed) {
-            Ok(_) => now,
-            Err(earlier) => earlier,
-        };
-        let left = self.send.checked_sub(now.saturating_sub(started))?;
-        (left > 0).then(|| Duration::from_nanos(left.min(self.idle)))
-    }
-}
-
-/// A duration in nanoseconds, at most `u64::MAX` (584 years).
-pub(crate) fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
-}
-
 /// One client connection.
 pub(crate) struct Client {
     pub wire: Wire,
@@ -221,15 +173,8 @@ pub(crate) struct Client {
     /// A byte range of a body made on the way out (an ESI page, an
     /// inflated body): bytes still to skip, bytes still to send.
     pub window: Option<(u64, u64)>,
-}
-
-/// The timeouts of one session, as `sess.*` in VCL sets them.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct SessTimeouts {
-    pub send: Option<f64>,
-    pub idle_send: Option<f64>,
-    pub idle: Option<f64>,
-    pub linger: Option<f64>,
+    /// The timer bounding waits for a request head (see [`WaitTimer`]).
+    head_timer: WaitTimer,
 }
 
 /// The read buffer a request head starts with.
@@ -251,6 +196,7 @@ impl Client {
             key: Vec::with_capacity(128),
             chunked: false,
             window: None,
+            head_timer: WaitTimer::default(),
         }
     }
 
@@ -270,6 +216,7 @@ impl Client {
             key: Vec::with_capacity(128),
             chunked: false,
             window: None,
+            head_timer: WaitTimer::default(),
         }
     }
 
@@ -299,6 +246,7 @@ impl Client {
             sess: parent.sess,
             chunked: false,
             window: None,
+            head_timer: WaitTimer::default(),
         }
     }
 
@@ -504,13 +452,14 @@ impl Client {
     /// nothing is waiting (a connection between requests, mostly idle),
     /// the connection holds no buffers: the bytes that end the wait land
     /// on the stack and the buffers are made again then, as large as
-    /// most heads and responses' heads need. `limit` is asked for the time
-    /// it may wait only when it has to (see `session::HeadWait`).
+    /// most heads and responses' heads need. `deadline` is asked for when
+    /// the wait ends only when it has to wait (see `session::HeadWait`).
     pub async fn read_head_more(
         &mut self,
-        limit: impl FnOnce() -> Duration,
+        deadline: impl FnOnce() -> Instant,
     ) -> Result<usize, ReadError> {
         if !self.rbuf.is_empty() {
+            let limit = || deadline().saturating_duration_since(Instant::now());
             return self.read_more_within(limit).await;
         }
         let Wire::Stream(stream) = &mut self.wire else {
@@ -541,10 +490,10 @@ impl Client {
                 std::task::Poll::Pending => std::task::Poll::Pending,
             }
         });
-        match tokio::time::timeout(limit(), read).await {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(_)) => Err(ReadError::Io),
-            Err(_) => Err(ReadError::Timeout),
+        match self.head_timer.bound(deadline(), read).await {
+            Some(Ok(n)) => Ok(n),
+            Some(Err(_)) => Err(ReadError::Io),
+            None => Err(ReadError::Timeout),
         }
     }
 

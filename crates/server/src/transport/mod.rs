@@ -1,10 +1,11 @@
 //! Below the seam: a client connection's bytes (`io`: reading heads,
 //! writing within the send timeouts, an ESI include's channel to its
-//! page; `req_body`: request bodies), its socket options (`sockopt`, the one module that calls
+//! page; `req_body`: request bodies), its deadlines (`deadline`), its socket options (`sockopt`, the one module that calls
 //! the C library), TLS (`tls`), the certificates ACME keeps (`acme`) and
 //! an HTTP/2 stream as a client's wire (`h2`).
 
 pub(crate) mod acme;
+pub(crate) mod deadline;
 pub(crate) mod h2;
 pub(crate) mod io;
 pub(crate) mod req_body;

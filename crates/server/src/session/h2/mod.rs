@@ -178,7 +178,7 @@ async fn serve_with(
         .max_pending_accept_reset_streams(p.h2_rapid_reset_limit().clamp(1, 1000) as usize)
         .max_local_error_reset_streams(Some(p.h2_rapid_reset_limit().clamp(1, 1000) as usize))
         .max_send_buffer_size(64 * 1024);
-    let idle = Params::duration(c.sess.idle.unwrap_or(p.timeout_idle()));
+    let idle = Params::duration(c.sess.idle.or(p.timeout_idle()));
     let mut conn = match tokio::time::timeout(idle, builder.handshake::<_, Bytes>(io)).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(_)) => return CloseReason::RxJunk,
@@ -253,7 +253,7 @@ async fn serve_with(
             quiet_armed = false;
             return Poll::Pending;
         }
-        let idle = Params::duration(c.sess.idle.unwrap_or(sh.params.timeout_idle()));
+        let idle = Params::duration(c.sess.idle.or(sh.params.timeout_idle()));
         let quiet_since =
             state.began + Duration::from_millis(state.last_done_ms.load(Ordering::Relaxed));
         let deadline = tokio::time::Instant::from_std(quiet_since + idle);
@@ -272,7 +272,7 @@ async fn serve_with(
     state.gathering.store(false, Ordering::Relaxed);
     match event {
         Event::Idle => {
-            let idle = Params::duration(c.sess.idle.unwrap_or(sh.params.timeout_idle()));
+            let idle = Params::duration(c.sess.idle.or(sh.params.timeout_idle()));
             conn.graceful_shutdown();
             let _ =
                 tokio::time::timeout(idle, std::future::poll_fn(|cx| conn.poll_closed(cx))).await;
@@ -320,7 +320,7 @@ struct Stream {
     addrs: Arc<crate::transport::io::SessAddrs>,
     fd: Option<i32>,
     socket: Option<Arc<std::os::fd::OwnedFd>>,
-    sess: crate::transport::io::SessTimeouts,
+    sess: crate::transport::deadline::SessTimeouts,
     sess_vxid: u64,
     window_timeout: Duration,
     state: Arc<ConnState>,

@@ -1,0 +1,215 @@
+//! The deadlines of a client connection: the send clock of a response
+//! (`send_timeout`, `idle_send_timeout`), the timer a connection keeps for
+//! its waits between requests (`timeout_idle`, `timeout_linger`), and the
+//! timeouts VCL sets for a session (`sess.*`). Each is a few words, as
+//! they live in every connection's task.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Deadlines of one response delivery. The clock starts when a write
+/// first has to wait: a response the socket takes at once (most) reads
+/// no clock for it. What went before took no time waiting on the client,
+/// so `send_timeout` still bounds the time spent waiting for it to read.
+#[derive(Debug)]
+pub(crate) struct SendClock {
+    /// When the clock started, in nanoseconds after [`clock_epoch`], plus
+    /// one (0: not yet).
+    started: std::sync::atomic::AtomicU64,
+    /// `send_timeout` and `idle_send_timeout`, in nanoseconds.
+    send: u64,
+    idle: u64,
+}
+
+/// The instant send clocks count from (a word each rather than an
+/// `Instant` and its lock: they live in every connection's task).
+fn clock_epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl SendClock {
+    pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
+        SendClock {
+            started: std::sync::atomic::AtomicU64::new(0),
+            send: nanos(send_timeout),
+            idle: nanos(idle_send_timeout),
+        }
+    }
+
+    /// How long the next write may wait: None once the deadline passed.
+    pub(crate) fn next_limit(&self) -> Option<Duration> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let epoch = clock_epoch();
+        let now = nanos(Instant::now().saturating_duration_since(epoch)) + 1;
+        let started = match self.started.compare_exchange(0, now, Relaxed, Relaxed) {
+            Ok(_) => now,
+            Err(earlier) => earlier,
+        };
+        let left = self.send.checked_sub(now.saturating_sub(started))?;
+        (left > 0).then(|| Duration::from_nanos(left.min(self.idle)))
+    }
+}
+
+/// A duration in nanoseconds, at most `u64::MAX` (584 years).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+/// A connection's timer for the waits between requests: made on the first
+/// wait that cannot end at once and kept, so that a busy keep-alive
+/// connection does not arm and clear a timer for every request. A wait
+/// that must end sooner than the timer moves it; one that may end later
+/// leaves it, and when it fires early it is moved on to that wait's
+/// deadline then (about once a `timeout_linger` on a busy connection).
+#[derive(Default)]
+pub(crate) struct WaitTimer(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
+
+impl WaitTimer {
+    /// Runs `fut` until it ends (`Some`) or `deadline` passes (`None`).
+    /// A plain future over `fut` and the timer (no state of its own to
+    /// grow the connection's task).
+    pub(crate) fn bound<'a, F: Future + Unpin + 'a>(
+        &'a mut self,
+        deadline: Instant,
+        mut fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + 'a {
+        use std::task::Poll;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        if let Some(timer) = &mut self.0 {
+            if timer.deadline() > deadline {
+                timer.as_mut().reset(deadline);
+            }
+        }
+        let timer = self
+            .0
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        std::future::poll_fn(move |cx| {
+            if let Poll::Ready(out) = std::pin::Pin::new(&mut fut).poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            loop {
+                match timer.as_mut().poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(()) if tokio::time::Instant::now() >= deadline => {
+                        return Poll::Ready(None)
+                    }
+                    // Set for an earlier wait: on to this one's deadline.
+                    Poll::Ready(()) => timer.as_mut().reset(deadline),
+                }
+            }
+        })
+    }
+}
+
+/// The timeouts of one session, as `sess.*` in VCL sets them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SessTimeouts {
+    pub send: SessTimeout,
+    pub idle_send: SessTimeout,
+    pub idle: SessTimeout,
+    pub linger: SessTimeout,
+}
+
+/// A timeout VCL may have set for a session: seconds, or NaN while it has
+/// not (one word where an `Option<f64>` takes two: these live in every
+/// connection's state and every request's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessTimeout(f64);
+
+impl Default for SessTimeout {
+    fn default() -> Self {
+        SessTimeout(f64::NAN)
+    }
+}
+
+impl SessTimeout {
+    /// Set to `secs` (NaN leaves it unset).
+    pub fn set(secs: f64) -> SessTimeout {
+        SessTimeout(secs)
+    }
+
+    /// The seconds set, or `default` (the parameter) when none were.
+    pub fn or(self, default: f64) -> f64 {
+        if self.0.is_nan() {
+            default
+        } else {
+            self.0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(f: impl Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f);
+    }
+
+    fn after(ms: u64) -> Instant {
+        Instant::now() + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_wait_ends_with_its_future_or_at_its_deadline() {
+        run(async {
+            let mut timer = WaitTimer::default();
+            assert_eq!(
+                timer.bound(after(1000), std::future::ready(7)).await,
+                Some(7)
+            );
+            let start = Instant::now();
+            let never = std::future::pending::<()>();
+            assert_eq!(timer.bound(after(30), never).await, None);
+            assert!(start.elapsed() >= Duration::from_millis(30));
+        });
+    }
+
+    #[test]
+    fn the_kept_timer_follows_each_waits_deadline() {
+        run(async {
+            let mut timer = WaitTimer::default();
+            // Set for a short wait, then fired: a later wait runs to its
+            // own deadline, not the timer's.
+            assert_eq!(
+                timer.bound(after(20), std::future::pending::<()>()).await,
+                None
+            );
+            let start = Instant::now();
+            assert_eq!(
+                timer.bound(after(80), std::future::pending::<()>()).await,
+                None
+            );
+            assert!(start.elapsed() >= Duration::from_millis(80));
+            // Set far off by a wait that ended at once: a shorter wait
+            // moves it sooner.
+            assert_eq!(
+                timer.bound(after(60_000), std::future::ready(())).await,
+                Some(())
+            );
+            let start = Instant::now();
+            assert_eq!(
+                timer.bound(after(30), std::future::pending::<()>()).await,
+                None
+            );
+            let took = start.elapsed();
+            assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(30));
+            // Set to end sooner than a later wait, which it does not cut short.
+            assert_eq!(
+                timer.bound(after(10), std::future::ready(())).await,
+                Some(())
+            );
+            let start = Instant::now();
+            assert_eq!(
+                timer.bound(after(60), std::future::pending::<()>()).await,
+                None
+            );
+            assert!(start.elapsed() >= Duration::from_millis(60));
+        });
+    }
+}
