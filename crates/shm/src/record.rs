@@ -467,3 +467,37 @@ mod tests {
         assert!(!t.wants(Tag::Debug));
     }
 }
+
+#[cfg(test)]
+mod push_tests {
+    use super::*;
+
+    #[test]
+    fn push_u64_writes_every_number_as_format_does() {
+        let mut samples = vec![
+            0,
+            1,
+            9,
+            10,
+            11,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            65_535,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        let mut p = 1u64;
+        while let Some(q) = p.checked_mul(10) {
+            samples.extend([p - 1, p, p + 1]);
+            p = q;
+        }
+        for v in samples {
+            let mut out = b"x".to_vec();
+            push_u64(&mut out, v);
+            assert_eq!(out, format!("x{v}").into_bytes());
+        }
+    }
+}
