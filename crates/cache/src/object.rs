@@ -323,6 +323,13 @@ impl Object {
             .map(|(_, v)| v)
     }
 
+    /// Every value of a stored header, borrowed.
+    pub fn header_refs<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.fields()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
+
     /// Whether a stored header is there.
     pub fn has_header(&self, name: &str) -> bool {
         self.fields()

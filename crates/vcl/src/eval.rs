@@ -216,7 +216,7 @@ impl<'a> Eval<'a> {
             }
             Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
                 Lent::Absent => false,
-                Lent::Value(_) => true,
+                Lent::Value(_) | Lent::Slice(_) => true,
                 Lent::Owned => self.eval(e)?.as_bool(),
             },
             Expr::Cmp(op, CmpKind::Str, a, b) => self.compare_str(*op, a, b)?,
@@ -232,6 +232,7 @@ impl<'a> Eval<'a> {
             Expr::Header(kind, name) => match self.host.header_ref(*kind, name) {
                 Lent::Absent => return Ok(f(None)),
                 Lent::Value(v) => return Ok(f(Some(&v[..]))),
+                Lent::Slice(v) => return Ok(f(Some(v))),
                 Lent::Owned => {}
             },
             Expr::Var(var) => {

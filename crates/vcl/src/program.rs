@@ -209,6 +209,9 @@ pub enum Expr {
 pub enum Lent<'a> {
     Absent,
     Value(&'a Bytes),
+    /// Bytes the host holds but not as a `Bytes` of their own (a stored
+    /// object's header, read in place).
+    Slice(&'a [u8]),
     /// The host makes this value on demand: ask `Host::header`.
     Owned,
 }

@@ -78,6 +78,13 @@ impl<'a> ClientHost<'a> {
         }
     }
 
+    /// A stored object's header, lent in place.
+    fn obj_header(&self, name: &str) -> Lent<'_> {
+        self.obj
+            .and_then(|o| o.header_ref(name))
+            .map_or(Lent::Absent, Lent::Slice)
+    }
+
     fn delivery_header(&self, name: &str) -> Option<Bytes> {
         let resp = self.resp.as_deref()?;
         let now = lacquer_core::time::now();
@@ -379,8 +386,8 @@ impl Host for ClientHost<'_> {
         match self.header_ref(kind, name) {
             Lent::Absent => None,
             Lent::Value(v) => Some(v.clone()),
-            // The stored object's fields are read from its head.
-            Lent::Owned if kind == HttpKind::Obj => self.obj.and_then(|o| o.header(name)),
+            // A stored object's field, read in place: copied out.
+            Lent::Slice(v) => Some(Bytes::copy_from_slice(v)),
             Lent::Owned => match self.resp.as_deref() {
                 Some(resp) if resp.own_delivery_headers || !Self::is_delivery_header(name) => {
                     resp.get(self.obj, name)
@@ -394,8 +401,7 @@ impl Host for ClientHost<'_> {
         match kind {
             HttpKind::ReqTop if self.req.include.is_some() => lend(top(self.req).headers.get(name)),
             HttpKind::Req | HttpKind::ReqTop => lend(self.req.head.headers.get(name)),
-            HttpKind::Obj if self.obj.is_some() => Lent::Owned,
-            HttpKind::Obj => Lent::Absent,
+            HttpKind::Obj => self.obj_header(name),
             HttpKind::ObjStale => Lent::Absent,
             HttpKind::Resp => {
                 let Some(resp) = self.resp.as_deref() else {
@@ -406,9 +412,8 @@ impl Host for ClientHost<'_> {
                 }
                 match resp.get_lent(name) {
                     Some(own) => lend(own),
-                    // Unedited: the stored object's, read when asked.
-                    None if self.obj.is_some() => Lent::Owned,
-                    None => Lent::Absent,
+                    // Unedited: the stored object's, read in place.
+                    None => self.obj_header(name),
                 }
             }
             HttpKind::Bereq | HttpKind::Beresp => Lent::Absent,
@@ -438,7 +443,7 @@ impl Host for ClientHost<'_> {
                 .unwrap_or_default(),
             HttpKind::Obj => self
                 .obj
-                .map(|o| o.headers().get_all(name).cloned().collect())
+                .map(|o| o.header_refs(name).map(Bytes::copy_from_slice).collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }

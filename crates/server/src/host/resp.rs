@@ -133,7 +133,7 @@ impl Resp {
         match self.edit(name) {
             Some(edited) => edited.iter().cloned().collect(),
             None => obj
-                .map(|o| o.headers().get_all(name).cloned().collect())
+                .map(|o| o.header_refs(name).map(Bytes::copy_from_slice).collect())
                 .unwrap_or_default(),
         }
     }
