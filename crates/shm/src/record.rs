@@ -388,6 +388,24 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
+/// Appends seconds with three decimals (`%.3f`), without going through
+/// the float formatter.
+pub fn push_fixed3(out: &mut Vec<u8>, secs: f64) {
+    if !secs.is_finite() {
+        out.extend_from_slice(b"0.000");
+        return;
+    }
+    if secs < 0.0 {
+        out.push(b'-');
+    }
+    let millis = (secs.abs() * 1e3 + 0.5) as u64;
+    push_u64(out, millis / 1000);
+    out.push(b'.');
+    let frac = (millis % 1000) as usize;
+    let pair = (frac / 10) * 2;
+    out.extend_from_slice(&[PAIRS[pair], PAIRS[pair + 1], b'0' + (frac % 10) as u8]);
+}
+
 /// Appends seconds with six decimals (`%f`), without going through the
 /// float formatter.
 pub fn push_fixed6(out: &mut Vec<u8>, secs: f64) {
@@ -471,6 +489,21 @@ mod tests {
 #[cfg(test)]
 mod push_tests {
     use super::*;
+
+    #[test]
+    fn push_fixed3_writes_as_format_does() {
+        for v in [
+            0.0, 0.0004, 0.0005, 0.001, 0.25, 1.5, 9.999, 9.9996, 12.345, 86_400.0,
+        ] {
+            let mut out = Vec::new();
+            push_fixed3(&mut out, v);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                format!("{:.3}", v + 1e-12),
+                "{v}"
+            );
+        }
+    }
 
     #[test]
     fn push_u64_writes_every_number_as_format_does() {
