@@ -190,7 +190,7 @@ impl Txn {
         // Sized for a typical request's records, so that logging one does
         // not grow the buffer record by record.
         let buf = match log {
-            Some(_) => Vec::with_capacity(limits.buffer.min(2048)),
+            Some(_) => spare_buffer(limits.buffer.min(2048)),
             None => Vec::new(),
         };
         Txn {
@@ -347,7 +347,7 @@ impl Txn {
     /// (a session) that will write little until it ends.
     pub fn release(&mut self) {
         self.flush();
-        self.buf = Vec::new();
+        give_back(std::mem::take(&mut self.buf));
     }
 }
 
@@ -358,7 +358,46 @@ impl Drop for Txn {
             self.end();
         }
         self.flush();
+        give_back(std::mem::take(&mut self.buf));
     }
+}
+
+/// Transaction buffers each thread keeps for its next transactions: a
+/// request's buffer is larger than the allocator's per-thread cache
+/// holds, so making and freeing one for every request went to its
+/// shared bins (and made it merge its small free chunks each time).
+const SPARE_BUFFERS: usize = 8;
+/// Past this a buffer is let go rather than kept (a transaction that
+/// logged a large body, say).
+const SPARE_MAX: usize = 64 * 1024;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `capacity` bytes, kept from an earlier
+/// transaction on this thread when there is one.
+fn spare_buffer(capacity: usize) -> Vec<u8> {
+    SPARE
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .filter(|b| b.capacity() >= capacity)
+        .unwrap_or_else(|| Vec::with_capacity(capacity))
+}
+
+/// Keeps an emptied buffer for the thread's next transaction.
+fn give_back(mut buf: Vec<u8>) {
+    if buf.capacity() < 1024 || buf.capacity() > SPARE_MAX {
+        return;
+    }
+    buf.clear();
+    let _ = SPARE.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(buf);
+        }
+    });
 }
 
 const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
@@ -489,6 +528,25 @@ mod tests {
 #[cfg(test)]
 mod push_tests {
     use super::*;
+
+    #[test]
+    fn a_transactions_buffer_serves_the_next_one_on_its_thread() {
+        let mut buf = Vec::with_capacity(4096);
+        buf.extend_from_slice(b"records");
+        let at = buf.as_ptr();
+        give_back(buf);
+        let again = spare_buffer(2048);
+        assert_eq!(again.as_ptr(), at, "the same allocation");
+        assert!(again.is_empty() && again.capacity() >= 4096);
+        // Small and huge ones are not kept; nor more than a few.
+        give_back(Vec::with_capacity(16));
+        give_back(Vec::with_capacity(SPARE_MAX + 1));
+        assert_ne!(spare_buffer(2048).capacity(), 16);
+        for _ in 0..SPARE_BUFFERS + 4 {
+            give_back(Vec::with_capacity(2048));
+        }
+        assert_eq!(SPARE.with(|s| s.borrow().len()), SPARE_BUFFERS);
+    }
 
     #[test]
     fn push_fixed3_writes_as_format_does() {
