@@ -421,6 +421,7 @@ impl Client {
     ) -> Result<usize, ReadError> {
         if self.rbuf.capacity() == 0 {
             // The buffers of a connection that held none while idle.
+            self.rbuf = spare_read_buffer();
             self.rbuf.reserve(FIRST_RBUF);
             self.wbuf.reserve(FIRST_WBUF);
         } else if self.rbuf.capacity() - self.rbuf.len() < 1024 {
@@ -469,7 +470,7 @@ impl Client {
             if let Some(ready) = now_or_never(stream.read_buf(&mut self.rbuf)).await {
                 return ready.map_err(|_| ReadError::Io);
             }
-            self.rbuf = BytesMut::new();
+            keep_read_buffer(std::mem::take(&mut self.rbuf));
             self.wbuf = Vec::new();
         }
         let (rbuf, wbuf) = (&mut self.rbuf, &mut self.wbuf);
@@ -480,6 +481,9 @@ impl Client {
                 std::task::Poll::Ready(Ok(())) => {
                     let got = got.filled();
                     if !got.is_empty() {
+                        if rbuf.capacity() == 0 {
+                            *rbuf = spare_read_buffer();
+                        }
                         rbuf.reserve(FIRST_RBUF);
                         rbuf.extend_from_slice(got);
                         wbuf.reserve(FIRST_WBUF);
@@ -627,6 +631,45 @@ impl Client {
     }
 }
 
+/// Read buffers a thread keeps for its connections' next reads: a
+/// connection that waits for its next request lets its buffer go (an idle
+/// connection holds none), and one that ends lets it go too, so a busy
+/// thread would otherwise make and free one, past the allocator's
+/// per-thread cache, for most requests.
+const SPARE_READ_BUFFERS: usize = 8;
+
+thread_local! {
+    static SPARE_READ: std::cell::RefCell<Vec<BytesMut>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty read buffer, kept from an earlier connection on this thread
+/// when there is one.
+pub(crate) fn spare_read_buffer() -> BytesMut {
+    SPARE_READ
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps a read buffer nothing else holds a view of, emptied, for the
+/// thread's next read.
+pub(crate) fn keep_read_buffer(mut buf: BytesMut) {
+    buf.clear();
+    // Whole again only if no request head still points into it; a large
+    // one (a long body read) is let go.
+    if buf.capacity() > 64 * 1024 || !buf.try_reclaim(FIRST_RBUF) {
+        return;
+    }
+    let _ = SPARE_READ.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_READ_BUFFERS {
+            spare.push(buf);
+        }
+    });
+}
+
 /// Polls an I/O operation once: its result if it is ready now, None
 /// if it would wait (it is then dropped, having done nothing, and the
 /// caller waits for it again with a deadline).
@@ -715,6 +758,22 @@ fn cut_window(pieces: &[Bytes], w: &mut (u64, u64)) -> Vec<Bytes> {
 #[cfg(test)]
 mod window_tests {
     use super::*;
+
+    #[test]
+    fn a_read_buffer_let_go_serves_the_threads_next_read() {
+        let mut buf = BytesMut::with_capacity(4096);
+        buf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let at = buf.as_ptr();
+        drop(buf.split().freeze());
+        keep_read_buffer(buf);
+        let again = spare_read_buffer();
+        assert!(again.is_empty() && again.capacity() >= FIRST_RBUF);
+        let offset = again.as_ptr() as usize - at as usize;
+        assert!(offset < 4096, "the same allocation");
+        // A large one is let go.
+        keep_read_buffer(BytesMut::with_capacity(128 * 1024));
+        assert_eq!(spare_read_buffer().capacity(), 0);
+    }
 
     #[test]
     fn a_window_spans_pieces_and_moves_on() {
