@@ -501,8 +501,10 @@ struct Shape {
     gunzip: bool,
 }
 
-fn send_clock(p: &Params, req: &Req) -> SendClock {
-    SendClock::new(
+/// The send clock of a delivery that began at `start`.
+fn send_clock(p: &Params, req: &Req, start: f64) -> SendClock {
+    SendClock::since(
+        start,
         Params::duration(req.sess.send.or(p.send_timeout())),
         Params::duration(req.sess.idle_send.or(p.idle_send_timeout())),
     )
@@ -526,7 +528,7 @@ async fn send(
         esi,
         gunzip,
     } = shape;
-    let clock = send_clock(&sh.params, req);
+    let clock = send_clock(&sh.params, req, d.now);
     let send_body = !(bodyless || is_head);
     if send_body && (esi || gunzip) {
         if let Err(e) = c.send_head(wire, &[], &clock).await {
@@ -707,7 +709,7 @@ async fn fragment(
     obj: &Arc<Object>,
     d: Delivery<'_>,
 ) -> Outcome {
-    let clock = send_clock(&sh.params, req);
+    let clock = send_clock(&sh.params, req, d.now);
     let result = filtered_body(c, sh, req, obj, d, &clock, None).await;
     req.log.timestamp("Resp", lacquer_core::time::now());
     match result {

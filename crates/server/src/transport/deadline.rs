@@ -7,47 +7,44 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// Deadlines of one response delivery. The clock starts when a write
-/// first has to wait: a response the socket takes at once (most) reads
-/// no clock for it. What went before took no time waiting on the client,
-/// so `send_timeout` still bounds the time spent waiting for it to read.
+/// Deadlines of one response delivery: `send_timeout` counts from when
+/// the response was made, as varnishd counts it (on the wall clock, from
+/// the request's last timestamp), and the clock is read only when a write
+/// has to wait: a response the socket takes at once (most) reads none.
 #[derive(Debug)]
 pub(crate) struct SendClock {
-    /// When the clock started, in nanoseconds after [`clock_epoch`], plus
-    /// one (0: not yet).
-    started: std::sync::atomic::AtomicU64,
-    /// `send_timeout` and `idle_send_timeout`, in nanoseconds.
-    send: u64,
+    /// When the delivery began (seconds of the epoch).
+    start: f64,
+    /// `send_timeout`, in seconds.
+    send: f64,
+    /// `idle_send_timeout`, in nanoseconds.
     idle: u64,
 }
 
-/// The instant send clocks count from (a word each rather than an
-/// `Instant` and its lock: they live in every connection's task).
-fn clock_epoch() -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
 impl SendClock {
+    /// A clock started now.
     pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
+        SendClock::since(lacquer_core::time::now(), send_timeout, idle_send_timeout)
+    }
+
+    /// A clock started at `start` (a time already read: the response's
+    /// `Process` timestamp).
+    pub fn since(start: f64, send_timeout: Duration, idle_send_timeout: Duration) -> Self {
         SendClock {
-            started: std::sync::atomic::AtomicU64::new(0),
-            send: nanos(send_timeout),
+            start,
+            send: send_timeout.as_secs_f64(),
             idle: nanos(idle_send_timeout),
         }
     }
 
     /// How long the next write may wait: None once the deadline passed.
     pub(crate) fn next_limit(&self) -> Option<Duration> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let epoch = clock_epoch();
-        let now = nanos(Instant::now().saturating_duration_since(epoch)) + 1;
-        let started = match self.started.compare_exchange(0, now, Relaxed, Relaxed) {
-            Ok(_) => now,
-            Err(earlier) => earlier,
-        };
-        let left = self.send.checked_sub(now.saturating_sub(started))?;
-        (left > 0).then(|| Duration::from_nanos(left.min(self.idle)))
+        let left = self.start + self.send - lacquer_core::time::now();
+        if !(left > 0.0) {
+            return None;
+        }
+        let left = Duration::try_from_secs_f64(left).unwrap_or(Duration::MAX);
+        Some(left.min(Duration::from_nanos(self.idle)))
     }
 }
 
@@ -153,6 +150,32 @@ mod tests {
 
     fn after(ms: u64) -> Instant {
         Instant::now() + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn send_timeout_counts_from_the_start_of_the_delivery() {
+        let now = lacquer_core::time::now();
+        let secs = Duration::from_secs;
+        // Time before the first wait (a backend streaming slowly) counts.
+        assert_eq!(
+            SendClock::since(now - 10.0, secs(5), secs(60)).next_limit(),
+            None
+        );
+        let left = SendClock::since(now - 1.0, secs(5), secs(60))
+            .next_limit()
+            .unwrap();
+        assert!(
+            left <= secs(4) && left > Duration::from_millis(3500),
+            "{left:?}"
+        );
+        // Each wait is bounded by idle_send_timeout too.
+        assert_eq!(
+            SendClock::since(now, secs(5), secs(1)).next_limit(),
+            Some(secs(1))
+        );
+        // A timeout too large for a Duration is a long one, not a panic.
+        let huge = SendClock::since(now, Duration::MAX, Duration::MAX).next_limit();
+        assert!(huge.is_some_and(|d| d > secs(1 << 30)));
     }
 
     #[test]
