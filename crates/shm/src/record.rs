@@ -430,42 +430,38 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
 /// Appends seconds with three decimals (`%.3f`), without going through
 /// the float formatter.
 pub fn push_fixed3(out: &mut Vec<u8>, secs: f64) {
-    if !secs.is_finite() {
-        out.extend_from_slice(b"0.000");
-        return;
-    }
-    if secs < 0.0 {
-        out.push(b'-');
-    }
-    let millis = (secs.abs() * 1e3 + 0.5) as u64;
-    push_u64(out, millis / 1000);
-    out.push(b'.');
-    let frac = (millis % 1000) as usize;
-    let pair = (frac / 10) * 2;
-    out.extend_from_slice(&[PAIRS[pair], PAIRS[pair + 1], b'0' + (frac % 10) as u8]);
+    push_fixed(out, secs, 3);
 }
 
 /// Appends seconds with six decimals (`%f`), without going through the
 /// float formatter.
 pub fn push_fixed6(out: &mut Vec<u8>, secs: f64) {
+    push_fixed(out, secs, 6);
+}
+
+/// Appends seconds with `decimals` (at most 6) decimals.
+fn push_fixed(out: &mut Vec<u8>, secs: f64, decimals: usize) {
+    let scale = 10u64.pow(decimals as u32);
+    let mut digits = [b'0'; 6];
     if !secs.is_finite() {
-        out.extend_from_slice(b"0.000000");
+        out.push(b'0');
+        out.push(b'.');
+        out.extend_from_slice(&digits[..decimals]);
         return;
     }
     if secs < 0.0 {
         out.push(b'-');
     }
     // Adding a half and truncating rounds without a libm call.
-    let micros = (secs.abs() * 1e6 + 0.5) as u64;
-    push_u64(out, micros / 1_000_000);
+    let units = (secs.abs() * scale as f64 + 0.5) as u64;
+    push_u64(out, units / scale);
     out.push(b'.');
-    let frac = (micros % 1_000_000) as usize;
-    let mut digits = [b'0'; 6];
-    for (k, div) in [10_000usize, 100, 1].into_iter().enumerate() {
-        let pair = (frac / div % 100) * 2;
-        digits[2 * k..2 * k + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    let mut frac = units % scale;
+    for d in digits[..decimals].iter_mut().rev() {
+        *d = b'0' + (frac % 10) as u8;
+        frac /= 10;
     }
-    out.extend_from_slice(&digits);
+    out.extend_from_slice(&digits[..decimals]);
 }
 
 #[cfg(test)]
@@ -539,28 +535,48 @@ mod push_tests {
         assert_eq!(again.as_ptr(), at, "the same allocation");
         assert!(again.is_empty() && again.capacity() >= 4096);
         // Small and huge ones are not kept; nor more than a few.
+        let kept = || SPARE.with(|s| s.borrow().len());
         give_back(Vec::with_capacity(16));
         give_back(Vec::with_capacity(SPARE_MAX + 1));
-        assert_ne!(spare_buffer(2048).capacity(), 16);
+        assert_eq!(kept(), 0);
         for _ in 0..SPARE_BUFFERS + 4 {
             give_back(Vec::with_capacity(2048));
         }
-        assert_eq!(SPARE.with(|s| s.borrow().len()), SPARE_BUFFERS);
+        assert_eq!(kept(), SPARE_BUFFERS);
     }
 
     #[test]
-    fn push_fixed3_writes_as_format_does() {
+    fn push_fixed_writes_as_format_does() {
         for v in [
-            0.0, 0.0004, 0.0005, 0.001, 0.25, 1.5, 9.999, 9.9996, 12.345, 86_400.0,
+            0.0,
+            0.0004,
+            0.0005,
+            0.001,
+            0.25,
+            1.5,
+            9.999,
+            9.9996,
+            12.345,
+            86_400.0,
+            -2.5,
+            1_764_100_000.123_456,
         ] {
             let mut out = Vec::new();
             push_fixed3(&mut out, v);
+            let nudge = if v < 0.0 { -1e-12 } else { 1e-12 };
             assert_eq!(
                 String::from_utf8(out).unwrap(),
-                format!("{:.3}", v + 1e-12),
+                format!("{:.3}", v + nudge),
                 "{v}"
             );
+            let mut out = Vec::new();
+            push_fixed6(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{:.6}", v), "{v}");
         }
+        let mut out = Vec::new();
+        push_fixed6(&mut out, f64::NAN);
+        push_fixed3(&mut out, f64::INFINITY);
+        assert_eq!(out, b"0.0000000.000");
     }
 
     #[test]
