@@ -166,7 +166,11 @@ impl Body {
         }
         st.len += chunk.len() as u64;
         let expected = f.expected_len.unwrap_or(0);
-        let chunk = if !st.small {
+        // A body its one reader lets go of as it reads (a pass) is kept
+        // by nobody: no copy.
+        let let_go =
+            f.release_behind.load(Ordering::Relaxed) && !f.keep_whole.load(Ordering::Relaxed);
+        let chunk = if !st.small || let_go {
             chunk
         } else if st.chunks.is_empty() && st.len == expected {
             // All of it at once (most small bodies): an exact copy for
@@ -519,6 +523,10 @@ mod tests {
             body.copy_small();
             body.release_behind_reader();
             body.push(Bytes::from_static(b"abc"));
+            assert!(
+                body.filling().unwrap().lock().whole.is_none(),
+                "no copy made"
+            );
             let body = Arc::new(body);
             let mut out = Vec::new();
             assert!(!body.wait_chunks(0, &mut out).await.unwrap());
