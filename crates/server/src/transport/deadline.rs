@@ -40,7 +40,7 @@ impl SendClock {
     /// How long the next write may wait: None once the deadline passed.
     pub(crate) fn next_limit(&self) -> Option<Duration> {
         let left = self.start + self.send - lacquer_core::time::now();
-        if !(left > 0.0) {
+        if left.is_nan() || left <= 0.0 {
             return None;
         }
         let left = Duration::try_from_secs_f64(left).unwrap_or(Duration::MAX);
