@@ -42,21 +42,22 @@ pub struct FillHandle<'c> {
 const UNANNOUNCED_ROOM: u64 = 64 << 10;
 
 impl Cache {
-    /// Charges `obj` to `store` for `head` bytes and `reserved` body bytes
-    /// (an announced length, so that a full store is a clean failure
-    /// before anyone sees the object) and hands back the handle its body
-    /// is filled through; None when the store has no room.
+    /// Charges `obj` to the store it was made for, for `head` bytes and
+    /// `reserved` body bytes (an announced length, so that a full store is
+    /// a clean failure before anyone sees the object) and hands back the
+    /// handle its body is filled through; None when the store has no room
+    /// (or the object was made for none).
     pub fn begin_fill(
         &self,
         obj: &Arc<Object>,
-        store: Arc<Store>,
         head: u64,
         reserved: u64,
         nuke_limit: u64,
     ) -> Option<FillHandle<'_>> {
-        if !self.attach(obj, store.clone(), head + reserved, nuke_limit) {
+        if !self.attach(obj, head + reserved, nuke_limit) {
             return None;
         }
+        let store = obj.store()?.clone();
         Some(FillHandle {
             cache: self,
             obj: obj.clone(),

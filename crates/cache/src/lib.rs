@@ -386,7 +386,7 @@ impl Cache {
     }
 
     fn touch(&self, obj: &Arc<Object>, now: f64, interval: f64) {
-        if let Some(store) = obj.store.get() {
+        if let Some(store) = obj.store() {
             if store.lru_touch(obj, now, interval) {
                 COUNTERS.inc(Counter::n_lru_moved);
             }
@@ -416,25 +416,25 @@ impl Cache {
         self.stores.iter().find(|s| s.name() == name).cloned()
     }
 
-    /// Charges an object to a store (once), with its fixed overhead and the
-    /// given bytes. Evicts up to `nuke_limit` objects to make room; false
-    /// when there still is none.
-    pub fn attach(
-        &self,
-        obj: &Arc<Object>,
-        store: Arc<Store>,
-        bytes: u64,
-        nuke_limit: u64,
-    ) -> bool {
+    /// Charges an object to the store it was made for (once), with its
+    /// fixed overhead and the given bytes. Evicts up to `nuke_limit`
+    /// objects to make room; false when there still is none. An object
+    /// made for no store, or already charged, is left as it is (true).
+    pub fn attach(&self, obj: &Arc<Object>, bytes: u64, nuke_limit: u64) -> bool {
+        if !obj.set_attached() {
+            return true;
+        }
+        let Some(store) = obj.store().cloned() else {
+            return true;
+        };
         store.stats.inc(StoreCounter::c_req);
         store.stats.inc(StoreCounter::g_alloc);
-        let store = obj.store.get_or_init(|| store).clone();
         self.allocate(obj, &store, object::OBJECT_OVERHEAD + bytes, nuke_limit)
     }
 
     /// Charges more bytes to an object's store, evicting as needed.
     pub fn grow(&self, obj: &Arc<Object>, bytes: u64, nuke_limit: u64) -> bool {
-        match obj.store.get() {
+        match obj.store() {
             Some(store) => {
                 let store = store.clone();
                 self.allocate(obj, &store, bytes, nuke_limit)
@@ -560,7 +560,7 @@ impl Cache {
             exp.remove(obj);
         }
         obj.set_timers(timers);
-        if let Some(store) = obj.store.get() {
+        if let Some(store) = obj.store() {
             store.engine().retimed(obj);
         }
         if obj.expires_at() <= now {
@@ -574,13 +574,13 @@ impl Cache {
     /// Bookkeeping for an object already unlinked from its head.
     fn forget(&self, obj: &Arc<Object>, why: Removal) {
         obj.release_ban();
-        if let Some(store) = obj.store.get() {
+        if let Some(store) = obj.store() {
             store.engine().forget(obj);
         }
         if let Some(tags) = obj.tags() {
             self.tags.remove(obj, tags);
         }
-        if let Some(store) = obj.store.get() {
+        if let Some(store) = obj.store() {
             store.lru_remove(obj);
         }
         if obj.digest().is_some() {

@@ -9,6 +9,7 @@ use crate::store::Store;
 pub use crate::vary::{VarySpec, VaryStar};
 use bytes::Bytes;
 use lacquer_http::Headers;
+use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -93,11 +94,15 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 pub struct Object {
     /// The vxid of the fetch that made it.
     xid: u64,
-    /// Status line and stored headers, each line ending in CRLF, without
-    /// the blank line that ends a head. The header list is read from it
+    /// The stored headers, each line ending in CRLF, without the blank
+    /// line that ends a head; after the status line unless it is the usual
+    /// one for its status ([`USUAL_LINE`] says so, and
+    /// [`Object::status_line`] makes it). The header list is read from it
     /// when asked for ([`Object::headers`], [`Object::header`]) rather
-    /// than kept beside it: 64 bytes a field per object otherwise.
-    head: Bytes,
+    /// than kept beside it: 64 bytes a field per object otherwise. An
+    /// allocation of its own size that nothing shares: a hit never clones
+    /// it.
+    head: Box<[u8]>,
     body: Body,
     t_origin: AtomicF64,
     ttl: AtomicF64,
@@ -112,13 +117,16 @@ pub struct Object {
     /// The digest of the key it is indexed under, once inserted
     /// ([`INDEXED`] says when).
     digest: [AtomicU64; 2],
-    pub(crate) store: OnceLock<Arc<Store>>,
+    /// The store charged for it, chosen before it is made (none: a pass,
+    /// a synthetic response, a test's object).
+    pub(crate) store: Option<Arc<Store>>,
     pub(crate) allocated: AtomicU64,
     /// The number of the newest ban the object is known to survive (0
     /// before it has a place in the ban list), readable without a lock.
     ban_seq: AtomicU64,
     ban: Mutex<Option<BanRef>>,
-    extra: OnceLock<Box<Extra>>,
+    /// A pointer wide, set once (`OnceLock` would add a word).
+    extra: OnceBox<Extra>,
     /// Its node on the LRU lists (`u32::MAX`: none).
     pub(crate) lru_slot: AtomicU32,
     /// The millisecond (of the epoch, modulo 2^32) it last moved on the
@@ -147,6 +155,30 @@ const ACCEPT_RANGES: u8 = 16;
 /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
 /// rather than on every delivery.
 const GZIPPED: u8 = 32;
+/// Its status line is the usual one for its status
+/// ([`usual_status_line`]): the head keeps the fields alone.
+const USUAL_LINE: u8 = 64;
+/// Charged to its store ([`crate::Cache::attach`]): from then on the
+/// store counts it, and its drop gives the store its bytes back.
+const ATTACHED: u8 = 128;
+
+/// `HTTP/1.1`, a status and its usual reason phrase: the status line of
+/// nearly every stored response, made once per status rather than kept
+/// by each object (17 bytes and more each).
+pub fn usual_status_line(status: u16) -> Option<&'static [u8]> {
+    static LINES: OnceLock<Box<[Box<[u8]>]>> = OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        (100..1000u16)
+            .map(|s| {
+                let reason = lacquer_http::reason_phrase(s);
+                format!("HTTP/1.1 {s} {reason}\r\n").into_bytes().into()
+            })
+            .collect()
+    });
+    lines
+        .get(usize::from(status.checked_sub(100)?))
+        .map(|l| &l[..])
+}
 
 /// What few objects have, kept apart from [`Object`].
 #[derive(Debug, Default)]
@@ -176,10 +208,16 @@ fn lru_ms(t: f64) -> u32 {
 #[derive(Debug)]
 pub struct ObjectInit {
     pub xid: u64,
+    /// The store it is charged to once attached ([`crate::Cache::attach`]).
+    pub store: Option<Arc<Store>>,
     pub kind: ObjKind,
     pub status: u16,
     /// The status line and the fields; when it holds no field, the
-    /// fields of `headers` are written into it.
+    /// fields of `headers` are written into it. The status line may be
+    /// left out when it is the usual one for `status`
+    /// ([`usual_status_line`]), as a fetch leaves it out (a field name
+    /// never starts with `HTTP/`). Taken over without a copy when it is
+    /// one unshared allocation of its own size.
     pub head: Bytes,
     /// The fields, as the head holds them.
     pub headers: Headers,
@@ -200,12 +238,18 @@ impl Object {
     pub fn new(mut init: ObjectInit) -> Self {
         // The head is what the object keeps: fields given without one
         // (markers, tests) are written into it after its status line.
-        let status_line = init
-            .head
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .map_or(init.head.len(), |p| p + 2);
-        if !init.headers.is_empty() && init.head.len() <= status_line {
+        let fields_only = usual_status_line(init.status).is_some()
+            && !init.head.is_empty()
+            && !init.head.starts_with(b"HTTP/");
+        let line_end = match fields_only {
+            true => 0,
+            false => init
+                .head
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(init.head.len(), |p| p + 2),
+        };
+        if !init.headers.is_empty() && !fields_only && init.head.len() <= line_end {
             let mut head = init.head.to_vec();
             if head.is_empty() {
                 head.extend_from_slice(
@@ -220,18 +264,34 @@ impl Object {
             init.headers.write_to(&mut head);
             init.head = Bytes::from(head);
         }
-        let extra = OnceLock::new();
+        let extra = OnceBox::new();
         if init.vary.is_some() {
             let _ = extra.set(Box::new(Extra {
                 vary: init.vary,
                 ..Extra::default()
             }));
         }
+        let line_end = match fields_only {
+            true => 0,
+            false => init
+                .head
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .map_or(init.head.len(), |p| p + 2),
+        };
+        let usual = fields_only || usual_status_line(init.status) == Some(&init.head[..line_end]);
+        let head: Box<[u8]> = match usual && !fields_only {
+            // A head read back (a restart) or made by a test.
+            true => init.head[line_end..].into(),
+            // Exact-size and unshared as the fetch makes it: taken over
+            // without a copy.
+            false => Vec::from(init.head).into_boxed_slice(),
+        };
         let mut obj = Object {
             xid: init.xid,
             kind: init.kind,
             status: init.status,
-            head: init.head,
+            head,
             body: init.body,
             t_origin: AtomicF64::new(init.timers.t_origin),
             ttl: AtomicF64::new(init.timers.ttl),
@@ -241,7 +301,7 @@ impl Object {
             min_fresh_miss: AtomicU32::new(0),
             digest: [AtomicU64::new(0), AtomicU64::new(0)],
             flags: AtomicU8::new(0),
-            store: OnceLock::new(),
+            store: init.store,
             allocated: AtomicU64::new(0),
             lru_slot: AtomicU32::new(u32::MAX),
             lru_stamp: AtomicU32::new(0),
@@ -261,8 +321,9 @@ impl Object {
             }
         }
         let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
-        let flags =
-            if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
+        let flags = if accept_ranges { ACCEPT_RANGES } else { 0 }
+            | if gzipped { GZIPPED } else { 0 }
+            | if usual { USUAL_LINE } else { 0 };
         *obj.flags.get_mut() = flags;
         obj
     }
@@ -283,11 +344,53 @@ impl Object {
         self.status
     }
 
-    /// Status line and stored headers, each line ending in CRLF, without
-    /// the blank line that ends a head.
+    /// The status line it was stored with, CRLF included (empty for a
+    /// marker).
     #[inline]
-    pub fn head(&self) -> &Bytes {
-        &self.head
+    pub fn status_line(&self) -> &[u8] {
+        match self.flag(USUAL_LINE) {
+            true => usual_status_line(self.status).unwrap_or_default(),
+            false => {
+                let end = self
+                    .head
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(self.head.len(), |p| p + 1);
+                &self.head[..end]
+            }
+        }
+    }
+
+    /// The stored header lines, each ending in CRLF, after the status line.
+    #[inline]
+    pub fn field_lines(&self) -> &[u8] {
+        match self.flag(USUAL_LINE) {
+            true => &self.head,
+            false => &self.head[self.status_line().len()..],
+        }
+    }
+
+    /// Writes the status line and the stored headers, each line ending in
+    /// CRLF, without the blank line that ends a head.
+    #[inline]
+    pub fn write_head(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.status_line());
+        out.extend_from_slice(self.field_lines());
+    }
+
+    /// The status line and the stored headers as [`Object::write_head`]
+    /// writes them (a copy).
+    pub fn head_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head_len());
+        self.write_head(&mut out);
+        out
+    }
+
+    /// The length of what [`Object::write_head`] writes: what the store is
+    /// charged for the head.
+    #[inline]
+    pub fn head_len(&self) -> usize {
+        self.status_line().len() + self.field_lines().len()
     }
 
     /// The stored headers, read from the head. They share one copy of
@@ -295,8 +398,9 @@ impl Object {
     /// reference count (a `Bytes` of a whole allocation gets one, 32 bytes
     /// more for the object's life, once cloned).
     pub fn headers(&self) -> Headers {
-        let copy = Bytes::copy_from_slice(&self.head);
-        let base = self.head.as_ptr() as usize;
+        let lines = self.field_lines();
+        let copy = Bytes::copy_from_slice(lines);
+        let base = lines.as_ptr() as usize;
         let span = |part: &[u8]| {
             let at = part.as_ptr() as usize - base;
             copy.slice(at..at + part.len())
@@ -340,21 +444,18 @@ impl Object {
     /// the status line, `Name: value` lines ending in CRLF, written by the
     /// fetch).
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let head = &self.head[..];
-        let start = head
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .map_or(head.len(), |p| p + 2);
-        head[start..].split(|&b| b == b'\n').filter_map(|line| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let colon = line.iter().position(|&b| b == b':')?;
-            let value = &line[colon + 1..];
-            let skip = value
-                .iter()
-                .take_while(|&&b| b == b' ' || b == b'\t')
-                .count();
-            Some((&line[..colon], &value[skip..]))
-        })
+        self.field_lines()
+            .split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = line.iter().position(|&b| b == b':')?;
+                let value = &line[colon + 1..];
+                let skip = value
+                    .iter()
+                    .take_while(|&&b| b == b' ' || b == b'\t')
+                    .count();
+                Some((&line[..colon], &value[skip..]))
+            })
     }
 
     #[inline]
@@ -370,7 +471,7 @@ impl Object {
 
     /// What few objects have, made when first needed.
     pub(crate) fn extra(&self) -> &Extra {
-        self.extra.get_or_init(Box::default)
+        self.extra.get_or_init(|| Box::new(Extra::default()))
     }
 
     /// Its surrogate keys, once indexed under them.
@@ -618,7 +719,18 @@ impl Object {
 
     /// The name of the store holding the object, once attached.
     pub fn store_name(&self) -> Option<&str> {
-        self.store.get().map(|s| s.name())
+        self.store().map(|s| s.name())
+    }
+
+    /// The store holding the object, once attached.
+    #[inline]
+    pub(crate) fn store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref().filter(|_| self.flag(ATTACHED))
+    }
+
+    /// Marks it charged to its store; false if it has none or already was.
+    pub(crate) fn set_attached(&self) -> bool {
+        self.store.is_some() && self.flags.fetch_or(ATTACHED, Ordering::AcqRel) & ATTACHED == 0
     }
 
     /// Whether the object was never put in the index (pass, synthetic).
@@ -662,8 +774,9 @@ impl Object {
 
 impl Drop for Object {
     fn drop(&mut self) {
-        if let Some(store) = self.store.get() {
-            store.release(*self.allocated.get_mut());
+        let allocated = *self.allocated.get_mut();
+        if let Some(store) = self.store() {
+            store.release(allocated);
         }
     }
 }

@@ -54,7 +54,7 @@ impl Cache {
         for old in replaced {
             cache.forget(old, Removal::Replaced);
         }
-        if let Some(store) = obj.store.get() {
+        if let Some(store) = obj.store() {
             if store.has_lru() {
                 store.lru_insert(obj, lacquer_core::time::now());
             }

@@ -411,6 +411,7 @@ mod tests {
             );
         }
         Object::new(ObjectInit {
+            store: None,
             xid: 1,
             kind: ObjKind::Normal,
             status,

@@ -17,6 +17,7 @@ fn object(headers: &[(&str, &str)], now: f64) -> Arc<Object> {
         );
     }
     Arc::new(Object::new(ObjectInit {
+        store: None,
         xid: 1,
         kind: ObjKind::Normal,
         status: 200,

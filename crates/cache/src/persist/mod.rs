@@ -508,7 +508,8 @@ impl Log {
             body_sum: sum.finalize(),
             extents,
         };
-        let (payload, _) = format::encode_record(&record, obj.head(), inline_body.as_deref());
+        let (payload, _) =
+            format::encode_record(&record, &obj.head_bytes(), inline_body.as_deref());
         let len = payload.len() as u64;
         if len > self.capacity() {
             return;

@@ -170,7 +170,7 @@ impl Cache {
         at: u64,
         now: f64,
     ) -> Option<(f64, Arc<Object>)> {
-        let Some((obj, record, segments)) = log.build(at) else {
+        let Some((obj, record, segments)) = log.build(at, store) else {
             log.damaged.fetch_add(1, Ordering::Relaxed);
             log.clear_record(at);
             return None;
@@ -187,7 +187,7 @@ impl Cache {
             return None;
         }
         obj.set_record(at + STATE_OFFSET);
-        self.attach(&obj, store.clone(), record.head.1 + record.body_len, 0);
+        self.attach(&obj, record.head.1 + record.body_len, 0);
         obj.set_ban(self.bans.at_time(record.inserted));
         Some((record.inserted, obj))
     }
@@ -230,7 +230,11 @@ impl Log {
     /// builds its object, head and body slicing views of their segments;
     /// with the segments it has bytes in. None when the record or its
     /// body is not what was written.
-    fn build(self: &Arc<Self>, at: u64) -> Option<(Object, Record, Vec<usize>)> {
+    fn build(
+        self: &Arc<Self>,
+        at: u64,
+        store: &Arc<Store>,
+    ) -> Option<(Object, Record, Vec<usize>)> {
         let seg = self.segment_of(at);
         let raw = self.space.bytes(at, FRAME_HEADER_LEN);
         let h = FrameHeader::decode(raw);
@@ -283,13 +287,13 @@ impl Log {
             .iter()
             .map(|&(at, len, _)| piece(at, len))
             .collect();
-        let obj = object_of(&record, head, chunks)?;
+        let obj = object_of(&record, head, chunks, store)?;
         Some((obj, record, segments))
     }
 }
 
 /// The object a record describes, with its head and body.
-fn object_of(r: &Record, head: Bytes, chunks: Vec<Bytes>) -> Option<Object> {
+fn object_of(r: &Record, head: Bytes, chunks: Vec<Bytes>, store: &Arc<Store>) -> Option<Object> {
     let vary = VarySpec::from_fields(
         r.vary
             .iter()
@@ -298,6 +302,7 @@ fn object_of(r: &Record, head: Bytes, chunks: Vec<Bytes>) -> Option<Object> {
     );
     let obj = Object::new(ObjectInit {
         xid: r.xid,
+        store: Some(store.clone()),
         kind: ObjKind::Normal,
         status: r.status,
         head,

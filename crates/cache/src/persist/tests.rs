@@ -62,7 +62,9 @@ fn fill_slot(
     let req = Headers::new();
     let len: usize = pieces.iter().map(|p| p.len()).sum();
     let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n{extra}");
+    let store = cache.store_for(false, None);
     let obj = Arc::new(Object::new(ObjectInit {
+        store: Some(store.clone()),
         xid: 1001,
         kind: ObjKind::Normal,
         status: 200,
@@ -77,9 +79,8 @@ fn fill_slot(
             keep: 0.0,
         },
     }));
-    let store = cache.store_for(false, None);
     let mut fill = cache
-        .begin_fill(&obj, store, head.len() as u64, len as u64, 50)
+        .begin_fill(&obj, head.len() as u64, len as u64, 50)
         .expect("room");
     slot.insert(&obj, &req);
     for p in pieces {
@@ -590,7 +591,9 @@ fn a_record_waits_for_whichever_half_comes_second() {
         panic!("a miss");
     };
     let head = b"HTTP/1.1 200 OK\r\nETag: \"b\"\r\n".to_vec();
+    let store = cache.store_for(false, None);
     let obj = Arc::new(Object::new(ObjectInit {
+        store: Some(store.clone()),
         xid: 9,
         kind: ObjKind::Normal,
         status: 200,
@@ -605,9 +608,8 @@ fn a_record_waits_for_whichever_half_comes_second() {
             keep: 0.0,
         },
     }));
-    let store = cache.store_for(false, None);
     let mut fill = cache
-        .begin_fill(&obj, store.clone(), head.len() as u64, 5000, 50)
+        .begin_fill(&obj, head.len() as u64, 5000, 50)
         .expect("room");
     fill.push(Bytes::from(vec![b'z'; 5000])).unwrap();
     fill.finish();

@@ -396,12 +396,10 @@ pub(crate) async fn object(
         Some(r) => r.write_head(obj, status_line, &mut c.wbuf),
         None => match status_line {
             Some(line) => {
-                let head = &obj.head()[..];
-                let rest = head.iter().position(|&b| b == b'\n').map_or(0, |n| n + 1);
                 c.wbuf.extend_from_slice(line);
-                c.wbuf.extend_from_slice(&head[rest..]);
+                c.wbuf.extend_from_slice(obj.field_lines());
             }
-            None => c.wbuf.extend_from_slice(obj.head()),
+            None => obj.write_head(&mut c.wbuf),
         },
     }
     if gunzip {

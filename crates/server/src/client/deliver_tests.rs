@@ -13,6 +13,7 @@ fn obj(etag: Option<&'static str>, lm: Option<&'static str>) -> Object {
         h.append("Last-Modified", l);
     }
     Object::new(ObjectInit {
+        store: None,
         xid: 1,
         kind: ObjKind::Normal,
         status: 200,

@@ -256,7 +256,7 @@ impl FetchMode for PassFetch<'_> {
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Passed {
-        Passed::Object(backend_steps::error_object(&beresp, bereq.xid))
+        Passed::Object(backend_steps::error_object(&beresp, bereq.xid, None))
     }
 }
 

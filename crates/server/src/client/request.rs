@@ -726,6 +726,7 @@ async fn synth_step(
     }
     let now = lacquer_core::time::now();
     let obj = synth::object_from(
+        None,
         resp.status,
         &resp.reason,
         resp.headers.take().unwrap_or_default(),

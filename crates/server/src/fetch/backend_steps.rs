@@ -17,6 +17,7 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::{Backend, Conn, FetchError, Timeouts};
 use lacquer_cache::object::Object;
+use lacquer_cache::store::Store;
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
@@ -427,8 +428,9 @@ pub(crate) fn log_exchange(
 }
 
 /// The object `vcl_backend_error` built.
-pub(crate) fn error_object(beresp: &Beresp, xid: u64) -> Arc<Object> {
+pub(crate) fn error_object(beresp: &Beresp, xid: u64, store: Option<Arc<Store>>) -> Arc<Object> {
     synth::object_from(
+        store,
         beresp.status,
         &beresp.reason,
         beresp.headers.clone(),

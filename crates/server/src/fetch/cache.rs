@@ -394,15 +394,12 @@ impl FetchMode for CacheFetch<'_> {
                 return;
             }
         }
-        let obj = backend_steps::error_object(&beresp, bereq.xid);
-        if obj.timers().ttl > 0.0 && !beresp.uncacheable {
-            let sh = self.sh;
-            sh.cache.attach(
-                &obj,
-                sh.cache.transient().clone(),
-                obj.head().len() as u64,
-                0,
-            );
+        let sh = self.sh;
+        let cached = beresp.timers.ttl > 0.0 && !beresp.uncacheable;
+        let store = cached.then(|| sh.cache.transient().clone());
+        let obj = backend_steps::error_object(&beresp, bereq.xid, store);
+        if cached {
+            sh.cache.attach(&obj, obj.head_len() as u64, 0);
             if let Some(slot) = self.slot.take() {
                 slot.insert(&obj, &bereq.headers);
             }
@@ -553,6 +550,7 @@ async fn store(
         };
         if ttl > 0.0 {
             let marker = Arc::new(Object::new(ObjectInit {
+                store: Some(sh.cache.transient().clone()),
                 xid,
                 kind,
                 status,
@@ -567,7 +565,7 @@ async fn store(
                     keep: 0.0,
                 },
             }));
-            sh.cache.attach(&marker, sh.cache.transient().clone(), 0, 0);
+            sh.cache.attach(&marker, 0, 0);
             slot.insert(&marker, &bereq.headers);
         } else {
             slot.abandon(None);

@@ -83,6 +83,7 @@ pub(crate) fn begin<'c>(
     let small = matches!(expected, Some(n) if n <= SMALL_MAX && store.engine().keeps_on_heap(n));
     let obj = make_object(
         bereq.xid,
+        &store,
         &beresp,
         headers,
         resp,
@@ -108,11 +109,8 @@ pub(crate) fn begin<'c>(
         };
         bereq.log.bytes(Tag::Fetch_Body, mode);
     }
-    let head = obj.head().len() as u64;
-    let Some(handle) = sh
-        .cache
-        .begin_fill(&obj, store, head, reserved, p.nuke_limit())
-    else {
+    let head = obj.head_len() as u64;
+    let Some(handle) = sh.cache.begin_fill(&obj, head, reserved, p.nuke_limit()) else {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
         return None;
@@ -312,7 +310,7 @@ pub(crate) fn from_stale(
     let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(
-        bereq.xid, &beresp, headers, resp, framing, false, body, vary, false,
+        bereq.xid, &store, &beresp, headers, resp, framing, false, body, vary, false,
     );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
@@ -322,8 +320,8 @@ pub(crate) fn from_stale(
         obj.set_gzip(gzip.clone());
     }
     log_storage(bereq, &store);
-    let charge = obj.head().len() as u64 + len;
-    if !sh.cache.attach(&obj, store, charge, sh.params.nuke_limit()) {
+    let charge = obj.head_len() as u64 + len;
+    if !sh.cache.attach(&obj, charge, sh.params.nuke_limit()) {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
         return None;
@@ -338,6 +336,7 @@ pub(crate) fn from_stale(
 #[allow(clippy::too_many_arguments)]
 fn make_object(
     xid: u64,
+    store: &Arc<Store>,
     beresp: &Beresp,
     headers: lacquer_http::Headers,
     resp: &ResponseHead,
@@ -367,6 +366,7 @@ fn make_object(
         body.copy_small();
     }
     Arc::new(Object::new(ObjectInit {
+        store: Some(store.clone()),
         xid,
         kind: ObjKind::Normal,
         status,

@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
+use lacquer_cache::store::Store;
 use lacquer_cache::Body;
 use lacquer_http::{Framing, Headers, ResponseHead, Version};
 use std::sync::Arc;
@@ -15,8 +16,11 @@ pub(crate) fn page(status: u16, reason: &str, xid: u64) -> String {
     )
 }
 
-/// A complete object from a status, headers and a body.
+/// A complete object from a status, headers and a body, made for `store`
+/// when it is to be cached.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn object_from(
+    store: Option<Arc<Store>>,
     status: u16,
     reason: &[u8],
     headers: Headers,
@@ -37,6 +41,7 @@ pub(crate) fn object_from(
     };
     let block = crate::host::resp::stored_head(&head, now, &["content-length", "age"]);
     Arc::new(Object::new(ObjectInit {
+        store,
         xid,
         kind: ObjKind::Normal,
         status,
@@ -60,6 +65,7 @@ pub(crate) fn object(status: u16, reason: &str, xid: u64) -> Arc<Object> {
     headers.append("Content-Type", "text/html; charset=utf-8");
     headers.append("Retry-After", "5");
     object_from(
+        None,
         status,
         reason.as_bytes(),
         headers,
