@@ -229,10 +229,10 @@ pub struct ObjectInit {
 /// Fixed bookkeeping cost charged to storage for every object, on top of
 /// its head and body: what an object costs in memory besides its bytes,
 /// as `bench/objects.sh` measures it (the object in its `Arc`, its index
-/// entry, its expiry and LRU entries, the shared-buffer header and the
-/// allocator's headers), so that a store's budget bounds the memory its
-/// objects take.
-pub const OBJECT_OVERHEAD: u64 = 339;
+/// entry, its expiry and LRU entries, the allocator's rounding to its
+/// size classes), so that a store's budget bounds the memory its objects
+/// take.
+pub const OBJECT_OVERHEAD: u64 = 314;
 
 impl Object {
     pub fn new(mut init: ObjectInit) -> Self {
