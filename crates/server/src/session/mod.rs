@@ -90,7 +90,12 @@ pub(crate) async fn serve_connection(
         }
         return;
     }
-    if let Some(stream) = c.stream() {
+    // A lingering close says it is done first, then reads what the
+    // client still sends; a TLS stream says goodbye in its own record.
+    if let Some(stream) = c
+        .stream()
+        .filter(|s| reason.is_error() || s.needs_shutdown())
+    {
         let _ = stream.shutdown().await;
     }
     if reason.is_error() {

@@ -39,17 +39,33 @@ pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
     /// The TCP socket underneath, for socket options, lingering and an
     /// include's duplicate; None for a stream without one.
     fn socket(&self) -> Option<&TcpStream>;
+
+    /// Whether ending the stream takes more than closing it (TLS's
+    /// `close_notify`). Closing a TCP or Unix socket sends its end of
+    /// stream itself: a `shutdown` first would be one more system call
+    /// a connection.
+    fn needs_shutdown(&self) -> bool {
+        true
+    }
 }
 
 impl ClientStream for TcpStream {
     fn socket(&self) -> Option<&TcpStream> {
         Some(self)
     }
+
+    fn needs_shutdown(&self) -> bool {
+        false
+    }
 }
 
 impl ClientStream for tokio::net::UnixStream {
     fn socket(&self) -> Option<&TcpStream> {
         None
+    }
+
+    fn needs_shutdown(&self) -> bool {
+        false
     }
 }
 
