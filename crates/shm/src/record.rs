@@ -427,6 +427,25 @@ pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
     out.extend_from_slice(&digits[i..]);
 }
 
+/// Appends an address as its `Display` writes it (an IPv4-mapped IPv6
+/// address as the IPv4 one), an IPv4 address without the formatter.
+pub fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                push_u64(out, u64::from(octet));
+            }
+        }
+        v6 => {
+            use std::io::Write;
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
 /// Appends seconds with three decimals (`%.3f`), without going through
 /// the float formatter.
 pub fn push_fixed3(out: &mut Vec<u8>, secs: f64) {
@@ -577,6 +596,24 @@ mod push_tests {
         push_fixed6(&mut out, f64::NAN);
         push_fixed3(&mut out, f64::INFINITY);
         assert_eq!(out, b"0.0000000.000");
+    }
+
+    #[test]
+    fn push_ip_writes_as_display_does() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.200.3.45",
+            "255.255.255.255",
+            "::1",
+            "::ffff:192.0.2.7",
+            "2001:db8::42",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            let mut out = Vec::new();
+            push_ip(&mut out, ip);
+            assert_eq!(out, ip.to_canonical().to_string().as_bytes());
+        }
     }
 
     #[test]

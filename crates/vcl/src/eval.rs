@@ -113,9 +113,16 @@ impl<'a> Eval<'a> {
                 }
             }
             Stmt::HashData(e) => {
-                let v = self.eval(e)?;
-                let b = to_bytes(self.prog, v);
-                self.host.hash_data(&b);
+                let in_place = match e {
+                    Expr::Header(kind, name) => self.host.hash_header(*kind, name),
+                    Expr::Var(var) => self.host.hash_var(*var),
+                    _ => false,
+                };
+                if !in_place {
+                    let v = self.eval(e)?;
+                    let b = to_bytes(self.prog, v);
+                    self.host.hash_data(&b);
+                }
             }
             Stmt::Ban(e) => {
                 let v = self.eval(e)?;

@@ -246,6 +246,17 @@ pub trait Host {
     /// Every value of a header, for `std.collect`.
     fn header_all(&mut self, kind: HttpKind, name: &str) -> Vec<Bytes>;
     fn hash_data(&mut self, data: &[u8]);
+    /// `hash_data` of a header (an absent one hashes as the empty string),
+    /// read where the host holds it instead of copied out first; false
+    /// when it does not hold it so (the interpreter then evaluates the
+    /// argument and calls [`Host::hash_data`]).
+    fn hash_header(&mut self, _kind: HttpKind, _name: &str) -> bool {
+        false
+    }
+    /// `hash_data` of a string variable, as [`Host::hash_header`].
+    fn hash_var(&mut self, _var: Var) -> bool {
+        false
+    }
     /// Appends to the synthetic body.
     fn synthetic(&mut self, data: &[u8]);
     fn ban(&mut self, expr: &[u8]) -> Result<(), String>;

@@ -407,7 +407,13 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
     let mut relookups = 0;
     let wants = lookup_wants(sh, req);
     loop {
-        let now = lacquer_core::time::now();
+        // A first lookup judges freshness when the request came, as
+        // varnishd's does (and reads no clock); one after a wait or a
+        // restart, now.
+        let now = match relookups == 0 && req.restarts == 0 {
+            true => req.t_req,
+            false => lacquer_core::time::now(),
+        };
         let lookup = if req.hash_always_miss {
             sh.cache.lookup_fresh_fetch(key)
         } else {

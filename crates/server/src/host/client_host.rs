@@ -525,6 +525,31 @@ impl Host for ClientHost<'_> {
         }
     }
 
+    fn hash_header(&mut self, kind: HttpKind, name: &str) -> bool {
+        let value = match kind {
+            HttpKind::ReqTop if self.req.include.is_some() => return false,
+            HttpKind::Req | HttpKind::ReqTop => self.req.head.headers.get(name),
+            _ => return false,
+        };
+        if let Some(h) = self.hash.as_deref_mut() {
+            h.extend_from_slice(value.map_or(&b""[..], |v| &v[..]));
+            h.push(0);
+        }
+        true
+    }
+
+    fn hash_var(&mut self, var: Var) -> bool {
+        let value = match var {
+            Var::ReqUrl => &self.req.head.url,
+            _ => return false,
+        };
+        if let Some(h) = self.hash.as_deref_mut() {
+            h.extend_from_slice(value);
+            h.push(0);
+        }
+        true
+    }
+
     fn synthetic(&mut self, data: &[u8]) {
         if let Some(r) = self.resp.as_deref_mut() {
             r.body.extend_from_slice(data);

@@ -17,7 +17,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::{Feature, Params};
 use lacquer_http::{parse_request, RequestError};
-use lacquer_shm::record::{push_fixed3, push_fixed6, push_u64};
+use lacquer_shm::record::{push_fixed3, push_fixed6, push_ip, push_u64};
 use lacquer_shm::{Side, Tag, Txn};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,16 +40,17 @@ pub(crate) async fn serve_connection(
     log.begin("sess", 0, "HTTP/1", t_open);
     if log.active() {
         let a = &c.addrs;
-        // Written by hand but for the local address: the formatter's
-        // float and numbers cost more than the rest of the record.
+        // Written by hand: the formatter's float and numbers cost more
+        // than the rest of the record.
         log.with(Tag::SessOpen, |b| {
-            use std::io::Write;
             b.extend_from_slice(a.client_ip.as_bytes());
             b.push(b' ');
             push_u64(b, u64::from(a.remote.port()));
             b.push(b' ');
             b.extend_from_slice(a.listener.as_bytes());
-            let _ = write!(b, " {} ", a.local.ip().to_canonical());
+            b.push(b' ');
+            push_ip(b, a.local.ip());
+            b.push(b' ');
             push_u64(b, u64::from(a.local.port()));
             b.push(b' ');
             push_fixed6(b, t_open);

@@ -69,6 +69,14 @@ impl ClientStream for tokio::net::UnixStream {
     }
 }
 
+/// An address as text, as `Display` writes it, an IPv4 one (nearly
+/// every client's) without the formatter.
+fn ip_text(ip: std::net::IpAddr) -> String {
+    let mut out = Vec::with_capacity(15);
+    lacquer_shm::record::push_ip(&mut out, ip);
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// Where a connection is from and to, as VCL's variables name them
 /// (vcl-var(7)): the socket's own two ends, and the client and server a
 /// PROXY header speaks for (the socket's ends without one). A Unix
@@ -105,7 +113,7 @@ impl SessAddrs {
     ) -> Self {
         SessAddrs {
             client: remote,
-            client_ip: remote.ip().to_canonical().to_string(),
+            client_ip: ip_text(remote.ip()),
             server: local,
             remote,
             local,
@@ -121,7 +129,7 @@ impl SessAddrs {
     pub fn proxied(&mut self, header: lacquer_http::proxy::ProxyHeader) {
         if let Some((client, server)) = header.addrs {
             self.client = client;
-            self.client_ip = client.ip().to_canonical().to_string();
+            self.client_ip = ip_text(client.ip());
             self.server = server;
         }
         self.proxy = Some(header);
