@@ -109,6 +109,10 @@ pub struct Options {
     /// The VCL labels the daemon has (`vcl.label`), which
     /// `return (vcl(label))` may name.
     pub labels: Vec<String>,
+    /// The built-in request subroutines a program leaves as they are run
+    /// natively ([`crate::native`]); off to compare them with the
+    /// interpreter.
+    pub native_builtin: bool,
 }
 
 impl Default for Options {
@@ -117,6 +121,7 @@ impl Default for Options {
             unused_is_error: true,
             storages: vec!["s0".to_string()],
             labels: Vec::new(),
+            native_builtin: true,
         }
     }
 }
@@ -312,6 +317,12 @@ impl Compiler {
             let mut body = Vec::new();
             for b in &bodies {
                 body.extend(self.block(b)?);
+            }
+            // A built-in subroutine no program added to runs natively.
+            if self.subs[i].builtin_only && opts.native_builtin {
+                if let Some(native) = crate::native::Native::for_builtin(&self.subs[i].name) {
+                    body = vec![crate::program::Stmt::Native(native)];
+                }
             }
             compiled.push(Sub {
                 name: self.subs[i].name.clone(),

@@ -143,6 +143,11 @@ impl<'a> Eval<'a> {
                 }
             }
             Stmt::Block(b) => return self.block(b, depth),
+            Stmt::Native(native) => {
+                if let Some(action) = native.run(self.prog, self.host)? {
+                    return Ok(Flow::Return(action));
+                }
+            }
         }
         Ok(Flow::Next)
     }

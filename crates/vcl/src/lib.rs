@@ -14,6 +14,7 @@ mod compile_decl;
 mod compile_sub;
 pub mod eval;
 pub mod lexer;
+pub mod native;
 pub mod parser;
 pub mod program;
 pub mod socket;

@@ -164,6 +164,9 @@ pub enum Stmt {
     /// `new name = vmod.class(args)`.
     New(usize, &'static crate::vmod::ClassSpec, Vec<Expr>),
     Block(Vec<Stmt>),
+    /// A built-in subroutine's whole body, run natively
+    /// ([`crate::native`]).
+    Native(crate::native::Native),
 }
 
 /// How two values compare.

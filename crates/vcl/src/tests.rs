@@ -563,3 +563,89 @@ fn a_regex_may_be_written_in_constant_pieces() {
         Some(b"/c".to_vec())
     );
 }
+
+/// The built-in request subroutines run natively do what their VCL does:
+/// the same action, headers and hash as the interpreter gives, for every
+/// combination of method, Host, credentials, protocol and ESI level.
+#[test]
+fn native_builtin_subs_do_what_their_vcl_does() {
+    let compile = |native_builtin: bool| {
+        let opts = Options {
+            native_builtin,
+            ..Options::default()
+        };
+        compile_str("test.vcl", BACKEND, &opts).unwrap_or_else(|f| panic!("{}", f.render()))
+    };
+    let (native, interpreted) = (compile(true), compile(false));
+    let body_of = |p: &Program, name: &str| {
+        let sub = p.subs.iter().find(|s| s.name == name).expect("sub");
+        matches!(sub.body[..], [crate::program::Stmt::Native(_)])
+    };
+    for name in [
+        "vcl_req_host",
+        "vcl_req_method",
+        "vcl_req_cookie",
+        "vcl_builtin_hash",
+    ] {
+        assert!(
+            body_of(&native, name) && !body_of(&interpreted, name),
+            "{name}"
+        );
+    }
+    let methods = [
+        "GET", "HEAD", "POST", "PATCH", "PRI", "FOO", "get", "DELETE",
+    ];
+    let hosts = [None, Some("Example.COM"), Some("example.com"), Some("")];
+    let mut cases = 0;
+    for method in methods {
+        for host in hosts {
+            for (auth, cookie) in [(false, false), (true, false), (false, true)] {
+                for (proto, esi) in [("HTTP/1.1", 0), ("HTTP/1.0", 0), ("HTTP/1.1", 1)] {
+                    let mut headers = Vec::new();
+                    if let Some(h) = host {
+                        headers.push(("Host", h));
+                    }
+                    if auth {
+                        headers.push(("Authorization", "Basic x"));
+                    }
+                    if cookie {
+                        headers.push(("Cookie", "a=b"));
+                    }
+                    let run = |p: &Program| {
+                        let mut h = TestHost::req(method, "/p?q", &headers);
+                        h.vars.insert(Var::ReqProto, Value::str(proto));
+                        h.vars.insert(Var::ReqEsiLevel, Value::Int(esi));
+                        h.vars.insert(
+                            Var::ServerIp,
+                            Value::Ip(Some("192.0.2.1:80".parse().unwrap())),
+                        );
+                        let recv = h.run(p, Method::Recv);
+                        let hash = h.run(p, Method::Hash);
+                        (recv, hash, h.hdr(HttpKind::Req, "host"), h.hash, h.logs)
+                    };
+                    let (n, i) = (run(&native), run(&interpreted));
+                    assert_eq!(n, i, "{method} {host:?} {auth} {cookie} {proto} {esi}");
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 288);
+}
+
+/// A program that adds to a built-in subroutine gets it interpreted: its
+/// own statements first, then the built-in ones.
+#[test]
+fn a_builtin_sub_a_program_extends_is_interpreted() {
+    let p = prog("sub vcl_req_cookie { if (req.http.cookie ~ \"^consent=\") { return; } }\n");
+    let sub = p
+        .subs
+        .iter()
+        .find(|s| s.name == "vcl_req_cookie")
+        .expect("sub");
+    assert!(!matches!(sub.body[..], [crate::program::Stmt::Native(_)]));
+    let mut h = TestHost::req("GET", "/", &[("Host", "a"), ("Cookie", "consent=1")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Hash);
+    let mut h = TestHost::req("GET", "/", &[("Host", "a"), ("Cookie", "other=1")]);
+    assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
+}

@@ -47,6 +47,7 @@ impl VclSource {
             unused_is_error: params.vcc_err_unref(),
             storages,
             labels,
+            native_builtin: true,
         };
         let result = match self {
             VclSource::File(path) => lacquer_vcl::compile_file(path, Vec::new(), &opts),
