@@ -310,6 +310,10 @@ impl Object {
             ban: Mutex::new(None),
             extra,
         };
+        // The fields are read from where the head says they start.
+        if usual {
+            *obj.flags.get_mut() = USUAL_LINE;
+        }
         // Read once from the stored head, in one pass (what a restart
         // reads back too).
         let (mut accept_ranges, mut encoding) = (false, None);

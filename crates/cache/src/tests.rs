@@ -721,6 +721,20 @@ fn a_status_line_reads_back_as_it_came() {
         assert_eq!(o.header("etag").unwrap(), "\"e\"");
         assert_eq!(o.headers().len(), 2);
     }
+    // What the head says is read once, from where its fields start: the
+    // first field too, whichever form the status line took.
+    for head in [
+        &b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nAccept-Ranges: bytes\r\n"[..],
+        b"Content-Encoding: gzip\r\nAccept-Ranges: bytes\r\n",
+        b"HTTP/1.1 200 Fine\r\nContent-Encoding: gzip\r\nAccept-Ranges: bytes\r\n",
+    ] {
+        let o = made(200, head);
+        assert!(
+            o.gzipped() && o.accept_ranges(),
+            "{}",
+            String::from_utf8_lossy(head)
+        );
+    }
     // A marker keeps no head at all.
     let marker = made(200, b"");
     assert!(marker.status_line().is_empty() && marker.field_lines().is_empty());

@@ -278,6 +278,16 @@ impl Resp {
 /// keeps the head alone: it is never cloned on a hit, so it costs no
 /// reference-counted header (see `Object::headers`).
 pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
+    head_block(resp, now, skip, true)
+}
+
+/// The head [`stored_head`] keeps, with its status line always: what a
+/// pass writes to its client before the delivery headers.
+pub(crate) fn wire_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
+    head_block(resp, now, skip, false)
+}
+
+fn head_block(resp: &ResponseHead, now: f64, skip: &[&str], leave_usual_line: bool) -> Bytes {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
@@ -287,10 +297,11 @@ pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes
         true => lacquer_http::reason_phrase(resp.status).as_bytes(),
         false => &resp.reason[..],
     };
-    let usual = usual_status_line(resp.status).is_some_and(|line| {
-        line.len() == "HTTP/1.1 200 \r\n".len() + reason.len()
-            && line[13..line.len() - 2] == *reason
-    });
+    let usual = leave_usual_line
+        && usual_status_line(resp.status).is_some_and(|line| {
+            line.len() == "HTTP/1.1 200 \r\n".len() + reason.len()
+                && line[13..line.len() - 2] == *reason
+        });
     let has_date = kept.contains("date");
     // Sized first: a buffer shrunk to fit once filled would leave its
     // tail behind, a hole between objects.
@@ -494,6 +505,12 @@ mod tests {
         let fields = [("Server", "o"), ("Connection", "close"), ("Date", "d")];
         let usual = stored_head(&head(200, "OK", &fields), 0.0, &[]);
         assert_eq!(&usual[..], b"Server: o\r\nDate: d\r\n");
+        let wire = wire_head(&head(200, "OK", &fields), 0.0, &[]);
+        assert_eq!(
+            &wire[..],
+            b"HTTP/1.1 200 OK\r\nServer: o\r\nDate: d\r\n",
+            "a pass's head keeps it"
+        );
         let unnamed = stored_head(&head(404, "", &fields), 0.0, &[]);
         assert_eq!(
             &unnamed[..],
