@@ -649,3 +649,12 @@ fn a_builtin_sub_a_program_extends_is_interpreted() {
     let mut h = TestHost::req("GET", "/", &[("Host", "a"), ("Cookie", "other=1")]);
     assert_eq!(h.run(&p, Method::Recv), Action::Pass(None));
 }
+
+#[test]
+fn a_methods_call_name_is_its_name_in_upper_case_without_vcl() {
+    assert_eq!(Method::Recv.call_name(), "RECV");
+    assert_eq!(Method::BackendResponse.call_name(), "BACKEND_RESPONSE");
+    for m in Method::ALL {
+        assert_eq!(format!("vcl_{}", m.call_name().to_lowercase()), m.name());
+    }
+}

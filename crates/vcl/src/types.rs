@@ -258,6 +258,21 @@ macro_rules! methods {
             pub fn by_name(name: &str) -> Option<Method> {
                 match name { $( $name => Some(Method::$id), )* _ => None }
             }
+
+            /// The name a `VCL_call` record gives it: upper case, without
+            /// `vcl_` (`RECV`), made once.
+            pub fn call_name(self) -> &'static str {
+                static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+                let names = NAMES.get_or_init(|| {
+                    let mut names = vec![String::new(); Method::ALL.len()];
+                    for m in Method::ALL {
+                        let name = m.name().strip_prefix("vcl_").unwrap_or(m.name());
+                        names[m.index()] = name.to_ascii_uppercase();
+                    }
+                    names
+                });
+                &names[self.index()]
+            }
         }
     };
 }

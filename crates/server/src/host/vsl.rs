@@ -98,11 +98,7 @@ pub(crate) fn vcl_call(log: &mut Txn, method: Method) {
     if !log.active() {
         return;
     }
-    log.with(Tag::VCL_call, |b| {
-        let name = method.name();
-        let name = name.strip_prefix("vcl_").unwrap_or(name);
-        b.extend(name.bytes().map(|c| c.to_ascii_uppercase()));
-    });
+    log.bytes(Tag::VCL_call, method.call_name().as_bytes());
 }
 
 /// `VCL_return`, once the method has run.

@@ -9,7 +9,6 @@ mod proxy;
 
 use crate::client::request;
 use crate::host::req::Outcome;
-use crate::transport::deadline::nanos;
 use crate::transport::io::{Client, ClientStream, ReadError, SessAddrs};
 use crate::Shared;
 use lacquer_core::close::CloseReason;
@@ -170,12 +169,19 @@ struct HeadWait {
 }
 
 impl HeadWait {
-    fn new(idle: Duration, linger: Duration) -> HeadWait {
-        // A century at most, so that a deadline is always a time.
-        let century = Duration::from_secs(100 * 365 * 86_400);
+    /// Waits of `idle` and `linger` seconds (a parameter's value: a NaN
+    /// or a negative one is none), a century at most, so that a deadline
+    /// is always a time. Converted by one multiplication: this runs for
+    /// every request.
+    fn new(idle: f64, linger: f64) -> HeadWait {
+        const CENTURY: f64 = 100.0 * 365.0 * 86_400.0;
+        let nanos = |secs: f64| match secs.is_nan() {
+            true => 0,
+            false => (secs.clamp(0.0, CENTURY) * 1e9) as u64,
+        };
         HeadWait {
-            idle: nanos(idle.min(century)),
-            linger: nanos(linger.min(century)),
+            idle: nanos(idle),
+            linger: nanos(linger),
             since: None,
             lingered: false,
         }
@@ -201,8 +207,8 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
     loop {
         let limits = sh.request_limits();
         let idle = c.sess.idle.or(sh.params.timeout_idle());
-        let linger = Params::duration(c.sess.linger.or(sh.params.timeout_linger()));
-        let mut wait = HeadWait::new(Params::duration(idle), linger);
+        let linger = c.sess.linger.or(sh.params.timeout_linger());
+        let mut wait = HeadWait::new(idle, linger);
         // A keep-alive session with nothing to read yet waits
         // `timeout_linger` first; past it, it counts as herded (as
         // Varnish hands such a session to its waiter).
@@ -326,6 +332,17 @@ async fn refuse(sh: &Shared, c: &mut Client, e: &RequestError, log: &mut Txn) ->
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_head_waits_limits_are_whole_nanoseconds_of_the_parameters() {
+        let w = super::HeadWait::new(5.0, 0.05);
+        assert_eq!((w.idle, w.linger), (5_000_000_000, 50_000_000));
+        let w = super::HeadWait::new(f64::NAN, -1.0);
+        assert_eq!((w.idle, w.linger), (0, 0), "unset and negative: no wait");
+        let w = super::HeadWait::new(f64::INFINITY, 1e300);
+        let century = 100 * 365 * 86_400 * 1_000_000_000u64;
+        assert_eq!((w.idle, w.linger), (century, century));
+    }
+
     #[test]
     fn a_line_that_names_no_version_is_not_http() {
         use super::names_no_version as not_http;
