@@ -12,9 +12,12 @@
 //!   its four tags are masked (a bit each), then the head's bytes;
 //! - timestamp ([`TIME_CODE`]): `vsl_reclen` (u16), the absolute time,
 //!   the time since the transaction's start and since its last timestamp
-//!   (f64 each), then the label.
+//!   (f64 each), then the label;
+//! - a vxid and seconds ([`SECS_CODE`], `Hit` and its kin): the tag's
+//!   code, `vsl_reclen` (u16), the vxid (u64), then the seconds (f64
+//!   each), which the reader prints with six decimals.
 
-use crate::record::{push_fixed6, Record, Side, Txn};
+use crate::record::{push_fixed6, push_u64, Record, Side, Txn};
 use crate::tags::Tag;
 use bytes::Bytes;
 
@@ -22,6 +25,8 @@ use bytes::Bytes;
 pub(crate) const HEAD_CODE: u8 = 0xfe;
 /// The pseudo tag code of a packed timestamp.
 pub(crate) const TIME_CODE: u8 = 0xfd;
+/// The pseudo tag code of a packed vxid and seconds.
+pub(crate) const SECS_CODE: u8 = 0xfc;
 
 /// Which head: what its first line holds and which tags its lines are
 /// logged under.
@@ -172,6 +177,27 @@ impl Txn {
     }
 }
 
+impl Txn {
+    /// A record of a vxid then seconds with six decimals (`Hit 1002
+    /// 119.998573 10.000000 0.000000`), packed: the reader prints the
+    /// numbers. At most 8 seconds.
+    pub fn vxid_and_secs(&mut self, tag: Tag, vxid: u64, secs: &[f64]) {
+        if !self.wants(tag) {
+            return;
+        }
+        let secs = &secs[..secs.len().min(8)];
+        let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
+        self.raw(SECS_CODE, 11 + 8 * secs.len(), |b| {
+            b.push(tag as u8);
+            b.extend_from_slice(&reclen.to_le_bytes());
+            b.extend_from_slice(&vxid.to_le_bytes());
+            for s in secs {
+                b.extend_from_slice(&s.to_le_bytes());
+            }
+        });
+    }
+}
+
 fn f64_at(p: &[u8], at: usize) -> f64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&p[at..at + 8]);
@@ -233,6 +259,32 @@ pub(crate) fn expand(
             out.push(Record {
                 vxid,
                 tag: Tag::Timestamp,
+                side,
+                payload: Bytes::from(text),
+            });
+            true
+        }
+        SECS_CODE => {
+            if p.len() < 11 || (p.len() - 11) % 8 != 0 {
+                return false;
+            }
+            let Some(tag) = Tag::from_code(p[0]) else {
+                return false;
+            };
+            let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
+            let mut text = Vec::with_capacity(20 + (p.len() - 11) * 3);
+            push_u64(
+                &mut text,
+                u64::from_le_bytes(p[3..11].try_into().unwrap_or_default()),
+            );
+            for at in (11..p.len()).step_by(8) {
+                text.push(b' ');
+                push_fixed6(&mut text, f64_at(p, at));
+            }
+            text.truncate(reclen);
+            out.push(Record {
+                vxid,
+                tag,
                 side,
                 payload: Bytes::from(text),
             });
@@ -328,6 +380,8 @@ mod tests {
         let got = round_trip(limits(255, mask), |t| {
             t.timestamp("Req", 100.25);
             t.head(HeadKind::Req, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+            t.vxid_and_secs(Tag::Hit, 1002, &[119.9985734, 10.0, -0.5]);
+            t.vxid_and_secs(Tag::HitMiss, 7, &[1.0]);
             t.timestamp("Resp", 101.5);
         });
         assert_eq!(
@@ -339,10 +393,42 @@ mod tests {
                 "ReqURL /x",
                 "ReqProtocol HTTP/1.1",
                 "ReqHeader Host: a",
+                "Hit 1002 119.998573 10.000000 -0.500000",
+                "HitMiss 7 1.000000",
                 "Timestamp Resp: 101.500000 1.500000 1.250000",
                 "End "
             ]
         );
+    }
+
+    #[test]
+    fn packed_seconds_keep_reclen_and_the_mask_and_refuse_garbage() {
+        let mask = crate::record::mask_of(&[Tag::HitMiss]);
+        let got = round_trip(limits(12, mask), |t| {
+            t.vxid_and_secs(Tag::Hit, 1002, &[119.5, 10.0, 0.0]);
+            t.vxid_and_secs(Tag::HitMiss, 7, &[1.0]);
+        });
+        assert_eq!(got, ["Begin req 6 rxreq", "Hit 1002 119.500", "End "]);
+        let mut out = Vec::new();
+        let odd = Bytes::from_static(&[9, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert!(!expand(
+            SECS_CODE,
+            1,
+            Side::Client,
+            &odd,
+            0..odd.len(),
+            &mut out
+        ));
+        let no_tag = Bytes::from_static(&[0, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(!expand(
+            SECS_CODE,
+            1,
+            Side::Client,
+            &no_tag,
+            0..no_tag.len(),
+            &mut out
+        ));
+        assert!(out.is_empty());
     }
 
     #[test]

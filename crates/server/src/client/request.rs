@@ -769,7 +769,7 @@ fn log_hit(req: &mut Req, tag: Tag, obj: &Object, now: f64) {
     } else {
         &[left]
     };
-    vsl::vxid_and_secs(&mut req.log, tag, obj.xid(), secs);
+    req.log.vxid_and_secs(tag, obj.xid(), secs);
 }
 
 /// An ESI include's request as a boxed future, for `esi` to run (the

@@ -5,7 +5,7 @@
 
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, ResponseHead, Version};
-use lacquer_shm::record::{default_mask, push_fixed6, push_u64};
+use lacquer_shm::record::{default_mask, push_u64};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -172,18 +172,6 @@ pub(crate) fn numbers(log: &mut Txn, tag: Tag, values: &[u64]) {
                 b.push(b' ');
             }
             push_u64(b, v);
-        }
-    });
-}
-
-/// A record of an object's timing as `Hit` gives it: vxid, then
-/// seconds with six decimals.
-pub(crate) fn vxid_and_secs(log: &mut Txn, tag: Tag, vxid: u64, secs: &[f64]) {
-    log.with(tag, |b| {
-        push_u64(b, vxid);
-        for &s in secs {
-            b.push(b' ');
-            push_fixed6(b, s);
         }
     });
 }
