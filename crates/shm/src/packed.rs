@@ -265,7 +265,7 @@ pub(crate) fn expand(
             true
         }
         SECS_CODE => {
-            if p.len() < 11 || (p.len() - 11) % 8 != 0 {
+            if p.len() < 11 || !(p.len() - 11).is_multiple_of(8) {
                 return false;
             }
             let Some(tag) = Tag::from_code(p[0]) else {
