@@ -621,4 +621,6 @@ fn count_hit(obj: &Object, grace: bool) {
 }
 
 #[cfg(test)]
+mod object_tests;
+#[cfg(test)]
 mod tests;

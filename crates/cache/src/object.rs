@@ -473,6 +473,12 @@ impl Object {
         self.extra.get()?.vary.as_ref()
     }
 
+    /// Whether the box of rare fields was made.
+    #[cfg(test)]
+    pub(crate) fn has_extra(&self) -> bool {
+        self.extra.get().is_some()
+    }
+
     /// What few objects have, made when first needed.
     pub(crate) fn extra(&self) -> &Extra {
         self.extra.get_or_init(|| Box::new(Extra::default()))
@@ -782,20 +788,5 @@ impl Drop for Object {
         if let Some(store) = self.store() {
             store.release(allocated);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_clients_min_fresh_allocates_nothing_for_the_object() {
-        let obj = crate::tests::plain_object();
-        let ttl = obj.timers().ttl;
-        assert!(obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.0));
-        assert!(
-            !obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.5),
-            "once a second"
-        );
-        assert!(obj.extra.get().is_none(), "no box of rare fields made");
     }
 }

@@ -144,7 +144,7 @@ impl<'a> Eval<'a> {
             }
             Stmt::Block(b) => return self.block(b, depth),
             Stmt::Native(native) => {
-                if let Some(action) = native.run(self.prog, self.host)? {
+                if let Some(action) = native.run(self.host).map_err(VclFailure)? {
                     return Ok(Flow::Return(action));
                 }
             }

@@ -6,9 +6,8 @@
 //! { ... }` is prepended to the built-in body) gets it interpreted, and
 //! the tests below run each against the interpreter.
 
-use crate::eval::{to_bytes, VclFailure};
-use crate::program::{Host, Lent, Program};
-use crate::types::{Action, HttpKind, Value};
+use crate::program::{Host, Lent};
+use crate::types::{format_ip, Action, HttpKind, Value};
 use crate::vars::Var;
 use bytes::Bytes;
 
@@ -48,12 +47,8 @@ impl Native {
     }
 
     /// Runs the body: the action it returns, or None when it ends without
-    /// one (its caller goes on).
-    pub(crate) fn run(
-        self,
-        prog: &Program,
-        host: &mut dyn Host,
-    ) -> Result<Option<Action>, VclFailure> {
+    /// one (its caller goes on); an error fails the method.
+    pub(crate) fn run(self, host: &mut dyn Host) -> Result<Option<Action>, String> {
         let pass = || Some(Action::Pass(None));
         Ok(match self {
             Native::ReqHost => {
@@ -68,8 +63,7 @@ impl Native {
                 if upper == Some(true) {
                     let host_value = host.header(HttpKind::Req, "host").unwrap_or_default();
                     let lower = Bytes::from(host_value.to_ascii_lowercase());
-                    host.set_header(HttpKind::Req, "host", lower)
-                        .map_err(VclFailure)?;
+                    host.set_header(HttpKind::Req, "host", lower)?;
                 }
                 let has_host = match host.header_ref(HttpKind::Req, "host") {
                     Lent::Absent => false,
@@ -115,8 +109,8 @@ impl Native {
             Native::ReqCookie => has_header(host, "Cookie").then(pass).flatten(),
             Native::BuiltinHash => {
                 if !host.hash_var(Var::ReqUrl) {
-                    let url = to_bytes(prog, host.get(Var::ReqUrl));
-                    host.hash_data(&url);
+                    let url = host.get(Var::ReqUrl);
+                    host.hash_data(url.as_bytes());
                 }
                 if has_header(host, "host") {
                     if !host.hash_header(HttpKind::Req, "host") {
@@ -124,7 +118,11 @@ impl Native {
                         host.hash_data(&value);
                     }
                 } else {
-                    let ip = to_bytes(prog, host.get(Var::ServerIp));
+                    // server.ip as a string, as `hash_data` takes it.
+                    let mut ip = Vec::new();
+                    if let Value::Ip(addr) = host.get(Var::ServerIp) {
+                        format_ip(&mut ip, addr);
+                    }
                     host.hash_data(&ip);
                 }
                 None

@@ -1,0 +1,181 @@
+//! Unit tests of objects: their size, what they read from their stored
+//! head, their status line, and their charge to a store.
+
+use crate::object::{self, ObjKind, Object, ObjectInit};
+use crate::tests::{cache, obj, obj_in, A_MINUTE};
+use crate::Body;
+use bytes::Bytes;
+use lacquer_core::counters::StoreCounter;
+use lacquer_http::Headers;
+
+/// What every cached object costs before its bytes: the object itself
+/// (200 bytes today: with its `Arc` counts 216, and 224 from the
+/// allocator, which 216 just fits), a complete body's chunk inline, and an
+/// index head keyed by a digest. Memory per object is what a cache's
+/// capacity is made of (bench/objects.sh): a change that grows these fails
+/// here, and one that shrinks them lowers the bound.
+#[test]
+fn an_objects_bookkeeping_does_not_grow() {
+    let object = std::mem::size_of::<crate::object::Object>();
+    let head = std::mem::size_of::<crate::Head>();
+    assert!(object <= 200, "an object is {object} bytes");
+    let body = std::mem::size_of::<crate::Body>();
+    assert!(body <= 56, "a body is {body} bytes (its fill state apart)");
+    assert!(head <= 16, "an index head is {head} bytes");
+}
+
+#[test]
+fn fields_are_read_from_the_stored_head() {
+    let made = |status: u16, head: Bytes, headers: Headers| {
+        Object::new(ObjectInit {
+            store: None,
+            xid: 1,
+            kind: ObjKind::Normal,
+            status,
+            head,
+            headers,
+            body: Body::complete(Vec::new()),
+            vary: None,
+            timers: A_MINUTE,
+        })
+    };
+    let head = Bytes::from_static(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nLink: <a:b>; rel=x\r\nX-Empty: \r\nx-dup: 1\r\nX-Dup: 2\r\n",
+    );
+    let o = made(200, head.clone(), Headers::new());
+    assert_eq!(o.head_bytes(), &head[..], "the head is kept as it came");
+    assert_eq!(o.header("link").unwrap(), "<a:b>; rel=x");
+    assert_eq!(o.header("x-empty").unwrap(), "");
+    assert_eq!(o.header("X-DUP").unwrap(), "1");
+    assert!(o.has_header("content-type") && !o.has_header("content-length"));
+    let all = o.headers();
+    assert_eq!(all.len(), 5);
+    assert_eq!(
+        all.get_all("x-dup").cloned().collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    // Fields given without a head are written into it.
+    let mut fields = Headers::new();
+    fields.append("ETag", "\"v1\"");
+    let o = made(404, Bytes::new(), fields);
+    assert_eq!(
+        &o.head_bytes()[..],
+        b"HTTP/1.1 404 Not Found\r\nETag: \"v1\"\r\n"
+    );
+    assert_eq!(o.etag().unwrap(), "\"v1\"");
+}
+
+/// The usual status line for a status is made, not kept; any other (a
+/// reason of the backend's own, an HTTP/1.0 line, a line that does not
+/// match the status) is kept as it came, and reads back the same.
+#[test]
+fn a_status_line_reads_back_as_it_came() {
+    let made = |status: u16, head: &'static [u8]| {
+        Object::new(ObjectInit {
+            store: None,
+            xid: 1,
+            kind: ObjKind::Normal,
+            status,
+            head: Bytes::from_static(head),
+            headers: Headers::new(),
+            body: Body::complete(Vec::new()),
+            vary: None,
+            timers: A_MINUTE,
+        })
+    };
+    let fields: &[u8] = b"Server: x\r\nETag: \"e\"\r\n";
+    for (status, head, line) in [
+        (
+            200,
+            &b"HTTP/1.1 200 OK\r\nServer: x\r\nETag: \"e\"\r\n"[..],
+            &b"HTTP/1.1 200 OK\r\n"[..],
+        ),
+        (
+            200,
+            b"HTTP/1.1 200 Fine\r\nServer: x\r\nETag: \"e\"\r\n",
+            b"HTTP/1.1 200 Fine\r\n",
+        ),
+        (
+            200,
+            b"HTTP/1.0 200 OK\r\nServer: x\r\nETag: \"e\"\r\n",
+            b"HTTP/1.0 200 OK\r\n",
+        ),
+        (
+            404,
+            b"HTTP/1.1 200 OK\r\nServer: x\r\nETag: \"e\"\r\n",
+            b"HTTP/1.1 200 OK\r\n",
+        ),
+        (
+            599,
+            b"HTTP/1.1 599 \r\nServer: x\r\nETag: \"e\"\r\n",
+            b"HTTP/1.1 599 \r\n",
+        ),
+    ] {
+        let o = made(status, head);
+        assert_eq!(o.status_line(), line);
+        assert_eq!(o.field_lines(), fields);
+        assert_eq!(o.head_bytes(), head);
+        assert_eq!(o.head_len(), head.len());
+        assert_eq!(o.header("etag").unwrap(), "\"e\"");
+        assert_eq!(o.headers().len(), 2);
+    }
+    // What the head says is read once, from where its fields start: the
+    // first field too, whichever form the status line took.
+    for head in [
+        &b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nAccept-Ranges: bytes\r\n"[..],
+        b"Content-Encoding: gzip\r\nAccept-Ranges: bytes\r\n",
+        b"HTTP/1.1 200 Fine\r\nContent-Encoding: gzip\r\nAccept-Ranges: bytes\r\n",
+    ] {
+        let o = made(200, head);
+        assert!(
+            o.gzipped() && o.accept_ranges(),
+            "{}",
+            String::from_utf8_lossy(head)
+        );
+    }
+    // A marker keeps no head at all.
+    let marker = made(200, b"");
+    assert!(marker.status_line().is_empty() && marker.field_lines().is_empty());
+    assert_eq!(
+        crate::object::usual_status_line(503),
+        Some(&b"HTTP/1.1 503 Service Unavailable\r\n"[..])
+    );
+    assert_eq!(crate::object::usual_status_line(99), None);
+}
+
+/// An object is charged to the store it was made for once, when
+/// attached; one never attached (a fetch that gave up first) leaves the
+/// store's counts as they were when it goes.
+#[test]
+fn an_object_is_charged_once_and_only_when_attached() {
+    let c = cache(1 << 20);
+    let store = c.store_for(false, None);
+    let alloc = || store.stats.get(StoreCounter::g_alloc);
+    let unattached = obj_in(Some(store.clone()), ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert_eq!(unattached.store_name(), None, "not the store's before");
+    drop(unattached);
+    assert_eq!((alloc(), store.used()), (0, 0));
+    let o = obj_in(Some(store.clone()), ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert!(c.attach(&o, 100, 0));
+    assert!(c.attach(&o, 100, 0), "a second attach is no charge");
+    assert_eq!(o.store_name(), Some(store.name()));
+    assert_eq!((alloc(), store.used()), (1, object::OBJECT_OVERHEAD + 100));
+    drop(o);
+    assert_eq!((alloc(), store.used()), (0, 0));
+    // An object made for no store is never charged.
+    let free = obj(ObjKind::Normal, 60.0, 0.0, None, 0.0);
+    assert!(c.attach(&free, 100, 0));
+    assert_eq!((free.store_name(), alloc()), (None, 0));
+}
+
+#[test]
+fn a_clients_min_fresh_allocates_nothing_for_the_object() {
+    let obj = crate::tests::plain_object();
+    let ttl = obj.timers().ttl;
+    assert!(obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.0));
+    assert!(
+        !obj.min_fresh_refuses(ttl / 2.0, ttl / 4.0, 1000.5),
+        "once a second"
+    );
+    assert!(!obj.has_extra(), "no box of rare fields made");
+}
