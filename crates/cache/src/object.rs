@@ -94,10 +94,8 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 pub struct Object {
     /// The vxid of the fetch that made it.
     xid: u64,
-    /// The stored headers, each line ending in CRLF, without the blank
-    /// line that ends a head; after the status line unless it is the usual
-    /// one for its status ([`USUAL_LINE`] says so, and
-    /// [`Object::status_line`] makes it). The header list is read from it
+    /// The status line and the stored headers, each line ending in CRLF,
+    /// without the blank line that ends a head. The header list is read from it
     /// when asked for ([`Object::headers`], [`Object::header`]) rather
     /// than kept beside it: 64 bytes a field per object otherwise. An
     /// allocation of its own size that nothing shares: a hit never clones
@@ -155,30 +153,9 @@ const ACCEPT_RANGES: u8 = 16;
 /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
 /// rather than on every delivery.
 const GZIPPED: u8 = 32;
-/// Its status line is the usual one for its status
-/// ([`usual_status_line`]): the head keeps the fields alone.
-const USUAL_LINE: u8 = 64;
 /// Charged to its store ([`crate::Cache::attach`]): from then on the
 /// store counts it, and its drop gives the store its bytes back.
 const ATTACHED: u8 = 128;
-
-/// `HTTP/1.1`, a status and its usual reason phrase: the status line of
-/// nearly every stored response, made once per status rather than kept
-/// by each object (17 bytes and more each).
-pub fn usual_status_line(status: u16) -> Option<&'static [u8]> {
-    static LINES: OnceLock<Box<[Box<[u8]>]>> = OnceLock::new();
-    let lines = LINES.get_or_init(|| {
-        (100..1000u16)
-            .map(|s| {
-                let reason = lacquer_http::reason_phrase(s);
-                format!("HTTP/1.1 {s} {reason}\r\n").into_bytes().into()
-            })
-            .collect()
-    });
-    lines
-        .get(usize::from(status.checked_sub(100)?))
-        .map(|l| &l[..])
-}
 
 /// What few objects have, kept apart from [`Object`].
 #[derive(Debug, Default)]
@@ -213,11 +190,8 @@ pub struct ObjectInit {
     pub kind: ObjKind,
     pub status: u16,
     /// The status line and the fields; when it holds no field, the
-    /// fields of `headers` are written into it. The status line may be
-    /// left out when it is the usual one for `status`
-    /// ([`usual_status_line`]), as a fetch leaves it out (a field name
-    /// never starts with `HTTP/`). Taken over without a copy when it is
-    /// one unshared allocation of its own size.
+    /// fields of `headers` are written into it. Taken over without a copy
+    /// when it is one unshared allocation of its own size.
     pub head: Bytes,
     /// The fields, as the head holds them.
     pub headers: Headers,
@@ -232,24 +206,18 @@ pub struct ObjectInit {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 314;
+pub const OBJECT_OVERHEAD: u64 = 305;
 
 impl Object {
     pub fn new(mut init: ObjectInit) -> Self {
         // The head is what the object keeps: fields given without one
         // (markers, tests) are written into it after its status line.
-        let fields_only = usual_status_line(init.status).is_some()
-            && !init.head.is_empty()
-            && !init.head.starts_with(b"HTTP/");
-        let line_end = match fields_only {
-            true => 0,
-            false => init
-                .head
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .map_or(init.head.len(), |p| p + 2),
-        };
-        if !init.headers.is_empty() && !fields_only && init.head.len() <= line_end {
+        let line_end = init
+            .head
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(init.head.len(), |p| p + 2);
+        if !init.headers.is_empty() && init.head.len() <= line_end {
             let mut head = init.head.to_vec();
             if head.is_empty() {
                 head.extend_from_slice(
@@ -271,22 +239,9 @@ impl Object {
                 ..Extra::default()
             }));
         }
-        let line_end = match fields_only {
-            true => 0,
-            false => init
-                .head
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .map_or(init.head.len(), |p| p + 2),
-        };
-        let usual = fields_only || usual_status_line(init.status) == Some(&init.head[..line_end]);
-        let head: Box<[u8]> = match usual && !fields_only {
-            // A head read back (a restart) or made by a test.
-            true => init.head[line_end..].into(),
-            // Exact-size and unshared as the fetch makes it: taken over
-            // without a copy.
-            false => Vec::from(init.head).into_boxed_slice(),
-        };
+        // Exact-size and unshared as the fetch makes it: taken over
+        // without a copy.
+        let head = Vec::from(init.head).into_boxed_slice();
         let mut obj = Object {
             xid: init.xid,
             kind: init.kind,
@@ -310,10 +265,6 @@ impl Object {
             ban: Mutex::new(None),
             extra,
         };
-        // The fields are read from where the head says they start.
-        if usual {
-            *obj.flags.get_mut() = USUAL_LINE;
-        }
         // Read once from the stored head, in one pass (what a restart
         // reads back too).
         let (mut accept_ranges, mut encoding) = (false, None);
@@ -325,9 +276,8 @@ impl Object {
             }
         }
         let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
-        let flags = if accept_ranges { ACCEPT_RANGES } else { 0 }
-            | if gzipped { GZIPPED } else { 0 }
-            | if usual { USUAL_LINE } else { 0 };
+        let flags =
+            if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
         *obj.flags.get_mut() = flags;
         obj
     }
@@ -352,49 +302,38 @@ impl Object {
     /// marker).
     #[inline]
     pub fn status_line(&self) -> &[u8] {
-        match self.flag(USUAL_LINE) {
-            true => usual_status_line(self.status).unwrap_or_default(),
-            false => {
-                let end = self
-                    .head
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(self.head.len(), |p| p + 1);
-                &self.head[..end]
-            }
-        }
+        let end = self
+            .head
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.head.len(), |p| p + 1);
+        &self.head[..end]
     }
 
     /// The stored header lines, each ending in CRLF, after the status line.
     #[inline]
     pub fn field_lines(&self) -> &[u8] {
-        match self.flag(USUAL_LINE) {
-            true => &self.head,
-            false => &self.head[self.status_line().len()..],
-        }
+        &self.head[self.status_line().len()..]
     }
 
     /// Writes the status line and the stored headers, each line ending in
     /// CRLF, without the blank line that ends a head.
     #[inline]
     pub fn write_head(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.status_line());
-        out.extend_from_slice(self.field_lines());
+        out.extend_from_slice(&self.head);
     }
 
     /// The status line and the stored headers as [`Object::write_head`]
     /// writes them (a copy).
     pub fn head_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.head_len());
-        self.write_head(&mut out);
-        out
+        self.head.to_vec()
     }
 
     /// The length of what [`Object::write_head`] writes: what the store is
     /// charged for the head.
     #[inline]
     pub fn head_len(&self) -> usize {
-        self.status_line().len() + self.field_lines().len()
+        self.head.len()
     }
 
     /// The stored headers, read from the head. They share one copy of

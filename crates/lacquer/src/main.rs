@@ -9,12 +9,6 @@
 
 mod demo;
 
-/// Cached objects are many small allocations that live long among many
-/// that do not: an allocator with pages per size class keeps them
-/// packed, with no header per allocation (docs/architecture-notes.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use lacquer_tools::{adm, hist, log, ncsa, reload, stat, top};
 
 use lacquer_server::config::{parse_args, ServeAction};

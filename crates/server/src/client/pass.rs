@@ -436,7 +436,7 @@ async fn stream_response(
             amended.headers.set("ETag", weak);
         }
     }
-    let block = crate::host::resp::wire_head(&amended, now, skip);
+    let block = crate::host::resp::stored_head(&amended, now, skip);
     let age = resp
         .headers
         .get("age")

@@ -4,7 +4,7 @@
 //! head is written, so a hit copies no header even when VCL decorates it.
 
 use bytes::Bytes;
-use lacquer_cache::object::{usual_status_line, Object};
+use lacquer_cache::object::Object;
 use lacquer_http::{Headers, ResponseHead};
 
 pub(crate) struct Resp {
@@ -271,56 +271,30 @@ impl Resp {
     }
 }
 
-/// Builds the stored head of a response: its status line (left out when
-/// it is the usual one for its status, which the object makes when asked)
-/// and the headers worth keeping, in one allocation of exactly its size,
-/// made once. Adds `Date` when there is none. The object
+/// Builds the stored head of a response: its status line and the headers
+/// worth keeping, in one allocation of exactly its size. Adds `Date` when
+/// there is none. The object
 /// keeps the head alone: it is never cloned on a hit, so it costs no
-/// reference-counted header (see `Object::headers`).
+/// reference-counted header (see `Object::headers`). Built in room for
+/// the backend's whole head and shrunk to fit: other orders of
+/// allocation measured worse with glibc's allocator, which left holes
+/// between objects (bench/README.md, memory per object).
 pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
-    head_block(resp, now, skip, true)
-}
-
-/// The head [`stored_head`] keeps, with its status line always: what a
-/// pass writes to its client before the delivery headers.
-pub(crate) fn wire_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
-    head_block(resp, now, skip, false)
-}
-
-fn head_block(resp: &ResponseHead, now: f64, skip: &[&str], leave_usual_line: bool) -> Bytes {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
         kept.remove(name);
     }
-    let reason = match resp.reason.is_empty() {
-        true => lacquer_http::reason_phrase(resp.status).as_bytes(),
-        false => &resp.reason[..],
-    };
-    let usual = leave_usual_line
-        && usual_status_line(resp.status).is_some_and(|line| {
-            line.len() == "HTTP/1.1 200 \r\n".len() + reason.len()
-                && line[13..line.len() - 2] == *reason
-        });
-    let has_date = kept.contains("date");
-    // Sized first: a buffer shrunk to fit once filled would leave its
-    // tail behind, a hole between objects.
-    let fields: usize = kept.iter().map(|h| h.name.len() + h.value.len() + 4).sum();
-    let date = if has_date { 0 } else { "Date: \r\n".len() + 29 };
-    let code = resp.status.to_string();
-    let line = if usual {
-        0
+    let mut block = Vec::with_capacity(resp.wire_len + 64);
+    block.extend_from_slice(b"HTTP/1.1 ");
+    block.extend_from_slice(resp.status.to_string().as_bytes());
+    block.push(b' ');
+    if resp.reason.is_empty() {
+        block.extend_from_slice(lacquer_http::reason_phrase(resp.status).as_bytes());
     } else {
-        "HTTP/1.1  \r\n".len() + code.len() + reason.len()
-    };
-    let mut block = Vec::with_capacity(line + fields + date);
-    if !usual {
-        block.extend_from_slice(b"HTTP/1.1 ");
-        block.extend_from_slice(code.as_bytes());
-        block.push(b' ');
-        block.extend_from_slice(reason);
-        block.extend_from_slice(b"\r\n");
+        block.extend_from_slice(&resp.reason);
     }
+    block.extend_from_slice(b"\r\n");
     let push = |block: &mut Vec<u8>, name: &[u8], value: &[u8]| {
         block.extend_from_slice(name);
         block.extend_from_slice(b": ");
@@ -330,10 +304,9 @@ fn head_block(resp: &ResponseHead, now: f64, skip: &[&str], leave_usual_line: bo
     for h in kept.iter() {
         push(&mut block, &h.name, &h.value);
     }
-    if !has_date {
+    if !kept.contains("date") {
         lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
     }
-    debug_assert_eq!(block.len(), block.capacity(), "sized beforehand");
     // Exactly its size: the head holds no capacity it does not use, and a
     // `Bytes` of a whole allocation needs no shared header until cloned.
     Bytes::from(block.into_boxed_slice())
@@ -471,82 +444,10 @@ mod tests {
         };
         let skip = ["content-length"];
         let head = stored_head(&resp, 0.0, &skip);
-        assert!(
-            head.starts_with(b"Server: origin\r\nDate: "),
-            "the usual status line is the object's to make"
-        );
+        assert!(head.starts_with(b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: "));
         assert!(head.ends_with(b" GMT\r\n"), "no blank line");
         let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
         assert!(!text.contains("connection"), "hop-by-hop goes");
         assert!(!text.contains("content-length"), "skipped");
-    }
-
-    fn head(status: u16, reason: &str, headers: &[(&str, &str)]) -> ResponseHead {
-        let mut h = Headers::new();
-        for (name, value) in headers {
-            h.append(name.to_string(), value.to_string());
-        }
-        ResponseHead {
-            version: lacquer_http::Version::Http11,
-            status,
-            reason: Bytes::copy_from_slice(reason.as_bytes()),
-            headers: h,
-            framing: lacquer_http::Framing::None,
-            keep_alive: true,
-            wire_len: 0,
-        }
-    }
-
-    /// The usual status line is left for the object to make; any other is
-    /// kept. Either way the head is one allocation of exactly its size,
-    /// and `Date` is added when missing.
-    #[test]
-    fn a_stored_head_leaves_out_the_usual_status_line_only() {
-        let fields = [("Server", "o"), ("Connection", "close"), ("Date", "d")];
-        let usual = stored_head(&head(200, "OK", &fields), 0.0, &[]);
-        assert_eq!(&usual[..], b"Server: o\r\nDate: d\r\n");
-        let wire = wire_head(&head(200, "OK", &fields), 0.0, &[]);
-        assert_eq!(
-            &wire[..],
-            b"HTTP/1.1 200 OK\r\nServer: o\r\nDate: d\r\n",
-            "a pass's head keeps it"
-        );
-        let unnamed = stored_head(&head(404, "", &fields), 0.0, &[]);
-        assert_eq!(
-            &unnamed[..],
-            b"Server: o\r\nDate: d\r\n",
-            "an empty reason is the usual one"
-        );
-        let own = stored_head(&head(200, "Fine", &fields), 0.0, &["server"]);
-        assert_eq!(&own[..], b"HTTP/1.1 200 Fine\r\nDate: d\r\n");
-        let dated = stored_head(&head(299, "Odd", &[("Server", "o")]), 0.0, &[]);
-        assert!(dated.starts_with(
-            b"HTTP/1.1 299 Odd\r\nServer: o\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
-        ));
-        for block in [usual, own, dated] {
-            let obj = Object::new(lacquer_cache::ObjectInit {
-                store: None,
-                xid: 1,
-                kind: lacquer_cache::object::ObjKind::Normal,
-                status: if block.starts_with(b"HTTP/1.1 299") {
-                    299
-                } else {
-                    200
-                },
-                head: block.clone(),
-                headers: Headers::new(),
-                body: lacquer_cache::Body::complete(Vec::new()),
-                vary: None,
-                timers: lacquer_cache::Timers {
-                    t_origin: 0.0,
-                    ttl: 1.0,
-                    grace: 0.0,
-                    keep: 0.0,
-                },
-            });
-            assert!(obj.head_bytes().starts_with(b"HTTP/1.1 "));
-            assert!(obj.head_bytes().ends_with(&block[block.len() - 9..]));
-            assert!(obj.header("date").is_some());
-        }
     }
 }
