@@ -1,6 +1,7 @@
 //! Below the seam: a client connection's bytes (`io`: reading heads,
 //! writing within the send timeouts, an ESI include's channel to its
-//! page; `req_body`: request bodies), its deadlines (`deadline`), its socket options (`sockopt`, the one module that calls
+//! page; `req_body`: request bodies; `stream`: the byte stream under it
+//! and its two ends), its deadlines (`deadline`), its socket options (`sockopt`, the one module that calls
 //! the C library), TLS (`tls`), the certificates ACME keeps (`acme`) and
 //! an HTTP/2 stream as a client's wire (`h2`).
 
@@ -10,4 +11,5 @@ pub(crate) mod h2;
 pub(crate) mod io;
 pub(crate) mod req_body;
 pub(crate) mod sockopt;
+pub(crate) mod stream;
 pub(crate) mod tls;
