@@ -21,6 +21,18 @@ pub(crate) fn obj(
     obj_in(None, kind, ttl, grace, vary, now)
 }
 
+/// A plain object made for the cache's default store.
+pub(crate) fn stored_obj(c: &Arc<Cache>, ttl: f64, grace: f64, now: f64) -> Arc<Object> {
+    obj_in(
+        Some(c.store_for(false, None)),
+        ObjKind::Normal,
+        ttl,
+        grace,
+        None,
+        now,
+    )
+}
+
 /// [`obj`], made for a store.
 pub(crate) fn obj_in(
     store: Option<Arc<Store>>,
@@ -82,14 +94,7 @@ fn miss_insert_hit() {
         c.lookup(b"/a", br(&req), now, 2.0),
         Lookup::Wait(_)
     ));
-    let o = obj_in(
-        Some(c.store_for(false, None)),
-        ObjKind::Normal,
-        60.0,
-        10.0,
-        None,
-        now,
-    );
+    let o = stored_obj(&c, 60.0, 10.0, now);
     assert!(c.attach(&o, 5, 50));
     slot.insert(&o, &req);
     assert!(matches!(
@@ -212,14 +217,7 @@ fn eviction_respects_budget_and_nuke_limit() {
     for i in 0..50u32 {
         let key = format!("/k{i}");
         let slot = miss(&c, key.as_bytes(), &req, 0.0);
-        let o = obj_in(
-            Some(c.store_for(false, None)),
-            ObjKind::Normal,
-            60.0,
-            0.0,
-            None,
-            0.0,
-        );
+        let o = stored_obj(&c, 60.0, 0.0, 0.0);
         assert!(c.attach(&o, 100, 50));
         slot.insert(&o, &req);
     }
@@ -237,35 +235,14 @@ fn eviction_respects_budget_and_nuke_limit() {
         Lookup::Miss(_)
     ));
     // Larger than the whole store: fails even after nuking everything.
-    let big = obj_in(
-        Some(c.store_for(false, None)),
-        ObjKind::Normal,
-        60.0,
-        0.0,
-        None,
-        0.0,
-    );
+    let big = stored_obj(&c, 60.0, 0.0, 0.0);
     assert!(!c.attach(&big, budget * 2, 50));
     // With nuke_limit 0 nothing is evicted.
     let c2 = cache(object::OBJECT_OVERHEAD + 100);
-    let o = obj_in(
-        Some(c2.store_for(false, None)),
-        ObjKind::Normal,
-        60.0,
-        0.0,
-        None,
-        0.0,
-    );
+    let o = stored_obj(&c2, 60.0, 0.0, 0.0);
     assert!(c2.attach(&o, 100, 0));
     miss(&c2, b"/x", &req, 0.0).insert(&o, &req);
-    let o2 = obj_in(
-        Some(c2.store_for(false, None)),
-        ObjKind::Normal,
-        60.0,
-        0.0,
-        None,
-        0.0,
-    );
+    let o2 = stored_obj(&c2, 60.0, 0.0, 0.0);
     assert!(!c2.attach(&o2, 100, 0));
 }
 
@@ -276,14 +253,7 @@ fn expiry_removes_and_frees() {
     for i in 0..20u32 {
         let key = format!("/e{i}");
         let slot = miss(&c, key.as_bytes(), &req, 0.0);
-        let o = obj_in(
-            Some(c.store_for(false, None)),
-            ObjKind::Normal,
-            5.0 + i as f64,
-            0.0,
-            None,
-            0.0,
-        );
+        let o = stored_obj(&c, 5.0 + i as f64, 0.0, 0.0);
         assert!(c.attach(&o, 10, 50));
         slot.insert(&o, &req);
     }
@@ -306,14 +276,7 @@ fn objects_that_leave_leave_the_expiry_queue() {
         let Lookup::Miss(slot) = c.lookup_fresh_fetch(key.as_bytes()) else {
             panic!("a miss");
         };
-        let o = obj_in(
-            Some(c.store_for(false, None)),
-            ObjKind::Normal,
-            60.0,
-            0.0,
-            None,
-            0.0,
-        );
+        let o = stored_obj(&c, 60.0, 0.0, 0.0);
         assert!(c.attach(&o, 10, 50));
         slot.insert(&o, &req);
         o
@@ -435,14 +398,7 @@ fn soft_purge_makes_every_variant_stale_and_reschedules_expiry() {
     let now = 1000.0;
     let req = Headers::new();
     let slot = miss(&c, b"/a", &req, now);
-    let o = obj_in(
-        Some(c.store_for(false, None)),
-        ObjKind::Normal,
-        60.0,
-        30.0,
-        None,
-        now,
-    );
+    let o = stored_obj(&c, 60.0, 30.0, now);
     assert!(c.attach(&o, 5, 50));
     slot.insert(&o, &req);
     assert_eq!(c.soft_purge(b"/a", SoftPurge::STALE, now + 1.0), 1);
