@@ -18,7 +18,6 @@ pub(crate) fn page(status: u16, reason: &str, xid: u64) -> String {
 
 /// A complete object from a status, headers and a body, made for `store`
 /// when it is to be cached.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn object_from(
     store: Option<Arc<Store>>,
     status: u16,
