@@ -6,6 +6,15 @@
 
 #![deny(unsafe_code)]
 
+/// Boxes a future made in its box: the box is allocated first and the
+/// future written into it, instead of made on the stack and copied in (a
+/// request's steps are several KiB of state).
+macro_rules! boxed_in_place {
+    ($future:expr) => {
+        Box::into_pin(Box::write(Box::new_uninit(), $future))
+    };
+}
+
 mod client;
 mod daemon;
 mod fetch;

@@ -342,7 +342,7 @@ pub(crate) async fn object(
     resp: Option<&Resp>,
 ) -> Outcome {
     if c.is_fragment() {
-        return Box::pin(fragment(c, sh, req, obj, d)).await;
+        return boxed_in_place!(fragment(c, sh, req, obj, d)).await;
     }
     let now = d.now;
     let p = &sh.params;
@@ -540,7 +540,7 @@ async fn send(
             gunzip,
             range: false,
         };
-        let r = Box::pin(filtered_body(c, sh, req, obj, d, &clock, Some(top))).await;
+        let r = boxed_in_place!(filtered_body(c, sh, req, obj, d, &clock, Some(top))).await;
         c.window = None;
         if let Err(outcome) = r {
             return Some(outcome);

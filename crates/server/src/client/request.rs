@@ -652,7 +652,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
             COUNTERS.inc(Counter::s_pass);
             // Boxed: a pass's state is large and most requests never need it;
             // inline, it would grow every connection's task.
-            match Box::pin(pass::pass(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
+            match boxed_in_place!(pass::pass(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
                 pass::Passed::Done(outcome) => Step::Done(outcome),
                 pass::Passed::Object(obj) => {
                     let keep = match req.consume_body(c, cx.sh).await {
@@ -675,7 +675,7 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
 }
 
 async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
-    match Box::pin(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
+    match boxed_in_place!(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
         pipe::Piped::Done(outcome) => Step::Done(outcome),
         pipe::Piped::Synth(status, reason) => synth_after_body(c, cx, req, status, reason).await,
     }
