@@ -344,10 +344,18 @@ impl Txn {
 
 impl Txn {
     /// Flushes and gives the buffer back, for a long-lived transaction
-    /// (a session) that will write little until it ends.
+    /// (a session) that will write little until it ends: it keeps room
+    /// for that little (a `Link` a request, `SessClose`, `End`), made
+    /// at once rather than grown from nothing a record at a time.
     pub fn release(&mut self) {
+        /// A session's records after it began: a few requests' worth.
+        const SESSION_ROOM: usize = 256;
         self.flush();
-        give_back(std::mem::take(&mut self.buf));
+        let room = match self.log {
+            Some(_) => Vec::with_capacity(SESSION_ROOM),
+            None => Vec::new(),
+        };
+        give_back(std::mem::replace(&mut self.buf, room));
     }
 }
 
@@ -562,6 +570,33 @@ mod push_tests {
             give_back(Vec::with_capacity(2048));
         }
         assert_eq!(kept(), SPARE_BUFFERS);
+    }
+
+    #[test]
+    fn a_released_session_writes_its_last_records_without_growing() {
+        let dir = std::env::temp_dir().join(format!("lacquer-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Arc::new(crate::Log::create(&dir, 1 << 20).unwrap());
+        let limits = Limits {
+            reclen: 255,
+            buffer: 1 << 20,
+            mask: 0,
+        };
+        let mut sess = Txn::new(Some(&log), 5, Side::Client, limits);
+        sess.begin("sess", 0, "HTTP/1", 1.0);
+        sess.bytes(Tag::SessOpen, b"127.0.0.1 40000 a0 127.0.0.1 8080 1.0 12");
+        sess.release();
+        assert!(sess.buf.is_empty());
+        let (room, at) = (sess.buf.capacity(), sess.buf.as_ptr());
+        assert!((128..1024).contains(&room), "small, not a request's: {room}");
+        for child in 6..9 {
+            sess.link("req", child, "rxreq");
+        }
+        sess.bytes(Tag::SessClose, b"REM_CLOSE 0.001");
+        assert_eq!(sess.buf.as_ptr(), at, "written where it was made room");
+        sess.end();
+        drop(sess);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
