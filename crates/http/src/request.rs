@@ -276,7 +276,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             }
         }
         headers.push_raw(Header {
-            name: head.slice_ref(name),
+            name: shared_or_static(&head, name, common_name(name)),
             value: head.slice_ref(value),
         });
     }
@@ -331,7 +331,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         None => head.slice_ref(path.as_bytes()),
     };
     Ok(RequestHead {
-        method: head.slice_ref(method.as_bytes()),
+        method: shared_or_static(&head, method.as_bytes(), common_method(method)),
         url,
         version,
         headers,
@@ -339,6 +339,64 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         wire_len: head.len(),
         expect_continue: expect_continue && framing != Framing::None,
         raw: head,
+    })
+}
+
+/// A part of the head as a `Bytes`: the static copy of its bytes when it
+/// is a common one (no reference to count as the request is handled and
+/// let go), else a view of the head.
+fn shared_or_static(head: &Bytes, part: &[u8], common: Option<&'static [u8]>) -> Bytes {
+    match common {
+        Some(same) => Bytes::from_static(same),
+        None => head.slice_ref(part),
+    }
+}
+
+/// The common methods, as written.
+fn common_method(method: &str) -> Option<&'static [u8]> {
+    Some(match method {
+        "GET" => b"GET",
+        "HEAD" => b"HEAD",
+        "POST" => b"POST",
+        _ => return None,
+    })
+}
+
+/// Header names that browsers and tools send, in the case they send them
+/// (a name is kept as the client wrote it: only the same bytes match).
+fn common_name(name: &[u8]) -> Option<&'static [u8]> {
+    Some(match name {
+        b"Host" => b"Host",
+        b"User-Agent" => b"User-Agent",
+        b"Accept" => b"Accept",
+        b"Accept-Encoding" => b"Accept-Encoding",
+        b"Accept-Language" => b"Accept-Language",
+        b"Cookie" => b"Cookie",
+        b"Connection" => b"Connection",
+        b"Referer" => b"Referer",
+        b"Cache-Control" => b"Cache-Control",
+        b"Pragma" => b"Pragma",
+        b"If-None-Match" => b"If-None-Match",
+        b"If-Modified-Since" => b"If-Modified-Since",
+        b"Content-Type" => b"Content-Type",
+        b"Content-Length" => b"Content-Length",
+        b"Origin" => b"Origin",
+        b"Authorization" => b"Authorization",
+        b"Range" => b"Range",
+        b"X-Forwarded-For" => b"X-Forwarded-For",
+        b"X-Forwarded-Proto" => b"X-Forwarded-Proto",
+        b"Upgrade-Insecure-Requests" => b"Upgrade-Insecure-Requests",
+        b"Sec-Fetch-Dest" => b"Sec-Fetch-Dest",
+        b"Sec-Fetch-Mode" => b"Sec-Fetch-Mode",
+        b"Sec-Fetch-Site" => b"Sec-Fetch-Site",
+        b"Sec-Fetch-User" => b"Sec-Fetch-User",
+        b"Priority" => b"Priority",
+        b"host" => b"host",
+        b"user-agent" => b"user-agent",
+        b"accept" => b"accept",
+        b"accept-encoding" => b"accept-encoding",
+        b"cookie" => b"cookie",
+        _ => return None,
     })
 }
 
@@ -399,6 +457,30 @@ mod tests {
         assert_eq!(req.framing, Framing::None);
         assert!(req.keep_alive());
         assert_eq!(&buf[..], b"GET /next");
+    }
+
+    #[test]
+    fn common_names_and_methods_are_kept_as_sent_without_the_head() {
+        let text =
+            "GET / HTTP/1.1\r\nHost: x\r\nACCEPT: */*\r\nX-Custom: 1\r\nuser-agent: t\r\n\r\n";
+        let req = parse(text).unwrap().unwrap();
+        let head = req.raw.as_ptr_range();
+        let in_head = |b: &Bytes| head.contains(&b.as_ptr());
+        assert_eq!(req.method, "GET");
+        assert!(!in_head(&req.method), "a common method is static");
+        let names: Vec<&Bytes> = req.headers.iter().map(|h| &h.name).collect();
+        assert_eq!(names, ["Host", "ACCEPT", "X-Custom", "user-agent"]);
+        let from_head: Vec<bool> = names.iter().map(|n| in_head(n)).collect();
+        assert_eq!(
+            from_head,
+            [false, true, true, false],
+            "only names sent as browsers send them are static"
+        );
+        let odd = parse("PURGE / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(odd.method, "PURGE");
+        assert!(odd.raw.as_ptr_range().contains(&odd.method.as_ptr()));
     }
 
     #[test]
