@@ -588,7 +588,10 @@ mod push_tests {
         sess.release();
         assert!(sess.buf.is_empty());
         let (room, at) = (sess.buf.capacity(), sess.buf.as_ptr());
-        assert!((128..1024).contains(&room), "small, not a request's: {room}");
+        assert!(
+            (128..1024).contains(&room),
+            "small, not a request's: {room}"
+        );
         for child in 6..9 {
             sess.link("req", child, "rxreq");
         }
