@@ -3,6 +3,7 @@
 //! of a byte range of it. Chunks are the views a store's engine gave
 //! for the bytes it placed.
 
+use arc_swap::ArcSwapOption;
 use bytes::{Bytes, BytesMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -44,8 +45,10 @@ struct BodyState {
 pub struct Body {
     /// The whole body, once complete.
     done: OnceLock<Chunks>,
-    /// The fill's state while the body streams in (None once complete).
-    filling: Mutex<Option<Arc<Filling>>>,
+    /// The fill's state while the body streams in (None once complete):
+    /// one word, read without a lock (a `Mutex` around the `Option` took
+    /// two in every object).
+    filling: ArcSwapOption<Filling>,
 }
 
 /// A complete body's chunks. Most small bodies are one chunk, held
@@ -120,7 +123,7 @@ impl Body {
         };
         Body {
             done: OnceLock::new(),
-            filling: Mutex::new(Some(Arc::new(filling))),
+            filling: ArcSwapOption::from_pointee(filling),
         }
     }
 
@@ -130,16 +133,13 @@ impl Body {
         let _ = done.set(Chunks::new(chunks));
         Body {
             done,
-            filling: Mutex::new(None),
+            filling: ArcSwapOption::empty(),
         }
     }
 
     /// The fill's state, while there is a fill.
     fn filling(&self) -> Option<Arc<Filling>> {
-        self.filling
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.filling.load_full()
     }
 
     /// Copies the bytes of a small body (its length announced) into
@@ -213,7 +213,7 @@ impl Body {
         drop(st);
         // Readers that wait hold the state themselves; they wake, see the
         // body done and let go of it too.
-        *self.filling.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.filling.store(None);
         f.notify.notify_waiters();
         f.taken.notify_waiters();
     }

@@ -3,7 +3,7 @@
 //! keep) that decide freshness. Many clients read one body while it is
 //! still arriving.
 
-use crate::ban::BanRef;
+use crate::ban::{BanPlace, BanRef};
 pub use crate::body::{Body, BodyFailed};
 use crate::store::Store;
 pub use crate::vary::{VarySpec, VaryStar};
@@ -11,7 +11,7 @@ use bytes::Bytes;
 use lacquer_http::Headers;
 use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// An `f64` that can be read and written from several threads.
 #[derive(Debug)]
@@ -122,7 +122,7 @@ pub struct Object {
     /// The number of the newest ban the object is known to survive (0
     /// before it has a place in the ban list), readable without a lock.
     ban_seq: AtomicU64,
-    ban: Mutex<Option<BanRef>>,
+    ban: BanPlace,
     /// A pointer wide, set once (`OnceLock` would add a word).
     extra: OnceBox<Extra>,
     /// Its node on the LRU lists (`u32::MAX`: none).
@@ -206,7 +206,7 @@ pub struct ObjectInit {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 305;
+pub const OBJECT_OVERHEAD: u64 = 289;
 
 impl Object {
     pub fn new(mut init: ObjectInit) -> Self {
@@ -262,7 +262,7 @@ impl Object {
             lru_stamp: AtomicU32::new(0),
             exp_slot: AtomicU32::new(NOT_QUEUED),
             ban_seq: AtomicU64::new(0),
-            ban: Mutex::new(None),
+            ban: BanPlace::default(),
             extra,
         };
         // Read once from the stored head, in one pass (what a restart
@@ -699,16 +699,16 @@ impl Object {
 
     /// Moves the object's place in the ban list forward (never back).
     pub(crate) fn set_ban(&self, ban: BanRef) {
-        let mut slot = self.ban.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.as_ref().is_none_or(|b| b.seq() < ban.seq()) {
-            self.ban_seq.store(ban.seq(), Ordering::Release);
-            *slot = Some(ban);
+        if self.ban.advance(&ban) {
+            // The largest wins: of two moves at once, the later ban is
+            // the place, and the number read without a lock follows it.
+            self.ban_seq.fetch_max(ban.seq(), Ordering::AcqRel);
         }
     }
 
     /// Lets go of the object's ban once it has left the cache.
     pub(crate) fn release_ban(&self) {
-        drop(self.ban.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.ban.release();
     }
 
     /// Its place in the expiry queue's heap.

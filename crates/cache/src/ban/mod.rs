@@ -11,6 +11,7 @@ pub use expr::{BanReq, BanSpec};
 pub use lurker::LurkConfig;
 
 use crate::object::Object;
+use arc_swap::ArcSwapOption;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -83,6 +84,46 @@ impl BanRef {
 impl Drop for BanRef {
     fn drop(&mut self) {
         self.0.refs.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An object's place in the list: a hold on a ban, counted in its
+/// `refs` as a [`BanRef`] is, in one word that is moved forward without
+/// a lock (a `Mutex` around a `BanRef` took two in every object).
+#[derive(Debug, Default)]
+pub(crate) struct BanPlace(ArcSwapOption<Ban>);
+
+impl BanPlace {
+    /// Moves the place to `ban` when it is later than where it is (never
+    /// back). True when it moved.
+    pub fn advance(&self, ban: &BanRef) -> bool {
+        let new = &ban.0;
+        let prev = self.0.rcu(|cur| match cur {
+            Some(c) if c.seq >= new.seq => cur.clone(),
+            _ => Some(new.clone()),
+        });
+        let moved = prev.as_ref().is_none_or(|p| p.seq < new.seq);
+        if moved {
+            // Taken while the caller's hold keeps the ban in the list.
+            new.refs.fetch_add(1, Ordering::Relaxed);
+            if let Some(p) = prev {
+                p.refs.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        moved
+    }
+
+    /// Lets go of the hold.
+    pub fn release(&self) {
+        if let Some(p) = self.0.swap(None) {
+            p.refs.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for BanPlace {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -219,3 +219,56 @@ fn restored_bans_apply_to_objects_older_than_them_only() {
     assert_eq!(bans.at_time(3000.0).seq(), 3, "the ban of 2000");
     assert_eq!(bans.head_seq(), 4);
 }
+
+/// Objects' places move forward only, from several threads at once, and
+/// every hold is counted once: the ban a place ends at is held by it
+/// alone, the others by nobody, and nothing once it lets go.
+#[test]
+fn places_move_forward_at_once_and_count_their_holds() {
+    let bans = Bans::new(1000.0);
+    for i in 0..8 {
+        bans.add(
+            BanSpec::parse_str(&format!("req.url == /{i}")).unwrap(),
+            1001.0,
+            false,
+        );
+    }
+    let holds: Vec<BanRef> = bans.lock().iter().map(BanRef::new).collect();
+    let places: Vec<BanPlace> = (0..16).map(|_| BanPlace::default()).collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (holds, places) = (&holds, &places);
+            s.spawn(move || {
+                for round in 0..200 {
+                    for (p, place) in places.iter().enumerate() {
+                        let at = (p * 7 + round * 3 + t * 5) % holds.len();
+                        place.advance(&holds[at]);
+                    }
+                }
+            });
+        }
+    });
+    drop(holds);
+    let newest = bans.head_seq();
+    let refs = |seq: u64| {
+        bans.lock()
+            .iter()
+            .find(|b| b.seq == seq)
+            .map(|b| b.refs.load(Ordering::Relaxed))
+    };
+    for place in &places {
+        let at = place.0.load().as_ref().map(|b| b.seq);
+        assert_eq!(at, Some(newest), "every place ends at the newest ban");
+        assert!(!place.advance(&bans.at_time(1000.0)), "never back");
+    }
+    assert_eq!(refs(newest), Some(places.len()));
+    assert!((1..newest).all(|seq| refs(seq) == Some(0)));
+    places.iter().for_each(BanPlace::release);
+    assert_eq!(refs(newest), Some(0));
+    drop(places);
+    assert_eq!(
+        refs(newest),
+        Some(0),
+        "a released place holds nothing when dropped"
+    );
+}
