@@ -14,6 +14,7 @@ pub mod fill;
 mod head;
 mod index;
 pub mod object;
+mod packed;
 pub mod persist;
 mod slot;
 pub mod space;

@@ -5,6 +5,7 @@
 
 use crate::ban::{BanPlace, BanRef};
 pub use crate::body::{Body, BodyFailed};
+use crate::packed::{self, Packed};
 use crate::store::Store;
 pub use crate::vary::{VarySpec, VaryStar};
 use bytes::Bytes;
@@ -94,12 +95,12 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 pub struct Object {
     /// The vxid of the fetch that made it.
     xid: u64,
-    /// The status line and the stored headers, each line ending in CRLF,
-    /// without the blank line that ends a head. The header list is read from it
-    /// when asked for ([`Object::headers`], [`Object::header`]) rather
-    /// than kept beside it: 64 bytes a field per object otherwise. An
-    /// allocation of its own size that nothing shares: a hit never clones
-    /// it.
+    /// The status line and the stored headers, packed ([`crate::packed`]:
+    /// the usual status line and well-known names a byte each, values
+    /// after their lengths). The header list is read from it when asked
+    /// for ([`Object::headers`], [`Object::header`]) rather than kept
+    /// beside it: 64 bytes a field per object otherwise. An allocation of
+    /// its own size that nothing shares: a hit never clones it.
     head: Box<[u8]>,
     body: Body,
     t_origin: AtomicF64,
@@ -189,15 +190,46 @@ pub struct ObjectInit {
     pub store: Option<Arc<Store>>,
     pub kind: ObjKind,
     pub status: u16,
-    /// The status line and the fields; when it holds no field, the
-    /// fields of `headers` are written into it. Taken over without a copy
-    /// when it is one unshared allocation of its own size.
-    pub head: Bytes,
+    /// The status line and the fields; when it is text that holds no
+    /// field, the fields of `headers` are written into it. The object
+    /// keeps it packed, in an allocation of its own.
+    pub head: StoredHead,
     /// The fields, as the head holds them.
     pub headers: Headers,
     pub body: Body,
     pub vary: Option<VarySpec>,
     pub timers: Timers,
+}
+
+/// A new object's head: the text of its status line and fields, each
+/// line ending in CRLF, without the blank line; or that text packed
+/// already, as the object keeps it.
+#[derive(Debug)]
+pub enum StoredHead {
+    Text(Bytes),
+    Packed(PackedHead),
+}
+
+/// A head packed by [`StoredHead::pack`].
+#[derive(Debug)]
+pub struct PackedHead(Box<[u8]>);
+
+impl StoredHead {
+    /// Packs a head's text for an object of status `status` (the usual
+    /// status line is the one for that status). A fetch builds the text
+    /// in room it keeps and packs it: the object's allocation is then
+    /// the only one that stays, and no larger one made before it is let
+    /// go after it (which leaves holes between objects with glibc's
+    /// allocator).
+    pub fn pack(text: &[u8], status: u16) -> StoredHead {
+        StoredHead::Packed(PackedHead(packed::pack(text, status)))
+    }
+}
+
+impl From<Bytes> for StoredHead {
+    fn from(text: Bytes) -> StoredHead {
+        StoredHead::Text(text)
+    }
 }
 
 /// Fixed bookkeeping cost charged to storage for every object, on top of
@@ -206,32 +238,38 @@ pub struct ObjectInit {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 289;
+pub const OBJECT_OVERHEAD: u64 = 299;
 
 impl Object {
-    pub fn new(mut init: ObjectInit) -> Self {
-        // The head is what the object keeps: fields given without one
-        // (markers, tests) are written into it after its status line.
-        let line_end = init
-            .head
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .map_or(init.head.len(), |p| p + 2);
-        if !init.headers.is_empty() && init.head.len() <= line_end {
-            let mut head = init.head.to_vec();
-            if head.is_empty() {
-                head.extend_from_slice(
-                    format!(
-                        "HTTP/1.1 {} {}\r\n",
-                        init.status,
-                        lacquer_http::reason_phrase(init.status)
-                    )
-                    .as_bytes(),
-                );
+    pub fn new(init: ObjectInit) -> Self {
+        let head = match init.head {
+            StoredHead::Packed(PackedHead(packed)) => packed,
+            StoredHead::Text(text) => {
+                // Fields given without a head (markers, tests) are written
+                // into it after its status line.
+                let line_end = text
+                    .windows(2)
+                    .position(|w| w == b"\r\n")
+                    .map_or(text.len(), |p| p + 2);
+                if !init.headers.is_empty() && text.len() <= line_end {
+                    let mut head = text.to_vec();
+                    if head.is_empty() {
+                        head.extend_from_slice(
+                            format!(
+                                "HTTP/1.1 {} {}\r\n",
+                                init.status,
+                                lacquer_http::reason_phrase(init.status)
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                    init.headers.write_to(&mut head);
+                    packed::pack(&head, init.status)
+                } else {
+                    packed::pack(&text, init.status)
+                }
             }
-            init.headers.write_to(&mut head);
-            init.head = Bytes::from(head);
-        }
+        };
         let extra = OnceBox::new();
         if init.vary.is_some() {
             let _ = extra.set(Box::new(Extra {
@@ -239,9 +277,6 @@ impl Object {
                 ..Extra::default()
             }));
         }
-        // Exact-size and unshared as the fetch makes it: taken over
-        // without a copy.
-        let head = Vec::from(init.head).into_boxed_slice();
         let mut obj = Object {
             xid: init.xid,
             kind: init.kind,
@@ -298,62 +333,65 @@ impl Object {
         self.status
     }
 
-    /// The status line it was stored with, CRLF included (empty for a
-    /// marker).
+    /// The head as kept ([`crate::packed`]).
     #[inline]
-    pub fn status_line(&self) -> &[u8] {
-        let end = self
-            .head
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(self.head.len(), |p| p + 1);
-        &self.head[..end]
+    fn packed(&self) -> Packed<'_> {
+        Packed(&self.head)
     }
 
-    /// The stored header lines, each ending in CRLF, after the status line.
+    /// The reason phrase of the status line it was stored with (empty
+    /// for a marker).
     #[inline]
-    pub fn field_lines(&self) -> &[u8] {
-        &self.head[self.status_line().len()..]
+    pub fn reason(&self) -> &[u8] {
+        self.packed().reason(self.status)
+    }
+
+    /// Writes the stored header lines, each ending in CRLF, without the
+    /// status line.
+    #[inline]
+    pub fn write_fields(&self, out: &mut Vec<u8>) {
+        self.packed().write_fields(out);
     }
 
     /// Writes the status line and the stored headers, each line ending in
     /// CRLF, without the blank line that ends a head.
     #[inline]
     pub fn write_head(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.head);
+        self.packed().write(self.status, out);
     }
 
     /// The status line and the stored headers as [`Object::write_head`]
-    /// writes them (a copy).
+    /// writes them.
     pub fn head_bytes(&self) -> Vec<u8> {
-        self.head.to_vec()
+        let mut out = Vec::with_capacity(self.head.len() * 2);
+        self.write_head(&mut out);
+        out
     }
 
-    /// The length of what [`Object::write_head`] writes: what the store is
-    /// charged for the head.
+    /// The bytes the head takes as kept: what the store is charged for
+    /// it.
     #[inline]
     pub fn head_len(&self) -> usize {
         self.head.len()
     }
 
-    /// The stored headers, read from the head. They share one copy of
-    /// it: the head itself is never cloned, so that it needs no shared
-    /// reference count (a `Bytes` of a whole allocation gets one, 32 bytes
-    /// more for the object's life, once cloned).
+    /// The stored headers, as a list that shares one copy of their lines
+    /// (the head itself is packed, and never shared: see
+    /// [`ObjectInit::head`]).
     pub fn headers(&self) -> Headers {
-        let lines = self.field_lines();
-        let copy = Bytes::copy_from_slice(lines);
-        let base = lines.as_ptr() as usize;
-        let span = |part: &[u8]| {
-            let at = part.as_ptr() as usize - base;
-            copy.slice(at..at + part.len())
-        };
+        let mut lines = Vec::with_capacity(self.head.len() * 2);
+        self.write_fields(&mut lines);
+        let copy = Bytes::from(lines);
         let mut out = Headers::with_capacity(8);
+        // The lines are `Name: value` and CRLF, as the fields come.
+        let mut at = 0;
         for (name, value) in self.fields() {
+            let value_at = at + name.len() + 2;
             out.push_raw(lacquer_http::headers::Header {
-                name: span(name),
-                value: span(value),
+                name: copy.slice(at..at + name.len()),
+                value: copy.slice(value_at..value_at + value.len()),
             });
+            at = value_at + value.len() + 2;
         }
         out
     }
@@ -383,22 +421,10 @@ impl Object {
             .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
     }
 
-    /// The stored fields, name and value, as the head holds them (after
-    /// the status line, `Name: value` lines ending in CRLF, written by the
-    /// fetch).
+    /// The stored fields, name and value, in order.
+    #[inline]
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.field_lines()
-            .split(|&b| b == b'\n')
-            .filter_map(|line| {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let colon = line.iter().position(|&b| b == b':')?;
-                let value = &line[colon + 1..];
-                let skip = value
-                    .iter()
-                    .take_while(|&&b| b == b' ' || b == b'\t')
-                    .count();
-                Some((&line[..colon], &value[skip..]))
-            })
+        self.packed().fields()
     }
 
     #[inline]

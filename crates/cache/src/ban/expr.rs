@@ -415,7 +415,7 @@ mod tests {
             xid: 1,
             kind: ObjKind::Normal,
             status,
-            head: Bytes::new(),
+            head: Bytes::new().into(),
             headers: h,
             body: Body::complete(Vec::new()),
             vary: None,

@@ -21,7 +21,7 @@ fn object(headers: &[(&str, &str)], now: f64) -> Arc<Object> {
         xid: 1,
         kind: ObjKind::Normal,
         status: 200,
-        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n"),
+        head: Bytes::from_static(b"HTTP/1.1 200 OK\r\n").into(),
         headers: h,
         body: Body::complete(vec![Bytes::from_static(b"x")]),
         vary: None,

@@ -305,7 +305,7 @@ fn object_of(r: &Record, head: Bytes, chunks: Vec<Bytes>, store: &Arc<Store>) ->
         store: Some(store.clone()),
         kind: ObjKind::Normal,
         status: r.status,
-        head,
+        head: head.into(),
         headers: Headers::new(),
         body: Body::complete(chunks),
         vary,

@@ -397,7 +397,7 @@ pub(crate) async fn object(
         None => match status_line {
             Some(line) => {
                 c.wbuf.extend_from_slice(line);
-                c.wbuf.extend_from_slice(obj.field_lines());
+                obj.write_fields(&mut c.wbuf);
             }
             None => obj.write_head(&mut c.wbuf),
         },

@@ -17,7 +17,7 @@ fn obj(etag: Option<&'static str>, lm: Option<&'static str>) -> Object {
         xid: 1,
         kind: ObjKind::Normal,
         status: 200,
-        head: Bytes::new(),
+        head: Bytes::new().into(),
         headers: h,
         body: Body::complete(vec![]),
         vary: None,

@@ -554,7 +554,7 @@ async fn store(
                 xid,
                 kind,
                 status,
-                head: Bytes::new(),
+                head: Bytes::new().into(),
                 headers: Headers::new(),
                 body: Body::complete(Vec::new()),
                 vary,

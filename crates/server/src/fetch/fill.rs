@@ -9,7 +9,7 @@
 use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch::fetch_filters::{FetchFilters, Wanted};
 use crate::host::backend_host::{Bereq, Beresp};
-use crate::host::resp::stored_head;
+use crate::host::resp::packed_stored_head;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
@@ -361,7 +361,7 @@ fn make_object(
         206 | 416 => NOT_STORED,
         _ => NOT_STORED_WHOLE,
     };
-    let block = stored_head(&head, beresp.t_resp, not_stored);
+    let block = packed_stored_head(&head, beresp.t_resp, not_stored);
     if small {
         body.copy_small();
     }

@@ -4,7 +4,7 @@
 //! head is written, so a hit copies no header even when VCL decorates it.
 
 use bytes::Bytes;
-use lacquer_cache::object::Object;
+use lacquer_cache::object::{Object, StoredHead};
 use lacquer_http::{Headers, ResponseHead};
 
 pub(crate) struct Resp {
@@ -33,10 +33,7 @@ pub(crate) fn obj_reason(obj: &Object) -> Bytes {
 
 /// The reason phrase in an object's stored status line, borrowed.
 fn reason_in(obj: &Object) -> &[u8] {
-    let line = obj.status_line();
-    let line_end = line.iter().position(|&b| b == b'\r').unwrap_or(0);
-    let start = "HTTP/1.1 200 ".len().min(line_end);
-    &line[start..line_end]
+    obj.reason()
 }
 
 impl Resp {
@@ -271,21 +268,16 @@ impl Resp {
     }
 }
 
-/// Builds the stored head of a response: its status line and the headers
-/// worth keeping, in one allocation of exactly its size. Adds `Date` when
-/// there is none. The object
-/// keeps the head alone: it is never cloned on a hit, so it costs no
-/// reference-counted header (see `Object::headers`). Built in room for
-/// the backend's whole head and shrunk to fit: other orders of
-/// allocation measured worse with glibc's allocator, which left holes
-/// between objects (bench/README.md, memory per object).
-pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes {
+/// The head a cached or passed object keeps: the status line and the
+/// fields without hop-by-hop ones and those in `skip`, with a `Date`
+/// (`now`) when the response had none; each line ends in CRLF, without
+/// the blank line. Written at the end of `block`.
+fn write_stored_head(resp: &ResponseHead, now: f64, skip: &[&str], block: &mut Vec<u8>) {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
         kept.remove(name);
     }
-    let mut block = Vec::with_capacity(resp.wire_len + 64);
     block.extend_from_slice(b"HTTP/1.1 ");
     block.extend_from_slice(resp.status.to_string().as_bytes());
     block.push(b' ');
@@ -302,14 +294,37 @@ pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Bytes
         block.extend_from_slice(b"\r\n");
     };
     for h in kept.iter() {
-        push(&mut block, &h.name, &h.value);
+        push(block, &h.name, &h.value);
     }
     if !kept.contains("date") {
-        lacquer_core::time::with_date(now, |d| push(&mut block, b"Date", d.as_bytes()));
+        lacquer_core::time::with_date(now, |d| push(block, b"Date", d.as_bytes()));
     }
-    // Exactly its size: the head holds no capacity it does not use, and a
-    // `Bytes` of a whole allocation needs no shared header until cloned.
-    Bytes::from(block.into_boxed_slice())
+}
+
+/// The stored head's text (see [`write_stored_head`]), for a pass.
+pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Vec<u8> {
+    let mut block = Vec::with_capacity(resp.wire_len + 64);
+    write_stored_head(resp, now, skip, &mut block);
+    block
+}
+
+/// The stored head packed for an object (see [`write_stored_head`]):
+/// the text is written in room the thread keeps, so the packed head is
+/// the only allocation made, and nothing larger is let go after it.
+pub(crate) fn packed_stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> StoredHead {
+    thread_local! {
+        static ROOM: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    ROOM.with(|room| {
+        let mut room = room.borrow_mut();
+        room.clear();
+        write_stored_head(resp, now, skip, &mut room);
+        let head = StoredHead::pack(&room, resp.status);
+        if room.capacity() > 64 * 1024 {
+            *room = Vec::new();
+        }
+        head
+    })
 }
 
 #[cfg(test)]
@@ -335,7 +350,7 @@ mod tests {
             xid: 7,
             kind: ObjKind::Normal,
             status: 200,
-            head: Bytes::from_static(b"HTTP/1.1 200 Fine\r\n"),
+            head: Bytes::from_static(b"HTTP/1.1 200 Fine\r\n").into(),
             headers,
             body: Body::complete(Vec::new()),
             vary: None,

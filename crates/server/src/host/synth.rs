@@ -38,7 +38,7 @@ pub(crate) fn object_from(
         keep_alive: true,
         wire_len: 0,
     };
-    let block = crate::host::resp::stored_head(&head, now, &["content-length", "age"]);
+    let block = crate::host::resp::packed_stored_head(&head, now, &["content-length", "age"]);
     Arc::new(Object::new(ObjectInit {
         store,
         xid,
