@@ -32,9 +32,9 @@ struct BodyState {
     spare: Option<BytesMut>,
     /// A small body that came in one piece, copied into an allocation of
     /// its own size that nothing else shares: once complete, the body is
-    /// this (readers meanwhile read the piece as it came). Never cloned
-    /// on a hit, it needs no reference-counted header.
-    whole: Option<Bytes>,
+    /// this (readers meanwhile read the piece as it came). Never shared,
+    /// it needs no reference-counted header.
+    whole: Option<Box<[u8]>>,
 }
 
 /// A body that may still be arriving. Once complete it is its chunks
@@ -51,27 +51,66 @@ pub struct Body {
     filling: ArcSwapOption<Filling>,
 }
 
-/// A complete body's chunks. Most small bodies are one chunk, held
-/// without a slice of its own (one allocation less per object).
+/// A complete body as it is kept: 24 bytes in every object.
 #[derive(Debug)]
 enum Chunks {
-    One(Bytes),
+    /// A small body copied off the buffers it came in (see
+    /// [`Body::copy_small`]): one allocation of its size, which nothing
+    /// shares; a reader that needs `Bytes` gets a copy.
+    Small(Box<[u8]>),
+    /// Views of the buffers, or of the store's space, the bytes were
+    /// placed in.
     Many(Box<[Bytes]>),
 }
 
-impl Chunks {
-    fn new(mut chunks: Vec<Bytes>) -> Chunks {
-        if chunks.len() == 1 {
-            Chunks::One(chunks.pop().expect("one"))
-        } else {
-            Chunks::Many(chunks.into_boxed_slice())
+/// A complete body, read.
+#[derive(Debug, Clone, Copy)]
+pub enum Whole<'a> {
+    /// A small body in one piece.
+    Small(&'a [u8]),
+    Chunks(&'a [Bytes]),
+}
+
+impl<'a> Whole<'a> {
+    pub fn len(self) -> u64 {
+        match self {
+            Whole::Small(s) => s.len() as u64,
+            Whole::Chunks(c) => c.iter().map(|c| c.len() as u64).sum(),
         }
     }
 
-    fn as_slice(&self) -> &[Bytes] {
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its pieces, in order.
+    pub fn pieces(self) -> impl Iterator<Item = &'a [u8]> {
+        let (small, chunks) = match self {
+            Whole::Small(s) => (Some(s), &[][..]),
+            Whole::Chunks(c) => (None, c),
+        };
+        small.into_iter().chain(chunks.iter().map(|c| &c[..]))
+    }
+
+    /// Its pieces as `Bytes`: the chunks shared, a small body copied.
+    pub fn to_chunks(self) -> Vec<Bytes> {
         match self {
-            Chunks::One(one) => std::slice::from_ref(one),
-            Chunks::Many(many) => many,
+            Whole::Small(s) => vec![Bytes::copy_from_slice(s)],
+            Whole::Chunks(c) => c.to_vec(),
+        }
+    }
+
+    /// All of it, in one buffer (a copy).
+    pub fn to_vec(self) -> Vec<u8> {
+        self.pieces().collect::<Vec<_>>().concat()
+    }
+}
+
+impl Chunks {
+    fn whole(&self) -> Whole<'_> {
+        match self {
+            Chunks::Small(s) => Whole::Small(s),
+            Chunks::Many(many) => Whole::Chunks(many),
         }
     }
 }
@@ -127,10 +166,20 @@ impl Body {
         }
     }
 
-    /// A body that is complete from the start.
+    /// A body that is complete from the start, kept as the chunks given.
     pub fn complete(chunks: Vec<Bytes>) -> Self {
+        Body::done(Chunks::Many(chunks.into_boxed_slice()))
+    }
+
+    /// A body that is complete from the start, copied into one allocation
+    /// of its size (a small body kept on the heap).
+    pub fn complete_small(bytes: &[u8]) -> Self {
+        Body::done(Chunks::Small(Box::from(bytes)))
+    }
+
+    fn done(chunks: Chunks) -> Self {
         let done = OnceLock::new();
-        let _ = done.set(Chunks::new(chunks));
+        let _ = done.set(chunks);
         Body {
             done,
             filling: ArcSwapOption::empty(),
@@ -175,7 +224,7 @@ impl Body {
         } else if st.chunks.is_empty() && st.len == expected {
             // All of it at once (most small bodies): an exact copy for
             // the object, and the piece as it came for readers meanwhile.
-            st.whole = Some(Bytes::copy_from_slice(&chunk));
+            st.whole = Some(Box::from(&chunk[..]));
             chunk
         } else {
             let spare = st
@@ -185,10 +234,12 @@ impl Body {
                 spare.extend_from_slice(&chunk);
                 spare.split().freeze()
             } else {
-                // What does not fit goes as it came; the room is let go.
-                st.small = false;
-                st.spare = None;
-                chunk
+                // What does not fit is copied on its own (the fetch hands
+                // a small body views of its read buffer, which the object
+                // must not keep), and so is all that follows: the room is
+                // let go for one that fits nothing.
+                st.spare = Some(BytesMut::new());
+                Bytes::copy_from_slice(&chunk)
             }
         };
         st.chunks.push(chunk);
@@ -204,12 +255,14 @@ impl Body {
         st.spare = None;
         let whole = st.whole.take();
         let chunks = std::mem::take(&mut st.chunks);
-        let chunks = match whole {
+        let done = match whole {
             // Unless a reader let the piece go (a body read once).
-            Some(whole) if chunks.len() == 1 && chunks[0].len() == whole.len() => vec![whole],
-            _ => chunks,
+            Some(whole) if chunks.len() == 1 && chunks[0].len() == whole.len() => {
+                Chunks::Small(whole)
+            }
+            _ => Chunks::Many(chunks.into_boxed_slice()),
         };
-        let _ = self.done.set(Chunks::new(chunks));
+        let _ = self.done.set(done);
         drop(st);
         // Readers that wait hold the state themselves; they wake, see the
         // body done and let go of it too.
@@ -233,14 +286,20 @@ impl Body {
 
     /// The whole body, once complete.
     #[inline]
-    pub fn chunks(&self) -> Option<&[Bytes]> {
-        self.done.get().map(Chunks::as_slice)
+    pub fn whole(&self) -> Option<Whole<'_>> {
+        self.done.get().map(Chunks::whole)
+    }
+
+    /// Whether the body is complete.
+    #[inline]
+    pub fn is_complete(&self) -> bool {
+        self.done.get().is_some()
     }
 
     /// The final length if known: complete, or announced.
     pub fn known_len(&self) -> Option<u64> {
-        match self.chunks() {
-            Some(chunks) => Some(chunks.iter().map(|c| c.len() as u64).sum()),
+        match self.whole() {
+            Some(whole) => Some(whole.len()),
             None => self.filling().and_then(|f| f.expected_len),
         }
     }
@@ -295,10 +354,14 @@ impl Body {
     /// Waits for chunks from index `from` on. Returns the new chunks (empty
     /// with `Ok(true)` at the end of the body).
     pub async fn wait_chunks(&self, from: usize, out: &mut Vec<Bytes>) -> Result<bool, BodyFailed> {
+        // A small body is one chunk, copied for the reader: a shared
+        // view would give the object a reference-counted header for good.
         let done = |out: &mut Vec<Bytes>| {
-            let done = self.done.get()?.as_slice();
-            if from < done.len() {
-                out.extend_from_slice(&done[from..]);
+            match self.done.get()? {
+                Chunks::Small(s) if from == 0 => out.push(Bytes::copy_from_slice(s)),
+                Chunks::Small(_) => {}
+                Chunks::Many(done) if from < done.len() => out.extend_from_slice(&done[from..]),
+                Chunks::Many(_) => {}
             }
             Some(Ok(true))
         };
@@ -465,7 +528,7 @@ mod tests {
                 assert_eq!(rest.concat(), b"three");
                 body.finish();
                 assert!(body.wait_chunks(3, &mut Vec::new()).await.unwrap());
-                let kept: Vec<u8> = body.chunks().unwrap().concat();
+                let kept: Vec<u8> = body.whole().unwrap().to_vec();
                 if keep {
                     assert_eq!(kept, b"onetwothree");
                 } else {
@@ -484,33 +547,54 @@ mod tests {
         let read_buffer = Bytes::from_static(b"abc and more the read buffer held");
         body.push(read_buffer.slice(0..3));
         body.finish();
-        let chunks = body.chunks().unwrap();
-        assert_eq!(chunks.len(), 1);
-        assert_eq!(chunks[0], &b"abc"[..]);
-        assert_ne!(chunks[0].as_ptr(), read_buffer.as_ptr(), "a copy");
+        let Some(Whole::Small(kept)) = body.whole() else {
+            panic!("kept in one piece of its own");
+        };
+        assert_eq!(kept, b"abc");
+        assert_ne!(kept.as_ptr(), read_buffer.as_ptr(), "a copy");
+        // A reader of the complete body gets a copy, not a view: the kept
+        // piece never gets a shared reference count.
+        let mut read = Vec::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(body.wait_chunks(0, &mut read)).unwrap());
+        assert_eq!(read, [&b"abc"[..]]);
+        assert_ne!(read[0].as_ptr(), kept.as_ptr());
+        assert!(rt.block_on(body.wait_chunks(1, &mut read)).unwrap());
+        assert_eq!(read.len(), 1, "one chunk");
         // In several pieces: one allocation of the announced size, and what
-        // does not fit goes as it came.
+        // does not fit, and all after it, copied on its own: a small body
+        // keeps none of the pieces it was given.
         let body = Body::streaming(Some(5));
         body.copy_small();
         body.push(Bytes::from_static(b"abc"));
         body.push(Bytes::from_static(b"de"));
         body.push(Bytes::from_static(b"fgh"));
+        body.push(Bytes::from_static(b"i"));
         body.finish();
-        let chunks = body.chunks().unwrap();
-        assert_eq!(chunks.concat(), b"abcdefgh");
+        let Some(Whole::Chunks(chunks)) = body.whole() else {
+            panic!("pieces")
+        };
+        assert_eq!(chunks.concat(), b"abcdefghi");
         let end_of = |b: &Bytes| b.as_ptr() as usize + b.len();
         assert_eq!(
             chunks[1].as_ptr() as usize,
             end_of(&chunks[0]),
             "one allocation"
         );
-        assert_eq!(chunks[2].as_ptr(), b"fgh".as_ptr());
+        assert_ne!(chunks[2].as_ptr(), b"fgh".as_ptr());
+        assert_ne!(chunks[3].as_ptr(), b"i".as_ptr());
+        assert_ne!(chunks[3].as_ptr() as usize, end_of(&chunks[1]));
         // Without an announced length nothing is copied.
         let body = Body::streaming(None);
         body.copy_small();
         body.push(Bytes::from_static(b"xyz"));
         body.finish();
-        assert_eq!(body.chunks().unwrap()[0].as_ptr(), b"xyz".as_ptr());
+        let Some(Whole::Chunks(chunks)) = body.whole() else {
+            panic!("as it came")
+        };
+        assert_eq!(chunks[0].as_ptr(), b"xyz".as_ptr());
     }
 
     #[test]
@@ -539,7 +623,7 @@ mod tests {
             body.finish();
             assert!(reader.await.unwrap().unwrap());
             assert_eq!(
-                body.chunks().unwrap().concat(),
+                body.whole().unwrap().to_vec(),
                 b"",
                 "let go, not kept whole"
             );

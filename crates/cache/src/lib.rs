@@ -34,7 +34,7 @@ use store::Store;
 use tags::TagIndex;
 use tokio::sync::watch;
 
-pub use body::{Body, BodyFailed, RangeReader};
+pub use body::{Body, BodyFailed, RangeReader, Whole};
 pub use fill::{FillHandle, NoRoom};
 pub use head::BusyState;
 use head::{Busy, Head};
@@ -308,7 +308,7 @@ impl Cache {
                         grace = Some(obj);
                     } else if kept.is_none()
                         && left + t.grace.max(0.0) + t.keep > 0.0
-                        && obj.body().chunks().is_some()
+                        && obj.body().is_complete()
                     {
                         kept = Some(obj);
                     }
@@ -355,7 +355,7 @@ impl Cache {
             Some(obj) => {
                 self.touch(&obj, now, lru_interval);
                 count_hit(&obj, true);
-                slot.stale = obj.body().chunks().is_some().then(|| obj.clone());
+                slot.stale = obj.body().is_complete().then(|| obj.clone());
                 Lookup::Grace {
                     obj,
                     refresh: Some(slot),

@@ -33,14 +33,19 @@ impl AtomicF64 {
 
 /// What an object is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
 pub enum ObjKind {
     /// A response that can be delivered.
-    Normal,
+    Normal = 0,
     /// A hit-for-miss marker: requests that find it fetch on their own.
-    HitMiss,
+    HitMiss = 1,
     /// A hit-for-pass marker: requests that find it are passed.
-    HitPass,
+    HitPass = 2,
 }
+
+/// Where an object's kind sits in its `status_kind`, above the status.
+const KIND_SHIFT: u32 = 14;
+const STATUS_BITS: u16 = (1 << 10) - 1;
 
 /// The freshness timers of an object, relative to `t_origin`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,8 +98,9 @@ pub type Attr = Arc<dyn std::any::Any + Send + Sync>;
 /// allocated when first needed, so that the common object is smaller.
 #[derive(Debug)]
 pub struct Object {
-    /// The vxid of the fetch that made it.
-    xid: u64,
+    /// The vxid of the fetch that made it (vxids stay below 2^30 and
+    /// wrap, as Varnish's do: `lacquer_core::ids`).
+    xid: u32,
     /// The status line and the stored headers, packed ([`crate::packed`]:
     /// the usual status line and well-known names a byte each, values
     /// after their lengths). The header list is read from it when asked
@@ -108,11 +114,11 @@ pub struct Object {
     grace: AtomicF64,
     keep: AtomicF64,
     pub(crate) hits: AtomicU32,
-    /// The second (of the epoch) a request's `min-fresh` last made this
-    /// object a miss. Inline, where it fills what would be padding: in
-    /// the box of what few objects have, a client sending `min-fresh`
-    /// could make every object it touches allocate one.
-    min_fresh_miss: AtomicU32,
+    /// The second (of the epoch, modulo 2^8) a request's `min-fresh`
+    /// last made this object a miss. Inline, where it fills what would be
+    /// padding: in the box of what few objects have, a client sending
+    /// `min-fresh` could make every object it touches allocate one.
+    min_fresh_miss: AtomicU8,
     /// The digest of the key it is indexed under, once inserted
     /// ([`INDEXED`] says when).
     digest: [AtomicU64; 2],
@@ -134,8 +140,9 @@ pub struct Object {
     /// Its place in the expiry queue's heap ([`NOT_QUEUED`]: none),
     /// written under the queue's lock.
     exp_slot: AtomicU32,
-    status: u16,
-    kind: ObjKind,
+    /// The status (below 1024) and, in the top two bits, the kind: one
+    /// byte less, which is what keeps the object in 168 bytes.
+    status_kind: u16,
     /// [`REMOVED`], [`INDEXED`], [`LRU_PROTECTED`], [`ESI_EXPECTED`],
     /// and what its head says once: [`ACCEPT_RANGES`], [`GZIPPED`].
     flags: AtomicU8,
@@ -238,7 +245,7 @@ impl From<Bytes> for StoredHead {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 299;
+pub const OBJECT_OVERHEAD: u64 = 292;
 
 impl Object {
     pub fn new(init: ObjectInit) -> Self {
@@ -278,9 +285,14 @@ impl Object {
             }));
         }
         let mut obj = Object {
-            xid: init.xid,
-            kind: init.kind,
-            status: init.status,
+            // Ids from a store written by another build keep their low
+            // bits, as the log shows them.
+            xid: (init.xid & u64::from(u32::MAX)) as u32,
+            status_kind: (if init.status < 1024 {
+                init.status
+            } else {
+                init.status % 1000
+            }) | (init.kind as u16) << KIND_SHIFT,
             head,
             body: init.body,
             t_origin: AtomicF64::new(init.timers.t_origin),
@@ -288,7 +300,7 @@ impl Object {
             grace: AtomicF64::new(init.timers.grace),
             keep: AtomicF64::new(init.timers.keep),
             hits: AtomicU32::new(0),
-            min_fresh_miss: AtomicU32::new(0),
+            min_fresh_miss: AtomicU8::new(0),
             digest: [AtomicU64::new(0), AtomicU64::new(0)],
             flags: AtomicU8::new(0),
             store: init.store,
@@ -320,17 +332,21 @@ impl Object {
     /// The vxid of the fetch that made it.
     #[inline]
     pub fn xid(&self) -> u64 {
-        self.xid
+        u64::from(self.xid)
     }
 
     #[inline]
     pub fn kind(&self) -> ObjKind {
-        self.kind
+        match self.status_kind >> KIND_SHIFT {
+            0 => ObjKind::Normal,
+            1 => ObjKind::HitMiss,
+            _ => ObjKind::HitPass,
+        }
     }
 
     #[inline]
     pub fn status(&self) -> u16 {
-        self.status
+        self.status_kind & STATUS_BITS
     }
 
     /// The head as kept ([`crate::packed`]).
@@ -343,7 +359,7 @@ impl Object {
     /// for a marker).
     #[inline]
     pub fn reason(&self) -> &[u8] {
-        self.packed().reason(self.status)
+        self.packed().reason(self.status())
     }
 
     /// Writes the stored header lines, each ending in CRLF, without the
@@ -357,7 +373,7 @@ impl Object {
     /// CRLF, without the blank line that ends a head.
     #[inline]
     pub fn write_head(&self, out: &mut Vec<u8>) {
-        self.packed().write(self.status, out);
+        self.packed().write(self.status(), out);
     }
 
     /// The status line and the stored headers as [`Object::write_head`]
@@ -573,9 +589,9 @@ impl Object {
     /// Whether a conditional fetch can revalidate it: a whole 200 with an
     /// `ETag` or a strong `Last-Modified`.
     pub fn can_revalidate(&self) -> bool {
-        self.kind == ObjKind::Normal
-            && self.status == 200
-            && self.body.chunks().is_some()
+        self.kind() == ObjKind::Normal
+            && self.status() == 200
+            && self.body.is_complete()
             && (self.has_header("etag") || self.strong_last_modified().is_some())
     }
 
@@ -668,9 +684,10 @@ impl Object {
         if min_fresh <= 0.0 || left > min_fresh || min_fresh >= self.ttl.get() {
             return false;
         }
-        // The second it last happened in (seconds of the epoch fit 32 bits
-        // until 2106).
-        let second = now.max(1.0) as u32;
+        // The second it last happened in, modulo 2^8: of two refusals a
+        // multiple of 256 seconds apart to the second, the second is a
+        // hit instead, nothing worse.
+        let second = now.max(1.0) as u64 as u8;
         if self.min_fresh_miss.swap(second, Ordering::Relaxed) == second {
             return false;
         }

@@ -454,12 +454,12 @@ impl Log {
                 None => return,
             },
         };
-        let Some(chunks) = obj.body().chunks() else {
+        let Some(whole) = obj.body().whole() else {
             return;
         };
         let mut sum = crc32fast::Hasher::new();
         let mut body_len = 0;
-        for c in chunks {
+        for c in whole.pieces() {
             sum.update(c);
             body_len += c.len() as u64;
         }
@@ -468,7 +468,7 @@ impl Log {
         if placed_len != body_len && !inline {
             return;
         }
-        let inline_body = inline.then(|| chunks.concat());
+        let inline_body = inline.then(|| whole.to_vec());
         let extents = if inline {
             vec![(0, body_len, 0)]
         } else {

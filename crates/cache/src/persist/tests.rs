@@ -118,7 +118,7 @@ fn smp(store: &Store, name: &str) -> u64 {
 }
 
 fn body(obj: &Object) -> Vec<u8> {
-    obj.body().chunks().unwrap().concat()
+    obj.body().whole().unwrap().to_vec()
 }
 
 /// A persistent store's log.

@@ -16,6 +16,7 @@ use crate::transport::io::Client;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
+use lacquer_cache::Whole;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
@@ -549,9 +550,13 @@ async fn send(
         if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
-    } else if let (Some(chunks), None) = (obj.body().chunks(), window) {
-        let n: u64 = chunks.iter().map(|b| b.len() as u64).sum();
-        if let Err(e) = c.send_head(wire, chunks, &clock).await {
+    } else if let (Some(whole), None) = (obj.body().whole(), window) {
+        let n = whole.len();
+        let sent = match whole {
+            Whole::Small(small) => c.send_head_small(wire, small, &clock).await,
+            Whole::Chunks(chunks) => c.send_head(wire, chunks, &clock).await,
+        };
+        if let Err(e) = sent {
             return Some(Outcome::from(e));
         }
         req.acct.count_sent(c, n);
@@ -608,8 +613,11 @@ async fn filtered_body(
         let stripped = obj
             .gzip::<lacquer_filters::splice::Scanned>()
             .and_then(|g| {
-                let chunks = obj.body().chunks()?;
-                Some((lacquer_filters::splice::strip(chunks, g.bits)?, g))
+                let stripped = match obj.body().whole()? {
+                    Whole::Chunks(chunks) => lacquer_filters::splice::strip(chunks, g.bits),
+                    small => lacquer_filters::splice::strip(&small.to_chunks(), g.bits),
+                };
+                Some((stripped?, g))
             });
         if let Some((data, g)) = stripped {
             req.acct.count_sent(c, g.len);

@@ -18,6 +18,7 @@ use crate::transport::io::{Client, Piece};
 use crate::Shared;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::object::Object;
+use lacquer_cache::Whole;
 use lacquer_core::close::CloseReason;
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Feature;
@@ -234,12 +235,12 @@ pub(crate) async fn deliver_page(
 
 /// The body in one piece (an ESI body is stored as one).
 fn whole_body(obj: &Object) -> Bytes {
-    match obj.body().chunks() {
-        Some([one]) => one.clone(),
-        Some(chunks) => {
-            let mut all = BytesMut::new();
-            for c in chunks {
-                all.extend_from_slice(c);
+    match obj.body().whole() {
+        Some(Whole::Chunks([one])) => one.clone(),
+        Some(whole) => {
+            let mut all = BytesMut::with_capacity(whole.len() as usize);
+            for piece in whole.pieces() {
+                all.extend_from_slice(piece);
             }
             all.freeze()
         }

@@ -318,7 +318,7 @@ async fn deliver_private(
         if let Some((filling, b)) = pending.take() {
             fill::fill(sh, b.bereq, filling, b.conn, b.timeouts, true).await;
         }
-        if obj.body().chunks().is_none() {
+        if !obj.body().is_complete() {
             return Err(BodyFailed);
         }
     }

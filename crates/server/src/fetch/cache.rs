@@ -537,7 +537,7 @@ async fn store(
         if let Some((filling, conn)) = body.take() {
             read_body(sh, bereq, filling, conn, t, false).await;
         }
-        if obj.body().chunks().is_none() {
+        if !obj.body().is_complete() {
             return Some((slot, tx));
         }
     }

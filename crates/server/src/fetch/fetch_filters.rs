@@ -191,7 +191,29 @@ impl FetchFilters {
     /// becomes one huge buffer): what it took, what is to be stored now
     /// (nothing while the ESI parse collects the body), and whether to
     /// call again even with nothing left.
+    #[cfg(test)]
     pub fn push_some(&mut self, chunk: &[u8]) -> Result<Pushed, GzipError> {
+        self.push_from(chunk, None)
+    }
+
+    /// [`FetchFilters::push_some`] of `chunk[at..]`; with `views`, what
+    /// goes through untouched is a view of `chunk`, not a copy: for a
+    /// body that copies what it keeps itself (a small body on the heap,
+    /// `Body::copy_small`), which would otherwise be copied twice.
+    pub fn push_some_of(
+        &mut self,
+        chunk: &Bytes,
+        at: usize,
+        views: bool,
+    ) -> Result<Pushed, GzipError> {
+        self.push_from(&chunk[at..], views.then_some((chunk, at)))
+    }
+
+    fn push_from(
+        &mut self,
+        chunk: &[u8],
+        view: Option<(&Bytes, usize)>,
+    ) -> Result<Pushed, GzipError> {
         let (used, out, more) = match &mut self.zip {
             Zip::None => (chunk.len(), None, false),
             Zip::Gzip(z) => (chunk.len(), Some(z.push(chunk)), false),
@@ -211,8 +233,12 @@ impl FetchFilters {
                 None
             }
             // Copied when untouched, so the object holds exactly its bytes
-            // and not the connection's read buffer.
-            None => Some(out.unwrap_or_else(|| Bytes::copy_from_slice(&chunk[..used]))),
+            // and not the connection's read buffer (unless the body copies
+            // them itself).
+            None => Some(out.unwrap_or_else(|| match view {
+                Some((whole, at)) => whole.slice(at..at + used),
+                None => Bytes::copy_from_slice(&chunk[..used]),
+            })),
         };
         Ok(Pushed {
             used,

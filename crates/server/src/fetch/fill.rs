@@ -33,7 +33,7 @@ const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
 /// (see `Body::copy_small`): past it, the body is kept in the pieces it
 /// was read in (an announced length is not trusted with memory before the
 /// bytes come).
-const SMALL_MAX: u64 = 8 * 1024;
+pub(crate) const SMALL_MAX: u64 = 8 * 1024;
 
 /// An object made from a response head, its body still to come through
 /// the cache's fill handle.
@@ -41,6 +41,9 @@ pub(crate) struct Filling<'c> {
     handle: FillHandle<'c>,
     filters: FetchFilters,
     framing: Framing,
+    /// The body is small and on the heap: it copies what it keeps, so
+    /// the pieces given to it may be views of the read buffer.
+    small: bool,
 }
 
 impl Filling<'_> {
@@ -119,6 +122,7 @@ pub(crate) fn begin<'c>(
         handle,
         filters,
         framing,
+        small,
     })
 }
 
@@ -144,6 +148,7 @@ pub(crate) async fn fill(
         mut handle,
         mut filters,
         framing,
+        small,
     } = filling;
     let p = &sh.params;
     if framing == Framing::None {
@@ -169,14 +174,14 @@ pub(crate) async fn fill(
         match conn.read_body(&mut reader, t).await {
             Ok(Some(chunk)) => {
                 received += chunk.len() as u64;
-                let mut rest: &[u8] = &chunk;
+                let mut at = 0;
                 loop {
                     let held = filters.held();
-                    let pushed = match filters.push_some(rest) {
+                    let pushed = match filters.push_some_of(&chunk, at, small) {
                         Ok(pushed) => pushed,
                         Err(e) => return body_failed(&mut bereq.log, &FetchError::BadBody(e.0)),
                     };
-                    rest = &rest[pushed.used..];
+                    at += pushed.used;
                     let newly_held = (filters.held() - held) as u64;
                     if newly_held > 0 && handle.charge(newly_held).is_err() {
                         return body_failed(&mut bereq.log, &FetchError::NoStorage);
@@ -186,7 +191,7 @@ pub(crate) async fn fill(
                             return body_failed(&mut bereq.log, &FetchError::NoStorage);
                         }
                     }
-                    if rest.is_empty() && !pushed.more {
+                    if at == chunk.len() && !pushed.more {
                         break;
                     }
                     // A piece that inflates far goes in slices, each
@@ -297,17 +302,18 @@ pub(crate) fn from_stale(
     store: Arc<Store>,
     stale: &Object,
 ) -> Option<Arc<Object>> {
-    let stale_chunks = stale.body().chunks().unwrap_or_default();
-    let len: u64 = stale_chunks.iter().map(|c| c.len() as u64).sum();
-    let chunks = if len > 0 && len <= SMALL_MAX && store.engine().keeps_on_heap(len) {
+    let stale_body = stale.body().whole();
+    let len = stale_body.map_or(0, |w| w.len());
+    let body = match stale_body {
         // A copy of its own, as a small body fetched is: the two objects
         // share no buffer (which would need a shared count).
-        vec![bytes::Bytes::from(stale_chunks.concat())]
-    } else {
-        stale_chunks.to_vec()
+        Some(w) if len > 0 && len <= SMALL_MAX && store.engine().keeps_on_heap(len) => {
+            Body::complete_small(&w.to_vec())
+        }
+        Some(w) => Body::complete(w.to_chunks()),
+        None => Body::complete(Vec::new()),
     };
     let headers = std::mem::take(&mut beresp.headers);
-    let body = Body::complete(chunks);
     let framing = Framing::Length(len);
     let obj = make_object(
         bereq.xid, &store, &beresp, headers, resp, framing, false, body, vary, false,

@@ -39,6 +39,19 @@ pub(crate) fn object_from(
         wire_len: 0,
     };
     let block = crate::host::resp::packed_stored_head(&head, now, &["content-length", "age"]);
+    let len = body.len() as u64;
+    let body = if body.is_empty() {
+        Body::complete(Vec::new())
+    } else if len <= crate::fetch::fill::SMALL_MAX
+        && store
+            .as_ref()
+            .is_some_and(|s| s.engine().keeps_on_heap(len))
+    {
+        // As a small body fetched is kept: one allocation of its size.
+        Body::complete_small(&body)
+    } else {
+        Body::complete(vec![body])
+    };
     Arc::new(Object::new(ObjectInit {
         store,
         xid,
@@ -46,11 +59,7 @@ pub(crate) fn object_from(
         status,
         head: block,
         headers: lacquer_http::Headers::new(),
-        body: Body::complete(if body.is_empty() {
-            Vec::new()
-        } else {
-            vec![body]
-        }),
+        body,
         vary: None,
         timers,
     }))

@@ -510,6 +510,29 @@ impl Client {
         result
     }
 
+    /// [`Client::send_head`] with a whole small body kept in one piece:
+    /// written from where it is kept over HTTP/1, copied for HTTP/2 and a
+    /// parent page, which take `Bytes`.
+    pub async fn send_head_small(
+        &mut self,
+        wire: WireBody,
+        body: &[u8],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        if !matches!(self.wire, Wire::Stream(_)) {
+            return self
+                .send_head(wire, &[Bytes::copy_from_slice(body)], clock)
+                .await;
+        }
+        self.chunked = wire == WireBody::Chunked;
+        let result = match &mut self.wire {
+            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, &[body], clock).await,
+            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
+        };
+        self.wbuf.clear();
+        result
+    }
+
     /// Sends the head in the header buffer together with the body's first
     /// piece (framed as a chunk when the body is chunked), in one write.
     pub async fn send_head_and_piece(
