@@ -1,6 +1,7 @@
 //! Lacquer's foundation: time and duration parsing, request ids, the
 //! parameter table, the counter table, session close reasons and regex
-//! compilation. Every other crate depends on this one; it depends on nothing
+//! compilation, and the byte buffers a thread keeps for reuse. Every other
+//! crate depends on this one; it depends on nothing
 //! of ours.
 
 #![forbid(unsafe_code)]
@@ -13,6 +14,7 @@ pub mod ids;
 pub mod json;
 pub mod params;
 pub mod regex;
+pub mod spare;
 pub mod time;
 pub mod units;
 

@@ -352,7 +352,8 @@ impl Txn {
         const SESSION_ROOM: usize = 256;
         self.flush();
         let room = match self.log {
-            Some(_) => Vec::with_capacity(SESSION_ROOM),
+            // Kept by the thread from an earlier session.
+            Some(_) => lacquer_core::spare::take(SESSION_ROOM),
             None => Vec::new(),
         };
         give_back(std::mem::replace(&mut self.buf, room));
@@ -396,7 +397,12 @@ fn spare_buffer(capacity: usize) -> Vec<u8> {
 
 /// Keeps an emptied buffer for the thread's next transaction.
 fn give_back(mut buf: Vec<u8>) {
-    if buf.capacity() < 1024 || buf.capacity() > SPARE_MAX {
+    if buf.capacity() < 1024 {
+        // A session's room, to the thread's small spares.
+        lacquer_core::spare::keep(buf);
+        return;
+    }
+    if buf.capacity() > SPARE_MAX {
         return;
     }
     buf.clear();
@@ -599,6 +605,12 @@ mod push_tests {
         assert_eq!(sess.buf.as_ptr(), at, "written where it was made room");
         sess.end();
         drop(sess);
+        // The thread keeps the room for its next session.
+        let mut next = Txn::new(Some(&log), 10, Side::Client, limits);
+        next.begin("sess", 0, "HTTP/1", 2.0);
+        next.release();
+        assert_eq!(next.buf.as_ptr(), at, "the room of the session before");
+        drop(next);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

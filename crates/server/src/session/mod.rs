@@ -71,7 +71,6 @@ pub(crate) async fn serve_connection(
         },
         false => serve_requests(&sh, &mut c, &mut log).await,
     };
-    crate::transport::io::keep_read_buffer(std::mem::take(&mut c.rbuf));
     reason.count();
     if log.active() {
         let t = lacquer_core::time::now() - t_open;

@@ -10,6 +10,7 @@ use super::deadline::{SendClock, SessTimeouts, WaitTimer};
 pub(crate) use super::req_body::{BodyError, ReqBody};
 pub(crate) use super::stream::{ClientStream, SessAddrs};
 use bytes::{Bytes, BytesMut};
+use lacquer_core::spare;
 use std::future::Future;
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
@@ -100,8 +101,29 @@ pub(crate) struct Client {
 const FIRST_RBUF: usize = 2048;
 /// The write buffer a response head starts with.
 const FIRST_WBUF: usize = 1024;
+/// The room a request's hash key starts with.
+const KEY_ROOM: usize = 128;
+
+/// A client's buffers go back to its thread's spares
+/// (`lacquer_core::spare`, and the read buffers here) for the next
+/// connection: with one request a connection, making them anew was three
+/// allocations a request.
+impl Drop for Client {
+    fn drop(&mut self) {
+        keep_read_buffer(std::mem::take(&mut self.rbuf));
+        spare::keep(std::mem::take(&mut self.wbuf));
+        spare::keep(std::mem::take(&mut self.key));
+    }
+}
 
 impl Client {
+    /// A write buffer for a connection that held none while idle.
+    fn take_wbuf(&mut self) {
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = spare::take(FIRST_WBUF);
+        }
+    }
+
     pub fn new(stream: Box<dyn ClientStream>, addrs: SessAddrs) -> Self {
         let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
         Client {
@@ -112,7 +134,7 @@ impl Client {
             rbuf: BytesMut::new(),
             wbuf: Vec::new(),
             addrs: std::sync::Arc::new(addrs),
-            key: Vec::with_capacity(128),
+            key: spare::take(KEY_ROOM),
             chunked: false,
             window: None,
             head_timer: WaitTimer::default(),
@@ -130,9 +152,9 @@ impl Client {
             sess: SessTimeouts::default(),
             wire: Wire::H2(Box::new(stream)),
             rbuf: BytesMut::new(),
-            wbuf: Vec::with_capacity(FIRST_WBUF),
+            wbuf: spare::take(FIRST_WBUF),
             addrs,
-            key: Vec::with_capacity(128),
+            key: spare::take(KEY_ROOM),
             chunked: false,
             window: None,
             head_timer: WaitTimer::default(),
@@ -158,9 +180,9 @@ impl Client {
         Client {
             wire: Wire::Fragment(tx),
             rbuf: BytesMut::new(),
-            wbuf: Vec::with_capacity(512),
+            wbuf: spare::take(512),
             addrs: parent.addrs.clone(),
-            key: Vec::with_capacity(128),
+            key: spare::take(KEY_ROOM),
             fd: socket,
             sess: parent.sess,
             chunked: false,
@@ -342,7 +364,7 @@ impl Client {
             // The buffers of a connection that held none while idle.
             self.rbuf = spare_read_buffer();
             self.rbuf.reserve(FIRST_RBUF);
-            self.wbuf.reserve(FIRST_WBUF);
+            self.take_wbuf();
         } else if self.rbuf.capacity() - self.rbuf.len() < 1024 {
             self.rbuf.reserve(8192);
         }
@@ -390,7 +412,7 @@ impl Client {
                 return ready.map_err(|_| ReadError::Io);
             }
             keep_read_buffer(std::mem::take(&mut self.rbuf));
-            self.wbuf = Vec::new();
+            spare::keep(std::mem::take(&mut self.wbuf));
         }
         let (rbuf, wbuf) = (&mut self.rbuf, &mut self.wbuf);
         let read = std::future::poll_fn(|cx| {
@@ -405,7 +427,9 @@ impl Client {
                         }
                         rbuf.reserve(FIRST_RBUF);
                         rbuf.extend_from_slice(got);
-                        wbuf.reserve(FIRST_WBUF);
+                        if wbuf.capacity() == 0 {
+                            *wbuf = spare::take(FIRST_WBUF);
+                        }
                     }
                     std::task::Poll::Ready(Ok(got.len()))
                 }

@@ -43,12 +43,66 @@ impl ClientStream for tokio::net::UnixStream {
     }
 }
 
-/// An address as text, as `Display` writes it, an IPv4 one (nearly
-/// every client's) without the formatter.
-fn ip_text(ip: std::net::IpAddr) -> String {
-    let mut out = Vec::with_capacity(15);
-    lacquer_shm::record::push_ip(&mut out, ip);
-    String::from_utf8(out).unwrap_or_default()
+/// An address as text, as `Display` writes it (an IPv4-mapped IPv6
+/// address as the IPv4 one), held inline: made once per connection, it
+/// was an allocation of its own.
+#[derive(Clone, Copy)]
+pub(crate) struct IpText {
+    len: u8,
+    /// The longest IPv6 text is 45 bytes.
+    text: [u8; 46],
+}
+
+impl IpText {
+    /// An IPv4 address (nearly every client's) is written without the
+    /// formatter.
+    pub fn new(ip: std::net::IpAddr) -> IpText {
+        use std::io::Write;
+        let mut text = [0u8; 46];
+        let mut rest = &mut text[..];
+        match ip.to_canonical() {
+            std::net::IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    let digits = [
+                        b'0' + octet / 100,
+                        b'0' + octet / 10 % 10,
+                        b'0' + octet % 10,
+                    ];
+                    let skip = if octet >= 100 {
+                        0
+                    } else if octet >= 10 {
+                        1
+                    } else {
+                        2
+                    };
+                    let _ = rest.write_all(&b"."[..usize::from(i > 0)]);
+                    let _ = rest.write_all(&digits[skip..]);
+                }
+            }
+            v6 => {
+                let _ = write!(rest, "{v6}");
+            }
+        }
+        let len = 46 - rest.len();
+        IpText {
+            len: len as u8,
+            text,
+        }
+    }
+}
+
+impl std::ops::Deref for IpText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for IpText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
 }
 
 /// Where a connection is from and to, as VCL's variables name them
@@ -59,7 +113,7 @@ pub(crate) struct SessAddrs {
     /// `client.ip`.
     pub client: SocketAddr,
     /// `client.ip` as text, formatted once per connection.
-    pub client_ip: String,
+    pub client_ip: IpText,
     /// `server.ip`.
     pub server: SocketAddr,
     /// `remote.ip`: the socket's peer.
@@ -87,7 +141,7 @@ impl SessAddrs {
     ) -> Self {
         SessAddrs {
             client: remote,
-            client_ip: ip_text(remote.ip()),
+            client_ip: IpText::new(remote.ip()),
             server: local,
             remote,
             local,
@@ -103,9 +157,39 @@ impl SessAddrs {
     pub fn proxied(&mut self, header: lacquer_http::proxy::ProxyHeader) {
         if let Some((client, server)) = header.addrs {
             self.client = client;
-            self.client_ip = ip_text(client.ip());
+            self.client_ip = IpText::new(client.ip());
             self.server = server;
         }
         self.proxy = Some(header);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IpText;
+    use std::net::IpAddr;
+
+    #[test]
+    fn an_address_reads_as_display_writes_it() {
+        for text in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "192.168.100.255",
+            "255.255.255.255",
+            "1.20.199.9",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            assert_eq!(&*IpText::new(ip), text);
+            assert_eq!(IpText::new(ip).to_string(), ip.to_string());
+        }
+        // A mapped IPv4 address is the IPv4 one, as VCL sees it.
+        let mapped: IpAddr = "::ffff:192.0.2.128".parse().unwrap();
+        assert_eq!(&*IpText::new(mapped), "192.0.2.128");
+        let mut logged = Vec::new();
+        lacquer_shm::record::push_ip(&mut logged, mapped);
+        assert_eq!(IpText::new(mapped).as_bytes(), &logged[..]);
     }
 }
