@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The longest [`Client::read_until`] reads for what it waits for.
+pub const READ_UNTIL_LIMIT: Duration = Duration::from_secs(30);
+
 static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 
 /// A running `lacquer serve`.
@@ -316,8 +319,19 @@ impl Client {
 
     /// Reads on until `needle` has come (a stream's body, after
     /// [`Client::read_head`]); returns everything read since the head.
+    /// A stream that keeps sending without it fails the test after
+    /// [`READ_UNTIL_LIMIT`] (each read alone is bounded by the socket's
+    /// timeout; an event stream never lets that one pass).
     pub fn read_until(&mut self, needle: &[u8]) -> Vec<u8> {
+        let deadline = Instant::now() + READ_UNTIL_LIMIT;
         while !self.buf.windows(needle.len()).any(|w| w == needle) {
+            assert!(
+                Instant::now() < deadline,
+                "no {:?} in {:?} of reading; the last bytes: {:?}",
+                String::from_utf8_lossy(needle),
+                READ_UNTIL_LIMIT,
+                String::from_utf8_lossy(&self.buf[self.buf.len().saturating_sub(200)..])
+            );
             assert!(self.fill() > 0, "connection closed before {needle:?}");
         }
         self.buf.clone()
