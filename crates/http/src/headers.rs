@@ -82,14 +82,56 @@ pub const NOT_NAMEABLE_BY_CONNECTION: &[&str] = &[
     "x-forwarded-for",
 ];
 
+/// Field lists each thread keeps for its next requests, and the largest
+/// kept (a list that held more fields is let go).
+const SPARE_LIST_COUNT: usize = 8;
+const SPARE_LIST_MAX: usize = 64;
+
+thread_local! {
+    static SPARE_LISTS: std::cell::RefCell<Vec<Vec<Header>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Headers {
+    /// The list, emptied, goes back to the thread for its next
+    /// [`Headers::with_capacity`].
+    fn drop(&mut self) {
+        let cap = self.list.capacity();
+        if !(4..=SPARE_LIST_MAX).contains(&cap) {
+            return;
+        }
+        let mut list = std::mem::take(&mut self.list);
+        list.clear();
+        let _ = SPARE_LISTS.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_LIST_COUNT {
+                spare.push(list);
+            }
+        });
+    }
+}
+
 impl Headers {
     pub fn new() -> Self {
         Headers { list: Vec::new() }
     }
 
+    /// An empty list with room for `n` fields: a list the thread kept
+    /// from a dropped one when it has room enough (a request's fields
+    /// are a list made and dropped for every request).
     pub fn with_capacity(n: usize) -> Self {
+        let kept = SPARE_LISTS
+            .try_with(|spare| {
+                let mut spare = spare.borrow_mut();
+                match spare.last() {
+                    Some(list) if list.capacity() >= n => spare.pop(),
+                    _ => None,
+                }
+            })
+            .ok()
+            .flatten();
         Headers {
-            list: Vec::with_capacity(n),
+            list: kept.unwrap_or_else(|| Vec::with_capacity(n)),
         }
     }
 
@@ -375,6 +417,34 @@ mod tests {
         let hs = h(&[("Host", "a"), ("X-Foo", "1"), ("x-foo", "2")]);
         assert_eq!(hs.get("host").unwrap(), "a");
         assert_eq!(hs.get_all("X-FOO").count(), 2);
+    }
+
+    /// A dropped list serves the thread's next one that fits in it,
+    /// emptied; a list too large to keep, or one that needs more room,
+    /// is not taken.
+    #[test]
+    fn a_dropped_list_serves_the_next_request_on_its_thread() {
+        let mut first = Headers::with_capacity(8);
+        first.append("Host", "a");
+        let at = first.list.as_ptr();
+        drop(first);
+        let next = Headers::with_capacity(6);
+        assert_eq!(next.list.as_ptr(), at);
+        assert!(next.is_empty());
+        drop(next);
+        let larger = Headers::with_capacity(9);
+        assert_ne!(larger.list.as_ptr(), at);
+        drop(larger);
+        let kept = || SPARE_LISTS.with(|s| s.borrow().len());
+        let before = kept();
+        let mut huge = Headers::with_capacity(SPARE_LIST_MAX + 1);
+        huge.append("A", "b");
+        drop(huge);
+        assert_eq!(kept(), before, "a list too large is let go");
+        drop(Headers {
+            list: Vec::with_capacity(4),
+        });
+        assert_eq!(kept(), before + 1);
     }
 
     #[test]

@@ -12,7 +12,11 @@ use lacquer_shm::Tag;
 pub(super) fn append_forwarded_for(req: &mut Req, c: &Client) {
     // Repeated lines are one list: each proxy before us counts.
     let prev = req.head.headers.get_joined("x-forwarded-for");
-    let value = forwarded_for(prev.as_ref(), &c.addrs.client_ip);
+    let value = match &prev {
+        Some(prev) => Bytes::from(forwarded_for(Some(prev), &c.addrs.client_ip)),
+        // The connection's one copy.
+        None => c.addrs.client_ip_value(),
+    };
     if req.log.active() {
         if let Some(prev) = &prev {
             req.log.header(Tag::ReqUnset, b"X-Forwarded-For", prev);

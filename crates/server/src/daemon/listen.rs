@@ -357,11 +357,13 @@ async fn accept_failed(e: std::io::Error) {
 
 fn start_session(sh: &Arc<Shared>, stream: Box<dyn ClientStream>, addrs: SessAddrs, proxy: bool) {
     // Boxed: the task then holds a pointer, and the session's state
-    // (6.5 KiB) is not copied as the task is made and ends.
+    // (6 KiB) is not copied as the task is made and ends. The addresses
+    // go in shared already: held by value, the session's state kept
+    // room for them all its life.
     tokio::spawn(boxed_in_place!(session::serve_connection(
         sh.clone(),
         stream,
-        addrs,
+        Arc::new(addrs),
         proxy
     )));
 }

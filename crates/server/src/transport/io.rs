@@ -124,7 +124,7 @@ impl Client {
         }
     }
 
-    pub fn new(stream: Box<dyn ClientStream>, addrs: SessAddrs) -> Self {
+    pub fn new(stream: Box<dyn ClientStream>, addrs: std::sync::Arc<SessAddrs>) -> Self {
         let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
         Client {
             fd,
@@ -133,7 +133,7 @@ impl Client {
             // Made when the first request comes (read_head_more).
             rbuf: BytesMut::new(),
             wbuf: Vec::new(),
-            addrs: std::sync::Arc::new(addrs),
+            addrs,
             key: spare::take(KEY_ROOM),
             chunked: false,
             window: None,

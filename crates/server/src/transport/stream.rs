@@ -99,6 +99,12 @@ impl std::ops::Deref for IpText {
     }
 }
 
+impl AsRef<[u8]> for IpText {
+    fn as_ref(&self) -> &[u8] {
+        &self.text[..usize::from(self.len)]
+    }
+}
+
 impl std::fmt::Display for IpText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self)
@@ -114,6 +120,10 @@ pub(crate) struct SessAddrs {
     pub client: SocketAddr,
     /// `client.ip` as text, formatted once per connection.
     pub client_ip: IpText,
+    /// The same as a shared value, made when a request first appends it
+    /// to `X-Forwarded-For`: the connection's later requests take it
+    /// without an allocation.
+    client_ip_value: std::sync::OnceLock<bytes::Bytes>,
     /// `server.ip`.
     pub server: SocketAddr,
     /// `remote.ip`: the socket's peer.
@@ -142,6 +152,7 @@ impl SessAddrs {
         SessAddrs {
             client: remote,
             client_ip: IpText::new(remote.ip()),
+            client_ip_value: std::sync::OnceLock::new(),
             server: local,
             remote,
             local,
@@ -153,11 +164,19 @@ impl SessAddrs {
         }
     }
 
+    /// `client.ip`'s text as a value a header can hold.
+    pub fn client_ip_value(&self) -> bytes::Bytes {
+        self.client_ip_value
+            .get_or_init(|| bytes::Bytes::from_owner(self.client_ip))
+            .clone()
+    }
+
     /// Takes the client and server a PROXY header names.
     pub fn proxied(&mut self, header: lacquer_http::proxy::ProxyHeader) {
         if let Some((client, server)) = header.addrs {
             self.client = client;
             self.client_ip = IpText::new(client.ip());
+            self.client_ip_value = std::sync::OnceLock::new();
             self.server = server;
         }
         self.proxy = Some(header);
@@ -166,8 +185,33 @@ impl SessAddrs {
 
 #[cfg(test)]
 mod tests {
-    use super::IpText;
+    use super::{IpText, SessAddrs};
     use std::net::IpAddr;
+
+    /// `X-Forwarded-For`'s value is made once a connection, and made
+    /// again for the client a PROXY header names.
+    #[test]
+    fn the_client_ip_value_is_made_once_and_follows_a_proxy_header() {
+        let mut addrs = SessAddrs::new(
+            "10.0.0.1:4000".parse().unwrap(),
+            "10.0.0.2:80".parse().unwrap(),
+            std::sync::Arc::from("a0"),
+            std::sync::Arc::from(":80"),
+        );
+        let first = addrs.client_ip_value();
+        assert_eq!(first, "10.0.0.1");
+        assert_eq!(addrs.client_ip_value().as_ptr(), first.as_ptr(), "shared");
+        addrs.proxied(lacquer_http::proxy::ProxyHeader {
+            version: 1,
+            addrs: Some((
+                "192.0.2.7:1".parse().unwrap(),
+                "10.0.0.2:80".parse().unwrap(),
+            )),
+            tlvs: Vec::new(),
+        });
+        assert_eq!(addrs.client_ip_value(), "192.0.2.7");
+        assert_eq!(&*addrs.client_ip, "192.0.2.7");
+    }
 
     #[test]
     fn an_address_reads_as_display_writes_it() {
