@@ -9,6 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Notify;
 
+/// The largest body a fetch copies into allocations of its own size as
+/// it comes (see [`Body::copy_small`]), for a store that keeps it on the
+/// heap: past it, the body is kept in the pieces it was read in (an
+/// announced length is not trusted with memory before the bytes come).
+pub const SMALL_MAX: u64 = 8 * 1024;
+
 /// Why reading a body stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyFailed;

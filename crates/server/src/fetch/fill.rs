@@ -12,6 +12,7 @@ use crate::host::backend_host::{Bereq, Beresp};
 use crate::host::resp::packed_stored_head;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
+use lacquer_cache::body::SMALL_MAX;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
 use lacquer_cache::store::Store;
 use lacquer_cache::{Body, FillHandle, VarySpec};
@@ -28,12 +29,6 @@ const NOT_STORED: &[&str] = &["content-length", "age"];
 /// meaning (all but 206 and 416, RFC 9110 §14.4): delivery writes its
 /// own when it answers a range from the stored body.
 const NOT_STORED_WHOLE: &[&str] = &["content-length", "age", "content-range"];
-
-/// The largest body copied into allocations of its own size as it comes
-/// (see `Body::copy_small`): past it, the body is kept in the pieces it
-/// was read in (an announced length is not trusted with memory before the
-/// bytes come).
-pub(crate) const SMALL_MAX: u64 = 8 * 1024;
 
 /// An object made from a response head, its body still to come through
 /// the cache's fill handle.

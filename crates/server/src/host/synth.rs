@@ -42,7 +42,7 @@ pub(crate) fn object_from(
     let len = body.len() as u64;
     let body = if body.is_empty() {
         Body::complete(Vec::new())
-    } else if len <= crate::fetch::fill::SMALL_MAX
+    } else if len <= lacquer_cache::body::SMALL_MAX
         && store
             .as_ref()
             .is_some_and(|s| s.engine().keeps_on_heap(len))
