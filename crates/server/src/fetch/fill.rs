@@ -158,6 +158,10 @@ pub(crate) async fn fill(
         // Its one reader reads it once: what it has sent is let go.
         handle.obj().body().release_behind_reader();
     }
+    // Views of the read buffer only for a body that copies what it keeps:
+    // one read once as it comes (a pass) keeps its pieces as given, and a
+    // slow reader would hold the connection's whole buffer.
+    let views = small && !private;
     let mut reader = conn.body(framing);
     let mut received = 0u64;
     // Every early return drops the handle, which fails the body.
@@ -172,7 +176,7 @@ pub(crate) async fn fill(
                 let mut at = 0;
                 loop {
                     let held = filters.held();
-                    let pushed = match filters.push_some_of(&chunk, at, small) {
+                    let pushed = match filters.push_some_of(&chunk, at, views) {
                         Ok(pushed) => pushed,
                         Err(e) => return body_failed(&mut bereq.log, &FetchError::BadBody(e.0)),
                     };
