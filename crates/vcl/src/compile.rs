@@ -334,13 +334,24 @@ impl Compiler {
         if opts.unused_is_error {
             self.check_unused(&reach)?;
         }
-        let methods = Method::ALL
+        let methods: Vec<usize> = Method::ALL
             .iter()
             .map(|m| {
                 self.subs
                     .iter()
                     .position(|s| s.name == m.name())
                     .unwrap_or(0)
+            })
+            .collect();
+        // Methods the built-in VCL alone makes of native subroutines run
+        // as a list (with natives only: otherwise every body is walked).
+        let flat = methods
+            .iter()
+            .map(|&i| {
+                let body = &compiled.get(i)?.body;
+                opts.native_builtin
+                    .then(|| crate::native::Flat::of(&compiled, body))
+                    .flatten()
             })
             .collect();
         Ok(Program {
@@ -367,6 +378,7 @@ impl Compiler {
             uses_rollback: self.uses_rollback,
             uses_labels: self.uses_labels,
             labels_used: std::mem::take(&mut self.labels_used),
+            flat,
         })
     }
 

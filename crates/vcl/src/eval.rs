@@ -25,6 +25,9 @@ enum Flow {
 /// Runs one method. A method that ends without `return` (impossible with
 /// the built-in VCL appended) fails.
 pub fn run(prog: &Program, method: Method, host: &mut dyn Host) -> Action {
+    if let Some(Some(flat)) = prog.flat.get(method.index()) {
+        return flat.run(host);
+    }
     let mut ev = Eval { prog, host, method };
     let body = &prog.method(method).body;
     match ev.block(body, 0) {
@@ -169,7 +172,6 @@ impl<'a> Eval<'a> {
             Ok((status, reason))
         };
         Ok(match kind {
-            ActionKind::Fail => Action::Fail,
             ActionKind::Synth => {
                 let (status, reason) = status_reason(self)?;
                 Action::Synth { status, reason }
@@ -178,27 +180,15 @@ impl<'a> Eval<'a> {
                 let (status, reason) = status_reason(self)?;
                 Action::Error { status, reason }
             }
-            ActionKind::Restart => Action::Restart,
-            ActionKind::Pass => match args.first() {
-                Some(e) => Action::Pass(Some(self.eval(e)?.as_f64())),
-                None => Action::Pass(None),
-            },
-            ActionKind::Pipe => Action::Pipe,
-            ActionKind::Hash => Action::Hash,
-            ActionKind::Purge => Action::Purge,
-            ActionKind::Lookup => Action::Lookup,
-            ActionKind::Deliver => Action::Deliver,
-            ActionKind::Fetch => Action::Fetch,
-            ActionKind::Miss => Action::Miss,
-            ActionKind::Abandon => Action::Abandon,
-            ActionKind::Retry => Action::Retry,
-            ActionKind::Ok => Action::Ok,
-            ActionKind::Merge => Action::Merge,
-            ActionKind::ObjStale => Action::ObjStale,
+            ActionKind::Pass if !args.is_empty() => {
+                Action::Pass(Some(self.eval(&args[0])?.as_f64()))
+            }
             ActionKind::Vcl => match args.first() {
                 Some(e) => Action::Vcl(self.eval_bytes(e)?),
                 None => Action::Fail,
             },
+            // The rest take no arguments.
+            kind => crate::native::constant_action(kind).unwrap_or(Action::Fail),
         })
     }
 

@@ -6,8 +6,8 @@
 //! { ... }` is prepended to the built-in body) gets it interpreted, and
 //! the tests below run each against the interpreter.
 
-use crate::program::{Host, Lent};
-use crate::types::{format_ip, Action, HttpKind, Value};
+use crate::program::{Host, Lent, Stmt};
+use crate::types::{format_ip, Action, ActionKind, HttpKind, Value};
 use crate::vars::Var;
 use bytes::Bytes;
 
@@ -140,4 +140,102 @@ fn has_header(host: &mut dyn Host, name: &str) -> bool {
             .header(HttpKind::Req, name)
             .is_some_and(|v| Value::Str(v).as_bool()),
     }
+}
+
+/// A method whose body, followed through the subroutines it calls, is
+/// nothing but native built-in subroutines and then a return of an action
+/// without arguments: what the built-in VCL's request methods are when no
+/// program adds to them (`vcl_recv` calls `vcl_builtin_recv`, which calls
+/// the four `vcl_req_*`, then returns `hash`). Run as a list, without the
+/// interpreter's walk of calls and blocks, which cost more than what they
+/// hold.
+#[derive(Debug, Clone)]
+pub struct Flat {
+    natives: Vec<Native>,
+    action: Action,
+}
+
+/// How deep calls are followed; the built-in VCL needs two.
+const FLAT_DEPTH: usize = 8;
+
+impl Flat {
+    /// The plan of a method's body, when it is one.
+    pub(crate) fn of(subs: &[crate::program::Sub], body: &[Stmt]) -> Option<Flat> {
+        let mut natives = Vec::new();
+        match walk(subs, body, 0, &mut natives)? {
+            // Off its end with no action: the interpreter says why.
+            Ending::Next => None,
+            Ending::Return(action) => Some(Flat { natives, action }),
+        }
+    }
+
+    /// Runs it: the action of the first native that returns one, else
+    /// the method's own. An error fails the method, as interpreted.
+    pub(crate) fn run(&self, host: &mut dyn Host) -> Action {
+        for native in &self.natives {
+            match native.run(host) {
+                Ok(None) => {}
+                Ok(Some(action)) => return action,
+                Err(msg) => {
+                    host.error(&msg);
+                    return Action::Fail;
+                }
+            }
+        }
+        self.action.clone()
+    }
+}
+
+/// How a walked body ends.
+enum Ending {
+    /// It runs off its end (or says `return;`): its caller goes on.
+    Next,
+    Return(Action),
+}
+
+fn walk(
+    subs: &[crate::program::Sub],
+    body: &[Stmt],
+    depth: usize,
+    out: &mut Vec<Native>,
+) -> Option<Ending> {
+    for stmt in body {
+        match stmt {
+            Stmt::Native(native) => out.push(*native),
+            Stmt::Call(i) if depth < FLAT_DEPTH => {
+                if let Ending::Return(action) = walk(subs, &subs.get(*i)?.body, depth + 1, out)? {
+                    return Some(Ending::Return(action));
+                }
+            }
+            Stmt::Return(kind, args) if args.is_empty() => {
+                return constant_action(*kind).map(Ending::Return)
+            }
+            Stmt::Leave => return Some(Ending::Next),
+            _ => return None,
+        }
+    }
+    Some(Ending::Next)
+}
+
+/// The action a return without arguments makes, as the interpreter makes
+/// it; None for one it would compute (`synth`, `error`, `vcl`).
+pub(crate) fn constant_action(kind: ActionKind) -> Option<Action> {
+    Some(match kind {
+        ActionKind::Fail => Action::Fail,
+        ActionKind::Restart => Action::Restart,
+        ActionKind::Pass => Action::Pass(None),
+        ActionKind::Pipe => Action::Pipe,
+        ActionKind::Hash => Action::Hash,
+        ActionKind::Purge => Action::Purge,
+        ActionKind::Lookup => Action::Lookup,
+        ActionKind::Deliver => Action::Deliver,
+        ActionKind::Fetch => Action::Fetch,
+        ActionKind::Miss => Action::Miss,
+        ActionKind::Abandon => Action::Abandon,
+        ActionKind::Retry => Action::Retry,
+        ActionKind::Ok => Action::Ok,
+        ActionKind::Merge => Action::Merge,
+        ActionKind::ObjStale => Action::ObjStale,
+        ActionKind::Synth | ActionKind::Error | ActionKind::Vcl => return None,
+    })
 }

@@ -47,6 +47,9 @@ pub struct Program {
     pub labels_used: Vec<String>,
     /// The vmods it imports.
     pub imports: Vec<String>,
+    /// Each method's plan when it is only native built-in subroutines and
+    /// a constant return (`crate::native::Flat`), by `Method::index()`.
+    pub flat: Vec<Option<crate::native::Flat>>,
 }
 
 /// A vmod object declared with `new`, made when `vcl_init` runs.

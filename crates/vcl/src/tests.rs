@@ -621,7 +621,10 @@ fn native_builtin_subs_do_what_their_vcl_does() {
                         );
                         let recv = h.run(p, Method::Recv);
                         let hash = h.run(p, Method::Hash);
-                        (recv, hash, h.hdr(HttpKind::Req, "host"), h.hash, h.logs)
+                        let rest = [Method::Hit, Method::Miss, Method::Pass, Method::Deliver]
+                            .map(|m| h.run(p, m));
+                        let host = h.hdr(HttpKind::Req, "host");
+                        (recv, hash, rest, host, h.hash, h.logs)
                     };
                     let (n, i) = (run(&native), run(&interpreted));
                     assert_eq!(n, i, "{method} {host:?} {auth} {cookie} {proto} {esi}");
@@ -631,6 +634,27 @@ fn native_builtin_subs_do_what_their_vcl_does() {
         }
     }
     assert_eq!(cases, 288);
+    // The request methods the built-in VCL makes of natives run as lists;
+    // the others, and every method of the interpreted program, are walked.
+    let flat = |p: &Program, m: Method| p.flat[m.index()].is_some();
+    for m in [
+        Method::Recv,
+        Method::Hash,
+        Method::Hit,
+        Method::Miss,
+        Method::Pass,
+        Method::Deliver,
+    ] {
+        assert!(flat(&native, m) && !flat(&interpreted, m), "{}", m.name());
+    }
+    for m in [
+        Method::Synth,
+        Method::BackendResponse,
+        Method::BackendError,
+        Method::Purge,
+    ] {
+        assert!(!flat(&native, m), "{}", m.name());
+    }
 }
 
 /// A program that adds to a built-in subroutine gets it interpreted: its
@@ -644,6 +668,7 @@ fn a_builtin_sub_a_program_extends_is_interpreted() {
         .find(|s| s.name == "vcl_req_cookie")
         .expect("sub");
     assert!(!matches!(sub.body[..], [crate::program::Stmt::Native(_)]));
+    assert!(p.flat[Method::Recv.index()].is_none(), "vcl_recv is walked");
     let mut h = TestHost::req("GET", "/", &[("Host", "a"), ("Cookie", "consent=1")]);
     assert_eq!(h.run(&p, Method::Recv), Action::Hash);
     let mut h = TestHost::req("GET", "/", &[("Host", "a"), ("Cookie", "other=1")]);
