@@ -6,9 +6,10 @@
 # place alone can tilt a run by a percent or two), and prints the
 # geometric mean of NEW/OLD over both.
 #
-# Usage: bench/pair.sh a|b SECONDS ROUNDS OLD NEW
+# Usage: bench/pair.sh a|b|e SECONDS ROUNDS OLD NEW
 #   a: 1 KiB cached object, 50 keep-alive connections
 #   b: the same, one request per connection (Connection: close)
+#   e: case a through bench/typical.vcl (about 50 lines of common VCL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=$1; SECS=$2; ROUNDS=$3; OLD=$4; NEW=$5
@@ -18,10 +19,16 @@ start_origin
 A_HEADERS=(); E_HEADERS=()
 if [ "$MODE" = b ]; then A_HEADERS=(-H "Connection: close"); E_HEADERS=(-H "Connection: close"); fi
 
+# The backend, or for case e the typical VCL naming it.
+TARGET=(-b "127.0.0.1:$ORIGIN_PORT")
+if [ "$MODE" = e ]; then
+    sed "s/ORIGIN_PORT/$ORIGIN_PORT/" bench/typical.vcl > "$WORK/typical.vcl"
+    TARGET=(-f "$WORK/typical.vcl")
+fi
 # serve NAME BINARY: a Lacquer on CPU 0; PORT and PID are its.
 serve() {
     PORT=$(free_port)
-    taskset -c 0 "$2" serve -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    taskset -c 0 "$2" serve -a "127.0.0.1:$PORT" "${TARGET[@]}" \
         -n "$WORK/$1" -s malloc,256m -p workers=1 >"$WORK/$1.out" 2>&1 & PID=$!
     PIDS+=("$PID")
     wait_up "$PORT"

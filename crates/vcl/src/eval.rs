@@ -9,15 +9,31 @@ use crate::vmod::Ctx;
 use bytes::Bytes;
 use lacquer_core::regex::Regex;
 
-/// Why a method failed.
+/// Why a method failed. Boxed: every statement and expression returns
+/// a `Result` with it, which a word-sized error keeps in registers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VclFailure(pub String);
+pub struct VclFailure(pub Box<String>);
+
+impl From<String> for VclFailure {
+    fn from(msg: String) -> VclFailure {
+        VclFailure(Box::new(msg))
+    }
+}
+
+impl From<&str> for VclFailure {
+    fn from(msg: &str) -> VclFailure {
+        VclFailure(Box::new(msg.to_string()))
+    }
+}
 
 type E<T> = Result<T, VclFailure>;
 
+/// How a statement ended; a return's action waits in `Eval::returned`,
+/// so that this stays a byte.
+#[derive(Clone, Copy)]
 enum Flow {
     Next,
-    Return(Action),
+    Return,
     /// `return;`: out of the subroutine, on in its caller.
     Leave,
 }
@@ -28,10 +44,15 @@ pub fn run(prog: &Program, method: Method, host: &mut dyn Host) -> Action {
     if let Some(Some(flat)) = prog.flat.get(method.index()) {
         return flat.run(host);
     }
-    let mut ev = Eval { prog, host, method };
+    let mut ev = Eval {
+        prog,
+        host,
+        method,
+        returned: None,
+    };
     let body = &prog.method(method).body;
     match ev.block(body, 0) {
-        Ok(Flow::Return(a)) => a,
+        Ok(Flow::Return) => ev.returned.take().unwrap_or(Action::Fail),
         Ok(Flow::Next | Flow::Leave) => {
             ev.host
                 .error(&format!("{} ended without return", method.name()));
@@ -57,6 +78,8 @@ struct Eval<'a> {
     prog: &'a Program,
     host: &'a mut dyn Host,
     method: Method,
+    /// The action of the `return` that ended the method.
+    returned: Option<Action>,
 }
 
 const MAX_CALL_DEPTH: usize = 64;
@@ -76,11 +99,13 @@ impl<'a> Eval<'a> {
         match s {
             Stmt::Set(Place::Var(var), e) => {
                 let v = self.eval(e)?;
-                self.host.set(*var, v).map_err(VclFailure)?;
+                self.host.set(*var, v).map_err(VclFailure::from)?;
             }
             Stmt::Set(Place::Header(kind, name), e) => {
                 let b = self.eval_bytes(e)?;
-                self.host.set_header(*kind, name, b).map_err(VclFailure)?;
+                self.host
+                    .set_header(*kind, name, b)
+                    .map_err(VclFailure::from)?;
             }
             Stmt::Unset(place) => match place {
                 Place::Var(var) => self.host.unset(*var),
@@ -88,14 +113,17 @@ impl<'a> Eval<'a> {
             },
             Stmt::Call(i) => {
                 if depth >= MAX_CALL_DEPTH {
-                    return Err(VclFailure("subroutine calls nested too deeply".into()));
+                    return Err(VclFailure::from("subroutine calls nested too deeply"));
                 }
                 return match self.block(&self.prog.subs[*i].body, depth + 1)? {
                     Flow::Leave => Ok(Flow::Next),
                     flow => Ok(flow),
                 };
             }
-            Stmt::Return(kind, args) => return Ok(Flow::Return(self.action(*kind, args)?)),
+            Stmt::Return(kind, args) => {
+                self.returned = Some(self.action(*kind, args)?);
+                return Ok(Flow::Return);
+            }
             Stmt::Leave => return Ok(Flow::Leave),
             Stmt::If(branches, otherwise) => {
                 for (cond, body) in branches {
@@ -140,15 +168,16 @@ impl<'a> Eval<'a> {
             Stmt::New(index, class, args) => {
                 let values = self.args(args)?;
                 let slot = &self.prog.objects[*index];
-                let obj = (class.make)(&slot.name, &values).map_err(VclFailure)?;
+                let obj = (class.make)(&slot.name, &values).map_err(VclFailure::from)?;
                 if slot.object.set(obj).is_err() {
-                    return Err(VclFailure(format!("object {} made twice", slot.name)));
+                    return Err(VclFailure::from(format!("object {} made twice", slot.name)));
                 }
             }
             Stmt::Block(b) => return self.block(b, depth),
             Stmt::Native(native) => {
-                if let Some(action) = native.run(self.host).map_err(VclFailure)? {
-                    return Ok(Flow::Return(action));
+                if let Some(action) = native.run(self.host).map_err(VclFailure::from)? {
+                    self.returned = Some(action);
+                    return Ok(Flow::Return);
                 }
             }
         }
@@ -359,12 +388,12 @@ impl<'a> Eval<'a> {
                     host: &mut *self.host,
                     method: self.method,
                 };
-                (f.call)(&mut ctx, &values).map_err(VclFailure)?
+                (f.call)(&mut ctx, &values).map_err(VclFailure::from)?
             }
             Expr::Method(o, m, args) => {
                 let values = self.args(args)?;
                 let Some(obj) = self.prog.objects[*o].object.get() else {
-                    return Err(VclFailure(format!(
+                    return Err(VclFailure::from(format!(
                         "object {} was not made in vcl_init",
                         self.prog.objects[*o].name
                     )));
@@ -374,7 +403,7 @@ impl<'a> Eval<'a> {
                     host: &mut *self.host,
                     method: self.method,
                 };
-                (m.call)(obj.as_ref(), *o, &mut ctx, &values).map_err(VclFailure)?
+                (m.call)(obj.as_ref(), *o, &mut ctx, &values).map_err(VclFailure::from)?
             }
         })
     }
@@ -448,7 +477,7 @@ fn compare_bytes(op: BinOp, x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
 fn formattable(v: Value) -> E<Value> {
     match v {
         Value::Time(t) if !lacquer_core::time::formattable(t) => {
-            Err(VclFailure(format!("Unformattable VCL_TIME {t}")))
+            Err(VclFailure::from(format!("Unformattable VCL_TIME {t}")))
         }
         v => Ok(v),
     }
@@ -461,7 +490,7 @@ fn arith(op: BinOp, ty: Type, x: &Value, y: &Value) -> E<Value> {
             BinOp::Add => a.wrapping_add(b),
             BinOp::Sub => a.wrapping_sub(b),
             BinOp::Mul => a.wrapping_mul(b),
-            BinOp::Div | BinOp::Mod if b == 0 => return Err(VclFailure("division by zero".into())),
+            BinOp::Div | BinOp::Mod if b == 0 => return Err(VclFailure::from("division by zero")),
             BinOp::Div => a.wrapping_div(b),
             BinOp::Mod => a.wrapping_rem(b),
             _ => 0,
@@ -472,7 +501,7 @@ fn arith(op: BinOp, ty: Type, x: &Value, y: &Value) -> E<Value> {
         BinOp::Add => a + b,
         BinOp::Sub => a - b,
         BinOp::Mul => a * b,
-        BinOp::Div if b == 0.0 => return Err(VclFailure("division by zero".into())),
+        BinOp::Div if b == 0.0 => return Err(VclFailure::from("division by zero")),
         BinOp::Div => a / b,
         _ => 0.0,
     };
