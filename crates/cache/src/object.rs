@@ -437,9 +437,9 @@ impl Object {
             .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
     }
 
-    /// The stored fields, name and value, in order.
+    /// The stored fields, name and value, in order, read in place.
     #[inline]
-    pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.packed().fields()
     }
 

@@ -164,8 +164,10 @@ impl Resp {
         self.changed = true;
         if self.headers.is_none() {
             let mut out = Vec::new();
-            let base = obj.map(|o| o.headers()).unwrap_or_default();
-            self.write_edited(&base, &mut out);
+            match obj {
+                Some(o) => self.write_edited(o.fields(), &mut out),
+                None => self.write_edited(std::iter::empty(), &mut out),
+            }
             let mut headers = Headers::new();
             for line in out.split(|&b| b == b'\n') {
                 let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -212,14 +214,19 @@ impl Resp {
         }
         match &self.headers {
             Some(h) => h.write_to(out),
-            None => self.write_edited(&obj.headers(), out),
+            // The object's fields read in place: no list of them made.
+            None => self.write_edited(obj.fields(), out),
         }
     }
 
     /// Writes the object's headers with the edits applied: a new value
     /// takes the place of the first field of its name, as `set` does on a
     /// header set; new names come last.
-    fn write_edited(&self, base: &Headers, out: &mut Vec<u8>) {
+    fn write_edited<'f>(
+        &self,
+        base: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        out: &mut Vec<u8>,
+    ) {
         // Which edits have been written, as bits; VCL that edits more than
         // 64 names of one response takes the allocating path.
         let mut few = 0u64;
@@ -246,16 +253,16 @@ impl Resp {
             out.extend_from_slice(value);
             out.extend_from_slice(b"\r\n");
         };
-        for h in base.iter() {
+        for (name, value) in base {
             let edit = self
                 .edits
                 .iter()
-                .position(|(n, _)| n.eq_ignore_ascii_case(&h.name));
+                .position(|(n, _)| n.eq_ignore_ascii_case(name));
             match edit {
-                None => line(out, &h.name, &h.value),
+                None => line(out, name, value),
                 Some(i) => {
                     if let (false, Some(v)) = (written(i), &self.edits[i].1) {
-                        line(out, &h.name, v);
+                        line(out, name, v);
                     }
                 }
             }
