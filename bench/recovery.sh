@@ -55,9 +55,9 @@ sleep 6 # one sync of the store
 io_after=$(awk '/^write_bytes/ { print $2 }' "/proc/$LQ_PID/io")
 objects=$(counter SMP.p.c_objects_written)
 written=$(counter SMP.p.c_written)
-charged=$(counter SMP.p.c_bytes)
-awk -v n="$objects" -v w="$written" -v c="$charged" -v io=$((io_after - io_before)) -v t0="$started" -v t1="$filled" 'BEGIN {
-    stored = c - 305 * n   # heads and bodies (the charge less the fixed overhead, cache::object::OBJECT_OVERHEAD)
+content=$(counter SMP.p.c_content_written)
+awk -v n="$objects" -v w="$written" -v stored="$content" -v io=$((io_after - io_before)) -v t0="$started" -v t1="$filled" 'BEGIN {
+    # stored: the heads (as text) and bodies of the objects written
     printf "filled %d objects in %.1f s (%.0f/s)\n", n, t1 - t0, n / (t1 - t0)
     printf "write amplification: %.2fx (file bytes written / head+body bytes stored), kernel writes %.2fx\n", w / stored, io / stored
 }'

@@ -510,6 +510,7 @@ counter_table! {
     g_segments: Gauge, "Segments holding objects.";
     c_written: Counter(Bytes), "Bytes written to the file (records, heads and bodies).";
     c_objects_written: Counter, "Objects written to the file.";
+    c_content_written: Counter(Bytes), "Bytes of heads and bodies in the objects written, without the records' framing.";
     c_dropped: Counter, "Objects kept in memory only: the log had no room free of readers.";
     c_recovered: Counter, "Objects recovered from the file at start.";
     c_damaged: Counter, "Records found damaged (at start, or when their object was built) and left out.";

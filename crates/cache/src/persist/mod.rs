@@ -121,6 +121,10 @@ pub(crate) struct Log {
     unsynced_max: AtomicU64,
     syncing: AtomicBool,
     objects_written: AtomicU64,
+    /// The heads (as text) and bodies of the objects written, without
+    /// the records' framing: what write amplification is measured
+    /// against.
+    content_written: AtomicU64,
     dropped: AtomicU64,
     recovered: AtomicU64,
     damaged: AtomicU64,
@@ -508,8 +512,9 @@ impl Log {
             body_sum: sum.finalize(),
             extents,
         };
-        let (payload, _) =
-            format::encode_record(&record, &obj.head_bytes(), inline_body.as_deref());
+        let head = obj.head_bytes();
+        let stored = head.len() as u64 + body_len;
+        let (payload, _) = format::encode_record(&record, &head, inline_body.as_deref());
         let len = payload.len() as u64;
         if len > self.capacity() {
             return;
@@ -535,6 +540,7 @@ impl Log {
         }
         obj.set_record(at + format::STATE_OFFSET);
         self.objects_written.fetch_add(1, Ordering::Relaxed);
+        self.content_written.fetch_add(stored, Ordering::Relaxed);
         if obj.is_removed() {
             self.tombstone(obj);
         }
@@ -762,6 +768,7 @@ impl Engine for PersistEngine {
         for c in [
             &l.written,
             &l.objects_written,
+            &l.content_written,
             &l.dropped,
             &l.recovered,
             &l.damaged,

@@ -172,6 +172,7 @@ impl PersistEngine {
             unsynced_max: AtomicU64::new(128 << 20),
             syncing: AtomicBool::new(false),
             objects_written: AtomicU64::new(0),
+            content_written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             recovered: AtomicU64::new(0),
             damaged: AtomicU64::new(0),

@@ -622,8 +622,14 @@ fn a_record_waits_for_whichever_half_comes_second() {
         .clone();
     assert_eq!(log.pending.lock().unwrap().len(), 1, "the body waits");
     let before = log.objects_written.load(Ordering::Relaxed);
+    let content_before = log.content_written.load(Ordering::Relaxed);
     slot.insert(&obj, &req);
     assert_eq!(log.objects_written.load(Ordering::Relaxed), before + 1);
+    // The head counts as the text it is written as, not as kept.
+    assert_eq!(
+        log.content_written.load(Ordering::Relaxed) - content_before,
+        head.len() as u64 + 5000
+    );
     fetch(&cache, "/first-insert", &[b"abc", b"def"], 120.0, "");
     assert!(log.pending.lock().unwrap().is_empty());
     drop((cache, store, obj, log));
