@@ -225,28 +225,29 @@ impl<'a> Iterator for Lines<'a> {
     }
 }
 
-/// Whether a status line (without CRLF) is the one [`write_usual_line`]
+/// Whether a status line (without CRLF) is the one [`usual_line`]
 /// writes for `status`.
 fn is_usual_line(line: &[u8], status: u16) -> bool {
-    // Compared in place: an allocation here, made and let go just before
-    // the packed head's, would leave a hole beside it.
-    let digit = |d: u16| b'0' + (d % 10) as u8;
-    let digits = [digit(status / 100), digit(status / 10), digit(status), b' '];
-    (100..=999).contains(&status)
-        && line
-            .strip_prefix(b"HTTP/1.1 ")
-            .and_then(|l| l.strip_prefix(&digits[..]))
-            == Some(lacquer_http::reason_phrase(status).as_bytes())
+    usual_line(status).and_then(|l| l.strip_suffix(b"\r\n")) == Some(line)
 }
 
-/// `HTTP/1.1 <status> <its usual reason>` and CRLF.
+/// `HTTP/1.1 <status> <its usual reason>` and CRLF, for a status from 100
+/// to 999: made once per status, so that a hit writes its status line in
+/// one copy.
 #[inline]
-fn write_usual_line(status: u16, out: &mut Vec<u8>) {
-    let digit = |d: u16| b'0' + (d % 10) as u8;
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&[digit(status / 100), digit(status / 10), digit(status), b' ']);
-    out.extend_from_slice(lacquer_http::reason_phrase(status).as_bytes());
-    out.extend_from_slice(b"\r\n");
+fn usual_line(status: u16) -> Option<&'static [u8]> {
+    static LINES: OnceLock<Box<[Box<[u8]>]>> = OnceLock::new();
+    let lines = LINES.get_or_init(|| {
+        (100..1000u16)
+            .map(|s| {
+                let reason = lacquer_http::reason_phrase(s);
+                format!("HTTP/1.1 {s} {reason}\r\n").into_bytes().into()
+            })
+            .collect()
+    });
+    lines
+        .get(usize::from(status.checked_sub(100)?))
+        .map(|l| &l[..])
 }
 
 fn push_len(out: &mut Vec<u8>, mut n: usize) {
@@ -313,7 +314,7 @@ impl<'a> Packed<'a> {
     pub fn write_status_line(self, status: u16, out: &mut Vec<u8>) {
         match self.0.first() {
             None => {}
-            Some(&USUAL) => write_usual_line(status, out),
+            Some(&USUAL) => out.extend_from_slice(usual_line(status).unwrap_or_default()),
             Some(_) => {
                 out.extend_from_slice(self.own_line().unwrap_or_default());
                 out.extend_from_slice(b"\r\n");

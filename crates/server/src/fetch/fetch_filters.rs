@@ -373,6 +373,24 @@ mod tests {
         out
     }
 
+    /// Untouched bytes are views of what was read only when asked (a
+    /// small body that copies what it keeps); otherwise, and for a pass,
+    /// a copy that holds nothing of the read buffer.
+    #[test]
+    fn untouched_pieces_are_views_only_when_asked() {
+        let p = Params::default();
+        let read = Bytes::from_static(b"head bytes, then the body");
+        for views in [true, false] {
+            let mut f = FetchFilters::choose(&p, Wanted::default(), &mut headers(&[]), false);
+            let pushed = f.push_some_of(&read, 17, views).unwrap();
+            assert_eq!(pushed.used, read.len() - 17);
+            let piece = pushed.piece.unwrap();
+            assert_eq!(piece, &b"the body"[..]);
+            let inside = piece.as_ptr() == read[17..].as_ptr();
+            assert_eq!(inside, views, "views {views}");
+        }
+    }
+
     #[test]
     fn gzip_on_fetch_marks_the_headers() {
         let p = Params::default();

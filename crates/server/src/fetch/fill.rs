@@ -15,7 +15,7 @@ use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::body::SMALL_MAX;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit};
 use lacquer_cache::store::Store;
-use lacquer_cache::{Body, FillHandle, VarySpec};
+use lacquer_cache::{Body, FillHandle, VarySpec, Whole};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead};
 use lacquer_shm::{Tag, Txn};
@@ -306,9 +306,10 @@ pub(crate) fn from_stale(
     let body = match stale_body {
         // A copy of its own, as a small body fetched is: the two objects
         // share no buffer (which would need a shared count).
-        Some(w) if len > 0 && len <= SMALL_MAX && store.engine().keeps_on_heap(len) => {
-            Body::complete_small(&w.to_vec())
-        }
+        Some(w) if len > 0 && len <= SMALL_MAX && store.engine().keeps_on_heap(len) => match w {
+            Whole::Small(small) => Body::complete_small(small),
+            pieces => Body::complete_small(&pieces.to_vec()),
+        },
         Some(w) => Body::complete(w.to_chunks()),
         None => Body::complete(Vec::new()),
     };
