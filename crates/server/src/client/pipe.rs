@@ -3,7 +3,7 @@
 //! side closes or nothing moves for `pipe_timeout`. A piped request with
 //! an unsafe method (the built-in VCL pipes the methods it does not know)
 //! still invalidates its URL when the backend's status line says it
-//! succeeded (RFC 9111 §4.4), once the pipe is over.
+//! succeeded (RFC 9111 §4.4), before that status line reaches the client.
 
 use crate::host::backend_host::{self, Bereq, BereqBody};
 use crate::host::req::{ConnInfo, Outcome, Req};
@@ -122,49 +122,46 @@ pub(crate) async fn pipe(
         started,
         first: None,
     };
-    let status_line = std::sync::Mutex::new(Vec::new());
+    // Once the backend's status line is read, an unsafe request it
+    // answered with success invalidates at once, before those bytes are
+    // handed on: the client cannot see the answer and ask again first.
+    let mut on_status = |status: u16| {
+        crate::client::invalidate::after_unsafe(
+            sh,
+            vcl,
+            req,
+            conn.clone(),
+            status,
+            &lacquer_http::Headers::new(),
+        );
+    };
     let mut backend_side = Watched {
         inner: &mut stream,
         last: &last,
         moved: &to_client,
         started,
-        first: Some(&status_line),
+        first: Some(StatusWatch {
+            seen: Vec::with_capacity(STATUS_LINE_START),
+            on_status: &mut on_status,
+        }),
     };
-    let mut invalidated = false;
-    let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
-    let mut copy = std::pin::pin!(copy);
-    loop {
-        // Once the backend's status line is through, an unsafe request it
-        // answered with success invalidates at once, before its client
-        // can ask again.
-        let step = std::future::poll_fn(|cx| {
-            let polled = std::future::Future::poll(copy.as_mut(), cx);
-            if !invalidated {
-                let status = status_of(&status_line.lock().unwrap_or_else(|p| p.into_inner()));
-                if let Some(status) = status {
-                    invalidated = true;
-                    crate::client::invalidate::after_unsafe(
-                        sh,
-                        vcl,
-                        req,
-                        conn.clone(),
-                        status,
-                        &lacquer_http::Headers::new(),
-                    );
-                }
-            }
-            polled
-        });
-        match tokio::time::timeout(idle, step).await {
-            Ok(_) => break,
-            Err(_) => {
-                let quiet_for = started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
-                if quiet_for >= idle.as_millis() as u64 {
-                    break;
+    {
+        let copy = tokio::io::copy_bidirectional(&mut client, &mut backend_side);
+        let mut copy = std::pin::pin!(copy);
+        loop {
+            match tokio::time::timeout(idle, copy.as_mut()).await {
+                Ok(_) => break,
+                Err(_) => {
+                    let quiet_for =
+                        started.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
+                    if quiet_for >= idle.as_millis() as u64 {
+                        break;
+                    }
                 }
             }
         }
     }
+    drop(backend_side);
     // Bytes read from one side count as piped whether or not the other
     // took them all before the end.
     let (from_client, to_client) = (
@@ -198,13 +195,20 @@ fn status_of(first: &[u8]) -> Option<u16> {
 const STATUS_LINE_START: usize = 12;
 
 /// A stream that notes when bytes last moved through it, counts the bytes
-/// read from it, and (the backend's) keeps the first few.
+/// read from it, and (the backend's) watches for the status line.
 struct Watched<'a, S: ?Sized> {
     inner: &'a mut S,
     last: &'a AtomicU64,
     moved: &'a AtomicU64,
     started: Instant,
-    first: Option<&'a std::sync::Mutex<Vec<u8>>>,
+    first: Option<StatusWatch<'a>>,
+}
+
+/// The first bytes a backend sent, kept until they say a status (or
+/// cannot), and what to do with that status.
+struct StatusWatch<'a> {
+    seen: Vec<u8>,
+    on_status: &'a mut (dyn FnMut(u16) + Send),
 }
 
 impl<S: ?Sized> Watched<'_, S> {
@@ -224,10 +228,16 @@ impl<S: AsyncRead + Unpin + ?Sized> AsyncRead for Watched<'_, S> {
         let r = Pin::new(&mut *self.inner).poll_read(cx, buf);
         let read = buf.filled().len() - before;
         if read > 0 {
-            if let Some(first) = self.first {
-                let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
-                let want = STATUS_LINE_START.saturating_sub(first.len()).min(read);
-                first.extend_from_slice(&buf.filled()[before..before + want]);
+            if let Some(mut watch) = self.first.take() {
+                let want = STATUS_LINE_START.saturating_sub(watch.seen.len()).min(read);
+                watch
+                    .seen
+                    .extend_from_slice(&buf.filled()[before..before + want]);
+                match status_of(&watch.seen) {
+                    Some(status) => (watch.on_status)(status),
+                    None if watch.seen.len() < STATUS_LINE_START => self.first = Some(watch),
+                    None => {}
+                }
             }
             self.touch();
             self.moved.fetch_add(read as u64, Ordering::Relaxed);
@@ -267,5 +277,59 @@ impl OpenPipe {
 impl Drop for OpenPipe {
     fn drop(&mut self) {
         COUNTERS.dec(Counter::n_pipe);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// Reads all of `parts` through a watched stream, noting after each
+    /// read what status the watch had reported by then.
+    async fn statuses_after_each_read(parts: &[&'static [u8]]) -> Vec<Option<u16>> {
+        let mut source: Box<dyn AsyncRead + Unpin + Send> = Box::new(&b""[..]);
+        for part in parts.iter().rev() {
+            source = Box::new(part.chain(source));
+        }
+        let (last, moved) = (AtomicU64::new(0), AtomicU64::new(0));
+        let seen = std::sync::Mutex::new(None);
+        let mut record = |status| *seen.lock().unwrap() = Some(status);
+        let mut watched = Watched {
+            inner: &mut source,
+            last: &last,
+            moved: &moved,
+            started: Instant::now(),
+            first: Some(StatusWatch {
+                seen: Vec::new(),
+                on_status: &mut record,
+            }),
+        };
+        let mut after = Vec::new();
+        let mut buf = [0u8; 64];
+        while watched.read(&mut buf).await.unwrap() > 0 {
+            after.push(*seen.lock().unwrap());
+        }
+        after
+    }
+
+    #[test]
+    fn the_status_is_acted_on_before_the_read_that_completes_it_returns() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let after = rt.block_on(statuses_after_each_read(&[
+            b"HTTP/1.",
+            b"1 204 No",
+            b" Content\r\n\r\n",
+        ]));
+        assert_eq!(after, [None, Some(204), Some(204)]);
+        let whole = rt.block_on(statuses_after_each_read(&[b"HTTP/1.1 201 Created\r\n\r\n"]));
+        assert_eq!(whole, [Some(201)]);
+        let garbage = rt.block_on(statuses_after_each_read(&[
+            b"SSH-2.0-OpenSSH",
+            b"HTTP/1.1 200 OK",
+        ]));
+        assert_eq!(garbage, [None, None]);
     }
 }
