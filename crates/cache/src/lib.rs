@@ -38,7 +38,7 @@ pub use body::{Body, BodyFailed, RangeReader, Whole};
 pub use fill::{FillHandle, NoRoom};
 pub use head::BusyState;
 use head::{Busy, Head};
-pub use object::{ObjectInit, Timers, VarySpec};
+pub use object::{FieldValue, ObjectInit, Timers, ValueBytes, VarySpec};
 pub use slot::FetchSlot;
 
 /// The result of a lookup.

@@ -6,6 +6,7 @@
 use crate::ban::{BanPlace, BanRef};
 pub use crate::body::{Body, BodyFailed};
 use crate::packed::{self, Packed};
+pub use crate::packed::{Value as FieldValue, ValueBytes};
 use crate::store::Store;
 pub use crate::vary::{VarySpec, VaryStar};
 use bytes::Bytes;
@@ -29,6 +30,42 @@ impl AtomicF64 {
     pub fn set(&self, v: f64) {
         self.0.store(v.to_bits(), Ordering::Relaxed)
     }
+}
+
+/// An `f64` kept as the nearest `f32` at or below it.
+#[derive(Debug)]
+pub struct AtomicF32(AtomicU32);
+
+impl AtomicF32 {
+    pub fn new(v: f64) -> Self {
+        AtomicF32(AtomicU32::new(f32_at_or_below(v).to_bits()))
+    }
+    #[inline]
+    pub fn get(&self) -> f64 {
+        f64::from(f32::from_bits(self.0.load(Ordering::Relaxed)))
+    }
+    pub fn set(&self, v: f64) {
+        self.0
+            .store(f32_at_or_below(v).to_bits(), Ordering::Relaxed)
+    }
+}
+
+/// The largest `f32` not above `v` (NaN stays NaN).
+fn f32_at_or_below(v: f64) -> f32 {
+    let f = v as f32;
+    if f64::from(f) <= v || f.is_nan() {
+        return f;
+    }
+    // One step down: towards zero for a positive number, away from it
+    // for a negative one (below 0 is the smallest negative number).
+    let bits = f.to_bits();
+    f32::from_bits(if f > 0.0 {
+        bits - 1
+    } else if f == 0.0 {
+        0x8000_0001
+    } else {
+        bits + 1
+    })
 }
 
 /// What an object is for.
@@ -102,17 +139,23 @@ pub struct Object {
     /// wrap, as Varnish's do: `lacquer_core::ids`).
     xid: u32,
     /// The status line and the stored headers, packed ([`crate::packed`]:
-    /// the usual status line and well-known names a byte each, values
-    /// after their lengths). The header list is read from it when asked
-    /// for ([`Object::headers`], [`Object::header`]) rather than kept
-    /// beside it: 64 bytes a field per object otherwise. An allocation of
-    /// its own size that nothing shares: a hit never clones it.
-    head: Box<[u8]>,
+    /// the usual status line and well-known names a byte each, dates as
+    /// seconds, values many objects share as numbers, other values after
+    /// their lengths). The header list is read from it when asked for
+    /// ([`Object::headers`], [`Object::header`]) rather than kept beside
+    /// it: 64 bytes a field per object otherwise. In the object when
+    /// small, else an allocation of its own size that nothing shares: a
+    /// hit never clones it.
+    head: packed::Kept,
     body: Body,
     t_origin: AtomicF64,
     ttl: AtomicF64,
-    grace: AtomicF64,
-    keep: AtomicF64,
+    /// Grace and keep in single precision, rounded down (never more
+    /// than was set): exact for whole seconds up to 194 days, within a
+    /// second past that, and within a millionth of their length always.
+    /// The 8 bytes they save keep a small head inline.
+    grace: AtomicF32,
+    keep: AtomicF32,
     pub(crate) hits: AtomicU32,
     /// The second (of the epoch, modulo 2^8) a request's `min-fresh`
     /// last made this object a miss. Inline, where it fills what would be
@@ -219,7 +262,7 @@ pub enum StoredHead {
 
 /// A head packed by [`StoredHead::pack`].
 #[derive(Debug)]
-pub struct PackedHead(Box<[u8]>);
+pub struct PackedHead(packed::Kept);
 
 impl StoredHead {
     /// Packs a head's text for an object of status `status` (the usual
@@ -245,7 +288,7 @@ impl From<Bytes> for StoredHead {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 292;
+pub const OBJECT_OVERHEAD: u64 = 276;
 
 impl Object {
     pub fn new(init: ObjectInit) -> Self {
@@ -297,8 +340,8 @@ impl Object {
             body: init.body,
             t_origin: AtomicF64::new(init.timers.t_origin),
             ttl: AtomicF64::new(init.timers.ttl),
-            grace: AtomicF64::new(init.timers.grace),
-            keep: AtomicF64::new(init.timers.keep),
+            grace: AtomicF32::new(init.timers.grace),
+            keep: AtomicF32::new(init.timers.keep),
             hits: AtomicU32::new(0),
             min_fresh_miss: AtomicU8::new(0),
             digest: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -322,7 +365,7 @@ impl Object {
                 encoding.get_or_insert(value);
             }
         }
-        let gzipped = encoding.is_some_and(lacquer_http::headers::is_gzip);
+        let gzipped = encoding.is_some_and(|v| lacquer_http::headers::is_gzip(&v.bytes()));
         let flags =
             if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
         *obj.flags.get_mut() = flags;
@@ -352,7 +395,7 @@ impl Object {
     /// The head as kept ([`crate::packed`]).
     #[inline]
     fn packed(&self) -> Packed<'_> {
-        Packed(&self.head)
+        Packed(self.head.as_slice())
     }
 
     /// The reason phrase of the status line it was stored with (empty
@@ -384,11 +427,21 @@ impl Object {
         out
     }
 
-    /// The bytes the head takes as kept: what the store is charged for
-    /// it.
+    /// The bytes of the head as kept (packed).
     #[inline]
     pub fn head_len(&self) -> usize {
         self.head.len()
+    }
+
+    /// What the store is charged for the head: its bytes when they have
+    /// an allocation of their own; none when they are in the object,
+    /// whose memory [`OBJECT_OVERHEAD`] counts.
+    #[inline]
+    pub fn head_charge(&self) -> usize {
+        match &self.head {
+            packed::Kept::Heap(b) => b.len(),
+            packed::Kept::Inline { .. } => 0,
+        }
     }
 
     /// The stored headers, as a list that shares one copy of their lines
@@ -403,29 +456,30 @@ impl Object {
         let mut at = 0;
         for (name, value) in self.fields() {
             let value_at = at + name.len() + 2;
+            let value_len = value.bytes().len();
             out.push_raw(lacquer_http::headers::Header {
                 name: copy.slice(at..at + name.len()),
-                value: copy.slice(value_at..value_at + value.len()),
+                value: copy.slice(value_at..value_at + value_len),
             });
-            at = value_at + value.len() + 2;
+            at = value_at + value_len + 2;
         }
         out
     }
 
     /// A stored header's first value (a copy: see [`Object::headers`]).
     pub fn header(&self, name: &str) -> Option<Bytes> {
-        self.header_ref(name).map(Bytes::copy_from_slice)
+        self.header_ref(name).map(FieldValue::to_bytes)
     }
 
-    /// A stored header's first value, borrowed.
-    pub fn header_ref(&self, name: &str) -> Option<&[u8]> {
+    /// A stored header's first value, read in place.
+    pub fn header_ref(&self, name: &str) -> Option<FieldValue<'_>> {
         self.fields()
             .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| v)
     }
 
-    /// Every value of a stored header, borrowed.
-    pub fn header_refs<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+    /// Every value of a stored header, read in place.
+    pub fn header_refs<'a>(&'a self, name: &'a str) -> impl Iterator<Item = FieldValue<'a>> + 'a {
         self.fields()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| v)
@@ -439,7 +493,7 @@ impl Object {
 
     /// The stored fields, name and value, in order, read in place.
     #[inline]
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], FieldValue<'_>)> {
         self.packed().fields()
     }
 
@@ -481,7 +535,10 @@ impl Object {
         let (_, value) = self
             .fields()
             .find(|(n, _)| n.eq_ignore_ascii_case(b"last-modified"))?;
-        lacquer_core::time::parse_http_date(value)
+        match value {
+            FieldValue::Date(secs) => Some(f64::from(secs)),
+            FieldValue::Slice(text) => lacquer_core::time::parse_http_date(text),
+        }
     }
 
     /// The stored headers include `Accept-Ranges`.

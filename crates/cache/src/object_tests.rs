@@ -9,9 +9,9 @@ use lacquer_core::counters::StoreCounter;
 use lacquer_http::Headers;
 
 /// What every cached object costs before its bytes: the object itself
-/// (168 bytes today: with its `Arc` counts 184, and 192 from the
-/// allocator, which 184 just fits), a complete body's chunk inline, and an
-/// index head keyed by a digest. Memory per object is what a cache's
+/// (168 bytes today, a head of up to 22 packed bytes included: with its
+/// `Arc` counts 184, and 192 from the allocator, which 184 just fits), a
+/// complete body's chunk inline, and an index head keyed by a digest. Memory per object is what a cache's
 /// capacity is made of (bench/objects.sh): a change that grows these fails
 /// here, and one that shrinks them lowers the bound.
 #[test]
@@ -22,6 +22,63 @@ fn an_objects_bookkeeping_does_not_grow() {
     let body = std::mem::size_of::<crate::Body>();
     assert!(body <= 40, "a body is {body} bytes (its fill state apart)");
     assert!(head <= 16, "an index head is {head} bytes");
+}
+
+/// A small packed head is kept in the object and charged nothing of its
+/// own; a larger one has an allocation, charged its bytes.
+#[test]
+fn a_small_head_is_kept_in_the_object() {
+    let made = |head: &'static [u8]| {
+        Object::new(ObjectInit {
+            store: None,
+            xid: 1,
+            kind: ObjKind::Normal,
+            status: 200,
+            head: object::StoredHead::pack(head, 200),
+            headers: Headers::new(),
+            body: Body::complete(Vec::new()),
+            vary: None,
+            timers: A_MINUTE,
+        })
+    };
+    let small = b"HTTP/1.1 200 OK\r\nDate: Thu, 26 Nov 2026 02:11:56 GMT\r\nX-A: b\r\n";
+    let o = made(small);
+    assert_eq!((o.head_len(), o.head_charge()), (1 + 7 + (2 + 3 + 2), 0));
+    assert_eq!(o.head_bytes(), small);
+    let large = b"HTTP/1.1 200 OK\r\nX-Something-Long: a value of more than twenty-two bytes\r\n";
+    let o = made(large);
+    assert!(o.head_len() > crate::packed::Kept::INLINE);
+    assert_eq!(o.head_charge(), o.head_len());
+    assert_eq!(o.head_bytes(), large);
+}
+
+/// Grace and keep are kept in single precision, never above what was
+/// set: whole seconds read back exactly up to 194 days.
+#[test]
+fn grace_and_keep_read_back_at_or_below_what_was_set() {
+    for v in [
+        0.0,
+        10.0,
+        0.1,
+        1.5,
+        86_400.0 * 194.0,
+        1e9 + 0.3,
+        -1.0,
+        -0.1,
+        1e40,
+        f64::INFINITY,
+    ] {
+        let kept = object::AtomicF32::new(v).get();
+        assert!(kept <= v, "{v} kept as {kept}");
+        assert!(
+            v - kept <= v.abs() * 1e-7 || v > f64::from(f32::MAX),
+            "{v} kept as {kept}"
+        );
+        if v.fract() == 0.0 && v.abs() < 16_777_216.0 {
+            assert_eq!(kept, v);
+        }
+    }
+    assert!(object::AtomicF32::new(f64::NAN).get().is_nan());
 }
 
 /// The status and the kind share two bytes, and the vxid is kept in

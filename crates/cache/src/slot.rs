@@ -40,7 +40,7 @@ impl Cache {
         let cache = self;
         if obj.kind() == ObjKind::Normal {
             COUNTERS.inc(Counter::n_object);
-            let tags = tags::tags_of_fields(obj.fields());
+            let tags = tags::tags_of_fields(obj.fields().map(|(n, v)| (n, v.bytes())));
             if !tags.is_empty() && obj.extra().tags.set(tags.into_boxed_slice()).is_ok() {
                 let tags = obj.tags().expect("just set");
                 cache.tags.add(obj, tags);

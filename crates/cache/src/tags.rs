@@ -39,7 +39,9 @@ pub fn tags_of(headers: &Headers) -> Vec<Box<[u8]>> {
 
 /// The distinct tags of a list of fields (name, value), in the fields'
 /// order, read in one pass.
-pub fn tags_of_fields<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<Box<[u8]>> {
+pub fn tags_of_fields<'a, V: std::ops::Deref<Target = [u8]>>(
+    fields: impl Iterator<Item = (&'a [u8], V)>,
+) -> Vec<Box<[u8]>> {
     let mut tags: Vec<Box<[u8]>> = Vec::new();
     for (name, value) in fields {
         if !TAG_HEADERS
@@ -48,7 +50,7 @@ pub fn tags_of_fields<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) ->
         {
             continue;
         }
-        for tag in split(value) {
+        for tag in split(&value) {
             if !tags.iter().any(|t| **t == *tag) {
                 tags.push(tag.into());
             }

@@ -41,6 +41,92 @@ pub fn parse_http_date(text: &[u8]) -> Option<f64> {
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
+const WEEKDAYS: [&[u8; 3]; 7] = [b"Sun", b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat"];
+const MONTHS: [&[u8; 3]; 12] = [
+    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
+];
+
+/// The IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) of whole seconds
+/// since the epoch, written without formatting machinery: a stored head
+/// keeps its dates as seconds and writes them again on every hit. Times
+/// past the end of year 9999 are written as that end.
+pub fn imf_fixdate(secs: u64) -> [u8; 29] {
+    let secs = secs.min(LATEST_HTTP_DATE as u64);
+    let days = secs / 86_400;
+    let in_day = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    // 1 January 1970 was a Thursday.
+    out[..3].copy_from_slice(WEEKDAYS[((days + 4) % 7) as usize]);
+    two_digits(&mut out[5..7], day);
+    out[8..11].copy_from_slice(MONTHS[month as usize - 1]);
+    two_digits(&mut out[12..14], year / 100);
+    two_digits(&mut out[14..16], year % 100);
+    two_digits(&mut out[17..19], (in_day / 3600) as u32);
+    two_digits(&mut out[20..22], (in_day / 60 % 60) as u32);
+    two_digits(&mut out[23..25], (in_day % 60) as u32);
+    out
+}
+
+/// The seconds an IMF-fixdate says, when `text` is one exactly as
+/// [`imf_fixdate`] writes it (so that writing them gives `text` back);
+/// `None` for anything else, a date before 1970 included.
+pub fn parse_imf_fixdate(text: &[u8]) -> Option<u64> {
+    let text: &[u8; 29] = text.try_into().ok()?;
+    let number = |at: usize, len: usize| -> Option<u64> {
+        text[at..at + len].iter().try_fold(0u64, |n, &b| {
+            b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+        })
+    };
+    let month = MONTHS.iter().position(|m| &text[8..11] == *m)? as u64 + 1;
+    let (day, year) = (number(5, 2)?, number(12, 4)?);
+    let (hour, minute, second) = (number(17, 2)?, number(20, 2)?, number(23, 2)?);
+    if year < 1970 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    (imf_fixdate(secs) == *text).then_some(secs)
+}
+
+fn two_digits(out: &mut [u8], n: u32) {
+    out[0] = b'0' + (n / 10 % 10) as u8;
+    out[1] = b'0' + (n % 10) as u8;
+}
+
+/// Year, month (1–12) and day (1–31) of a day counted from 1 January
+/// 1970, in the proleptic Gregorian calendar (by 400-year eras, whose
+/// days repeat; years counted from March so that a leap day ends one).
+fn civil_from_days(days: u64) -> (u32, u32, u32) {
+    // Days from 1 March of year 0 to 1 January 1970.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
+    let year = (year_of_era + era * 400 + u64::from(month <= 2)) as u32;
+    (year, month, day)
+}
+
+/// The day counted from 1 January 1970 of a date from 1970 on (the
+/// inverse of [`civil_from_days`]).
+fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year / 400;
+    let year_of_era = year % 400;
+    let month_from_march = if month > 2 { month - 3 } else { month + 9 };
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    (era * 146_097 + day_of_era).saturating_sub(719_468)
+}
+
 thread_local! {
     static DATE_CACHE: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
 }
@@ -80,5 +166,52 @@ mod tests {
         with_date(784111777.5, |d| {
             assert_eq!(d, "Sun, 06 Nov 1994 08:49:37 GMT")
         });
+    }
+
+    #[test]
+    fn fixdates_are_written_and_read_as_the_general_formatter_does() {
+        let mut t = 0u64;
+        // Every day from 1970 to past 2400 at a varying time of day, and
+        // the last second that can be said.
+        while t < 14_000_000_000 {
+            let text = http_date(t as f64);
+            assert_eq!(&imf_fixdate(t)[..], text.as_bytes(), "{t}");
+            assert_eq!(parse_imf_fixdate(text.as_bytes()), Some(t), "{text}");
+            t += 86_400 + 3_607;
+        }
+        let last = LATEST_HTTP_DATE as u64;
+        assert_eq!(&imf_fixdate(last)[..], b"Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(imf_fixdate(u64::MAX), imf_fixdate(last));
+        assert_eq!(parse_imf_fixdate(&imf_fixdate(last)), Some(last));
+    }
+
+    #[test]
+    fn only_a_fixdate_written_as_it_would_be_is_read_as_one() {
+        for odd in [
+            &b"Sat, 06 Nov 1994 08:49:37 GMT"[..],
+            b"Sun, 06 Nov 1994 08:49:60 GMT",
+            b"Sun, 06 Nov 1994 24:49:37 GMT",
+            b"Sun, 6 Nov 1994 08:49:37 GMT ",
+            b"Sun, 06 nov 1994 08:49:37 GMT",
+            b"Sun, 06 Nov 1994 08:49:37 UTC",
+            b"Thu, 31 Nov 1994 08:49:37 GMT",
+            b"Tue, 29 Feb 2022 00:00:00 GMT",
+            b"Wed, 31 Dec 1969 23:59:59 GMT",
+            b"Sun, 06 Nov 1994 08:49:37 GMT\r",
+            b"Sun, 06 Nov 1994 08:4a:37 GMT",
+            b"",
+        ] {
+            assert_eq!(
+                parse_imf_fixdate(odd),
+                None,
+                "{}",
+                String::from_utf8_lossy(odd)
+            );
+        }
+        assert_eq!(
+            parse_imf_fixdate(b"Tue, 29 Feb 2000 00:00:00 GMT"),
+            Some(951_782_400)
+        );
+        assert_eq!(parse_imf_fixdate(b"Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
     }
 }

@@ -399,7 +399,7 @@ impl FetchMode for CacheFetch<'_> {
         let store = cached.then(|| sh.cache.transient().clone());
         let obj = backend_steps::error_object(&beresp, bereq.xid, store);
         if cached {
-            sh.cache.attach(&obj, obj.head_len() as u64, 0);
+            sh.cache.attach(&obj, obj.head_charge() as u64, 0);
             if let Some(slot) = self.slot.take() {
                 slot.insert(&obj, &bereq.headers);
             }

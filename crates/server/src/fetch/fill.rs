@@ -107,7 +107,7 @@ pub(crate) fn begin<'c>(
         };
         bereq.log.bytes(Tag::Fetch_Body, mode);
     }
-    let head = obj.head_len() as u64;
+    let head = obj.head_charge() as u64;
     let Some(handle) = sh.cache.begin_fill(&obj, head, reserved, p.nuke_limit()) else {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);
@@ -326,7 +326,7 @@ pub(crate) fn from_stale(
         obj.set_gzip(gzip.clone());
     }
     log_storage(bereq, &store);
-    let charge = obj.head_len() as u64 + len;
+    let charge = obj.head_charge() as u64 + len;
     if !sh.cache.attach(&obj, charge, sh.params.nuke_limit()) {
         COUNTERS.inc(Counter::fetch_failed);
         log_fetch_error(&mut bereq.log, &FetchError::NoStorage);

@@ -78,11 +78,13 @@ impl<'a> ClientHost<'a> {
         }
     }
 
-    /// A stored object's header, lent in place.
+    /// A stored object's header, lent in place (a date kept as seconds
+    /// is written out when asked for: [`Lent::Owned`]).
     fn obj_header(&self, name: &str) -> Lent<'_> {
-        self.obj
-            .and_then(|o| o.header_ref(name))
-            .map_or(Lent::Absent, Lent::Slice)
+        match self.obj.and_then(|o| o.header_ref(name)) {
+            None => Lent::Absent,
+            Some(value) => value.as_slice().map_or(Lent::Owned, Lent::Slice),
+        }
     }
 
     fn delivery_header(&self, name: &str) -> Option<Bytes> {
@@ -388,6 +390,7 @@ impl Host for ClientHost<'_> {
             Lent::Value(v) => Some(v.clone()),
             // A stored object's field, read in place: copied out.
             Lent::Slice(v) => Some(Bytes::copy_from_slice(v)),
+            Lent::Owned if kind == HttpKind::Obj => self.obj?.header(name),
             Lent::Owned => match self.resp.as_deref() {
                 Some(resp) if resp.own_delivery_headers || !Self::is_delivery_header(name) => {
                     resp.get(self.obj, name)
@@ -443,7 +446,7 @@ impl Host for ClientHost<'_> {
                 .unwrap_or_default(),
             HttpKind::Obj => self
                 .obj
-                .map(|o| o.header_refs(name).map(Bytes::copy_from_slice).collect())
+                .map(|o| o.header_refs(name).map(|v| v.to_bytes()).collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         }

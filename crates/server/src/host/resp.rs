@@ -131,7 +131,7 @@ impl Resp {
         match self.edit(name) {
             Some(edited) => edited.iter().cloned().collect(),
             None => obj
-                .map(|o| o.header_refs(name).map(Bytes::copy_from_slice).collect())
+                .map(|o| o.header_refs(name).map(|v| v.to_bytes()).collect())
                 .unwrap_or_default(),
         }
     }
@@ -224,7 +224,7 @@ impl Resp {
     /// header set; new names come last.
     fn write_edited<'f>(
         &self,
-        base: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        base: impl Iterator<Item = (&'f [u8], lacquer_cache::FieldValue<'f>)>,
         out: &mut Vec<u8>,
     ) {
         // Which edits have been written, as bits; VCL that edits more than
@@ -259,7 +259,7 @@ impl Resp {
                 .iter()
                 .position(|(n, _)| n.eq_ignore_ascii_case(name));
             match edit {
-                None => line(out, name, value),
+                None => line(out, name, &value.bytes()),
                 Some(i) => {
                     if let (false, Some(v)) = (written(i), &self.edits[i].1) {
                         line(out, name, v);

@@ -19,11 +19,20 @@
 //!   then the fields.
 //!
 //! A field is its name's number in the table (1 and up), or 0, the name's
-//! length in one byte and its bytes; then the value's length (7 bits a
-//! byte, low bits first) and its bytes.
+//! length in one byte and its bytes; then its value:
+//! - the value's length (7 bits a byte, low bits first) and its bytes;
+//! - or [`DATE`] and four bytes (little-endian): an IMF-fixdate as the
+//!   seconds it says (29 bytes kept in 6), when writing them gives the
+//!   text back;
+//! - or, when the name's number has [`SHARED`] added, two bytes
+//!   (little-endian): the number of a value many objects share, kept
+//!   once for the process ([`shared`]).
 
-use std::cell::RefCell;
+mod shared;
+
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::OnceLock;
 
 /// The head's text as given.
@@ -32,6 +41,29 @@ const TEXT: u8 = 0;
 const USUAL: u8 = 1;
 /// A status line of its own, then the fields.
 const OWN_LINE: u8 = 2;
+
+/// Added to a name's number: its value is a shared one's number.
+const SHARED: u8 = 0x80;
+/// In place of a value's length (a length is never written so): an
+/// IMF-fixdate's seconds follow.
+const DATE: [u8; 2] = [0x80, 0x00];
+
+/// Numbered names whose values differ from object to object: never
+/// offered to the shared values.
+const OWN_VALUES: &[&str] = &[
+    "Date",
+    "Content-Length",
+    "Last-Modified",
+    "ETag",
+    "Etag",
+    "Expires",
+    "Age",
+    "Set-Cookie",
+    "Location",
+    "Content-Location",
+    "Content-Range",
+    "X-Request-Id",
+];
 
 /// Field names that get a number, as servers write them; each also in
 /// lower case (HTTP/2 origins and some servers send them so).
@@ -100,6 +132,8 @@ const NAMES: &[&str] = &[
 struct Table {
     lines: Vec<Box<[u8]>>,
     numbers: HashMap<Box<[u8]>, u8>,
+    /// By number: whether the name's values may be shared.
+    shareable: Vec<bool>,
 }
 
 fn table() -> &'static Table {
@@ -110,17 +144,26 @@ fn table() -> &'static Table {
             .map(|n| n.to_ascii_lowercase())
             .filter(|n| !NAMES.contains(&n.as_str()));
         let names: Vec<String> = NAMES.iter().map(|n| n.to_string()).chain(lower).collect();
-        assert!(names.len() < 256, "a name's number is one byte");
+        assert!(
+            names.len() < usize::from(SHARED),
+            "a name's number leaves its top bit free"
+        );
         let mut numbers = HashMap::with_capacity(names.len());
         let mut lines = Vec::with_capacity(names.len());
+        let mut shareable = vec![false];
         for (i, name) in names.iter().enumerate() {
             // Numbers start at 1: 0 says the name follows.
             numbers
                 .entry(name.as_bytes().into())
                 .or_insert((i + 1) as u8);
             lines.push(format!("{name}: ").into_bytes().into_boxed_slice());
+            shareable.push(!OWN_VALUES.iter().any(|o| o.eq_ignore_ascii_case(name)));
         }
-        Table { lines, numbers }
+        Table {
+            lines,
+            numbers,
+            shareable,
+        }
     })
 }
 
@@ -141,10 +184,11 @@ impl Table {
 
 /// Packs a head's text (status line and field lines, each ending in
 /// CRLF, no blank line) for an object of status `status`. An empty text
-/// (a marker) packs to nothing, without an allocation.
-pub(crate) fn pack(text: &[u8], status: u16) -> Box<[u8]> {
+/// (a marker) packs to nothing; a small head is kept in the object
+/// itself ([`Kept`]); neither allocates.
+pub(crate) fn pack(text: &[u8], status: u16) -> Kept {
     if text.is_empty() {
-        return Box::default();
+        return Kept::default();
     }
     thread_local! {
         // Packed here, then copied into an allocation of its exact size:
@@ -160,12 +204,67 @@ pub(crate) fn pack(text: &[u8], status: u16) -> Box<[u8]> {
             room.push(TEXT);
             room.extend_from_slice(text);
         }
-        let packed = Box::from(&room[..]);
+        let packed = Kept::new(&room);
         if room.capacity() > 64 * 1024 {
             *room = Vec::new();
         }
         packed
     })
+}
+
+/// The bytes a packed head takes in an object kept where they cost
+/// least: up to [`Kept::INLINE`] of them in the object's own memory (a
+/// head of the usual status line, a date and a few shared values fits),
+/// more in an allocation of their size. 24 bytes either way.
+#[derive(Debug, Clone)]
+pub enum Kept {
+    Inline { len: u8, bytes: [u8; Kept::INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Kept {
+    /// The most bytes kept inline.
+    pub const INLINE: usize = 22;
+
+    fn new(packed: &[u8]) -> Kept {
+        match packed.len() {
+            len @ 0..=Kept::INLINE => {
+                let mut bytes = [0; Kept::INLINE];
+                bytes[..len].copy_from_slice(packed);
+                Kept::Inline {
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => Kept::Heap(packed.into()),
+        }
+    }
+
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Kept::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Kept::Heap(b) => b,
+        }
+    }
+}
+
+impl Deref for Kept {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        Kept::Inline {
+            len: 0,
+            bytes: [0; Kept::INLINE],
+        }
+    }
 }
 
 /// Packs fields and status line; false when the text would not come
@@ -194,8 +293,9 @@ fn pack_into(text: &[u8], status: u16, out: &mut Vec<u8>) -> bool {
         if name.is_empty() || value.first().is_some_and(|&b| b == b' ' || b == b'\t') {
             return false;
         }
-        match table.numbers.get(name) {
-            Some(&n) => out.push(n),
+        let number = table.numbers.get(name).copied();
+        match number {
+            Some(n) => out.push(n),
             None => {
                 let Ok(len) = u8::try_from(name.len()) else {
                     return false;
@@ -204,10 +304,143 @@ fn pack_into(text: &[u8], status: u16, out: &mut Vec<u8>) -> bool {
                 out.extend_from_slice(name);
             }
         }
-        push_len(out, value.len());
-        out.extend_from_slice(value);
+        push_value(out, number, value, table);
     }
     lines.0.is_empty()
+}
+
+/// Writes a field's value after its name (whose number, `number`, is
+/// the last byte written when it has one).
+fn push_value(out: &mut Vec<u8>, number: Option<u8>, value: &[u8], table: &Table) {
+    if let Some(secs) =
+        lacquer_core::time::parse_imf_fixdate(value).and_then(|secs| u32::try_from(secs).ok())
+    {
+        out.extend_from_slice(&DATE);
+        out.extend_from_slice(&secs.to_le_bytes());
+        return;
+    }
+    if let Some(n) = number.filter(|&n| table.shareable[usize::from(n)]) {
+        if let Some(shared) = shared::number_of(value) {
+            if let Some(name) = out.last_mut() {
+                *name = n | SHARED;
+            }
+            out.extend_from_slice(&shared.to_le_bytes());
+            return;
+        }
+    }
+    push_len(out, value.len());
+    out.extend_from_slice(value);
+}
+
+/// A field's value as a packed head keeps it, and what follows it.
+#[inline]
+fn read_value(shared: bool, bytes: &[u8]) -> Option<(Value<'_>, &[u8])> {
+    if shared {
+        let (n, rest) = bytes.split_first_chunk::<2>()?;
+        return Some((Value::Slice(shared::value(u16::from_le_bytes(*n))?), rest));
+    }
+    if bytes.starts_with(&DATE) {
+        let (secs, rest) = bytes[DATE.len()..].split_first_chunk::<4>()?;
+        return Some((Value::Date(u32::from_le_bytes(*secs)), rest));
+    }
+    let (len, rest) = read_len(bytes)?;
+    let (value, rest) = rest.split_at_checked(len)?;
+    Some((Value::Slice(value), rest))
+}
+
+/// A stored field's value: bytes of the head, of the shared values, or a
+/// date kept as seconds and written out when read.
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    Slice(&'a [u8]),
+    Date(u32),
+}
+
+/// A value read, as bytes: a date is written into the room it carries.
+#[derive(Clone, Copy)]
+pub enum ValueBytes<'a> {
+    Slice(&'a [u8]),
+    Date([u8; 29]),
+}
+
+impl<'a> Value<'a> {
+    /// The value's bytes (a date written out).
+    #[inline]
+    pub fn bytes(self) -> ValueBytes<'a> {
+        match self {
+            Value::Slice(s) => ValueBytes::Slice(s),
+            Value::Date(secs) => ValueBytes::Date(date_text(secs)),
+        }
+    }
+
+    /// The value's bytes when the head holds them as they are (not for
+    /// a date kept as seconds).
+    #[inline]
+    pub fn as_slice(self) -> Option<&'a [u8]> {
+        match self {
+            Value::Slice(s) => Some(s),
+            Value::Date(_) => None,
+        }
+    }
+
+    /// Appends the value's bytes.
+    #[inline]
+    pub fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Value::Slice(s) => out.extend_from_slice(s),
+            Value::Date(secs) => out.extend_from_slice(&date_text(secs)),
+        }
+    }
+
+    /// A copy of the value's bytes.
+    pub fn to_bytes(self) -> bytes::Bytes {
+        match self {
+            Value::Slice(s) => bytes::Bytes::copy_from_slice(s),
+            Value::Date(secs) => bytes::Bytes::copy_from_slice(&date_text(secs)),
+        }
+    }
+}
+
+impl Deref for ValueBytes<'_> {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            ValueBytes::Slice(s) => s,
+            ValueBytes::Date(d) => d,
+        }
+    }
+}
+
+impl PartialEq for Value<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        *self.bytes() == *other.bytes()
+    }
+}
+
+impl PartialEq<&[u8]> for Value<'_> {
+    fn eq(&self, other: &&[u8]) -> bool {
+        *self.bytes() == **other
+    }
+}
+
+/// The text of a date kept as seconds; a thread writes the one it wrote
+/// last again from memory (a hit on the same object, or objects fetched
+/// in the same second).
+#[inline]
+fn date_text(secs: u32) -> [u8; 29] {
+    thread_local! {
+        static LAST: Cell<Option<(u32, [u8; 29])>> = const { Cell::new(None) };
+    }
+    LAST.with(|last| match last.get() {
+        Some((was, text)) if was == secs => text,
+        _ => {
+            let text = lacquer_core::time::imf_fixdate(u64::from(secs));
+            last.set(Some((secs, text)));
+            text
+        }
+    })
 }
 
 /// The lines of a head's text, each without its CRLF; stops at a line
@@ -343,15 +576,13 @@ impl<'a> Packed<'a> {
                 out.extend_from_slice(b": ");
                 after
             } else {
-                out.extend_from_slice(table.line(n).unwrap_or_default());
+                out.extend_from_slice(table.line(n & !SHARED).unwrap_or_default());
                 after
             };
-            let Some((value, after)) =
-                read_len(after).and_then(|(len, after)| after.split_at_checked(len))
-            else {
+            let Some((value, after)) = read_value(n & SHARED != 0, after) else {
                 return;
             };
-            out.extend_from_slice(value);
+            value.write(out);
             out.extend_from_slice(b"\r\n");
             rest = after;
         }
@@ -391,22 +622,21 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Iterator for Fields<'a> {
-    type Item = (&'a [u8], &'a [u8]);
+    type Item = (&'a [u8], Value<'a>);
 
     #[inline]
-    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+    fn next(&mut self) -> Option<(&'a [u8], Value<'a>)> {
         if !self.packed {
-            return self.next_text();
+            return self.next_text().map(|(n, v)| (n, Value::Slice(v)));
         }
         let (&n, rest) = self.rest.split_first()?;
         let (name, rest) = if n == 0 {
             let (&len, rest) = rest.split_first()?;
             rest.split_at_checked(usize::from(len))?
         } else {
-            (table().name(n)?, rest)
+            (table().name(n & !SHARED)?, rest)
         };
-        let (len, rest) = read_len(rest)?;
-        let (value, rest) = rest.split_at_checked(len)?;
+        let (value, rest) = read_value(n & SHARED != 0, rest)?;
         self.rest = rest;
         Some((name, value))
     }
@@ -445,6 +675,17 @@ mod tests {
         out
     }
 
+    /// The fields, name and value, as bytes.
+    fn fields_of(p: Packed<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        p.fields()
+            .map(|(n, v)| (n.to_vec(), v.bytes().to_vec()))
+            .collect()
+    }
+
+    fn field(name: &str, value: &str) -> (Vec<u8>, Vec<u8>) {
+        (name.as_bytes().to_vec(), value.as_bytes().to_vec())
+    }
+
     const NGINX: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n\
         Date: Thu, 26 Nov 2026 02:11:56 GMT\r\nContent-Type: text/plain\r\n\
         Cache-Control: max-age=3600\r\n";
@@ -453,19 +694,27 @@ mod tests {
     fn a_usual_head_packs_small_and_comes_back_as_it_was() {
         let packed = pack(NGINX, 200);
         assert_eq!(packed[0], USUAL);
-        // One byte of form, then a byte of name and one of length each.
-        let values = "nginx/1.22.1Thu, 26 Nov 2026 02:11:56 GMTtext/plainmax-age=3600".len();
-        assert_eq!(packed.len(), 1 + 4 * 2 + values);
-        let p = Packed(&packed);
-        assert_eq!(text(p, 200), NGINX);
-        assert_eq!(p.reason(200), b"OK");
-        let fields: Vec<_> = p.fields().collect();
-        assert_eq!(fields[0], (&b"Server"[..], &b"nginx/1.22.1"[..]));
-        assert_eq!(fields[3], (&b"Cache-Control"[..], &b"max-age=3600"[..]));
-        assert_eq!(fields.len(), 4);
-        let mut lines = Vec::new();
-        p.write_fields(&mut lines);
-        assert_eq!(lines, &NGINX[17..]);
+        // One byte of form; the date a byte of name, two of mark and four
+        // of seconds; the others a byte of name and at most one of length
+        // and their bytes (another test may have shared them already).
+        let values = "nginx/1.22.1text/plainmax-age=3600".len();
+        assert!(packed.len() <= 1 + 7 + 3 * 2 + values, "{}", packed.len());
+        // Seen twice, the three others are shared: three bytes each.
+        let again = pack(NGINX, 200);
+        assert_eq!(again.len(), 1 + 7 + 3 * 3);
+        for packed in [packed, again] {
+            let p = Packed(&packed);
+            assert_eq!(text(p, 200), NGINX);
+            assert_eq!(p.reason(200), b"OK");
+            let fields = fields_of(p);
+            assert_eq!(fields[0], field("Server", "nginx/1.22.1"));
+            assert_eq!(fields[1], field("Date", "Thu, 26 Nov 2026 02:11:56 GMT"));
+            assert_eq!(fields[3], field("Cache-Control", "max-age=3600"));
+            assert_eq!(fields.len(), 4);
+            let mut lines = Vec::new();
+            p.write_fields(&mut lines);
+            assert_eq!(lines, &NGINX[17..]);
+        }
     }
 
     #[test]
@@ -503,7 +752,7 @@ mod tests {
         let long_value = format!("HTTP/1.1 200 OK\r\nX-Long: {long}\r\n");
         let p = pack(long_value.as_bytes(), 200);
         let (_, v) = Packed(&p).fields().next().unwrap();
-        assert_eq!(v.len(), 20_000);
+        assert_eq!(v.bytes().len(), 20_000);
     }
 
     #[test]
@@ -526,8 +775,7 @@ mod tests {
             assert_eq!(p.reason(200), b"OK");
         }
         let p = pack(b"HTTP/1.1 200 OK\r\nA:  b\r\nno colon\r\nC:d\r\n", 200);
-        let fields: Vec<_> = Packed(&p).fields().collect();
-        assert_eq!(fields, [(&b"A"[..], &b"b"[..]), (&b"C"[..], &b"d"[..])]);
+        assert_eq!(fields_of(Packed(&p)), [field("A", "b"), field("C", "d")]);
         assert!(
             pack(b"", 200).is_empty(),
             "a marker's head allocates nothing"
@@ -553,10 +801,7 @@ mod tests {
         // Another case is a name of its own, kept as written.
         let packed = pack(b"HTTP/1.1 200 OK\r\nSERVER: v\r\n", 200);
         assert_eq!(packed.len(), 1 + 2 + 6 + 2);
-        assert_eq!(
-            Packed(&packed).fields().next(),
-            Some((&b"SERVER"[..], &b"v"[..]))
-        );
+        assert_eq!(fields_of(Packed(&packed)), [field("SERVER", "v")]);
     }
 
     /// Heads made of random lines (well-known names, names of their own,
@@ -588,6 +833,9 @@ mod tests {
             b"ETag",
             b"\"e\"",
             b"xkey",
+            b"Date",
+            b"Thu, 26 Nov 2026 02:11:56 GMT",
+            b"Sat, 26 Nov 2026 02:11:56 GMT",
         ];
         for _ in 0..5000 {
             let status = [200u16, 404, 599, 1200][next(4)];
@@ -629,6 +877,50 @@ mod tests {
                 String::from_utf8_lossy(&head)
             );
         }
+    }
+
+    #[test]
+    fn dates_are_kept_as_seconds_only_when_they_come_back_as_they_were() {
+        let head = b"HTTP/1.1 200 OK\r\nLast-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+            X-Own-Date: Tue, 29 Feb 2000 00:00:00 GMT\r\n\
+            Expires: Sat, 06 Nov 1994 08:49:37 GMT\r\n\
+            Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n";
+        let packed = pack(head, 200);
+        let p = Packed(&packed);
+        assert_eq!(text(p, 200), head);
+        let kinds: Vec<bool> = p
+            .fields()
+            .map(|(_, v)| matches!(v, Value::Date(_)))
+            .collect();
+        // The wrong weekday is kept as it came.
+        assert_eq!(kinds, [true, true, false, true]);
+        let (_, first) = p.fields().next().unwrap();
+        assert!(matches!(first, Value::Date(784_111_777)));
+        assert_eq!(first.as_slice(), None);
+        assert_eq!(&first.to_bytes()[..], b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            packed.len(),
+            1 + 7 + (2 + 10 + 6) + (1 + 1 + 29) + 7,
+            "dates in 6 bytes after their names"
+        );
+    }
+
+    #[test]
+    fn values_of_their_own_are_never_shared_however_often_seen() {
+        let head = b"HTTP/1.1 200 OK\r\nETag: \"same-etag-value\"\r\n\
+            Content-Length: 1234\r\nX-Not-Numbered: repeated value\r\n\
+            content-type: text/x-shared-lower\r\n";
+        let sizes: Vec<usize> = (0..3).map(|_| pack(head, 200).len()).collect();
+        // Only the numbered name of shareable values shrank, once seen twice.
+        let inline = "text/x-shared-lower".len() + 1;
+        assert_eq!(sizes[1], sizes[2]);
+        assert_eq!(sizes[0] - sizes[1], inline - 2, "{sizes:?}");
+        let packed = pack(head, 200);
+        assert_eq!(text(Packed(&packed), 200), head);
+        assert_eq!(
+            fields_of(Packed(&packed))[3],
+            field("content-type", "text/x-shared-lower")
+        );
     }
 
     #[test]
