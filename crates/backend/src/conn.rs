@@ -7,6 +7,7 @@ use bytes::{Bytes, BytesMut};
 use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
+use std::cell::RefCell;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const READ_SIZE: usize = 64 * 1024;
@@ -189,7 +190,12 @@ impl<'a> Conn<'a> {
     }
 
     async fn fill(&mut self, limit: std::time::Duration, first: bool) -> Result<usize, FetchError> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
+        if self.buf.capacity() == 0 {
+            // The thread's spare: an exchange's read buffer made and let
+            // go per fetch left a 64 KiB hole each time, split by the
+            // objects made meanwhile (see `Drop`).
+            self.buf = take_read_buf();
+        } else if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(READ_SIZE);
         }
         let stream = self
@@ -407,7 +413,46 @@ impl Drop for Conn<'_> {
         if self.stream.take().is_some() {
             self.backend.stats.dec(BackendCounter::conn);
         }
+        // The read buffer goes back to the thread's spares when nothing
+        // holds a view of it any more (a body's pieces often still do: it
+        // is then let go by the last of them, as before).
+        keep_read_buf(std::mem::take(&mut self.buf));
     }
+}
+
+/// Read buffers a thread keeps at most.
+const SPARE_READS: usize = 8;
+
+thread_local! {
+    /// Read buffers this thread's exchanges ended with and nothing else
+    /// held: the next exchanges', without an allocation.
+    static SPARE_READ: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A read buffer of [`READ_SIZE`] bytes, kept from an earlier exchange on
+/// this thread when there is one.
+fn take_read_buf() -> BytesMut {
+    SPARE_READ
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| BytesMut::with_capacity(READ_SIZE))
+}
+
+/// Keeps an exchange's read buffer for the thread's next one, when no view
+/// of it is left (a body's pieces may still be read: the last of them
+/// then lets it go) and it has not grown past twice its size.
+fn keep_read_buf(mut buf: BytesMut) {
+    buf.clear();
+    if buf.capacity() == 0 || !buf.try_reclaim(READ_SIZE) || buf.capacity() > 2 * READ_SIZE {
+        return;
+    }
+    let _ = SPARE_READ.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_READS {
+            spare.push(buf);
+        }
+    });
 }
 
 /// Whether a request head's `Connection` fields name `close`.
@@ -448,5 +493,32 @@ mod tests {
         assert!(!asks_close(
             b"GET /connection:close HTTP/1.1\r\nHost: a\r\n\r\n"
         ));
+    }
+
+    /// An exchange's read buffer is taken back by the thread's next
+    /// exchange when nothing holds a view of it, and let go otherwise.
+    #[test]
+    fn a_read_buffer_is_reused_only_when_no_view_of_it_is_left() {
+        use super::{keep_read_buf, take_read_buf, READ_SIZE, SPARE_READ};
+        let kept = || SPARE_READ.with(|s| s.borrow().len());
+        std::thread::spawn(move || {
+            let mut buf = take_read_buf();
+            assert!(buf.capacity() >= READ_SIZE);
+            buf.extend_from_slice(b"HTTP/1.1 200 OK\r\n\r\nbody");
+            let at = buf.as_ptr();
+            let _ = buf.split_to(19);
+            keep_read_buf(buf);
+            assert_eq!(kept(), 1);
+            let mut again = take_read_buf();
+            assert_eq!(again.as_ptr(), at, "the same memory, from its start");
+            assert!(again.is_empty() && again.capacity() >= READ_SIZE);
+            again.extend_from_slice(b"abc");
+            let view = again.split_to(3).freeze();
+            keep_read_buf(again);
+            assert_eq!(kept(), 0, "a view still holds it");
+            assert_eq!(&view[..], b"abc");
+        })
+        .join()
+        .unwrap();
     }
 }

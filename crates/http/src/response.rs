@@ -4,7 +4,7 @@
 
 use crate::headers::{trim, Header, Headers};
 use crate::{parse_content_length, Framing, Version, STACK_HEADERS};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// The limits a response head is held to (`http_resp_*`).
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +86,12 @@ pub fn parse_response(
     if end > limits.max_head {
         return Err(ResponseError::TooLarge);
     }
-    let head = buf.split_to(end).freeze();
+    // A copy, not a view: the fields live as long as the fetch, and a
+    // view would hold the connection's whole read buffer, so that the
+    // connection's next response (taken from the pool meanwhile) needs
+    // a new one.
+    let head = Bytes::copy_from_slice(&buf[..end]);
+    buf.advance(end);
     for line in head.split(|&b| b == b'\n').skip(1) {
         if line.len() > limits.max_header_line {
             return Err(ResponseError::TooLarge);
