@@ -14,6 +14,7 @@
 //! Reading a number is two loads and no lock; only a fetch that meets a
 //! value its thread has not numbered yet takes the table's lock.
 
+use hashbrown::HashTable;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
@@ -42,9 +43,11 @@ struct Table {
     admit: Mutex<Admit>,
 }
 
-/// What numbering needs, behind the lock.
+/// What numbering needs, behind the lock. Values are found by their
+/// hash and compared with the table's own copy: the table holds each
+/// value once.
 struct Admit {
-    numbers: HashMap<Box<[u8]>, u16>,
+    numbers: HashTable<u16>,
     seen_once: HashSet<u64>,
     hasher: RandomState,
     bytes: usize,
@@ -52,23 +55,33 @@ struct Admit {
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE.get_or_init(|| Table {
-        pages: [const { OnceLock::new() }; MAX_NUMBERS / PAGE],
-        admit: Mutex::new(Admit {
-            numbers: HashMap::new(),
-            seen_once: HashSet::new(),
-            hasher: RandomState::new(),
-            bytes: 0,
-        }),
-    })
+    TABLE.get_or_init(Table::new)
+}
+
+impl Table {
+    fn new() -> Table {
+        Table {
+            pages: [const { OnceLock::new() }; MAX_NUMBERS / PAGE],
+            admit: Mutex::new(Admit {
+                numbers: HashTable::new(),
+                seen_once: HashSet::new(),
+                hasher: RandomState::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    fn value(&self, n: u16) -> Option<&[u8]> {
+        let n = usize::from(n);
+        let page = self.pages[n / PAGE].get()?;
+        page[n % PAGE].get().map(|v| &v[..])
+    }
 }
 
 /// The value numbered `n`.
 #[inline]
 pub(crate) fn value(n: u16) -> Option<&'static [u8]> {
-    let n = usize::from(n);
-    let page = table().pages[n / PAGE].get()?;
-    page[n % PAGE].get().map(|v| &v[..])
+    table().value(n)
 }
 
 /// The number of `value` when it has one, or is given one now (its
@@ -83,7 +96,7 @@ pub(crate) fn number_of(value: &[u8]) -> Option<u16> {
     if let Some(n) = KNOWN.with(|k| k.borrow().get(value).copied()) {
         return Some(n);
     }
-    let n = number_under_lock(value)?;
+    let n = number_under_lock(table(), value)?;
     KNOWN.with(|k| {
         let mut known = k.borrow_mut();
         if known.len() >= THREAD_NUMBERS {
@@ -94,13 +107,13 @@ pub(crate) fn number_of(value: &[u8]) -> Option<u16> {
     Some(n)
 }
 
-fn number_under_lock(value: &[u8]) -> Option<u16> {
-    let table = table();
+fn number_under_lock(table: &Table, value: &[u8]) -> Option<u16> {
     let mut admit = table.admit.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(&n) = admit.numbers.get(value) {
+    let hash = admit.hasher.hash_one(value);
+    let same = |&n: &u16| table.value(n) == Some(value);
+    if let Some(&n) = admit.numbers.find(hash, same) {
         return Some(n);
     }
-    let hash = admit.hasher.hash_one(value);
     if !admit.seen_once.remove(&hash) {
         if admit.seen_once.len() >= SIGHTINGS {
             admit.seen_once.clear();
@@ -119,7 +132,10 @@ fn number_under_lock(value: &[u8]) -> Option<u16> {
     let _ = page[next % PAGE].set(value.into());
     admit.bytes += value.len();
     let n = next as u16;
-    admit.numbers.insert(value.into(), n);
+    let hasher = admit.hasher.clone();
+    admit.numbers.insert_unique(hash, n, |&m| {
+        hasher.hash_one(table.value(m).unwrap_or_default())
+    });
     Some(n)
 }
 
@@ -142,6 +158,35 @@ mod tests {
         let m = number_of(w).unwrap();
         assert_ne!(m, n);
         assert_eq!(value(m), Some(&w[..]));
+    }
+
+    /// A table of its own, filled: what is numbered stays readable, and
+    /// past its bytes nothing more is numbered.
+    #[test]
+    fn a_full_table_numbers_nothing_more() {
+        let table = Table::new();
+        let per = MAX_VALUE;
+        let fits = MAX_BYTES / per;
+        let mut numbers = Vec::new();
+        for i in 0..fits + 3 {
+            let mut v = vec![b'v'; per];
+            v[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            assert_eq!(number_under_lock(&table, &v), None, "seen once");
+            let n = number_under_lock(&table, &v);
+            if i < fits {
+                numbers.push((n.expect("room left"), v));
+            } else {
+                assert_eq!(n, None, "full");
+            }
+        }
+        for (n, v) in &numbers {
+            assert_eq!(table.value(*n), Some(&v[..]));
+            assert_eq!(number_under_lock(&table, v), Some(*n));
+        }
+        // It counts what it holds, each value once.
+        let admit = table.admit.lock().unwrap();
+        assert_eq!(admit.bytes, fits * per);
+        assert_eq!(admit.numbers.len(), fits);
     }
 
     #[test]
