@@ -12,7 +12,9 @@
 //! values are kept in the heads that have them, as before.
 //!
 //! Reading a number is two loads and no lock; only a fetch that meets a
-//! value its thread has not numbered yet takes the table's lock.
+//! value its thread has not numbered yet takes the table's lock. A
+//! thread remembers the numbers of values it met by their hashes alone
+//! (checked against the table), so it keeps no copies of them.
 
 use hashbrown::HashTable;
 use std::cell::RefCell;
@@ -40,6 +42,8 @@ type Page = Box<[OnceLock<Box<[u8]>>]>;
 
 struct Table {
     pages: [OnceLock<Page>; MAX_NUMBERS / PAGE],
+    /// Keyed per process: nobody outside aims values at one hash.
+    hasher: RandomState,
     admit: Mutex<Admit>,
 }
 
@@ -49,7 +53,6 @@ struct Table {
 struct Admit {
     numbers: HashTable<u16>,
     seen_once: HashSet<u64>,
-    hasher: RandomState,
     bytes: usize,
 }
 
@@ -62,10 +65,10 @@ impl Table {
     fn new() -> Table {
         Table {
             pages: [const { OnceLock::new() }; MAX_NUMBERS / PAGE],
+            hasher: RandomState::new(),
             admit: Mutex::new(Admit {
                 numbers: HashTable::new(),
                 seen_once: HashSet::new(),
-                hasher: RandomState::new(),
                 bytes: 0,
             }),
         }
@@ -91,25 +94,32 @@ pub(crate) fn number_of(value: &[u8]) -> Option<u16> {
         return None;
     }
     thread_local! {
-        static KNOWN: RefCell<HashMap<Box<[u8]>, u16>> = RefCell::new(HashMap::new());
+        // By the value's hash, checked against the table's copy: a
+        // thread keeps no copies of values.
+        static KNOWN: RefCell<HashMap<u64, u16>> = RefCell::new(HashMap::new());
     }
-    if let Some(n) = KNOWN.with(|k| k.borrow().get(value).copied()) {
+    let table = table();
+    let hash = table.hasher.hash_one(value);
+    let known = KNOWN
+        .try_with(|k| k.borrow().get(&hash).copied())
+        .ok()
+        .flatten();
+    if let Some(n) = known.filter(|&n| table.value(n) == Some(value)) {
         return Some(n);
     }
-    let n = number_under_lock(table(), value)?;
-    KNOWN.with(|k| {
+    let n = number_under_lock(table, hash, value)?;
+    let _ = KNOWN.try_with(|k| {
         let mut known = k.borrow_mut();
         if known.len() >= THREAD_NUMBERS {
             known.clear();
         }
-        known.insert(value.into(), n);
+        known.insert(hash, n);
     });
     Some(n)
 }
 
-fn number_under_lock(table: &Table, value: &[u8]) -> Option<u16> {
+fn number_under_lock(table: &Table, hash: u64, value: &[u8]) -> Option<u16> {
     let mut admit = table.admit.lock().unwrap_or_else(|p| p.into_inner());
-    let hash = admit.hasher.hash_one(value);
     let same = |&n: &u16| table.value(n) == Some(value);
     if let Some(&n) = admit.numbers.find(hash, same) {
         return Some(n);
@@ -132,9 +142,8 @@ fn number_under_lock(table: &Table, value: &[u8]) -> Option<u16> {
     let _ = page[next % PAGE].set(value.into());
     admit.bytes += value.len();
     let n = next as u16;
-    let hasher = admit.hasher.clone();
     admit.numbers.insert_unique(hash, n, |&m| {
-        hasher.hash_one(table.value(m).unwrap_or_default())
+        table.hasher.hash_one(table.value(m).unwrap_or_default())
     });
     Some(n)
 }
@@ -171,8 +180,9 @@ mod tests {
         for i in 0..fits + 3 {
             let mut v = vec![b'v'; per];
             v[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            assert_eq!(number_under_lock(&table, &v), None, "seen once");
-            let n = number_under_lock(&table, &v);
+            let hash = table.hasher.hash_one(&v);
+            assert_eq!(number_under_lock(&table, hash, &v), None, "seen once");
+            let n = number_under_lock(&table, hash, &v);
             if i < fits {
                 numbers.push((n.expect("room left"), v));
             } else {
@@ -181,7 +191,8 @@ mod tests {
         }
         for (n, v) in &numbers {
             assert_eq!(table.value(*n), Some(&v[..]));
-            assert_eq!(number_under_lock(&table, v), Some(*n));
+            let hash = table.hasher.hash_one(v);
+            assert_eq!(number_under_lock(&table, hash, v), Some(*n));
         }
         // It counts what it holds, each value once.
         let admit = table.admit.lock().unwrap();
