@@ -422,9 +422,15 @@ impl Object {
     /// The status line and the stored headers as [`Object::write_head`]
     /// writes them.
     pub fn head_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.head.len() * 2);
+        let mut out = Vec::with_capacity(self.text_len_guess());
         self.write_head(&mut out);
         out
+    }
+
+    /// Room for the head written out: a packed head's text is commonly
+    /// two to seven times its size (a date's 6 bytes are 37 of text).
+    fn text_len_guess(&self) -> usize {
+        self.head.len() * 4 + 64
     }
 
     /// The bytes of the head as kept (packed).
@@ -448,7 +454,7 @@ impl Object {
     /// (the head itself is packed, and never shared: see
     /// [`ObjectInit::head`]).
     pub fn headers(&self) -> Headers {
-        let mut lines = Vec::with_capacity(self.head.len() * 2);
+        let mut lines = Vec::with_capacity(self.text_len_guess());
         self.write_fields(&mut lines);
         let copy = Bytes::from(lines);
         let mut out = Headers::with_capacity(8);
