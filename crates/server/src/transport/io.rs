@@ -524,11 +524,15 @@ impl Client {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        self.chunked = wire == WireBody::Chunked && matches!(self.wire, Wire::Stream(_));
+        if matches!(self.wire, Wire::Stream(_)) {
+            return self
+                .send_stream_head(wire == WireBody::Chunked, body, clock)
+                .await;
+        }
+        self.chunked = false;
         let result = match &mut self.wire {
-            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, body, clock).await,
             Wire::H2(h2) => h2.send_head(&self.wbuf, wire, body, clock).await,
-            Wire::Fragment(_) => self.send_body(body, clock).await.map(drop),
+            Wire::Stream(_) | Wire::Fragment(_) => self.send_body(body, clock).await.map(drop),
         };
         self.wbuf.clear();
         result
@@ -548,13 +552,8 @@ impl Client {
                 .send_head(wire, &[Bytes::copy_from_slice(body)], clock)
                 .await;
         }
-        self.chunked = wire == WireBody::Chunked;
-        let result = match &mut self.wire {
-            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, &[body], clock).await,
-            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
-        };
-        self.wbuf.clear();
-        result
+        self.send_stream_head(wire == WireBody::Chunked, &[body], clock)
+            .await
     }
 
     /// Sends the head in the header buffer together with the body's first
@@ -570,16 +569,30 @@ impl Client {
             self.send_head(wire, &[piece], clock).await?;
             return Ok(n);
         }
-        self.chunked = true;
         let mut size_line = Vec::with_capacity(16);
         lacquer_http::chunked::chunk_header(piece.len(), &mut size_line);
         let parts: [&[u8]; 3] = [&size_line, &piece, b"\r\n"];
+        self.send_stream_head(true, &parts, clock)
+            .await
+            .map(|()| piece.len() as u64)
+    }
+
+    /// The HTTP/1 tail of the sends above: the head in the header buffer
+    /// and `parts` after it in one gathered write, then the buffer
+    /// emptied. `chunked` says the body that follows is.
+    async fn send_stream_head<P: AsRef<[u8]>>(
+        &mut self,
+        chunked: bool,
+        parts: &[P],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        self.chunked = chunked;
         let result = match &mut self.wire {
-            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, &parts, clock).await,
+            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, parts, clock).await,
             Wire::Fragment(_) | Wire::H2(_) => Ok(()),
         };
         self.wbuf.clear();
-        result.map(|()| piece.len() as u64)
+        result
     }
 
     /// Writes a small complete message with the idle send timeout.
