@@ -4,9 +4,16 @@
 //! travels with the fetch slot so that the insert hashes nothing again.
 //! Objects keep the digest, never the key: 16 bytes inline instead of a
 //! key on the heap; a head (`head.rs`) is found by its objects' digest.
+//!
+//! A table is two: keys that hold one variant and no fetch (nearly all,
+//! once a cache is warm) are entered as their object alone, 8 bytes an
+//! entry; the others (a fetch under way, several variants) as a head,
+//! 16. A lookup that finds a key reads it in place; a change takes the
+//! key's head out and puts it back where its new form belongs
+//! ([`HeadMut`]), or nowhere once it is empty.
 
-use crate::head::Head;
-use crate::object::Digest;
+use crate::head::{Busy, Head};
+use crate::object::{Digest, Object};
 use hashbrown::HashTable;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::collections::hash_map::RandomState;
@@ -47,15 +54,80 @@ fn hash_of(h: &Head) -> u64 {
     h.digest().map_or(0, |d| d.hash())
 }
 
+/// Where a key of one variant goes in its table.
+fn hash_of_one(o: &Arc<Object>) -> u64 {
+    o.digest().map_or(0, |d| d.hash())
+}
+
 /// The sharded index.
 pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
     hashers: [RandomState; 2],
 }
 
-/// One shard's table.
+/// One shard's table: keys of one variant and no fetch, and the others.
 #[derive(Default)]
-pub(crate) struct Table(HashTable<Head>);
+pub(crate) struct Table {
+    ones: HashTable<Arc<Object>>,
+    rest: HashTable<Head>,
+}
+
+/// A key's head as its table holds it, read in place.
+#[derive(Clone, Copy)]
+pub(crate) enum HeadView<'a> {
+    One(&'a Arc<Object>),
+    Rest(&'a Head),
+}
+
+impl<'a> HeadView<'a> {
+    /// The variants, newest first.
+    #[inline]
+    pub fn objs(self) -> &'a [Arc<Object>] {
+        match self {
+            HeadView::One(o) => std::slice::from_ref(o),
+            HeadView::Rest(h) => h.objs(),
+        }
+    }
+
+    /// The fetch under way.
+    #[inline]
+    pub fn busy(self) -> Option<&'a Arc<Busy>> {
+        match self {
+            HeadView::One(_) => None,
+            HeadView::Rest(h) => h.busy(),
+        }
+    }
+}
+
+/// A key's head taken out of its table to be changed; it goes back,
+/// into the part its form belongs in, when this is dropped (an emptied
+/// head stays out: the key has left the table).
+pub(crate) struct HeadMut<'t> {
+    table: &'t mut Table,
+    hash: u64,
+    head: Head,
+}
+
+impl std::ops::Deref for HeadMut<'_> {
+    type Target = Head;
+
+    fn deref(&self) -> &Head {
+        &self.head
+    }
+}
+
+impl std::ops::DerefMut for HeadMut<'_> {
+    fn deref_mut(&mut self) -> &mut Head {
+        &mut self.head
+    }
+}
+
+impl Drop for HeadMut<'_> {
+    fn drop(&mut self) {
+        let head = std::mem::take(&mut self.head);
+        self.table.put(self.hash, head);
+    }
+}
 
 impl Index {
     pub fn new() -> Index {
@@ -87,52 +159,89 @@ impl Index {
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).0.len())
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
             .sum()
     }
 }
 
 impl Table {
-    pub fn iter(&self) -> impl Iterator<Item = &Head> {
-        self.0.iter()
+    /// Every key's head (the ban lurker's walk).
+    pub fn iter(&self) -> impl Iterator<Item = HeadView<'_>> {
+        self.ones
+            .iter()
+            .map(HeadView::One)
+            .chain(self.rest.iter().map(HeadView::Rest))
     }
 
-    pub fn get(&self, d: Digest) -> Option<&Head> {
-        self.0.find(d.hash(), |h| h.digest() == Some(d))
+    /// Keys in the table.
+    pub fn len(&self) -> usize {
+        self.ones.len() + self.rest.len()
     }
 
-    pub fn get_mut(&mut self, d: Digest) -> Option<&mut Head> {
-        self.0.find_mut(d.hash(), |h| h.digest() == Some(d))
+    /// The key's head, read in place.
+    #[inline]
+    pub fn get(&self, d: Digest) -> Option<HeadView<'_>> {
+        let hash = d.hash();
+        if let Some(o) = self.ones.find(hash, |o| o.digest() == Some(d)) {
+            return Some(HeadView::One(o));
+        }
+        self.rest
+            .find(hash, |h| h.digest() == Some(d))
+            .map(HeadView::Rest)
+    }
+
+    /// The key's head, taken out to be changed.
+    pub fn get_mut(&mut self, d: Digest) -> Option<HeadMut<'_>> {
+        let head = self.take(d)?;
+        Some(HeadMut {
+            table: self,
+            hash: d.hash(),
+            head,
+        })
     }
 
     /// Adds a head (with a variant or a fetch) for a key not in the
     /// table.
-    pub fn insert(&mut self, head: Head) -> &mut Head {
+    pub fn insert(&mut self, head: Head) {
         let hash = hash_of(&head);
-        self.0.insert_unique(hash, head, hash_of).into_mut()
+        self.put(hash, head);
     }
 
     /// The key's head, made (and counted in `n_objecthead`) when there
     /// is none; the caller gives a new one its variant before it lets go
-    /// of the table.
-    pub fn head_for(&mut self, d: Digest) -> &mut Head {
-        self.0
-            .entry(d.hash(), |h| h.digest() == Some(d), hash_of)
-            .or_insert_with(|| {
-                COUNTERS.inc(Counter::n_objecthead);
-                Head::Empty
-            })
-            .into_mut()
+    /// of it.
+    pub fn head_for(&mut self, d: Digest) -> HeadMut<'_> {
+        let head = self.take(d).unwrap_or_else(|| {
+            COUNTERS.inc(Counter::n_objecthead);
+            Head::Empty
+        });
+        HeadMut {
+            table: self,
+            hash: d.hash(),
+            head,
+        }
     }
 
-    /// Takes out the key's head (an emptied one included: it is found
-    /// by where it is, not by its digest).
-    pub fn remove(&mut self, d: Digest) {
-        if let Ok(entry) = self
-            .0
-            .find_entry(d.hash(), |h| h.digest().is_none_or(|x| x == d))
-        {
-            entry.remove();
+    /// Takes the key's head out of the table.
+    fn take(&mut self, d: Digest) -> Option<Head> {
+        let hash = d.hash();
+        if let Ok(entry) = self.ones.find_entry(hash, |o| o.digest() == Some(d)) {
+            return Some(Head::One(entry.remove().0));
+        }
+        let entry = self.rest.find_entry(hash, |h| h.digest() == Some(d)).ok()?;
+        Some(entry.remove().0)
+    }
+
+    /// Enters a head where its form belongs (an empty one nowhere).
+    fn put(&mut self, hash: u64, head: Head) {
+        match head {
+            Head::Empty => {}
+            Head::One(o) => {
+                self.ones.insert_unique(hash, o, hash_of_one);
+            }
+            head => {
+                self.rest.insert_unique(hash, head, hash_of);
+            }
         }
     }
 }
@@ -153,5 +262,52 @@ mod tests {
         assert_eq!(std::mem::size_of::<SlotKey>(), 16);
         // Another process (another index) draws other secret keys.
         assert_ne!(Index::new().digest(b"/a\0example.com"), d);
+    }
+
+    /// A key of one variant is its object alone in the table; a fetch or
+    /// a second variant moves it to the heads, and back; an emptied head
+    /// leaves.
+    #[test]
+    fn a_key_sits_where_its_form_belongs() {
+        let index = Index::new();
+        let d = index.digest(b"/one");
+        let obj = |d: Digest| {
+            let o = Arc::new(crate::tests::plain_object());
+            o.set_digest(d);
+            o
+        };
+        let (a, b) = (obj(d), obj(d));
+        let mut t = Table::default();
+        t.head_for(d).push_front(a.clone());
+        assert_eq!((t.ones.len(), t.rest.len()), (1, 0));
+        assert!(matches!(t.get(d), Some(HeadView::One(o)) if Arc::ptr_eq(o, &a)));
+        // A refresh under way: a head with the object and the fetch.
+        let (busy, _) = Busy::new(d);
+        t.get_mut(d).unwrap().set_busy(Some(busy.clone()));
+        assert_eq!((t.ones.len(), t.rest.len()), (0, 1));
+        assert!(t.get(d).unwrap().busy().is_some());
+        assert_eq!(t.get(d).unwrap().objs().len(), 1);
+        t.get_mut(d).unwrap().set_busy(None);
+        assert_eq!((t.ones.len(), t.rest.len()), (1, 0));
+        // Two variants, then one again, then none.
+        t.get_mut(d).unwrap().push_front(b.clone());
+        assert_eq!((t.ones.len(), t.rest.len(), t.len()), (0, 1, 1));
+        let objs = t.get(d).unwrap().objs().to_vec();
+        assert!(Arc::ptr_eq(&objs[0], &b) && Arc::ptr_eq(&objs[1], &a));
+        t.get_mut(d).unwrap().retain(|o| Arc::ptr_eq(o, &a));
+        assert_eq!((t.ones.len(), t.rest.len()), (1, 0));
+        t.get_mut(d).unwrap().retain(|_| false);
+        assert_eq!(t.len(), 0);
+        assert!(t.get(d).is_none() && t.get_mut(d).is_none());
+        // A first miss: the fetch alone, among the heads.
+        t.insert(Head::Fetching(busy));
+        assert_eq!((t.ones.len(), t.rest.len()), (0, 1));
+        // Other keys alongside are found by their own digests.
+        let e = index.digest(b"/two");
+        t.head_for(e).push_front(obj(e));
+        assert_eq!(t.iter().count(), 2);
+        assert_eq!(t.iter().map(|h| h.objs().len()).sum::<usize>(), 1);
+        assert!(t.get(e).is_some_and(|h| h.busy().is_none()));
+        assert!(t.get(d).is_some_and(|h| h.objs().is_empty()));
     }
 }

@@ -249,30 +249,42 @@ impl Cache {
     ) -> Lookup {
         let digest = self.index.digest(key);
         let mut map = self.lock_awake(digest, now);
-        let Some(head) = map.get_mut(digest) else {
-            let (busy, _) = Busy::new(digest);
-            map.insert(Head::Fetching(busy.clone()));
-            COUNTERS.inc(Counter::n_objecthead);
-            drop(map);
-            return Lookup::Miss(self.slot(digest, key, Some(busy)));
-        };
         let head_seq = self.bans.head_seq();
-        if head.objs().iter().any(|o| o.ban_seq() < head_seq) {
-            head.retain(|o| {
-                let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
-                if dead {
-                    o.mark_removed();
-                    banned.push(o.clone());
-                }
-                !dead
-            });
+        let ban_due = match map.get(digest) {
+            None => {
+                let (busy, _) = Busy::new(digest);
+                map.insert(Head::Fetching(busy.clone()));
+                COUNTERS.inc(Counter::n_objecthead);
+                drop(map);
+                return Lookup::Miss(self.slot(digest, key, Some(busy)));
+            }
+            Some(head) => head.objs().iter().any(|o| o.ban_seq() < head_seq),
+        };
+        // The one change a lookup makes before it decides: variants newer
+        // bans kill leave the head. A lookup that changes nothing reads
+        // the head in place.
+        if ban_due {
+            if let Some(mut head) = map.get_mut(digest) {
+                head.retain(|o| {
+                    let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
+                    if dead {
+                        o.mark_removed();
+                        banned.push(o.clone());
+                    }
+                    !dead
+                });
+            };
         }
+        // None: every variant was banned (the head, still counted, went).
+        let head = map.get(digest);
+        let objs = head.map_or(&[][..], |h| h.objs());
+        let head_busy = head.and_then(|h| h.busy());
         let req = req.headers;
         let mut grace: Option<&Arc<Object>> = None;
         // An object past its grace but within keep, that a conditional
         // fetch can revalidate or a failed one fall back on.
         let mut kept: Option<&Arc<Object>> = None;
-        for obj in head.objs() {
+        for obj in objs {
             if !wants.ignore_vary && obj.vary().as_ref().is_some_and(|v| !v.matches(req)) {
                 continue;
             }
@@ -316,7 +328,7 @@ impl Cache {
             }
         }
         let grace = grace.cloned();
-        if head.busy().is_some() && grace.is_none() && wants.ignore_busy {
+        if head_busy.is_some() && grace.is_none() && wants.ignore_busy {
             // Its own fetch, which replaces the variant when it is done
             // and makes nobody wait.
             drop(map);
@@ -324,15 +336,14 @@ impl Cache {
         }
         // Predictive vary: a fetch under way for another variant is not
         // waited for; this request fetches its own.
-        let other_variant = head
-            .busy()
+        let other_variant = head_busy
             .and_then(|b| b.vary.as_ref())
             .is_some_and(|v| !v.matches(req));
         if other_variant && grace.is_none() && !wants.ignore_vary {
             drop(map);
             return Lookup::Miss(self.slot(digest, key, None));
         }
-        if let Some(busy) = head.busy() {
+        if let Some(busy) = head_busy {
             return match grace {
                 Some(obj) => {
                     count_hit(&obj, true);
@@ -342,13 +353,20 @@ impl Cache {
             };
         }
         let kept = kept.cloned();
-        let predicted = head
-            .objs()
-            .iter()
-            .find_map(|o| o.vary())
-            .map(|v| v.predict(req));
+        let predicted = objs.iter().find_map(|o| o.vary()).map(|v| v.predict(req));
         let (busy, _) = Busy::predicting(digest, predicted);
-        head.set_busy(Some(busy.clone()));
+        let banned_out = match map.get_mut(digest) {
+            Some(mut head) => {
+                head.set_busy(Some(busy.clone()));
+                false
+            }
+            None => true,
+        };
+        if banned_out {
+            // Its variants were all banned just now: the key's head (still
+            // counted) comes back as this fetch.
+            map.insert(Head::Fetching(busy.clone()));
+        }
         drop(map);
         let mut slot = self.slot(digest, key, Some(busy));
         match grace {
@@ -477,13 +495,13 @@ impl Cache {
         }
         if let Some(digest) = obj.digest() {
             let mut map = self.index.lock(digest.hash());
-            if let Some(head) = map.get_mut(digest) {
+            if let Some(mut head) = map.get_mut(digest) {
                 head.retain(|o| !Arc::ptr_eq(o, obj));
+                // An emptied head is not put back.
                 if head.is_empty() {
-                    map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
-            }
+            };
         }
         self.forget(obj, why);
     }

@@ -97,7 +97,7 @@ impl FetchSlot {
         let mut replaced = Vec::new();
         {
             let mut map = cache.lock_awake(digest, lacquer_core::time::now());
-            let head = map.head_for(digest);
+            let mut head = map.head_for(digest);
             // Its fetch ends first: a first miss's head is then its
             // object alone, with nothing boxed on the way.
             let mine = match (&self.busy, head.busy()) {
@@ -140,15 +140,15 @@ impl FetchSlot {
         {
             let digest = self.key.digest();
             let mut map = self.cache.index.lock(digest.hash());
-            if let Some(head) = map.get_mut(digest) {
+            if let Some(mut head) = map.get_mut(digest) {
                 if head.busy().is_some_and(|b| Arc::ptr_eq(b, &busy)) {
                     head.set_busy(None);
                 }
+                // An emptied head is not put back.
                 if head.is_empty() {
-                    map.remove(digest);
                     COUNTERS.dec(Counter::n_objecthead);
                 }
-            }
+            };
         }
         busy.tx.send_replace(state);
     }

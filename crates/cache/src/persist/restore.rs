@@ -144,7 +144,7 @@ impl Cache {
         let mut woken = Vec::with_capacity(built.len());
         for (_, obj) in built {
             obj.set_digest(digest);
-            let head = map.head_for(digest);
+            let mut head = map.head_for(digest);
             let mut replaced = Vec::new();
             head.retain(|old| {
                 let same = old.vary() == obj.vary();
