@@ -11,6 +11,7 @@ pub mod body;
 mod expiry;
 pub mod file;
 pub mod fill;
+mod floats;
 mod head;
 mod index;
 pub mod object;
