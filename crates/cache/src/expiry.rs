@@ -1,8 +1,11 @@
-//! The expiry queue: every indexed object by the millisecond its lifetime
+//! The expiry queue: every indexed object by the second its lifetime
 //! ends, in a binary heap whose entries know their place (each object
 //! keeps its index in the heap, as Varnish's objcores do), so that taking
-//! one out is O(log n) without a search. An entry is 16 bytes: the time
-//! and the object.
+//! one out is O(log n) without a search. An entry is 12 bytes: the time,
+//! rounded up to the second (32 bits last past 2100), beside the object,
+//! in two parallel block vectors. The queue is read once a second, so an
+//! object leaves it at most about two seconds after its lifetime ends;
+//! lookups test the exact time and never serve it past its end.
 
 use crate::blocks::Blocks;
 use crate::object::{Object, NOT_QUEUED};
@@ -12,14 +15,17 @@ use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub(crate) struct Expiry {
-    /// In blocks rather than a doubling vector (`blocks.rs`).
-    heap: Blocks<Entry>,
+    /// In blocks rather than doubling vectors (`blocks.rs`): each entry's
+    /// time (seconds of the epoch) and object, at the same index.
+    times: Blocks<u32>,
+    objs: Blocks<Arc<Object>>,
 }
 
-#[derive(Debug)]
-struct Entry {
-    at: u64,
-    obj: Arc<Object>,
+/// The second (of the epoch) a time in milliseconds falls due: rounded
+/// up, so that nothing leaves the queue before its time; past what 32
+/// bits hold, the last second they do.
+fn due_second(at_ms: u64) -> u32 {
+    u32::try_from(at_ms.div_ceil(1000)).unwrap_or(u32::MAX)
 }
 
 impl Expiry {
@@ -27,15 +33,13 @@ impl Expiry {
     /// object already queued moves to its new time.
     pub fn insert(&mut self, at: u64, obj: &Arc<Object>) {
         self.remove(obj);
-        if self.heap.len() >= NOT_QUEUED as usize {
+        if self.objs.len() >= NOT_QUEUED as usize {
             // Four billion queued: this one lives until evicted.
             return;
         }
-        let i = self.heap.len();
-        self.heap.push(Entry {
-            at,
-            obj: obj.clone(),
-        });
+        let i = self.objs.len();
+        self.times.push(due_second(at));
+        self.objs.push(obj.clone());
         obj.set_expiry_slot(i as u32);
         self.sift_up(i);
     }
@@ -48,9 +52,9 @@ impl Expiry {
         }
         let i = i as usize;
         if !self
-            .heap
+            .objs
             .get(i)
-            .is_some_and(|e| std::ptr::eq(Arc::as_ptr(&e.obj), obj))
+            .is_some_and(|o| std::ptr::eq(Arc::as_ptr(o), obj))
         {
             return false;
         }
@@ -60,7 +64,7 @@ impl Expiry {
 
     /// The next object due by `now` (milliseconds), out of the queue.
     pub fn pop_due(&mut self, now: u64) -> Option<Arc<Object>> {
-        if self.heap.get(0)?.at > now {
+        if u64::from(*self.times.get(0)?) * 1000 > now {
             return None;
         }
         Some(self.take(0))
@@ -69,32 +73,35 @@ impl Expiry {
     /// Objects queued.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.objs.len()
     }
 
     fn take(&mut self, i: usize) -> Arc<Object> {
-        let last = self.heap.len() - 1;
-        self.heap.swap(i, last);
-        let gone = self.heap.pop().expect("an entry");
-        gone.obj.set_expiry_slot(NOT_QUEUED);
-        if i < self.heap.len() {
-            self.heap[i].obj.set_expiry_slot(i as u32);
+        let last = self.objs.len() - 1;
+        self.times.swap(i, last);
+        self.objs.swap(i, last);
+        self.times.pop();
+        let gone = self.objs.pop().expect("an entry");
+        gone.set_expiry_slot(NOT_QUEUED);
+        if i < self.objs.len() {
+            self.objs[i].set_expiry_slot(i as u32);
             let i = self.sift_up(i);
             self.sift_down(i);
         }
-        gone.obj
+        gone
     }
 
     fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.heap[a].obj.set_expiry_slot(a as u32);
-        self.heap[b].obj.set_expiry_slot(b as u32);
+        self.times.swap(a, b);
+        self.objs.swap(a, b);
+        self.objs[a].set_expiry_slot(a as u32);
+        self.objs[b].set_expiry_slot(b as u32);
     }
 
     fn sift_up(&mut self, mut i: usize) -> usize {
         while i > 0 {
             let parent = (i - 1) / 2;
-            if self.heap[parent].at <= self.heap[i].at {
+            if self.times[parent] <= self.times[i] {
                 break;
             }
             self.swap(parent, i);
@@ -107,10 +114,11 @@ impl Expiry {
         loop {
             let (l, r) = (2 * i + 1, 2 * i + 2);
             let mut least = i;
-            if l < self.heap.len() && self.heap[l].at < self.heap[least].at {
+            let len = self.objs.len();
+            if l < len && self.times[l] < self.times[least] {
                 least = l;
             }
-            if r < self.heap.len() && self.heap[r].at < self.heap[least].at {
+            if r < len && self.times[r] < self.times[least] {
                 least = r;
             }
             if least == i {
@@ -177,9 +185,11 @@ mod tests {
     fn objects_come_out_in_time_order_and_leave_from_anywhere() {
         let objs = objects(200);
         let mut q = Expiry::default();
-        // Times in a scrambled order, some equal.
+        // Times in a scrambled order, some equal (whole seconds, in
+        // milliseconds).
+        let due = |i: usize| ((i * 7919) % 100) as u64 * 1000;
         for (i, o) in objs.iter().enumerate() {
-            q.insert(((i * 7919) % 100) as u64, o);
+            q.insert(due(i), o);
         }
         assert_eq!(q.len(), 200);
         // Every third leaves from wherever it is.
@@ -189,26 +199,41 @@ mod tests {
             assert_eq!(o.expiry_slot(), NOT_QUEUED);
         }
         // One moves to a later time.
-        q.insert(1000, &objs[1]);
+        q.insert(1_000_000, &objs[1]);
         let mut last = 0;
         let mut out = Vec::new();
-        while let Some(o) = q.pop_due(999) {
+        while let Some(o) = q.pop_due(999_999) {
             let at = out.len();
             out.push(o);
             let t = objs.iter().position(|x| Arc::ptr_eq(x, &out[at])).unwrap();
-            let due = ((t * 7919) % 100) as u64;
-            assert!(due >= last, "in order");
-            last = due;
+            assert!(due(t) >= last, "in order");
+            last = due(t);
         }
         assert_eq!(out.len(), 200 - 67 - 1);
         assert!(out.iter().all(|o| o.expiry_slot() == NOT_QUEUED));
-        assert!(q.pop_due(999).is_none(), "the moved one is not due yet");
-        assert!(Arc::ptr_eq(&q.pop_due(1000).unwrap(), &objs[1]));
+        assert!(q.pop_due(999_999).is_none(), "the moved one is not due yet");
+        assert!(Arc::ptr_eq(&q.pop_due(1_000_000).unwrap(), &objs[1]));
         assert_eq!(q.len(), 0);
     }
 
+    /// A time is due at the end of its second, never before it; past
+    /// what 32 bits of seconds hold, at the last of them.
     #[test]
-    fn an_entry_is_sixteen_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 16);
+    fn times_fall_due_at_the_end_of_their_second() {
+        let objs = objects(3);
+        let mut q = Expiry::default();
+        q.insert(5_001, &objs[0]);
+        q.insert(5_000, &objs[1]);
+        q.insert(u64::MAX / 2, &objs[2]);
+        assert!(Arc::ptr_eq(&q.pop_due(5_000).unwrap(), &objs[1]));
+        assert!(q.pop_due(5_999).is_none(), "5.001 s is not due at 5.999");
+        assert!(Arc::ptr_eq(&q.pop_due(6_000).unwrap(), &objs[0]));
+        assert!(q.pop_due(u64::from(u32::MAX) * 1000 - 1).is_none());
+        assert!(Arc::ptr_eq(
+            &q.pop_due(u64::from(u32::MAX) * 1000).unwrap(),
+            &objs[2]
+        ));
+        assert_eq!(due_second(0), 0);
+        assert_eq!(due_second(1), 1);
     }
 }
