@@ -419,12 +419,6 @@ impl PartialEq for Value<'_> {
     }
 }
 
-impl PartialEq<&[u8]> for Value<'_> {
-    fn eq(&self, other: &&[u8]) -> bool {
-        *self.bytes() == **other
-    }
-}
-
 /// The text of a date kept as seconds; a thread writes the one it wrote
 /// last again from memory (a hit on the same object, or objects fetched
 /// in the same second).
