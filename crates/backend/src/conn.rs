@@ -191,9 +191,8 @@ impl<'a> Conn<'a> {
 
     async fn fill(&mut self, limit: std::time::Duration, first: bool) -> Result<usize, FetchError> {
         if self.buf.capacity() == 0 {
-            // The thread's spare: an exchange's read buffer made and let
-            // go per fetch left a 64 KiB hole each time, split by the
-            // objects made meanwhile (see `Drop`).
+            // The thread's spare (see `Drop`): an exchange began with an
+            // empty buffer, and made and let go 64 KiB for every fetch.
             self.buf = take_read_buf();
         } else if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(READ_SIZE);
