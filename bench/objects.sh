@@ -71,5 +71,5 @@ fill() {
 
 fill lacquer "$LQ_PORT" "$LQ_PID"
 fill varnish "$VA_PORT" "$VA_PID"
-awk '{ per[$1] = $(NF - 1) } END { printf "bytes per object: Lacquer/Varnish %.2fx (goal <= 0.35x)\n", per["lacquer"] / per["varnish"] }' \
+awk '{ per[$1] = $(NF - 1) } END { printf "bytes per object: Lacquer/Varnish %.3fx (goal <= 0.35x)\n", per["lacquer"] / per["varnish"] }' \
     "$WORK/results.txt"

@@ -1,11 +1,16 @@
-//! The expiry queue: every indexed object by the second its lifetime
-//! ends, in a binary heap whose entries know their place (each object
-//! keeps its index in the heap, as Varnish's objcores do), so that taking
-//! one out is O(log n) without a search. An entry is 12 bytes: the time,
-//! rounded up to the second (32 bits last past 2100), beside the object,
-//! in two parallel block vectors. The queue is read once a second, so an
-//! object leaves it at most about two seconds after its lifetime ends;
+//! The expiry queues: objects by the second their lifetime ends, in
+//! binary heaps whose entries know their place (each object keeps its
+//! index in its heap, as Varnish's objcores do), so that taking one out
+//! is O(log n) without a search. An entry's time is rounded up to the
+//! second (32 bits last past 2100); the queues are read once a second, so
+//! an object leaves at most about two seconds after its lifetime ends;
 //! lookups test the exact time and never serve it past its end.
+//!
+//! An object of a store with eviction lists is queued in those lists'
+//! heap (`lru.rs`), by the number of its node there, which holds the
+//! object already: 8 bytes an entry. The rest (Transient, a persistent
+//! store, objects of no store) are queued here by the object itself: 12
+//! bytes an entry.
 
 use crate::blocks::Blocks;
 use crate::object::{Object, NOT_QUEUED};
@@ -13,12 +18,27 @@ use crate::{Cache, Removal};
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::Arc;
 
-#[derive(Debug, Default)]
-pub(crate) struct Expiry {
-    /// In blocks rather than doubling vectors (`blocks.rs`): each entry's
-    /// time (seconds of the epoch) and object, at the same index.
+/// Tells an entry's object where in its heap the entry is now
+/// ([`NOT_QUEUED`]: out of it).
+pub(crate) trait Places<R> {
+    fn place(&self, entry: &R, at: u32);
+}
+
+/// A heap of due seconds and what they are for (`R`: an object, or a
+/// node number), in two parallel block vectors (`blocks.rs`).
+#[derive(Debug)]
+pub(crate) struct Heap<R> {
     times: Blocks<u32>,
-    objs: Blocks<Arc<Object>>,
+    refs: Blocks<R>,
+}
+
+impl<R> Default for Heap<R> {
+    fn default() -> Self {
+        Heap {
+            times: Blocks::default(),
+            refs: Blocks::default(),
+        }
+    }
 }
 
 /// The second (of the epoch) a time in milliseconds falls due: rounded
@@ -28,20 +48,115 @@ fn due_second(at_ms: u64) -> u32 {
     u32::try_from(at_ms.div_ceil(1000)).unwrap_or(u32::MAX)
 }
 
+impl<R> Heap<R> {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// The entry at `i`.
+    pub fn get(&self, i: usize) -> Option<&R> {
+        self.refs.get(i)
+    }
+
+    /// Queues `r` due at `at_ms` (milliseconds of the epoch); false when
+    /// the heap is full (four billion entries).
+    pub fn push(&mut self, at_ms: u64, r: R, places: &impl Places<R>) -> bool {
+        if self.refs.len() >= NOT_QUEUED as usize {
+            return false;
+        }
+        let i = self.refs.len();
+        self.times.push(due_second(at_ms));
+        self.refs.push(r);
+        places.place(&self.refs[i], i as u32);
+        self.sift_up(i, places);
+        true
+    }
+
+    /// Whether the first entry is due by `now_ms`.
+    pub fn due(&self, now_ms: u64) -> bool {
+        self.times
+            .get(0)
+            .is_some_and(|&t| u64::from(t) * 1000 <= now_ms)
+    }
+
+    /// Takes the entry at `i` out.
+    pub fn take(&mut self, i: usize, places: &impl Places<R>) -> R {
+        let last = self.refs.len() - 1;
+        self.times.swap(i, last);
+        self.refs.swap(i, last);
+        self.times.pop();
+        let gone = self.refs.pop().expect("an entry");
+        places.place(&gone, NOT_QUEUED);
+        if i < self.refs.len() {
+            places.place(&self.refs[i], i as u32);
+            let i = self.sift_up(i, places);
+            self.sift_down(i, places);
+        }
+        gone
+    }
+
+    fn swap(&mut self, a: usize, b: usize, places: &impl Places<R>) {
+        self.times.swap(a, b);
+        self.refs.swap(a, b);
+        places.place(&self.refs[a], a as u32);
+        places.place(&self.refs[b], b as u32);
+    }
+
+    fn sift_up(&mut self, mut i: usize, places: &impl Places<R>) -> usize {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.times[parent] <= self.times[i] {
+                break;
+            }
+            self.swap(parent, i, places);
+            i = parent;
+        }
+        i
+    }
+
+    fn sift_down(&mut self, mut i: usize, places: &impl Places<R>) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            let len = self.refs.len();
+            if l < len && self.times[l] < self.times[least] {
+                least = l;
+            }
+            if r < len && self.times[r] < self.times[least] {
+                least = r;
+            }
+            if least == i {
+                return;
+            }
+            self.swap(i, least, places);
+            i = least;
+        }
+    }
+}
+
+/// An object queued by itself: it keeps its place.
+struct ByObject;
+
+impl Places<Arc<Object>> for ByObject {
+    fn place(&self, obj: &Arc<Object>, at: u32) {
+        obj.set_expiry_slot(at);
+    }
+}
+
+/// The cache's own queue, of objects not in eviction lists.
+#[derive(Debug, Default)]
+pub(crate) struct Expiry {
+    heap: Heap<Arc<Object>>,
+}
+
 impl Expiry {
     /// Queues an object due at `at` (milliseconds of the epoch). An
     /// object already queued moves to its new time.
     pub fn insert(&mut self, at: u64, obj: &Arc<Object>) {
         self.remove(obj);
-        if self.objs.len() >= NOT_QUEUED as usize {
-            // Four billion queued: this one lives until evicted.
-            return;
-        }
-        let i = self.objs.len();
-        self.times.push(due_second(at));
-        self.objs.push(obj.clone());
-        obj.set_expiry_slot(i as u32);
-        self.sift_up(i);
+        // Past four billion queued, an object lives until evicted.
+        self.heap.push(at, obj.clone(), &ByObject);
     }
 
     /// Takes an object out of the queue; false when it was not in it.
@@ -52,81 +167,25 @@ impl Expiry {
         }
         let i = i as usize;
         if !self
-            .objs
+            .heap
             .get(i)
             .is_some_and(|o| std::ptr::eq(Arc::as_ptr(o), obj))
         {
             return false;
         }
-        self.take(i);
+        self.heap.take(i, &ByObject);
         true
     }
 
     /// The next object due by `now` (milliseconds), out of the queue.
     pub fn pop_due(&mut self, now: u64) -> Option<Arc<Object>> {
-        if u64::from(*self.times.get(0)?) * 1000 > now {
-            return None;
-        }
-        Some(self.take(0))
+        self.heap.due(now).then(|| self.heap.take(0, &ByObject))
     }
 
     /// Objects queued.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.objs.len()
-    }
-
-    fn take(&mut self, i: usize) -> Arc<Object> {
-        let last = self.objs.len() - 1;
-        self.times.swap(i, last);
-        self.objs.swap(i, last);
-        self.times.pop();
-        let gone = self.objs.pop().expect("an entry");
-        gone.set_expiry_slot(NOT_QUEUED);
-        if i < self.objs.len() {
-            self.objs[i].set_expiry_slot(i as u32);
-            let i = self.sift_up(i);
-            self.sift_down(i);
-        }
-        gone
-    }
-
-    fn swap(&mut self, a: usize, b: usize) {
-        self.times.swap(a, b);
-        self.objs.swap(a, b);
-        self.objs[a].set_expiry_slot(a as u32);
-        self.objs[b].set_expiry_slot(b as u32);
-    }
-
-    fn sift_up(&mut self, mut i: usize) -> usize {
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.times[parent] <= self.times[i] {
-                break;
-            }
-            self.swap(parent, i);
-            i = parent;
-        }
-        i
-    }
-
-    fn sift_down(&mut self, mut i: usize) {
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut least = i;
-            let len = self.objs.len();
-            if l < len && self.times[l] < self.times[least] {
-                least = l;
-            }
-            if r < len && self.times[r] < self.times[least] {
-                least = r;
-            }
-            if least == i {
-                return;
-            }
-            self.swap(i, least);
-            i = least;
-        }
+        self.heap.len()
     }
 }
 
@@ -142,6 +201,9 @@ impl Cache {
                 due.push(obj);
             }
         }
+        for store in &self.stores {
+            store.expiry_pop_due(now_ms, &mut due);
+        }
         let mut n = 0;
         for obj in due {
             if obj.expires_at() <= now {
@@ -154,6 +216,9 @@ impl Cache {
         n
     }
 
+    /// Queues an object for the end of its lifetime (again, when it is
+    /// queued already): in its store's eviction lists when it is on
+    /// them, else in the cache's own queue.
     pub(crate) fn schedule(&self, obj: &Arc<Object>) {
         let at = obj.expires_at();
         let at_ms = if at.is_finite() {
@@ -163,11 +228,30 @@ impl Cache {
         };
         COUNTERS.inc(Counter::exp_mailed);
         COUNTERS.inc(Counter::exp_received);
+        if obj.store().is_some_and(|s| s.expiry_insert(obj, at_ms)) {
+            return;
+        }
         let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
         // Removed meanwhile: its removal found no entry, and none is made.
         if !obj.is_removed() {
             exp.insert(at_ms, obj);
         }
+    }
+
+    /// Takes an object out of whichever expiry queue holds it.
+    pub(crate) fn unschedule(&self, obj: &Object) {
+        if obj.store().is_some_and(|s| s.expiry_remove(obj)) {
+            return;
+        }
+        let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
+        exp.remove(obj);
+    }
+
+    /// Objects queued for expiry, in every queue (for tests).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        let own = self.expiry.lock().unwrap().len();
+        own + self.stores.iter().map(|s| s.expiry_len()).sum::<usize>()
     }
 }
 

@@ -14,6 +14,7 @@ pub mod fill;
 mod floats;
 mod head;
 mod index;
+mod lru;
 pub mod object;
 mod packed;
 pub mod persist;
@@ -575,10 +576,7 @@ impl Cache {
         let Some(timers) = how.reduce(obj.timers(), now) else {
             return false;
         };
-        {
-            let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
-            exp.remove(obj);
-        }
+        self.unschedule(obj);
         obj.set_timers(timers);
         if let Some(store) = obj.store() {
             store.engine().retimed(obj);
@@ -604,9 +602,9 @@ impl Cache {
             store.lru_remove(obj);
         }
         if obj.digest().is_some() {
-            // Under the lock, always: a schedule racing with this removal
-            // either comes first (and its entry goes here) or sees the
-            // object removed.
+            // Its entry on the lists went with its node. Under the lock,
+            // always: a schedule racing with this removal either comes
+            // first (and its entry goes here) or sees the object removed.
             let mut exp = self.expiry.lock().unwrap_or_else(|e| e.into_inner());
             exp.remove(obj);
         }

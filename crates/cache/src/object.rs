@@ -237,7 +237,7 @@ impl From<Bytes> for StoredHead {
 /// entry, its expiry and LRU entries, the allocator's rounding to its
 /// size classes), so that a store's budget bounds the memory its objects
 /// take.
-pub const OBJECT_OVERHEAD: u64 = 262;
+pub const OBJECT_OVERHEAD: u64 = 258;
 
 impl Object {
     pub fn new(init: ObjectInit) -> Self {

@@ -15,7 +15,7 @@
 //! memory engine (`malloc`) places nothing: bytes stay on the heap in the
 //! very buffers a fetch filled.
 
-use crate::blocks::Blocks;
+use crate::lru::{Lru, NIL, NO_SLOT};
 use crate::object::Object;
 use crate::space::Room;
 use lacquer_core::counters::{StoreCounter, StoreCounters};
@@ -137,176 +137,6 @@ impl Engine for Malloc {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
-    }
-}
-
-/// The eviction lists, a segmented LRU: a new object starts on the
-/// probation list and moves to the protected one when it is asked for
-/// again; eviction takes probation's least recently used first. A crawl
-/// of objects asked once therefore churns probation and leaves what is
-/// asked again alone (`bench/scan.sh`). Protected holds at most
-/// [`PROTECTED_SHARE`] of the objects; past it, its least recently used
-/// goes back to probation. Both are doubly linked lists in one slab, so
-/// objects are moved and removed by index without searching.
-#[derive(Debug, Default)]
-struct Lru {
-    nodes: Blocks<LruNode>,
-    free: Vec<u32>,
-    lists: [List; 2],
-}
-
-/// The two segments, as indices into `Lru::lists`.
-const PROBATION: usize = 0;
-const PROTECTED: usize = 1;
-
-/// The most of the listed objects the protected segment holds, in
-/// percent.
-const PROTECTED_SHARE: usize = 80;
-
-#[derive(Debug, Default, Clone, Copy)]
-struct List {
-    head: Option<usize>,
-    tail: Option<usize>,
-    len: usize,
-}
-
-/// One object's place on the lists: 16 bytes. Links are slab indices in
-/// 31 bits; the top bit of `prev` says which segment the node is on.
-#[derive(Debug)]
-struct LruNode {
-    prev: u32,
-    next: u32,
-    obj: Option<Arc<Object>>,
-}
-
-/// An object on no list, as its `lru_slot` says it.
-const NO_SLOT: usize = u32::MAX as usize;
-
-/// No node (the end of a list).
-const NIL: u32 = 0x7fff_ffff;
-const SEGMENT_BIT: u32 = 1 << 31;
-
-impl LruNode {
-    fn new(obj: Arc<Object>) -> LruNode {
-        LruNode {
-            prev: NIL,
-            next: NIL,
-            obj: Some(obj),
-        }
-    }
-
-    fn prev(&self) -> Option<usize> {
-        let p = self.prev & !SEGMENT_BIT;
-        (p != NIL).then_some(p as usize)
-    }
-
-    fn set_prev(&mut self, p: Option<usize>) {
-        self.prev = (self.prev & SEGMENT_BIT) | p.map_or(NIL, |p| p as u32);
-    }
-
-    fn next(&self) -> Option<usize> {
-        (self.next != NIL).then_some(self.next as usize)
-    }
-
-    fn set_next(&mut self, n: Option<usize>) {
-        self.next = n.map_or(NIL, |n| n as u32);
-    }
-
-    fn segment(&self) -> usize {
-        (self.prev >> 31) as usize
-    }
-
-    fn set_segment(&mut self, seg: usize) {
-        self.prev = (self.prev & !SEGMENT_BIT) | ((seg as u32) << 31);
-    }
-}
-
-impl Lru {
-    fn unlink(&mut self, i: usize) {
-        let (prev, next, seg) = (
-            self.nodes[i].prev(),
-            self.nodes[i].next(),
-            self.nodes[i].segment(),
-        );
-        let list = &mut self.lists[seg];
-        match prev {
-            Some(p) => self.nodes[p].set_next(next),
-            None => list.head = next,
-        }
-        match next {
-            Some(n) => self.nodes[n].set_prev(prev),
-            None => list.tail = prev,
-        }
-        list.len -= 1;
-        self.nodes[i].set_prev(None);
-        self.nodes[i].set_next(None);
-    }
-
-    fn push_front(&mut self, i: usize, seg: usize) {
-        let list = &mut self.lists[seg];
-        self.nodes[i].set_next(list.head);
-        self.nodes[i].set_prev(None);
-        self.nodes[i].set_segment(seg);
-        if let Some(h) = list.head {
-            self.nodes[h].set_prev(Some(i));
-        }
-        list.head = Some(i);
-        if list.tail.is_none() {
-            list.tail = Some(i);
-        }
-        list.len += 1;
-    }
-
-    fn insert(&mut self, obj: Arc<Object>) -> usize {
-        let node = LruNode::new(obj);
-        let i = match self.free.pop() {
-            Some(i) => {
-                let i = i as usize;
-                self.nodes[i] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            }
-        };
-        self.push_front(i, PROBATION);
-        i
-    }
-
-    /// Moves an object asked for again to the front of the protected
-    /// list, sending protected's oldest back to probation past its share.
-    fn touch(&mut self, i: usize) {
-        self.unlink(i);
-        self.push_front(i, PROTECTED);
-        let total = self.lists[PROBATION].len + self.lists[PROTECTED].len;
-        if self.lists[PROTECTED].len * 100 > total * PROTECTED_SHARE {
-            if let Some(oldest) = self.lists[PROTECTED].tail {
-                self.unlink(oldest);
-                self.push_front(oldest, PROBATION);
-                if let Some(o) = &self.nodes[oldest].obj {
-                    o.set_lru_protected(false);
-                }
-            }
-        }
-    }
-
-    /// The object to evict: probation's least recently used, else
-    /// protected's.
-    fn victim(&self) -> Option<usize> {
-        self.lists[PROBATION].tail.or(self.lists[PROTECTED].tail)
-    }
-
-    #[cfg(test)]
-    fn is_protected(&self, i: usize) -> bool {
-        self.nodes[i].segment() == PROTECTED
-    }
-
-    fn remove(&mut self, i: usize) -> Option<Arc<Object>> {
-        let obj = self.nodes.get_mut(i)?.obj.take()?;
-        self.unlink(i);
-        self.free.push(i as u32);
-        Some(obj)
     }
 }
 
@@ -522,6 +352,52 @@ impl Store {
         slot != NO_SLOT && lru.is_protected(slot)
     }
 
+    /// Queues an object on the lists for the end of its lifetime (at
+    /// `at_ms`, milliseconds of the epoch). False when it is on no list:
+    /// the cache's own queue takes it then. A removed object is queued
+    /// nowhere.
+    pub(crate) fn expiry_insert(&self, obj: &Object, at_ms: u64) -> bool {
+        let Some(lru) = &self.lru else { return false };
+        let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = listed(&lru, obj) else {
+            return false;
+        };
+        if !obj.is_removed() {
+            lru.schedule(slot, at_ms);
+        }
+        true
+    }
+
+    /// Takes an object on the lists out of their expiry queue; false when
+    /// it is on no list.
+    pub(crate) fn expiry_remove(&self, obj: &Object) -> bool {
+        let Some(lru) = &self.lru else { return false };
+        let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = listed(&lru, obj) else {
+            return false;
+        };
+        lru.unschedule(slot);
+        true
+    }
+
+    /// Pushes the listed objects due by `now_ms` on `out`, out of the
+    /// queue (still on the lists).
+    pub(crate) fn expiry_pop_due(&self, now_ms: u64, out: &mut Vec<Arc<Object>>) {
+        let Some(lru) = &self.lru else { return };
+        let mut lru = lru.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(obj) = lru.pop_due(now_ms) {
+            out.push(obj);
+        }
+    }
+
+    /// Objects queued for expiry on the lists (for tests).
+    #[cfg(test)]
+    pub(crate) fn expiry_len(&self) -> usize {
+        self.lru
+            .as_ref()
+            .map_or(0, |l| l.lock().unwrap_or_else(|e| e.into_inner()).queued())
+    }
+
     /// Objects on the LRU list.
     pub fn lru_len(&self) -> usize {
         match &self.lru {
@@ -534,10 +410,16 @@ impl Store {
     }
 }
 
+/// The node of an object on the lists (read under their lock).
+fn listed(lru: &Lru, obj: &Object) -> Option<usize> {
+    let slot = obj.lru_slot.load(Ordering::Relaxed) as usize;
+    let node = lru.nodes.get(slot)?.obj.as_ref()?;
+    std::ptr::eq(Arc::as_ptr(node), obj).then_some(slot)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::blocks::BLOCK;
 
     #[test]
     fn the_heap_places_nothing() {
@@ -547,48 +429,5 @@ mod tests {
             Malloc.allocate(5, 5, false, &obj, &mut evicted),
             Placement::Heap
         ));
-    }
-
-    #[test]
-    fn lists_span_blocks_of_the_slab_and_reuse_freed_nodes() {
-        let mut lru = Lru::default();
-        let objs: Vec<_> = (0..BLOCK + 10)
-            .map(|_| Arc::new(crate::tests::plain_object()))
-            .collect();
-        let slots: Vec<_> = objs.iter().map(|o| lru.insert(o.clone())).collect();
-        assert_eq!(lru.nodes.blocks().len(), 2);
-        assert!(lru.nodes.blocks().iter().all(|b| b.capacity() == BLOCK));
-        // Oldest first, across the block boundary.
-        for (i, o) in objs.iter().enumerate().take(BLOCK + 2) {
-            let victim = lru.victim().expect("a victim");
-            assert_eq!(victim, slots[i]);
-            assert!(Arc::ptr_eq(&lru.remove(victim).expect("listed"), o));
-        }
-        // The last block's node asked again is protected; freed nodes are
-        // taken again before the slab grows.
-        lru.touch(slots[BLOCK + 5]);
-        assert!(lru.is_protected(slots[BLOCK + 5]));
-        let again = lru.insert(Arc::new(crate::tests::plain_object()));
-        assert!(again < BLOCK + 2, "a freed node is reused");
-        assert_eq!(lru.nodes.len(), BLOCK + 10);
-        assert_eq!(lru.lists[PROBATION].len + lru.lists[PROTECTED].len, 9);
-    }
-
-    #[test]
-    fn a_list_node_is_sixteen_bytes_and_keeps_its_links_and_segment() {
-        assert_eq!(std::mem::size_of::<LruNode>(), 16);
-        let mut n = LruNode::new(Arc::new(crate::tests::plain_object()));
-        assert_eq!((n.prev(), n.next(), n.segment()), (None, None, PROBATION));
-        n.set_segment(PROTECTED);
-        n.set_prev(Some(7));
-        n.set_next(Some(NIL as usize - 1));
-        assert_eq!(
-            (n.prev(), n.next(), n.segment()),
-            (Some(7), Some(NIL as usize - 1), PROTECTED)
-        );
-        n.set_prev(None);
-        assert_eq!((n.prev(), n.segment()), (None, PROTECTED));
-        n.set_segment(PROBATION);
-        assert_eq!((n.prev(), n.segment()), (None, PROBATION));
     }
 }

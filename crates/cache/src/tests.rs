@@ -263,7 +263,7 @@ fn expiry_removes_and_frees() {
     assert_eq!(c.expire(100.0), 14);
     assert_eq!(c.heads(), 0);
     assert_eq!(c.stores()[0].used(), 0);
-    assert!(c.expiry.lock().unwrap().len() == 0);
+    assert!(c.queued() == 0);
 }
 
 /// Objects that leave the cache by any way (purged, replaced, evicted)
@@ -283,15 +283,42 @@ fn objects_that_leave_leave_the_expiry_queue() {
     };
     let a = put("/a");
     let _b = put("/b");
-    assert_eq!(c.expiry.lock().unwrap().len(), 2);
+    assert_eq!(c.queued(), 2);
     // Replaced by a new copy: the old one goes, the new one is queued.
     let a2 = put("/a");
-    assert_eq!(c.expiry.lock().unwrap().len(), 2);
+    assert_eq!(c.queued(), 2);
     assert_eq!(Arc::strong_count(&a), 1, "nothing holds the replaced copy");
     assert_eq!(c.purge(b"/b"), 1);
-    assert_eq!(c.expiry.lock().unwrap().len(), 1);
+    assert_eq!(c.queued(), 1);
     c.remove(&a2, Removal::Nuked);
-    assert_eq!(c.expiry.lock().unwrap().len(), 0);
+    assert_eq!(c.queued(), 0);
+}
+
+/// An object on a store's lists is queued there (by its node); one of
+/// a store without lists (Transient) in the cache's own queue. Either
+/// leaves its queue when it expires.
+#[test]
+fn objects_are_queued_where_they_are_listed() {
+    let c = cache(1 << 20);
+    let req = Headers::new();
+    let listed = stored_obj(&c, 5.0, 0.0, 0.0);
+    assert!(c.attach(&listed, 10, 50));
+    miss(&c, b"/listed", &req, 0.0).insert(&listed, &req);
+    let transient = obj_in(
+        Some(c.transient.clone()),
+        ObjKind::Normal,
+        5.0,
+        0.0,
+        None,
+        0.0,
+    );
+    miss(&c, b"/transient", &req, 0.0).insert(&transient, &req);
+    assert_eq!(c.stores()[0].expiry_len(), 1);
+    assert_eq!(c.expiry.lock().unwrap().len(), 1);
+    assert_eq!(c.expire(4.0), 0);
+    assert_eq!(c.expire(5.0), 2);
+    assert_eq!(c.queued(), 0);
+    assert!(listed.is_removed() && transient.is_removed());
 }
 
 #[test]

@@ -60,11 +60,22 @@ fn suite_passes(folder: &str, at_least: usize) {
     args.extend(files.iter().map(String::as_str));
     let out = run(&args);
     let t = text(&out);
-    assert!(out.status.success(), "{t}");
-    assert!(
-        t.contains(&format!("{} passed, 0 failed", files.len())),
-        "{t}"
-    );
+    let passed = out.status.success() && t.contains(&format!("{} passed, 0 failed", files.len()));
+    assert!(passed, "{}", failures_first(&t));
+}
+
+/// The run's output with what failed first: each failure's lines
+/// (`----`) and the tests' verdicts, then the whole log, so that a
+/// shortened report still says why.
+fn failures_first(t: &str) -> String {
+    let summary: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("----") || l.contains(" FAILED") || l.contains(" failed"))
+        .collect();
+    format!(
+        "what failed:\n{}\n\nthe whole run:\n{t}",
+        summary.join("\n")
+    )
 }
 
 #[test]
