@@ -2,13 +2,15 @@
 //! steps (recv, hash, lookup, hit, miss, pass, pipe, purge, synth,
 //! deliver) over the request state (`host::req`); `pass` and `pipe` are
 //! the steps that go to the backend for one client; `deliver` and `esi`
-//! put a response on the wire; `interim` hands a backend's 1xx responses
+//! put a response on the wire (`conditional` judges validators and
+//! ranges for it); `interim` hands a backend's 1xx responses
 //! to the client; `invalidate` removes what a successful
 //! unsafe request changed; `req_headers` shapes a request's headers
 //! before VCL sees them; `answers` are what a request gets before VCL
 //! runs (an ACME challenge, a body too large). `request` uses the others.
 
 pub(crate) mod answers;
+pub(crate) mod conditional;
 pub(crate) mod deliver;
 pub(crate) mod esi;
 pub(crate) mod interim;

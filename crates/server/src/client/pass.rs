@@ -11,6 +11,7 @@
 //! and the error object goes back to the client state machine for
 //! `vcl_deliver`.
 
+use crate::client::conditional;
 use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::client::interim;
 use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
@@ -401,14 +402,14 @@ async fn stream_response(
     let not_modified =
         !c.is_fragment() && status == 200 && (is_head || req.head.method_is("GET")) && {
             let h = &amended.headers;
-            let validators = || deliver::Validators {
+            let validators = || conditional::Validators {
                 etag: h.get("etag").cloned(),
                 last_modified: match h.get("last-modified") {
                     Some(v) => lacquer_core::time::parse_http_date(v),
                     None => Some(now.floor()),
                 },
             };
-            deliver::not_modified(&req.head.headers, validators, lacquer_core::time::now())
+            conditional::not_modified(&req.head.headers, validators, lacquer_core::time::now())
         };
     if not_modified {
         amended.status = 304;

@@ -1,4 +1,4 @@
-//! Unit tests of delivery: conditional requests and byte ranges.
+//! Unit tests of conditional requests and byte ranges.
 
 use super::*;
 use lacquer_cache::object::{ObjKind, ObjectInit, Timers};
@@ -125,16 +125,4 @@ fn ranges() {
     assert_eq!(range(&ir, &o, 100), Range::Full);
     let ir = req(&[("Range", "bytes=0-9"), ("If-Range", "\"abc\"")]);
     assert!(matches!(range(&ir, &o, 100), Range::Partial { .. }));
-}
-
-#[test]
-fn an_inflated_delivery_weakens_the_etag() {
-    let mut head = b"HTTP/1.1 200 OK\r\nETag: \"foo\"\r\nX: y\r\n".to_vec();
-    weaken_etag_line(&mut head);
-    assert_eq!(head, b"HTTP/1.1 200 OK\r\nETag: W/\"foo\"\r\nX: y\r\n");
-    weaken_etag_line(&mut head);
-    assert_eq!(
-        head, b"HTTP/1.1 200 OK\r\nETag: W/\"foo\"\r\nX: y\r\n",
-        "once"
-    );
 }
