@@ -13,6 +13,7 @@ pub mod file;
 pub mod fill;
 mod floats;
 mod head;
+mod heap;
 mod index;
 mod lru;
 pub mod object;

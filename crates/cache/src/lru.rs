@@ -3,9 +3,16 @@
 //! the queue names objects by their node, which holds the object already.
 
 use crate::blocks::Blocks;
-use crate::expiry::{Heap, Places};
-use crate::object::{Object, NOT_QUEUED};
+use crate::heap::{Heap, Places, NOT_QUEUED};
 use std::sync::Arc;
+
+/// What the lists hold (an object): told its place in their expiry queue
+/// and whether it is on the protected segment.
+pub(crate) trait Listed {
+    fn expiry_slot(&self) -> u32;
+    fn set_expiry_slot(&self, at: u32);
+    fn set_lru_protected(&self, on: bool);
+}
 
 /// The eviction lists, a segmented LRU: a new object starts on the
 /// probation list and moves to the protected one when it is asked for
@@ -15,9 +22,9 @@ use std::sync::Arc;
 /// [`PROTECTED_SHARE`] of the objects; past it, its least recently used
 /// goes back to probation. Both are doubly linked lists in one slab, so
 /// objects are moved and removed by index without searching.
-#[derive(Debug, Default)]
-pub(crate) struct Lru {
-    pub(crate) nodes: Blocks<LruNode>,
+#[derive(Debug)]
+pub(crate) struct Lru<T> {
+    pub(crate) nodes: Blocks<LruNode<T>>,
     pub(crate) free: Vec<u32>,
     lists: [List; 2],
     /// The listed objects' expiry queue, by node number: the node holds
@@ -43,10 +50,10 @@ struct List {
 /// One object's place on the lists: 16 bytes. Links are slab indices in
 /// 31 bits; the top bit of `prev` says which segment the node is on.
 #[derive(Debug)]
-pub(crate) struct LruNode {
+pub(crate) struct LruNode<T> {
     prev: u32,
     next: u32,
-    pub(crate) obj: Option<Arc<Object>>,
+    pub(crate) obj: Option<Arc<T>>,
 }
 
 /// An object on no list, as its `lru_slot` says it.
@@ -56,8 +63,8 @@ pub(crate) const NO_SLOT: usize = u32::MAX as usize;
 pub(crate) const NIL: u32 = 0x7fff_ffff;
 const SEGMENT_BIT: u32 = 1 << 31;
 
-impl LruNode {
-    fn new(obj: Arc<Object>) -> LruNode {
+impl<T> LruNode<T> {
+    fn new(obj: Arc<T>) -> LruNode<T> {
         LruNode {
             prev: NIL,
             next: NIL,
@@ -91,7 +98,18 @@ impl LruNode {
     }
 }
 
-impl Lru {
+impl<T> Default for Lru<T> {
+    fn default() -> Self {
+        Lru {
+            nodes: Blocks::default(),
+            free: Vec::new(),
+            lists: [List::default(); 2],
+            expiry: Heap::default(),
+        }
+    }
+}
+
+impl<T: Listed> Lru<T> {
     fn unlink(&mut self, i: usize) {
         let (prev, next, seg) = (
             self.nodes[i].prev(),
@@ -127,7 +145,7 @@ impl Lru {
         list.len += 1;
     }
 
-    pub(crate) fn insert(&mut self, obj: Arc<Object>) -> usize {
+    pub(crate) fn insert(&mut self, obj: Arc<T>) -> usize {
         let node = LruNode::new(obj);
         let i = match self.free.pop() {
             Some(i) => {
@@ -174,7 +192,7 @@ impl Lru {
 
     /// Takes a node off its list and out of the expiry queue; gives
     /// back its object.
-    pub(crate) fn remove(&mut self, i: usize) -> Option<Arc<Object>> {
+    pub(crate) fn remove(&mut self, i: usize) -> Option<Arc<T>> {
         self.nodes.get(i)?.obj.as_ref()?;
         self.unschedule(i);
         let obj = self.nodes.get_mut(i)?.obj.take()?;
@@ -210,7 +228,7 @@ impl Lru {
     }
 
     /// The next object due by `now_ms`, out of the queue (still listed).
-    pub(crate) fn pop_due(&mut self, now_ms: u64) -> Option<Arc<Object>> {
+    pub(crate) fn pop_due(&mut self, now_ms: u64) -> Option<Arc<T>> {
         if !self.expiry.due(now_ms) {
             return None;
         }
@@ -226,7 +244,7 @@ impl Lru {
 }
 
 /// A node's object keeps its place in the expiry queue.
-impl Places<u32> for Blocks<LruNode> {
+impl<T: Listed> Places<u32> for Blocks<LruNode<T>> {
     fn place(&self, node: &u32, at: u32) {
         if let Some(obj) = self.get(*node as usize).and_then(|n| n.obj.as_ref()) {
             obj.set_expiry_slot(at);
@@ -266,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_list_node_is_sixteen_bytes_and_keeps_its_links_and_segment() {
-        assert_eq!(std::mem::size_of::<LruNode>(), 16);
+        assert_eq!(std::mem::size_of::<LruNode<crate::object::Object>>(), 16);
         let mut n = LruNode::new(Arc::new(crate::tests::plain_object()));
         assert_eq!((n.prev(), n.next(), n.segment()), (None, None, PROBATION));
         n.set_segment(PROTECTED);

@@ -173,8 +173,7 @@ pub(crate) struct Extra {
     record: AtomicU64,
 }
 
-/// No place in the expiry queue's heap.
-pub(crate) const NOT_QUEUED: u32 = u32::MAX;
+pub(crate) use crate::heap::NOT_QUEUED;
 
 /// A time as the LRU stamps it: milliseconds, modulo 2^32.
 fn lru_ms(t: f64) -> u32 {
@@ -773,6 +772,22 @@ impl Object {
 
     pub(crate) fn set_expiry_slot(&self, slot: u32) {
         self.exp_slot.store(slot, Ordering::Relaxed);
+    }
+}
+
+/// An object on a store's LRU lists keeps its place in their expiry
+/// queue and its segment.
+impl crate::lru::Listed for Object {
+    fn expiry_slot(&self) -> u32 {
+        Object::expiry_slot(self)
+    }
+
+    fn set_expiry_slot(&self, at: u32) {
+        Object::set_expiry_slot(self, at);
+    }
+
+    fn set_lru_protected(&self, on: bool) {
+        Object::set_lru_protected(self, on);
     }
 }
 

@@ -149,7 +149,7 @@ pub struct Store {
     /// Its `SMA.<name>.*` counters; `g_bytes` and `g_space` are filled
     /// in by [`Store::counters`].
     pub stats: StoreCounters,
-    lru: Option<Mutex<Lru>>,
+    lru: Option<Mutex<Lru<Object>>>,
     engine: Box<dyn Engine>,
     vcl_name: Arc<str>,
 }
@@ -411,7 +411,7 @@ impl Store {
 }
 
 /// The node of an object on the lists (read under their lock).
-fn listed(lru: &Lru, obj: &Object) -> Option<usize> {
+fn listed(lru: &Lru<Object>, obj: &Object) -> Option<usize> {
     let slot = obj.lru_slot.load(Ordering::Relaxed) as usize;
     let node = lru.nodes.get(slot)?.obj.as_ref()?;
     std::ptr::eq(Arc::as_ptr(node), obj).then_some(slot)
