@@ -83,7 +83,8 @@ pub fn parse_imf_fixdate(text: &[u8]) -> Option<u64> {
     if year < 1970 || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 59 {
         return None;
     }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let days = days_from_civil(year as i64, month as i64, day as i64) as u64;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
     (imf_fixdate(secs) == *text).then_some(secs)
 }
 
@@ -114,16 +115,17 @@ fn civil_from_days(days: u64) -> (u32, u32, u32) {
     (year, month, day)
 }
 
-/// The day counted from 1 January 1970 of a date from 1970 on (the
-/// inverse of [`civil_from_days`]).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+/// The day counted from 1 January 1970 of a date in the proleptic
+/// Gregorian calendar (negative before it): the inverse of
+/// [`civil_from_days`], and what a certificate's validity is read with.
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
-    let era = year / 400;
-    let year_of_era = year % 400;
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
     let month_from_march = if month > 2 { month - 3 } else { month + 9 };
     let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    (era * 146_097 + day_of_era).saturating_sub(719_468)
+    era * 146_097 + day_of_era - 719_468
 }
 
 thread_local! {
@@ -184,6 +186,17 @@ mod tests {
         assert_eq!(&imf_fixdate(last)[..], b"Fri, 31 Dec 9999 23:59:59 GMT");
         assert_eq!(imf_fixdate(u64::MAX), imf_fixdate(last));
         assert_eq!(parse_imf_fixdate(&imf_fixdate(last)), Some(last));
+    }
+
+    #[test]
+    fn days_are_counted_from_1970_either_way() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        for days in [0u64, 59, 60, 11_016, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y.into(), m.into(), d.into()), days as i64);
+        }
     }
 
     #[test]
