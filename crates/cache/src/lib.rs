@@ -253,7 +253,7 @@ impl Cache {
         let digest = self.index.digest(key);
         let mut map = self.lock_awake(digest, now);
         let head_seq = self.bans.head_seq();
-        let ban_due = match map.get(digest) {
+        let head = match map.get(digest) {
             None => {
                 let (busy, _) = Busy::new(digest);
                 map.insert(Head::Fetching(busy.clone()));
@@ -261,12 +261,12 @@ impl Cache {
                 drop(map);
                 return Lookup::Miss(self.slot(digest, key, Some(busy)));
             }
-            Some(head) => head.objs().iter().any(|o| o.ban_seq() < head_seq),
+            Some(head) => head,
         };
         // The one change a lookup makes before it decides: variants newer
         // bans kill leave the head. A lookup that changes nothing reads
-        // the head in place.
-        if ban_due {
+        // the head in place, found once.
+        let head = if head.objs().iter().any(|o| o.ban_seq() < head_seq) {
             if let Some(mut head) = map.get_mut(digest) {
                 head.retain(|o| {
                     let dead = o.ban_seq() < head_seq && self.bans.check_at_lookup(o, req);
@@ -277,9 +277,12 @@ impl Cache {
                     !dead
                 });
             };
-        }
-        // None: every variant was banned (the head, still counted, went).
-        let head = map.get(digest);
+            // None: every variant was banned (the head, still counted,
+            // went).
+            map.get(digest)
+        } else {
+            Some(head)
+        };
         let objs = head.map_or(&[][..], |h| h.objs());
         let head_busy = head.and_then(|h| h.busy());
         let req = req.headers;
