@@ -1,8 +1,8 @@
 //! A vector in fixed blocks that never move: it grows a block at a time
 //! instead of doubling (a doubling vector holds up to twice what it needs,
 //! and copies everything as it grows), and gives a block back once it is
-//! empty. The eviction lists' nodes live in one, and the expiry queue's
-//! times and objects in one each: a few more bytes an object than their
+//! empty. The eviction lists' nodes live in one, and each expiry queue's
+//! times and entries in one each: a few more bytes an object than their
 //! entries, whatever the count.
 
 /// Entries a block holds.
