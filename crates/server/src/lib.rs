@@ -30,14 +30,14 @@ pub use host::vcl::VclSource;
 use lacquer_cache::Cache;
 use lacquer_core::params::Params;
 use lacquer_http::{RequestLimits, ResponseLimits};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 /// State shared by every session and fetch.
 pub(crate) struct Shared {
     pub params: Params,
     pub cache: Arc<Cache>,
     /// The VCL program new requests start with.
-    pub active: RwLock<Arc<host::vcl::Loaded>>,
+    pub active: host::vcl::ActiveVcl,
     /// Every loaded program; `vcl.use` changes `active` under this lock.
     pub vcls: Mutex<host::vcl::Registry>,
     /// `-i`, or the host name.

@@ -420,25 +420,32 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Appends a number in decimal, two digits at a time.
+/// Appends a number in decimal, two digits at a time. The digits are
+/// written into a fixed 20-byte block that is appended whole and then cut
+/// to the number's length: a copy of known size compiles to a couple of
+/// register moves, where appending a slice of run-time length called
+/// `memcpy` (a tenth of the log's cost, for numbers of a few digits).
 pub fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let n = v.checked_ilog10().unwrap_or(0) as usize + 1;
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
+    let mut i = n;
     while v >= 100 {
         let pair = (v % 100) as usize * 2;
         v /= 100;
         i -= 2;
-        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        digits[i] = PAIRS[pair];
+        digits[i + 1] = PAIRS[pair + 1];
     }
     if v >= 10 {
         let pair = v as usize * 2;
-        i -= 2;
-        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        digits[0] = PAIRS[pair];
+        digits[1] = PAIRS[pair + 1];
     } else {
-        i -= 1;
-        digits[i] = b'0' + v as u8;
+        digits[0] = b'0' + v as u8;
     }
-    out.extend_from_slice(&digits[i..]);
+    let len = out.len();
+    out.extend_from_slice(&digits);
+    out.truncate(len + n);
 }
 
 /// Appends an address as its `Display` writes it (an IPv4-mapped IPv6

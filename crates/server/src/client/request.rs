@@ -44,7 +44,7 @@ const MAX_RELOOKUPS: usize = 8;
 struct Ctx<'a> {
     sh: &'a Arc<Shared>,
     vcl: &'a Arc<Loaded>,
-    conn: ConnInfo,
+    conn: &'a ConnInfo,
 }
 
 impl Ctx<'_> {
@@ -76,7 +76,7 @@ impl Ctx<'_> {
             sh: self.sh,
             vcl: self.vcl,
             req,
-            conn: &self.conn,
+            conn: self.conn,
             hash,
             key,
             obj,
@@ -96,12 +96,12 @@ impl Ctx<'_> {
 pub(crate) async fn handle(
     c: &mut Client,
     sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
     head: RequestHead,
     sess: &mut Txn,
 ) -> Outcome {
     COUNTERS.inc(Counter::client_req);
     COUNTERS.add(Counter::s_req_hdrbytes, head.wire_len as u64);
-    let vcl = sh.vcl();
     let xid = next_vxid();
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
@@ -121,7 +121,7 @@ pub(crate) async fn handle(
         });
         log.head(HeadKind::Req, &head.raw);
     }
-    let mut req = Req::new(xid, head, log, t_req, &vcl);
+    let mut req = Req::new(xid, head, log, t_req, vcl);
     // One Cache-Control line, as Varnish folds them, for VCL to read.
     req.head.headers.collect("cache-control");
     // What the client's Connection names is for this hop alone: VCL sees
@@ -137,7 +137,7 @@ pub(crate) async fn handle(
             h.headers.clone(),
         )));
     }
-    client_steps(c, sh, &vcl, req).await
+    client_steps(c, sh, vcl, req).await
 }
 
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
@@ -181,18 +181,19 @@ async fn client_steps(
         fd: c.fd.map(crate::transport::sockopt::ClientFd),
     };
     req.sess = c.sess;
-    let mut vcl = vcl.clone();
+    // Borrowed, not counted, unless a label switches the program.
+    let mut switched: Option<Arc<Loaded>> = None;
     let outcome = loop {
         let cx = Ctx {
             sh,
-            vcl: &vcl,
-            conn: conn.clone(),
+            vcl: switched.as_ref().unwrap_or(vcl),
+            conn: &conn,
         };
         let outcome = steps(c, &cx, &mut req).await;
         // `return (vcl(label))`: the request starts over in the program
         // the label names.
         match req.switch_vcl.take() {
-            Some(next) => vcl = next,
+            Some(next) => switched = Some(next),
             None => break outcome,
         }
     };

@@ -216,7 +216,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         log: Some(Arc::new(log)),
         params: cfg.params,
         cache,
-        active: std::sync::RwLock::new(loaded),
+        active: crate::host::vcl::ActiveVcl::new(loaded),
         vcls: std::sync::Mutex::new(registry),
         via: format!("1.1 {} ({})", cfg.identity, lacquer_core::product_token()),
         identity: cfg.identity,
@@ -234,11 +234,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let handle = runtime.handle().clone();
     {
         let _in_runtime = handle.enter();
-        let active = shared
-            .active
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let active = shared.active.get();
         crate::daemon::probe::start_probes(&shared, &active);
         // The programs of earlier -f files probe their backends too.
         let earlier: Vec<Arc<Loaded>> = {

@@ -314,14 +314,66 @@ impl Registry {
     }
 }
 
-impl Shared {
-    /// The program new requests run.
-    pub fn vcl(&self) -> Arc<Loaded> {
-        self.active
+/// The program new requests run, with a generation number that moves
+/// whenever it changes: a session keeps the program its last request ran
+/// and looks again only when the number moved, so that a request writes
+/// nothing shared to find its program (the lock's word and the program's
+/// reference count were two shared writes a request).
+pub(crate) struct ActiveVcl {
+    program: std::sync::RwLock<Arc<Loaded>>,
+    /// Moved under the write lock, after the program changed.
+    generation: AtomicU64,
+}
+
+impl ActiveVcl {
+    pub fn new(loaded: Arc<Loaded>) -> ActiveVcl {
+        ActiveVcl {
+            program: std::sync::RwLock::new(loaded),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The program now active.
+    pub fn get(&self) -> Arc<Loaded> {
+        self.program
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+
+    /// Makes `loaded` the program new requests run.
+    pub fn set(&self, loaded: Arc<Loaded>) {
+        let mut program = self.program.write().unwrap_or_else(|p| p.into_inner());
+        *program = loaded;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The program now active, in `held` (a session's): read again only
+    /// when the active program changed since `held` was filled.
+    pub fn current<'a>(&self, held: &'a mut Option<HeldVcl>) -> &'a Arc<Loaded> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if held.as_ref().is_some_and(|h| h.generation != generation) {
+            *held = None;
+        }
+        &held
+            .get_or_insert_with(|| {
+                let program = self.program.read().unwrap_or_else(|p| p.into_inner());
+                HeldVcl {
+                    loaded: program.clone(),
+                    // Read under the lock, which every change holds.
+                    generation: self.generation.load(Ordering::Relaxed),
+                }
+            })
+            .loaded
+    }
+}
+
+/// The program a session's requests run while it is busy: it counts as
+/// a reference (`busy` in `vcl.list`) until the session is idle past
+/// `timeout_linger`, as a program a Varnish worker thread keeps does.
+pub(crate) struct HeldVcl {
+    loaded: Arc<Loaded>,
+    generation: u64,
 }
 
 /// A parameter as VCL's `param.<name>` reads it.

@@ -84,7 +84,7 @@ impl Mgmt {
         }
         if reg.active.is_empty() {
             // The first program of a daemon started without one.
-            *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
+            self.sh.active.set(loaded.clone());
             reg.active = name.to_string();
         }
         reg.entries.push(VclEntry {
@@ -138,7 +138,7 @@ impl Mgmt {
             entry.state = VclState::Auto;
         }
         let loaded = entry.loaded.clone();
-        *self.sh.active.write().unwrap_or_else(|p| p.into_inner()) = loaded;
+        self.sh.active.set(loaded);
         reg.active = name.to_string();
         reg.count();
         Reply::ok(format!("VCL '{name}' now active"))

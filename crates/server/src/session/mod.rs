@@ -203,6 +203,8 @@ impl HeadWait {
 
 async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     let mut served = false;
+    // The program this session's requests run, kept from one to the next.
+    let mut program = None;
     loop {
         let limits = sh.request_limits();
         let idle = c.sess.idle.or(sh.params.timeout_idle());
@@ -252,6 +254,8 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 Err(ReadError::Timeout) if herd && wait.lingered => {
                     COUNTERS.inc(Counter::sess_herd);
                     herd = false;
+                    // An idle session holds no program (nor buffers).
+                    program = None;
                 }
                 // Nothing of a next request came: idle, as varnishd says
                 // it; part of one: a receive timeout.
@@ -278,7 +282,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
             return CloseReason::Overload;
         };
         served = true;
-        match request::handle(c, sh, head, log).await {
+        match request::handle(c, sh, sh.active.current(&mut program), head, log).await {
             Outcome::KeepAlive => continue,
             Outcome::Close(reason) => return reason,
         }

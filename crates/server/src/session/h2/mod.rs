@@ -372,7 +372,14 @@ impl Stream {
         let mut link = self.sh.txn(self.sess_vxid, Side::Client);
         // Boxed: the steps' state is large, and a task's future is moved
         // several times as it is spawned; the stream's own stays small.
-        let _ = boxed_in_place!(request::handle(&mut c, &self.sh, head, &mut link)).await;
+        let _ = boxed_in_place!(request::handle(
+            &mut c,
+            &self.sh,
+            &self.sh.active.get(),
+            head,
+            &mut link
+        ))
+        .await;
         if let Some(h2) = c.h2() {
             if !h2.ended() {
                 // Rapid resets are counted by the frame guard, which
