@@ -53,18 +53,44 @@ pub fn imf_fixdate(secs: u64) -> [u8; 29] {
     let secs = secs.min(LATEST_HTTP_DATE as u64);
     let days = secs / 86_400;
     let in_day = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
     let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
-    // 1 January 1970 was a Thursday.
-    out[..3].copy_from_slice(WEEKDAYS[((days + 4) % 7) as usize]);
-    two_digits(&mut out[5..7], day);
-    out[8..11].copy_from_slice(MONTHS[month as usize - 1]);
-    two_digits(&mut out[12..14], year / 100);
-    two_digits(&mut out[14..16], year % 100);
+    out[..16].copy_from_slice(&day_text(days));
     two_digits(&mut out[17..19], (in_day / 3600) as u32);
     two_digits(&mut out[20..22], (in_day / 60 % 60) as u32);
     two_digits(&mut out[23..25], (in_day % 60) as u32);
     out
+}
+
+/// The day part of an IMF-fixdate (`Sun, 06 Nov 1994`) of a day since
+/// the epoch. Each thread keeps the last one it wrote: the dates of one
+/// response (its `Date`, its `Last-Modified`) and of the next mostly fall
+/// on the same day, and the calendar's divisions are most of the cost.
+fn day_text(days: u64) -> [u8; 16] {
+    thread_local! {
+        static LAST: std::cell::Cell<(u64, [u8; 16])> = const {
+            std::cell::Cell::new((u64::MAX, [0; 16]))
+        };
+    }
+    let write = |days: u64| {
+        let (year, month, day) = civil_from_days(days);
+        let mut out = *b"Thu, 01 Jan 1970";
+        // 1 January 1970 was a Thursday.
+        out[..3].copy_from_slice(WEEKDAYS[((days + 4) % 7) as usize]);
+        two_digits(&mut out[5..7], day);
+        out[8..11].copy_from_slice(MONTHS[month as usize - 1]);
+        two_digits(&mut out[12..14], year / 100);
+        two_digits(&mut out[14..16], year % 100);
+        out
+    };
+    LAST.try_with(|last| match last.get() {
+        (d, text) if d == days => text,
+        _ => {
+            let text = write(days);
+            last.set((days, text));
+            text
+        }
+    })
+    .unwrap_or_else(|_| write(days))
 }
 
 /// The seconds an IMF-fixdate says, when `text` is one exactly as
@@ -180,6 +206,12 @@ mod tests {
             assert_eq!(&imf_fixdate(t)[..], text.as_bytes(), "{t}");
             assert_eq!(http_date(t as f64), text);
             assert_eq!(parse_imf_fixdate(text.as_bytes()), Some(t), "{text}");
+            // The day just written is kept: the day's last second, then
+            // the day before, are written from it and past it.
+            for other in [t - t % 86_400 + 86_399, t.saturating_sub(86_400)] {
+                let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(other));
+                assert_eq!(&imf_fixdate(other)[..], text.as_bytes(), "{other}");
+            }
             t += 86_400 + 3_607;
         }
         let last = LATEST_HTTP_DATE as u64;

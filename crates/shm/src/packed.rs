@@ -15,7 +15,10 @@
 //!   (f64 each), then the label;
 //! - a vxid and seconds ([`SECS_CODE`], `Hit` and its kin): the tag's
 //!   code, `vsl_reclen` (u16), the vxid (u64), then the seconds (f64
-//!   each), which the reader prints with six decimals.
+//!   each), which the reader prints with six decimals;
+//! - numbers ([`NUMS_CODE`], `ReqAcct` and its kin): the tag's code,
+//!   `vsl_reclen` (u16), then the numbers (u64 each), which the reader
+//!   prints in decimal, separated by spaces.
 
 use crate::record::{push_fixed6, push_u64, Record, Side, Txn};
 use crate::tags::Tag;
@@ -27,6 +30,8 @@ pub(crate) const HEAD_CODE: u8 = 0xfe;
 pub(crate) const TIME_CODE: u8 = 0xfd;
 /// The pseudo tag code of a packed vxid and seconds.
 pub(crate) const SECS_CODE: u8 = 0xfc;
+/// The pseudo tag code of packed numbers.
+pub(crate) const NUMS_CODE: u8 = 0xfb;
 
 /// Which head: what its first line holds and which tags its lines are
 /// logged under.
@@ -196,6 +201,23 @@ impl Txn {
             }
         });
     }
+
+    /// A record of numbers separated by spaces (`ReqAcct 81 0 81 297
+    /// 1024 1321`), packed: the reader prints them. At most 8 numbers.
+    pub fn numbers(&mut self, tag: Tag, values: &[u64]) {
+        if !self.wants(tag) {
+            return;
+        }
+        let values = &values[..values.len().min(8)];
+        let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
+        self.raw(NUMS_CODE, 3 + 8 * values.len(), |b| {
+            b.push(tag as u8);
+            b.extend_from_slice(&reclen.to_le_bytes());
+            for v in values {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        });
+    }
 }
 
 fn f64_at(p: &[u8], at: usize) -> f64 {
@@ -280,6 +302,33 @@ pub(crate) fn expand(
             for at in (11..p.len()).step_by(8) {
                 text.push(b' ');
                 push_fixed6(&mut text, f64_at(p, at));
+            }
+            text.truncate(reclen);
+            out.push(Record {
+                vxid,
+                tag,
+                side,
+                payload: Bytes::from(text),
+            });
+            true
+        }
+        NUMS_CODE => {
+            if p.len() < 3 || !(p.len() - 3).is_multiple_of(8) {
+                return false;
+            }
+            let Some(tag) = Tag::from_code(p[0]) else {
+                return false;
+            };
+            let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
+            let mut text = Vec::with_capacity((p.len() - 3) * 3);
+            for (i, at) in (3..p.len()).step_by(8).enumerate() {
+                if i > 0 {
+                    text.push(b' ');
+                }
+                push_u64(
+                    &mut text,
+                    u64::from_le_bytes(p[at..at + 8].try_into().unwrap_or_default()),
+                );
             }
             text.truncate(reclen);
             out.push(Record {
@@ -399,6 +448,48 @@ mod tests {
                 "End "
             ]
         );
+    }
+
+    #[test]
+    fn packed_numbers_read_as_text_keep_reclen_and_the_mask_and_refuse_garbage() {
+        let got = round_trip(limits(255, 0), |t| {
+            t.numbers(Tag::ReqAcct, &[81, 0, 81, 297, 1024, 1321]);
+            t.numbers(Tag::Length, &[u64::MAX]);
+            t.numbers(Tag::Length, &[]);
+        });
+        assert_eq!(
+            got,
+            [
+                "Begin req 6 rxreq",
+                "ReqAcct 81 0 81 297 1024 1321",
+                "Length 18446744073709551615",
+                "Length ",
+                "End "
+            ]
+        );
+        let mask = crate::record::mask_of(&[Tag::Length]);
+        let got = round_trip(limits(9, mask), |t| {
+            t.numbers(Tag::ReqAcct, &[81, 0, 81, 297, 1024, 1321]);
+            t.numbers(Tag::Length, &[5]);
+        });
+        assert_eq!(got, ["Begin req 6 rxr", "ReqAcct 81 0 81 2", "End "]);
+        let mut out = Vec::new();
+        for bad in [
+            &[Tag::Length as u8, 9, 0, 1][..],
+            &[0, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8][..],
+            &[Tag::Length as u8, 9][..],
+        ] {
+            let bad = Bytes::copy_from_slice(bad);
+            assert!(!expand(
+                NUMS_CODE,
+                1,
+                Side::Client,
+                &bad,
+                0..bad.len(),
+                &mut out
+            ));
+        }
+        assert!(out.is_empty());
     }
 
     #[test]

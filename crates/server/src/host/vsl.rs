@@ -166,14 +166,7 @@ fn http_date(v: &bytes::Bytes) -> Option<f64> {
 
 /// A record of numbers separated by spaces (`ReqAcct`, `BereqAcct`).
 pub(crate) fn numbers(log: &mut Txn, tag: Tag, values: &[u64]) {
-    log.with(tag, |b| {
-        for (i, &v) in values.iter().enumerate() {
-            if i > 0 {
-                b.push(b' ');
-            }
-            push_u64(b, v);
-        }
-    });
+    log.numbers(tag, values);
 }
 
 #[cfg(test)]
