@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     /// The value this node adds to `Via`: `1.1 <identity> (Lacquer/x.y)`.
     pub via: String,
     /// The shared-memory log, unless `vsl_enabled` was off at start.
-    pub log: Option<Arc<lacquer_shm::Log>>,
+    pub log: Option<&'static lacquer_shm::Log>,
     /// The health probes running, shared by the programs' backends.
     pub probes: lacquer_backend::probe::Probes,
     /// How many requests are at work at once (`thread_pool_max`).
@@ -65,7 +65,7 @@ impl Shared {
     /// parameters.
     pub fn txn(&self, vxid: u64, side: lacquer_shm::Side) -> lacquer_shm::Txn {
         let p = &self.params;
-        let log = self.log.as_ref().filter(|_| p.vsl_enabled());
+        let log = self.log.filter(|_| p.vsl_enabled());
         lacquer_shm::Txn::new(
             log,
             vxid,

@@ -11,7 +11,6 @@
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
-use std::sync::Arc;
 
 /// Bytes a worker gathers before it writes them to the ring.
 const BATCH: usize = 32 << 10;
@@ -19,7 +18,7 @@ const BATCH: usize = 32 << 10;
 #[derive(Default)]
 struct Pending {
     enabled: bool,
-    log: Option<Arc<Log>>,
+    log: Option<&'static Log>,
     buf: Vec<u8>,
 }
 
@@ -65,12 +64,12 @@ pub fn flush_this_thread() {
 impl Log {
     /// Hands whole records to the ring: gathered on a batching thread,
     /// written at once on any other.
-    pub(crate) fn write_batched(self: &Arc<Self>, records: &[u8]) {
+    pub(crate) fn write_batched(&'static self, records: &[u8]) {
         write(self, records);
     }
 }
 
-fn write(log: &Arc<Log>, records: &[u8]) {
+fn write(log: &'static Log, records: &[u8]) {
     let direct = PENDING
         .try_with(|p| {
             let Ok(mut p) = p.try_borrow_mut() else {
@@ -79,9 +78,9 @@ fn write(log: &Arc<Log>, records: &[u8]) {
             if !p.enabled {
                 return true;
             }
-            if !p.log.as_ref().is_some_and(|l| Arc::ptr_eq(l, log)) {
+            if !p.log.is_some_and(|l| std::ptr::eq(l, log)) {
                 p.flush();
-                p.log = Some(log.clone());
+                p.log = Some(log);
             }
             if p.buf.len() + records.len() > log.batch_limit(BATCH) {
                 COUNTERS.inc(Counter::shm_flushes);
@@ -111,26 +110,26 @@ mod tests {
     fn a_batching_thread_writes_when_it_flushes_or_ends_others_at_once() {
         let dir = std::env::temp_dir().join(format!("lq-batch-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let log = Arc::new(Log::create(&dir, 1 << 20).unwrap());
+        let log = Log::create(&dir, 1 << 20).unwrap().leak();
         let mut reader = Reader::open(&dir, true).unwrap();
         let mut rec = Vec::new();
         crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
-        write(&log, &rec);
+        write(log, &rec);
         assert_eq!(records_in(&mut reader), 1, "a plain thread writes at once");
         let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
         let worker = {
-            let (log, rec) = (log.clone(), rec.clone());
+            let rec = rec.clone();
             let (gathered, go) = (gathered.0, go.1);
             std::thread::spawn(move || {
                 batch_on_this_thread();
-                write(&log, &rec);
-                write(&log, &rec);
+                write(log, &rec);
+                write(log, &rec);
                 gathered.send(()).unwrap();
                 go.recv().unwrap();
                 flush_this_thread();
                 gathered.send(()).unwrap();
                 go.recv().unwrap();
-                write(&log, &rec);
+                write(log, &rec);
             })
         };
         gathered.1.recv().unwrap();

@@ -348,7 +348,6 @@ mod tests {
     use super::*;
     use crate::record::{decode_into, Limits};
     use crate::ring::Log;
-    use std::sync::Arc;
 
     fn lines(kind: HeadKind, head: &str) -> Vec<String> {
         let mut out = Vec::new();
@@ -401,8 +400,8 @@ mod tests {
             limits.reclen
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let log = Arc::new(Log::create(&dir, 1 << 20).unwrap());
-        let mut txn = Txn::new(Some(&log), 7, Side::Client, limits);
+        let log = Log::create(&dir, 1 << 20).unwrap().leak();
+        let mut txn = Txn::new(Some(log), 7, Side::Client, limits);
         txn.begin("req", 6, "rxreq", 100.0);
         write(&mut txn);
         txn.end();

@@ -9,7 +9,6 @@ use crate::ring::Log;
 use crate::tags::Tag;
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
-use std::sync::Arc;
 
 /// Bytes before a record's payload.
 pub const HEADER: usize = 8;
@@ -174,7 +173,9 @@ pub struct Txn {
     vxid: u64,
     side: Side,
     buf: Vec<u8>,
-    log: Option<Arc<Log>>,
+    /// The ring, which lives as long as the process: borrowed, so that a
+    /// transaction writes no reference count shared by every worker.
+    log: Option<&'static Log>,
     limits: Limits,
     t_start: f64,
     t_last: f64,
@@ -186,7 +187,7 @@ pub struct Txn {
 
 impl Txn {
     /// A transaction writing to `log`, or nowhere.
-    pub fn new(log: Option<&Arc<Log>>, vxid: u64, side: Side, limits: Limits) -> Txn {
+    pub fn new(log: Option<&'static Log>, vxid: u64, side: Side, limits: Limits) -> Txn {
         // Sized for a typical request's records, so that logging one does
         // not grow the buffer record by record.
         let buf = match log {
@@ -197,7 +198,7 @@ impl Txn {
             vxid,
             side,
             buf,
-            log: log.cloned(),
+            log,
             limits,
             t_start: 0.0,
             t_last: 0.0,
@@ -589,13 +590,13 @@ mod push_tests {
     fn a_released_session_writes_its_last_records_without_growing() {
         let dir = std::env::temp_dir().join(format!("lacquer-release-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let log = Arc::new(crate::Log::create(&dir, 1 << 20).unwrap());
+        let log = crate::Log::create(&dir, 1 << 20).unwrap().leak();
         let limits = Limits {
             reclen: 255,
             buffer: 1 << 20,
             mask: 0,
         };
-        let mut sess = Txn::new(Some(&log), 5, Side::Client, limits);
+        let mut sess = Txn::new(Some(log), 5, Side::Client, limits);
         sess.begin("sess", 0, "HTTP/1", 1.0);
         sess.bytes(Tag::SessOpen, b"127.0.0.1 40000 a0 127.0.0.1 8080 1.0 12");
         sess.release();
@@ -613,7 +614,7 @@ mod push_tests {
         sess.end();
         drop(sess);
         // The thread keeps the room for its next session.
-        let mut next = Txn::new(Some(&log), 10, Side::Client, limits);
+        let mut next = Txn::new(Some(log), 10, Side::Client, limits);
         next.begin("sess", 0, "HTTP/1", 2.0);
         next.release();
         assert_eq!(next.buf.as_ptr(), at, "the room of the session before");

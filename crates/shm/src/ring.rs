@@ -78,6 +78,12 @@ struct WriterState {
 }
 
 impl Log {
+    /// Keeps the ring for the rest of the process, as transactions borrow
+    /// it (a daemon makes one and never lets it go).
+    pub fn leak(self) -> &'static Log {
+        Box::leak(Box::new(self))
+    }
+
     /// Creates a fresh ring of `space` bytes in `workdir`, replacing any
     /// earlier one (readers of the old one notice by its epoch).
     pub fn create(workdir: &Path, space: u64) -> io::Result<Log> {
@@ -377,7 +383,6 @@ mod tests {
     use super::*;
     use crate::record::{Limits, Side, Txn};
     use crate::tags::Tag;
-    use std::sync::Arc;
 
     fn limits() -> Limits {
         Limits {
@@ -407,9 +412,9 @@ mod tests {
     #[test]
     fn writes_are_read_in_order() {
         let dir = tempdir("order");
-        let log = Arc::new(Log::create(&dir, 1 << 16).unwrap());
+        let log = Log::create(&dir, 1 << 16).unwrap().leak();
         let mut early = Reader::open(&dir, false).unwrap();
-        let mut t = Txn::new(Some(&log), 7, Side::Client, limits());
+        let mut t = Txn::new(Some(log), 7, Side::Client, limits());
         t.begin("req", 6, "rxreq", 1.0);
         t.bytes(Tag::ReqURL, b"/a");
         t.end();
@@ -430,12 +435,12 @@ mod tests {
     fn wrapping_never_yields_torn_records() {
         let dir = tempdir("wrap");
         let space = 4096;
-        let log = Arc::new(Log::create(&dir, space).unwrap());
+        let log = Log::create(&dir, space).unwrap().leak();
         let mut reader = Reader::open(&dir, false).unwrap();
         let mut lost = 0;
         let mut seen = 0u64;
         for round in 0..2000u64 {
-            let mut t = Txn::new(Some(&log), round, Side::Backend, limits());
+            let mut t = Txn::new(Some(log), round, Side::Backend, limits());
             let payload = format!("payload-{round}-{}", "x".repeat((round % 50) as usize));
             t.bytes(Tag::Debug, payload.as_bytes());
             t.end();
@@ -470,12 +475,11 @@ mod tests {
     #[test]
     fn concurrent_writer_and_reader() {
         let dir = tempdir("concurrent");
-        let log = Arc::new(Log::create(&dir, 1 << 14).unwrap());
+        let log = Log::create(&dir, 1 << 14).unwrap().leak();
         let writer = {
-            let log = log.clone();
             std::thread::spawn(move || {
                 for i in 0..20000u64 {
-                    let mut t = Txn::new(Some(&log), i, Side::Client, limits());
+                    let mut t = Txn::new(Some(log), i, Side::Client, limits());
                     t.bytes(
                         Tag::ReqURL,
                         format!("/{i}/{}", "y".repeat((i % 90) as usize)).as_bytes(),

@@ -213,7 +213,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
     crate::client::esi::run_includes_with(crate::client::request::include_task);
     let shared = Arc::new(Shared {
-        log: Some(Arc::new(log)),
+        // Kept for the process's life: transactions borrow it.
+        log: Some(log.leak()),
         params: cfg.params,
         cache,
         active: crate::host::vcl::ActiveVcl::new(loaded),

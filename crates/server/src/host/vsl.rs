@@ -173,20 +173,19 @@ pub(crate) fn numbers(log: &mut Txn, tag: Tag, values: &[u64]) {
 mod tests {
     use super::*;
     use lacquer_shm::{Limits, Log, Reader, Side};
-    use std::sync::Arc;
 
     #[test]
     fn heads_and_calls_are_logged_as_varnish_names_them() {
         let dir = std::env::temp_dir().join(format!("lacquer-vsl-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let log = Arc::new(Log::create(&dir, 1 << 16).unwrap());
+        let log = Log::create(&dir, 1 << 16).unwrap().leak();
         let mut reader = Reader::open(&dir, false).unwrap();
         let limits = Limits {
             reclen: 255,
             buffer: 4096,
             mask: mask(),
         };
-        let mut t = Txn::new(Some(&log), 5, Side::Client, limits);
+        let mut t = Txn::new(Some(log), 5, Side::Client, limits);
         t.head(
             lacquer_shm::packed::HeadKind::Resp,
             b"HTTP/1.1 404 Not Found\r\nVia: 1.1 x\r\nContent-Length: 0\r\n\r\n",
