@@ -479,3 +479,48 @@ impl lacquer_vcl::Host for InitHost<'_> {
         eprintln!("vcl_init: {msg}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(name: &str) -> Arc<Loaded> {
+        let opts = lacquer_vcl::Options {
+            unused_is_error: false,
+            storages: Vec::new(),
+            labels: Vec::new(),
+            native_builtin: true,
+        };
+        let program = lacquer_vcl::compile_str(name, "vcl 4.1;\nbackend default none;\n", &opts)
+            .unwrap_or_else(|f| panic!("{}", f.render()));
+        Arc::new(Loaded {
+            name: name.to_string(),
+            program: Arc::new(program),
+            backends: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn a_session_keeps_its_program_until_another_becomes_active() {
+        let first = loaded("first");
+        let active = ActiveVcl::new(first.clone());
+        let mut held = None;
+        assert!(Arc::ptr_eq(active.current(&mut held), &first));
+        // Ours, the active one's and the session's.
+        assert_eq!(Arc::strong_count(&first), 3);
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(active.current(&mut held), &first));
+        }
+        assert_eq!(Arc::strong_count(&first), 3, "kept, not counted again");
+        let second = loaded("second");
+        active.set(second.clone());
+        assert_eq!(Arc::strong_count(&first), 2, "the session still holds it");
+        assert!(Arc::ptr_eq(active.current(&mut held), &second));
+        assert_eq!(Arc::strong_count(&first), 1, "let go at the next request");
+        assert!(Arc::ptr_eq(&active.get(), &second));
+        // Back to the first: a session that held the second moves too.
+        active.set(first.clone());
+        assert!(Arc::ptr_eq(active.current(&mut held), &first));
+        assert_eq!(Arc::strong_count(&second), 1);
+    }
+}
