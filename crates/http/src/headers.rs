@@ -245,6 +245,10 @@ impl Headers {
         self.get_all("connection").find_map(|v| {
             v.split(|&b| b == b',').find_map(|t| {
                 let t = trim(t);
+                // The usual tokens, which the table does not hold.
+                if t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive") {
+                    return None;
+                }
                 NOT_NAMEABLE_BY_CONNECTION
                     .iter()
                     .find(|n| t.eq_ignore_ascii_case(n.as_bytes()))
@@ -314,16 +318,31 @@ impl Headers {
                     .any(|t| trim(t).eq_ignore_ascii_case(name))
             })
         };
-        // Field by field, so that a token repeated (or a long list)
-        // makes no more entries than there are fields.
-        if !self.contains("connection") {
+        // The tokens gathered once (the usual few on the stack), then
+        // field by field, so that a token repeated (or a long list) makes
+        // no more entries than there are fields.
+        const FEW: usize = 8;
+        let mut few: [&[u8]; FEW] = [&[]; FEW];
+        let mut count = 0;
+        for v in self.get_all("connection") {
+            for t in v.split(|&b| b == b',').map(trim).filter(|t| !t.is_empty()) {
+                if count < FEW {
+                    few[count] = t;
+                }
+                count += 1;
+            }
+        }
+        if count == 0 {
             return Vec::new();
         }
-        self.list
-            .iter()
-            .filter(|h| !h.name.eq_ignore_ascii_case(b"connection") && named(&h.name))
-            .cloned()
-            .collect()
+        let hop = |h: &&Header| {
+            !h.name.eq_ignore_ascii_case(b"connection")
+                && match count <= FEW {
+                    true => few[..count].iter().any(|t| h.name.eq_ignore_ascii_case(t)),
+                    false => named(&h.name),
+                }
+        };
+        self.list.iter().filter(hop).cloned().collect()
     }
 
     /// Removes the fields that are one of `fields`: the same name with
@@ -536,6 +555,26 @@ mod connection_tests {
         many.append("Connection", "a,a,a,a,a,a,a,a");
         many.append("A", "1");
         assert_eq!(many.connection_named_values().len(), 1, "one per field");
+        // Past the tokens kept on the stack, and over two fields.
+        many.append("Connection", "b, c, d, e, f, g, h, i, j, z");
+        many.append("Z", "2");
+        many.append("Y", "3");
+        let names: Vec<_> = many
+            .connection_named_values()
+            .into_iter()
+            .map(|h| h.name)
+            .collect();
+        assert_eq!(names, ["A", "Z"]);
+        let mut two = Headers::new();
+        two.append("Connection", "close");
+        two.append("connection", " keep-alive ,x-hop");
+        two.append("X-Hop", "1");
+        two.append("Keep-Alive", "timeout=5");
+        two.append("X-Other", "2");
+        assert_eq!(two.connection_named_values().len(), 2);
+        assert_eq!(two.connection_names_end_to_end(), None);
+        two.append("Connection", "Close, Age");
+        assert_eq!(two.connection_names_end_to_end(), Some("age"));
         h.append("FromVCL", "123");
         h.set_named("X", h.get("foo").cloned().unwrap());
         let mut copy = h.clone();

@@ -63,36 +63,50 @@ pub(crate) fn nanos(d: Duration) -> u64 {
 pub(crate) struct WaitTimer(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
 
 impl WaitTimer {
-    /// Runs `fut` until it ends (`Some`) or `deadline` passes (`None`).
-    /// A plain future over `fut` and the timer (no state of its own to
+    /// Runs `fut` until it ends (`Some`) or the deadline passes (`None`).
+    /// The deadline is asked for, and the timer made or moved, only when
+    /// `fut` first has to wait: a wait that ends at once (the next
+    /// request already there) reads no clock and touches no timer. A
+    /// plain future over `fut` and the timer (no state of its own to
     /// grow the connection's task).
     pub(crate) fn bound<'a, F: Future + Unpin + 'a>(
         &'a mut self,
-        deadline: Instant,
+        deadline: impl FnOnce() -> Instant + 'a,
         mut fut: F,
     ) -> impl Future<Output = Option<F::Output>> + 'a {
         use std::task::Poll;
-        let deadline = tokio::time::Instant::from_std(deadline);
-        if let Some(timer) = &mut self.0 {
-            if timer.deadline() > deadline {
-                timer.as_mut().reset(deadline);
-            }
-        }
-        let timer = self
-            .0
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        let mut deadline = Some(deadline);
+        let mut armed: Option<tokio::time::Instant> = None;
         std::future::poll_fn(move |cx| {
             if let Poll::Ready(out) = std::pin::Pin::new(&mut fut).poll(cx) {
                 return Poll::Ready(Some(out));
             }
+            let at = match (armed, deadline.take()) {
+                (Some(at), _) => at,
+                (None, Some(deadline)) => {
+                    let at = tokio::time::Instant::from_std(deadline());
+                    match &mut self.0 {
+                        Some(timer) if timer.deadline() > at => timer.as_mut().reset(at),
+                        Some(_) => {}
+                        None => self.0 = Some(Box::pin(tokio::time::sleep_until(at))),
+                    }
+                    armed = Some(at);
+                    at
+                }
+                // Not reached: the deadline is taken when first armed.
+                (None, None) => return Poll::Ready(None),
+            };
+            let Some(timer) = &mut self.0 else {
+                return Poll::Ready(None);
+            };
             loop {
                 match timer.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(()) if tokio::time::Instant::now() >= deadline => {
+                    Poll::Ready(()) if tokio::time::Instant::now() >= at => {
                         return Poll::Ready(None)
                     }
                     // Set for an earlier wait: on to this one's deadline.
-                    Poll::Ready(()) => timer.as_mut().reset(deadline),
+                    Poll::Ready(()) => timer.as_mut().reset(at),
                 }
             }
         })
@@ -182,13 +196,17 @@ mod tests {
     fn a_wait_ends_with_its_future_or_at_its_deadline() {
         run(async {
             let mut timer = WaitTimer::default();
-            assert_eq!(
-                timer.bound(after(1000), std::future::ready(7)).await,
-                Some(7)
-            );
+            let asked = std::cell::Cell::new(false);
+            let deadline = || {
+                asked.set(true);
+                after(1000)
+            };
+            assert_eq!(timer.bound(deadline, std::future::ready(7)).await, Some(7));
+            assert!(!asked.get(), "a wait over at once reads no clock");
+            assert!(timer.0.is_none(), "and makes no timer");
             let start = Instant::now();
             let never = std::future::pending::<()>();
-            assert_eq!(timer.bound(after(30), never).await, None);
+            assert_eq!(timer.bound(|| after(30), never).await, None);
             assert!(start.elapsed() >= Duration::from_millis(30));
         });
     }
@@ -200,36 +218,44 @@ mod tests {
             // Set for a short wait, then fired: a later wait runs to its
             // own deadline, not the timer's.
             assert_eq!(
-                timer.bound(after(20), std::future::pending::<()>()).await,
+                timer
+                    .bound(|| after(20), std::future::pending::<()>())
+                    .await,
                 None
             );
             let start = Instant::now();
             assert_eq!(
-                timer.bound(after(80), std::future::pending::<()>()).await,
+                timer
+                    .bound(|| after(80), std::future::pending::<()>())
+                    .await,
                 None
             );
             assert!(start.elapsed() >= Duration::from_millis(80));
             // Set far off by a wait that ended at once: a shorter wait
             // moves it sooner.
             assert_eq!(
-                timer.bound(after(60_000), std::future::ready(())).await,
+                timer.bound(|| after(60_000), std::future::ready(())).await,
                 Some(())
             );
             let start = Instant::now();
             assert_eq!(
-                timer.bound(after(30), std::future::pending::<()>()).await,
+                timer
+                    .bound(|| after(30), std::future::pending::<()>())
+                    .await,
                 None
             );
             let took = start.elapsed();
             assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(30));
             // Set to end sooner than a later wait, which it does not cut short.
             assert_eq!(
-                timer.bound(after(10), std::future::ready(())).await,
+                timer.bound(|| after(10), std::future::ready(())).await,
                 Some(())
             );
             let start = Instant::now();
             assert_eq!(
-                timer.bound(after(60), std::future::pending::<()>()).await,
+                timer
+                    .bound(|| after(60), std::future::pending::<()>())
+                    .await,
                 None
             );
             assert!(start.elapsed() >= Duration::from_millis(60));

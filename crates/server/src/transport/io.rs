@@ -437,7 +437,7 @@ impl Client {
                 std::task::Poll::Pending => std::task::Poll::Pending,
             }
         });
-        match self.head_timer.bound(deadline(), read).await {
+        match self.head_timer.bound(deadline, read).await {
             Some(Ok(n)) => Ok(n),
             Some(Err(_)) => Err(ReadError::Io),
             None => Err(ReadError::Timeout),
