@@ -97,6 +97,7 @@ pub(crate) async fn handle(
     c: &mut Client,
     sh: &Arc<Shared>,
     vcl: &Arc<Loaded>,
+    conn: &ConnInfo,
     head: RequestHead,
     sess: &mut Txn,
 ) -> Outcome {
@@ -137,7 +138,7 @@ pub(crate) async fn handle(
             h.headers.clone(),
         )));
     }
-    client_steps(c, sh, vcl, req).await
+    client_steps(c, sh, vcl, conn, req).await
 }
 
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
@@ -166,7 +167,8 @@ pub(crate) async fn handle_include(
     req.acct.hdr_rx = 0;
     req.initial = Some(initial);
     req.include = Some(ctx);
-    client_steps(c, sh, vcl, req).await;
+    let conn = ConnInfo::of(c);
+    client_steps(c, sh, vcl, &conn, req).await;
 }
 
 /// The steps of a request, then its byte counts and the end of its log.
@@ -174,12 +176,9 @@ async fn client_steps(
     c: &mut Client,
     sh: &Arc<Shared>,
     vcl: &Arc<Loaded>,
+    conn: &ConnInfo,
     mut req: Req,
 ) -> Outcome {
-    let conn = ConnInfo {
-        addrs: c.addrs.clone(),
-        fd: c.fd.map(crate::transport::sockopt::ClientFd),
-    };
     req.sess = c.sess;
     // Borrowed, not counted, unless a label switches the program.
     let mut switched: Option<Arc<Loaded>> = None;
@@ -187,7 +186,7 @@ async fn client_steps(
         let cx = Ctx {
             sh,
             vcl: switched.as_ref().unwrap_or(vcl),
-            conn: &conn,
+            conn,
         };
         let outcome = steps(c, &cx, &mut req).await;
         // `return (vcl(label))`: the request starts over in the program

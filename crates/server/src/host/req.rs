@@ -158,6 +158,16 @@ pub(crate) struct ConnInfo {
 }
 
 impl ConnInfo {
+    /// A client connection's facts (made once a session, and borrowed by
+    /// its requests: counting a reference to the addresses for each
+    /// request was an atomic write and its undoing).
+    pub fn of(c: &crate::transport::io::Client) -> ConnInfo {
+        ConnInfo {
+            addrs: c.addrs.clone(),
+            fd: c.fd.map(crate::transport::sockopt::ClientFd),
+        }
+    }
+
     /// The connection's variables: `client.ip`, `server.ip`,
     /// `remote.ip`, `local.ip`, `local.endpoint`, `local.socket`.
     pub fn var(&self, var: lacquer_vcl::Var) -> lacquer_vcl::Value {

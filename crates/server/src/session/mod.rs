@@ -203,8 +203,10 @@ impl HeadWait {
 
 async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
     let mut served = false;
-    // The program this session's requests run, kept from one to the next.
+    // The program this session's requests run, kept from one to the next,
+    // and the connection's facts they read.
     let mut program = None;
+    let conn = crate::host::req::ConnInfo::of(c);
     loop {
         let limits = sh.request_limits();
         let idle = c.sess.idle.or(sh.params.timeout_idle());
@@ -282,7 +284,8 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
             return CloseReason::Overload;
         };
         served = true;
-        match request::handle(c, sh, sh.active.current(&mut program), head, log).await {
+        let vcl = sh.active.current(&mut program);
+        match request::handle(c, sh, vcl, &conn, head, log).await {
             Outcome::KeepAlive => continue,
             Outcome::Close(reason) => return reason,
         }

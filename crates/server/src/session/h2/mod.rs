@@ -372,10 +372,12 @@ impl Stream {
         let mut link = self.sh.txn(self.sess_vxid, Side::Client);
         // Boxed: the steps' state is large, and a task's future is moved
         // several times as it is spawned; the stream's own stays small.
+        let conn = crate::host::req::ConnInfo::of(&c);
         let _ = boxed_in_place!(request::handle(
             &mut c,
             &self.sh,
             &self.sh.active.get(),
+            &conn,
             head,
             &mut link
         ))
