@@ -1,6 +1,7 @@
 //! Lacquer's foundation: time and duration parsing, request ids, the
 //! parameter table, the counter table, session close reasons and regex
-//! compilation, and the byte buffers a thread keeps for reuse. Every other
+//! compilation, the byte buffers a thread keeps for reuse, and short texts
+//! kept padded for the log. Every other
 //! crate depends on this one; it depends on nothing
 //! of ours.
 
@@ -17,6 +18,7 @@ pub mod regex;
 pub mod spare;
 pub mod time;
 pub mod units;
+pub mod word;
 
 /// The product version, as shown in `Via` and `-V`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -279,6 +279,12 @@ impl Txn {
         self.with(tag, |b| b.extend_from_slice(payload));
     }
 
+    /// Writes a record whose payload is a short fixed text.
+    #[inline]
+    pub fn word(&mut self, tag: Tag, word: &lacquer_core::word::Word) {
+        self.with(tag, |b| word.push(b));
+    }
+
     /// Writes a record with a formatted payload.
     pub fn fmt(&mut self, tag: Tag, args: std::fmt::Arguments<'_>) {
         self.with(tag, |b| {

@@ -262,12 +262,20 @@ macro_rules! methods {
             /// The name a `VCL_call` record gives it: upper case, without
             /// `vcl_` (`RECV`), made once.
             pub fn call_name(self) -> &'static str {
-                static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+                self.call_word().as_str()
+            }
+
+            /// [`Method::call_name`] as a padded word, for the log.
+            pub fn call_word(self) -> &'static lacquer_core::word::Word {
+                use lacquer_core::word::Word;
+                static NAMES: std::sync::OnceLock<Vec<Word>> = std::sync::OnceLock::new();
                 let names = NAMES.get_or_init(|| {
-                    let mut names = vec![String::new(); Method::ALL.len()];
+                    let mut names = vec![Word::new(""); Method::ALL.len()];
                     for m in Method::ALL {
                         let name = m.name().strip_prefix("vcl_").unwrap_or(m.name());
-                        names[m.index()] = name.to_ascii_uppercase();
+                        // Made once for the process's life.
+                        let name: &'static str = Box::leak(name.to_ascii_uppercase().into_boxed_str());
+                        names[m.index()] = Word::new(name);
                     }
                     names
                 });
@@ -394,25 +402,31 @@ pub enum Action {
 
 impl Action {
     pub fn name(&self) -> &'static str {
+        self.word().as_str()
+    }
+
+    /// The name as a padded word, for the log's `VCL_return`.
+    pub fn word(&self) -> &'static lacquer_core::word::Word {
+        use lacquer_core::word::Word;
         match self {
-            Action::Fail => "fail",
-            Action::Synth { .. } => "synth",
-            Action::Restart => "restart",
-            Action::Pass(_) => "pass",
-            Action::Pipe => "pipe",
-            Action::Hash => "hash",
-            Action::Purge => "purge",
-            Action::Lookup => "lookup",
-            Action::Deliver => "deliver",
-            Action::Fetch => "fetch",
-            Action::Miss => "miss",
-            Action::Abandon => "abandon",
-            Action::Retry => "retry",
-            Action::Error { .. } => "error",
-            Action::Ok => "ok",
-            Action::Vcl(_) => "vcl",
-            Action::Merge => "merge",
-            Action::ObjStale => "obj_stale",
+            Action::Fail => const { &Word::new("fail") },
+            Action::Synth { .. } => const { &Word::new("synth") },
+            Action::Restart => const { &Word::new("restart") },
+            Action::Pass(_) => const { &Word::new("pass") },
+            Action::Pipe => const { &Word::new("pipe") },
+            Action::Hash => const { &Word::new("hash") },
+            Action::Purge => const { &Word::new("purge") },
+            Action::Lookup => const { &Word::new("lookup") },
+            Action::Deliver => const { &Word::new("deliver") },
+            Action::Fetch => const { &Word::new("fetch") },
+            Action::Miss => const { &Word::new("miss") },
+            Action::Abandon => const { &Word::new("abandon") },
+            Action::Retry => const { &Word::new("retry") },
+            Action::Error { .. } => const { &Word::new("error") },
+            Action::Ok => const { &Word::new("ok") },
+            Action::Vcl(_) => const { &Word::new("vcl") },
+            Action::Merge => const { &Word::new("merge") },
+            Action::ObjStale => const { &Word::new("obj_stale") },
         }
     }
 }

@@ -98,13 +98,13 @@ pub(crate) fn vcl_call(log: &mut Txn, method: Method) {
     if !log.active() {
         return;
     }
-    log.bytes(Tag::VCL_call, method.call_name().as_bytes());
+    log.word(Tag::VCL_call, method.call_word());
 }
 
 /// `VCL_return`, once the method has run.
 pub(crate) fn vcl_return(log: &mut Txn, action: &Action) {
     if log.active() {
-        log.bytes(Tag::VCL_return, action.name().as_bytes());
+        log.word(Tag::VCL_return, action.word());
     }
 }
 
