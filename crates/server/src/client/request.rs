@@ -138,7 +138,7 @@ pub(crate) async fn handle(
             h.headers.clone(),
         )));
     }
-    client_steps(c, sh, vcl, conn, req).await
+    client_steps(c, sh, vcl, conn, &mut req).await
 }
 
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
@@ -168,7 +168,7 @@ pub(crate) async fn handle_include(
     req.initial = Some(initial);
     req.include = Some(ctx);
     let conn = ConnInfo::of(c);
-    client_steps(c, sh, vcl, &conn, req).await;
+    client_steps(c, sh, vcl, &conn, &mut req).await;
 }
 
 /// The steps of a request, then its byte counts and the end of its log.
@@ -177,7 +177,7 @@ async fn client_steps(
     sh: &Arc<Shared>,
     vcl: &Arc<Loaded>,
     conn: &ConnInfo,
-    mut req: Req,
+    req: &mut Req,
 ) -> Outcome {
     req.sess = c.sess;
     // Borrowed, not counted, unless a label switches the program.
@@ -188,7 +188,7 @@ async fn client_steps(
             vcl: switched.as_ref().unwrap_or(vcl),
             conn,
         };
-        let outcome = steps(c, &cx, &mut req).await;
+        let outcome = steps(c, &cx, req).await;
         // `return (vcl(label))`: the request starts over in the program
         // the label names.
         match req.switch_vcl.take() {
