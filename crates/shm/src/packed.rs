@@ -23,6 +23,22 @@
 use crate::record::{push_fixed6, push_u64, Record, Side, Txn};
 use crate::tags::Tag;
 use bytes::Bytes;
+use lacquer_core::word::Word;
+
+/// The labels of `Timestamp` records, as Varnish names them.
+pub mod stamp {
+    use lacquer_core::word::Word;
+    pub const START: Word = Word::new("Start");
+    pub const REQ: Word = Word::new("Req");
+    pub const PROCESS: Word = Word::new("Process");
+    pub const RESP: Word = Word::new("Resp");
+    pub const FETCH: Word = Word::new("Fetch");
+    pub const RESTART: Word = Word::new("Restart");
+    pub const BERESP: Word = Word::new("Beresp");
+    pub const BERESP_BODY: Word = Word::new("BerespBody");
+    pub const PIPE: Word = Word::new("Pipe");
+    pub const PIPE_SESS: Word = Word::new("PipeSess");
+}
 
 /// The pseudo tag code of a packed head.
 pub(crate) const HEAD_CODE: u8 = 0xfe;
@@ -164,20 +180,20 @@ impl Txn {
 
     /// Writes a `Timestamp` record: the label, the absolute time, the
     /// time since the transaction began and since the last timestamp.
-    pub fn timestamp(&mut self, label: &str, now: f64) {
+    pub fn timestamp(&mut self, label: &Word, now: f64) {
         if !self.wants(Tag::Timestamp) {
             return;
         }
         let (start, last) = self.times();
         self.set_last(now);
-        let len = 26 + label.len().min(64);
+        let len = 26 + label.as_str().len();
         let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
         self.raw(TIME_CODE, len, |b| {
             b.extend_from_slice(&reclen.to_le_bytes());
             b.extend_from_slice(&now.to_le_bytes());
             b.extend_from_slice(&(now - start).to_le_bytes());
             b.extend_from_slice(&(now - last).to_le_bytes());
-            b.extend_from_slice(&label.as_bytes()[..len - 26]);
+            label.push(b);
         });
     }
 }
@@ -426,11 +442,11 @@ mod tests {
     fn packed_records_reach_readers_expanded() {
         let mask = crate::record::default_mask();
         let got = round_trip(limits(255, mask), |t| {
-            t.timestamp("Req", 100.25);
+            t.timestamp(&crate::packed::stamp::REQ, 100.25);
             t.head(HeadKind::Req, b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
             t.vxid_and_secs(Tag::Hit, 1002, &[119.9985734, 10.0, -0.5]);
             t.vxid_and_secs(Tag::HitMiss, 7, &[1.0]);
-            t.timestamp("Resp", 101.5);
+            t.timestamp(&crate::packed::stamp::RESP, 101.5);
         });
         assert_eq!(
             got,
@@ -525,7 +541,7 @@ mod tests {
     fn packed_records_keep_reclen_and_the_mask() {
         let mask = crate::record::mask_of(&[Tag::ReqHeader]);
         let got = round_trip(limits(12, mask), |t| {
-            t.timestamp("Start", 100.0);
+            t.timestamp(&crate::packed::stamp::START, 100.0);
             t.head(
                 HeadKind::Req,
                 b"GET /a-rather-long-url HTTP/1.1\r\nHost: a\r\n\r\n",

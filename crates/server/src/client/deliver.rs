@@ -289,7 +289,8 @@ pub(crate) async fn object(
         gunzip,
     };
     let outcome = send(c, sh, req, obj, shape, d).await;
-    req.log.timestamp("Resp", lacquer_core::time::now());
+    req.log
+        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
     outcome.unwrap_or(if keep {
         Outcome::KeepAlive
     } else {
@@ -532,7 +533,8 @@ async fn fragment(
 ) -> Outcome {
     let clock = send_clock(&sh.params, req, d.now);
     let result = filtered_body(c, sh, req, obj, d, &clock, None).await;
-    req.log.timestamp("Resp", lacquer_core::time::now());
+    req.log
+        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
     match result {
         Ok(()) => Outcome::KeepAlive,
         Err(outcome) => {

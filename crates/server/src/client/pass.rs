@@ -284,7 +284,10 @@ fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
     crate::host::vsl::vcl_return(&mut host.req.log, &action);
     match action {
         Action::Deliver => {
-            host.req.log.timestamp("Process", lacquer_core::time::now());
+            host.req.log.timestamp(
+                &lacquer_shm::packed::stamp::PROCESS,
+                lacquer_core::time::now(),
+            );
             None
         }
         Action::Synth { status, reason } => Some(Passed::Synth(status, reason)),
@@ -537,7 +540,8 @@ async fn stream_response(
         // The body the backend is sending is not wanted: its connection
         // cannot carry another request.
         be.finish(false);
-        req.log.timestamp("Resp", lacquer_core::time::now());
+        req.log
+            .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
         return Passed::Done(match keep {
             true => Outcome::KeepAlive,
             false if http10 => Outcome::Close(CloseReason::ReqHttp10),
@@ -628,7 +632,8 @@ async fn stream_response(
     if c.finish_body_with(&trailers, &clock).await.is_err() {
         return Passed::Done(Outcome::Close(CloseReason::TxError));
     }
-    req.log.timestamp("Resp", lacquer_core::time::now());
+    req.log
+        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
     Passed::Done(match (keep, wire) {
         (true, _) => Outcome::KeepAlive,
         (false, WireBody::Close) => Outcome::Close(CloseReason::TxEof),

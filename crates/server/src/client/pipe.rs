@@ -106,7 +106,8 @@ pub(crate) async fn pipe(
     {
         return Piped::Done(Outcome::Close(CloseReason::TxPipe));
     }
-    req.log.timestamp("Pipe", lacquer_core::time::now());
+    req.log
+        .timestamp(&lacquer_shm::packed::stamp::PIPE, lacquer_core::time::now());
     let idle = Params::duration(sh.params.pipe_timeout());
     let started = Instant::now();
     let last = AtomicU64::new(0);
@@ -172,7 +173,10 @@ pub(crate) async fn pipe(
     COUNTERS.add(Counter::s_pipe_out, to_client);
     vbe.add(BackendCounter::pipe_out, from_client);
     vbe.add(BackendCounter::pipe_in, to_client);
-    req.log.timestamp("PipeSess", lacquer_core::time::now());
+    req.log.timestamp(
+        &lacquer_shm::packed::stamp::PIPE_SESS,
+        lacquer_core::time::now(),
+    );
     crate::host::vsl::numbers(
         &mut req.log,
         lacquer_shm::Tag::PipeAcct,

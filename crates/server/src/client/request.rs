@@ -109,8 +109,8 @@ pub(crate) async fn handle(
     if log.active() {
         sess.link("req", xid, "rxreq");
         log.begin("req", sess.vxid(), "rxreq", t_req);
-        log.timestamp("Start", t_req);
-        log.timestamp("Req", t_req);
+        log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
+        log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         log.with(Tag::ReqStart, |b| {
             let a = &c.addrs;
@@ -157,8 +157,8 @@ pub(crate) async fn handle_include(
     let mut log = sh.txn(xid, Side::Client);
     if log.active() {
         log.begin("req", parent_xid, "esi", t_req);
-        log.timestamp("Start", t_req);
-        log.timestamp("Req", t_req);
+        log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
+        log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         log.head(HeadKind::Req, &head.raw);
     }
@@ -240,7 +240,10 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
         match recv(c, cx, req).await {
             Step::Done(outcome) => return outcome,
             Step::Restart => {
-                req.log.timestamp("Restart", lacquer_core::time::now());
+                req.log.timestamp(
+                    &lacquer_shm::packed::stamp::RESTART,
+                    lacquer_core::time::now(),
+                );
                 if std::mem::take(&mut req.body_for_lookup) {
                     req.cached_body = Some(Bytes::new());
                 }
@@ -577,11 +580,17 @@ async fn miss_step(
                 // The fetch was abandoned (or failed in VCL): as in
                 // Varnish, vcl_synth answers with a 503.
                 Err(_) => {
-                    req.log.timestamp("Fetch", lacquer_core::time::now());
+                    req.log.timestamp(
+                        &lacquer_shm::packed::stamp::FETCH,
+                        lacquer_core::time::now(),
+                    );
                     return synth_step(c, cx, req, 503, None, keep).await;
                 }
             };
-            req.log.timestamp("Fetch", lacquer_core::time::now());
+            req.log.timestamp(
+                &lacquer_shm::packed::stamp::FETCH,
+                lacquer_core::time::now(),
+            );
             let resp = match fetched.withheld {
                 Some(fields) => Resp::with_fields(&fetched.obj, fields),
                 None => Resp::for_object(&fetched.obj, false),
@@ -630,7 +639,7 @@ async fn deliver_resp(
     match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
         Action::Deliver => {
             let now = lacquer_core::time::now();
-            req.log.timestamp("Process", now);
+            req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
             let d = Delivery {
                 hit,
                 keep,
@@ -745,7 +754,7 @@ async fn synth_step(
             keep: 0.0,
         },
     );
-    req.log.timestamp("Process", now);
+    req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
     let d = Delivery {
         hit: false,
         keep,

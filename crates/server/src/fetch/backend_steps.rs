@@ -151,7 +151,10 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 Action::Error { status, reason } => break 'attempt (status, reason),
                 _ => break 'attempt (503, None),
             }
-            bereq.log.timestamp("Fetch", lacquer_core::time::now());
+            bereq.log.timestamp(
+                &lacquer_shm::packed::stamp::FETCH,
+                lacquer_core::time::now(),
+            );
             let Some((index, backend)) = pick_backend(sh, vcl, bereq) else {
                 COUNTERS.inc(Counter::fetch_failed);
                 let e = FetchError::ConnectFailed("no backend".into());
@@ -423,7 +426,7 @@ pub(crate) fn log_exchange(
         );
     }
     log.head(HeadKind::Bereq, head);
-    log.timestamp("Beresp", now);
+    log.timestamp(&lacquer_shm::packed::stamp::BERESP, now);
     vsl::beresp(log, resp);
 }
 
@@ -462,7 +465,7 @@ pub(crate) fn log_body_end(
             format_args!("{fd} {} {fate}", conn.backend_name()),
         );
     }
-    log.timestamp("BerespBody", now);
+    log.timestamp(&lacquer_shm::packed::stamp::BERESP_BODY, now);
     vsl::numbers(log, Tag::Length, &[length]);
     vsl::numbers(
         log,

@@ -147,7 +147,7 @@ impl Bereq {
         if log.active() {
             req.log.link("bereq", xid, reason);
             log.begin("bereq", req.xid, reason, now);
-            log.timestamp("Start", now);
+            log.timestamp(&lacquer_shm::packed::stamp::START, now);
             log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         }
         Bereq {
