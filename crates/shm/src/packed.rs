@@ -418,7 +418,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let log = Log::create(&dir, 1 << 20).unwrap().leak();
         let mut txn = Txn::new(Some(log), 7, Side::Client, limits);
-        txn.begin("req", 6, "rxreq", 100.0);
+        txn.begin(
+            &crate::record::txn::REQ,
+            6,
+            &crate::record::txn::RXREQ,
+            100.0,
+        );
         write(&mut txn);
         txn.end();
         let mut reader = crate::ring::Reader::open(&dir, true).unwrap();

@@ -9,6 +9,23 @@ use crate::ring::Log;
 use crate::tags::Tag;
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::word::Word;
+
+/// The kinds of transactions and the reasons they begin, as `Begin` and
+/// `Link` records name them.
+pub mod txn {
+    use lacquer_core::word::Word;
+    pub const SESS: Word = Word::new("sess");
+    pub const REQ: Word = Word::new("req");
+    pub const BEREQ: Word = Word::new("bereq");
+    pub const HTTP1: Word = Word::new("HTTP/1");
+    pub const RXREQ: Word = Word::new("rxreq");
+    pub const ESI: Word = Word::new("esi");
+    pub const FETCH: Word = Word::new("fetch");
+    pub const BGFETCH: Word = Word::new("bgfetch");
+    pub const PASS: Word = Word::new("pass");
+    pub const PIPE: Word = Word::new("pipe");
+}
 
 /// Bytes before a record's payload.
 pub const HEADER: usize = 8;
@@ -304,27 +321,27 @@ impl Txn {
     }
 
     /// Writes a `Begin` record and starts the transaction's clock.
-    pub fn begin(&mut self, kind: &str, parent: u64, reason: &str, now: f64) {
+    pub fn begin(&mut self, kind: &Word, parent: u64, reason: &Word, now: f64) {
         self.t_start = now;
         self.t_last = now;
         self.open = true;
         self.with(Tag::Begin, |b| {
-            b.extend_from_slice(kind.as_bytes());
+            kind.push(b);
             b.push(b' ');
             push_u64(b, parent);
             b.push(b' ');
-            b.extend_from_slice(reason.as_bytes());
+            reason.push(b);
         });
     }
 
     /// Writes a `Link` record naming a child transaction.
-    pub fn link(&mut self, kind: &str, child: u64, reason: &str) {
+    pub fn link(&mut self, kind: &Word, child: u64, reason: &Word) {
         self.with(Tag::Link, |b| {
-            b.extend_from_slice(kind.as_bytes());
+            kind.push(b);
             b.push(b' ');
             push_u64(b, child);
             b.push(b' ');
-            b.extend_from_slice(reason.as_bytes());
+            reason.push(b);
         });
     }
 
@@ -606,7 +623,12 @@ mod push_tests {
             mask: 0,
         };
         let mut sess = Txn::new(Some(log), 5, Side::Client, limits);
-        sess.begin("sess", 0, "HTTP/1", 1.0);
+        sess.begin(
+            &crate::record::txn::SESS,
+            0,
+            &crate::record::txn::HTTP1,
+            1.0,
+        );
         sess.bytes(Tag::SessOpen, b"127.0.0.1 40000 a0 127.0.0.1 8080 1.0 12");
         sess.release();
         assert!(sess.buf.is_empty());
@@ -616,7 +638,7 @@ mod push_tests {
             "small, not a request's: {room}"
         );
         for child in 6..9 {
-            sess.link("req", child, "rxreq");
+            sess.link(&crate::record::txn::REQ, child, &crate::record::txn::RXREQ);
         }
         sess.bytes(Tag::SessClose, b"REM_CLOSE 0.001");
         assert_eq!(sess.buf.as_ptr(), at, "written where it was made room");
@@ -624,7 +646,12 @@ mod push_tests {
         drop(sess);
         // The thread keeps the room for its next session.
         let mut next = Txn::new(Some(log), 10, Side::Client, limits);
-        next.begin("sess", 0, "HTTP/1", 2.0);
+        next.begin(
+            &crate::record::txn::SESS,
+            0,
+            &crate::record::txn::HTTP1,
+            2.0,
+        );
         next.release();
         assert_eq!(next.buf.as_ptr(), at, "the room of the session before");
         drop(next);

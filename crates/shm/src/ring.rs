@@ -415,7 +415,7 @@ mod tests {
         let log = Log::create(&dir, 1 << 16).unwrap().leak();
         let mut early = Reader::open(&dir, false).unwrap();
         let mut t = Txn::new(Some(log), 7, Side::Client, limits());
-        t.begin("req", 6, "rxreq", 1.0);
+        t.begin(&crate::record::txn::REQ, 6, &crate::record::txn::RXREQ, 1.0);
         t.bytes(Tag::ReqURL, b"/a");
         t.end();
         let mut got = Vec::new();

@@ -364,7 +364,11 @@ fn start_include(
     let socket = ctx.top.socket.as_ref().map(AsRawFd::as_raw_fd);
     let fc = Client::fragment(tx, c, socket);
     let xid = next_vxid();
-    req.log.link("req", xid, "esi");
+    req.log.link(
+        &lacquer_shm::record::txn::REQ,
+        xid,
+        &lacquer_shm::record::txn::ESI,
+    );
     let task = tokio::spawn(include_task(
         fc,
         sh.clone(),

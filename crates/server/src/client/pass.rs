@@ -62,7 +62,14 @@ pub(crate) async fn pass(
     headers.remove_fixed_hop_by_hop();
     headers.remove_values(&req.hop_values);
     headers.remove("expect");
-    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn.clone(), "pass");
+    let mut bereq = Bereq::from_req(
+        sh,
+        vcl,
+        req,
+        headers,
+        conn.clone(),
+        &lacquer_shm::record::txn::PASS,
+    );
     bereq.version = Version::Http11;
     bereq.uncacheable = true;
     bereq.is_hitpass = req.is_hitpass;

@@ -40,7 +40,14 @@ pub(crate) async fn pipe(
     headers.remove_fixed_hop_by_hop();
     headers.remove_values(&req.hop_values);
     headers.set("Connection", "close");
-    let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn.clone(), "pipe");
+    let mut bereq = Bereq::from_req(
+        sh,
+        vcl,
+        req,
+        headers,
+        conn.clone(),
+        &lacquer_shm::record::txn::PIPE,
+    );
     bereq.uncacheable = true;
     crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {

@@ -26,6 +26,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_http::RequestHead;
 use lacquer_shm::packed::HeadKind;
+use lacquer_shm::record::txn;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
@@ -107,8 +108,8 @@ pub(crate) async fn handle(
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
     if log.active() {
-        sess.link("req", xid, "rxreq");
-        log.begin("req", sess.vxid(), "rxreq", t_req);
+        sess.link(&txn::REQ, xid, &txn::RXREQ);
+        log.begin(&txn::REQ, sess.vxid(), &txn::RXREQ, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
@@ -156,7 +157,7 @@ pub(crate) async fn handle_include(
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
     if log.active() {
-        log.begin("req", parent_xid, "esi", t_req);
+        log.begin(&txn::REQ, parent_xid, &txn::ESI, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());

@@ -96,7 +96,10 @@ pub(crate) fn spawn(
             headers.set("If-Modified-Since", lm);
         }
     }
-    let reason = if kind.bgfetch { "bgfetch" } else { "fetch" };
+    let reason = match kind.bgfetch {
+        true => &lacquer_shm::record::txn::BGFETCH,
+        false => &lacquer_shm::record::txn::FETCH,
+    };
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, reason);
     bereq.method = Bytes::from_static(b"GET");
     bereq.version = Version::Http11;

@@ -11,6 +11,7 @@ use lacquer_backend::Timeouts;
 use lacquer_cache::object::{Object, Timers};
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, Version};
+use lacquer_shm::record::txn;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::BackendRef;
 use std::sync::Arc;
@@ -139,14 +140,14 @@ impl Bereq {
         req: &mut Req,
         headers: Headers,
         conn: ConnInfo,
-        reason: &'static str,
+        reason: &'static lacquer_core::word::Word,
     ) -> Bereq {
         let xid = lacquer_core::ids::next_vxid();
         let now = lacquer_core::time::now();
         let mut log = sh.txn(xid, Side::Backend);
         if log.active() {
-            req.log.link("bereq", xid, reason);
-            log.begin("bereq", req.xid, reason, now);
+            req.log.link(&txn::BEREQ, xid, reason);
+            log.begin(&txn::BEREQ, req.xid, reason, now);
             log.timestamp(&lacquer_shm::packed::stamp::START, now);
             log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         }

@@ -16,7 +16,7 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::{Feature, Params};
 use lacquer_http::{parse_request, RequestError};
-use lacquer_shm::record::{push_fixed3, push_fixed6, push_ip, push_u64};
+use lacquer_shm::record::{push_fixed3, push_fixed6, push_ip, push_u64, txn};
 use lacquer_shm::{Side, Tag, Txn};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ pub(crate) async fn serve_connection(
     let fd = stream.socket().map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
     let mut c = Client::new(stream, addrs);
     let mut log = sh.txn(next_vxid(), Side::Client);
-    log.begin("sess", 0, "HTTP/1", t_open);
+    log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
     if log.active() {
         let a = &c.addrs;
         // Written by hand: the formatter's float and numbers cost more
@@ -115,7 +115,7 @@ pub(crate) fn handshake_failed(
     reason.count();
     let t_open = lacquer_core::time::now();
     let mut log = sh.txn(next_vxid(), Side::Client);
-    log.begin("sess", 0, "HTTP/1", t_open);
+    log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
     if log.active() {
         log.fmt(
             Tag::SessOpen,
