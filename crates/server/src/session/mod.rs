@@ -296,15 +296,26 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
 /// (`GET / HTTP/9.9` and `GET /` are HTTP, if bad; `INVALID CONNECTION
 /// PREFACE` is not).
 fn names_no_version(rbuf: &[u8]) -> bool {
-    let Some(end) = rbuf.iter().position(|&b| b == b'\n') else {
+    let Some(end) = memchr::memchr(b'\n', rbuf) else {
         return false;
     };
     let line = &rbuf[..end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    line.split(|&b| b == b' ')
-        .filter(|w| !w.is_empty())
-        .nth(2)
-        .is_some_and(|v| !v.starts_with(b"HTTP/"))
+    // Past two words and the spaces after each (one pass over the method
+    // and the URL, for every new connection's first request).
+    let mut at = 0;
+    for _ in 0..2 {
+        while line.get(at) == Some(&b' ') {
+            at += 1;
+        }
+        while line.get(at).is_some_and(|&b| b != b' ') {
+            at += 1;
+        }
+    }
+    while line.get(at) == Some(&b' ') {
+        at += 1;
+    }
+    at < line.len() && !line[at..].starts_with(b"HTTP/")
 }
 
 /// Answers a request that could not be parsed, then closes.
@@ -356,6 +367,12 @@ mod tests {
         assert!(!not_http(b"GET / HTTP/1.2\r\n\r\n"));
         assert!(!not_http(b"GET /\r\n\r\n"));
         assert!(!not_http(b"GET / HT"));
+        assert!(not_http(b"  GET  /x  HTTQ/1.1  \r\n"));
+        assert!(!not_http(b"  GET  /x  HTTP/1.1  \r\n"));
+        assert!(!not_http(b"GET /x \r\n"));
+        assert!(!not_http(b"\r\nGET / NOPE\r\n"), "an empty first line");
+        assert!(not_http(b"a b c\n"));
+        assert!(!not_http(b"a b\n"));
     }
 
     /// Every connection holds its session's state, boxed, for as long as
