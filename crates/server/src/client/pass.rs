@@ -58,9 +58,7 @@ pub(crate) async fn pass(
     conn: ConnInfo,
 ) -> Passed {
     COUNTERS.inc(Counter::s_fetch);
-    let mut headers = req.head.headers.clone();
-    headers.remove_fixed_hop_by_hop();
-    headers.remove_values(&req.hop_values);
+    let mut headers = req.backend_headers();
     headers.remove("expect");
     let mut bereq = Bereq::from_req(
         sh,

@@ -36,9 +36,7 @@ pub(crate) async fn pipe(
     req: &mut Req,
     conn: ConnInfo,
 ) -> Piped {
-    let mut headers = req.head.headers.clone();
-    headers.remove_fixed_hop_by_hop();
-    headers.remove_values(&req.hop_values);
+    let mut headers = req.backend_headers();
     headers.set("Connection", "close");
     let mut bereq = Bereq::from_req(
         sh,

@@ -75,9 +75,7 @@ pub(crate) fn spawn(
     kind: FetchKind,
 ) -> oneshot::Receiver<Fetched> {
     let (tx, rx) = oneshot::channel();
-    let mut headers = req.head.headers.clone();
-    headers.remove_fixed_hop_by_hop();
-    headers.remove_values(&req.hop_values);
+    let mut headers = req.backend_headers();
     for name in backend_host::NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }

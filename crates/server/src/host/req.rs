@@ -90,6 +90,16 @@ pub(crate) struct Acct {
 }
 
 impl Req {
+    /// The request's headers as they go towards a backend (a fetch, a
+    /// pass, a pipe): without the hop-by-hop fields, nor the values the
+    /// client's `Connection` named for this hop.
+    pub fn backend_headers(&self) -> Headers {
+        let mut headers = self.head.headers.clone();
+        headers.remove_fixed_hop_by_hop();
+        headers.remove_values(&self.hop_values);
+        headers
+    }
+
     pub fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
         let body = ReqBody::new(head.framing);
         Req {
