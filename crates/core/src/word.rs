@@ -14,8 +14,8 @@ pub struct Word {
 }
 
 impl Word {
-    /// The word for `text`; a longer text is cut at [`WORD_MAX`] bytes (a
-    /// compile-time error in a `const`).
+    /// The word for `text`, which must be at most [`WORD_MAX`] bytes: a
+    /// longer one is a compile-time error in a `const`, a panic otherwise.
     pub const fn new(text: &'static str) -> Word {
         assert!(text.len() <= WORD_MAX, "a word is at most 16 bytes");
         let bytes = text.as_bytes();

@@ -203,37 +203,61 @@ impl Txn {
     /// 119.998573 10.000000 0.000000`), packed: the reader prints the
     /// numbers. At most 8 seconds.
     pub fn vxid_and_secs(&mut self, tag: Tag, vxid: u64, secs: &[f64]) {
-        if !self.wants(tag) {
-            return;
-        }
+        let mut words = [[0u8; 8]; 9];
+        words[0] = vxid.to_le_bytes();
         let secs = &secs[..secs.len().min(8)];
-        let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
-        self.raw(SECS_CODE, 11 + 8 * secs.len(), |b| {
-            b.push(tag as u8);
-            b.extend_from_slice(&reclen.to_le_bytes());
-            b.extend_from_slice(&vxid.to_le_bytes());
-            for s in secs {
-                b.extend_from_slice(&s.to_le_bytes());
-            }
-        });
+        for (w, s) in words[1..].iter_mut().zip(secs) {
+            *w = s.to_le_bytes();
+        }
+        self.words(SECS_CODE, tag, &words[..1 + secs.len()]);
     }
 
     /// A record of numbers separated by spaces (`ReqAcct 81 0 81 297
     /// 1024 1321`), packed: the reader prints them. At most 8 numbers.
     pub fn numbers(&mut self, tag: Tag, values: &[u64]) {
+        let mut words = [[0u8; 8]; 8];
+        let values = &values[..values.len().min(8)];
+        for (w, v) in words.iter_mut().zip(values) {
+            *w = v.to_le_bytes();
+        }
+        self.words(NUMS_CODE, tag, &words[..values.len()]);
+    }
+
+    /// A packed record of 8-byte words under `tag` (see the codes).
+    fn words(&mut self, code: u8, tag: Tag, words: &[[u8; 8]]) {
         if !self.wants(tag) {
             return;
         }
-        let values = &values[..values.len().min(8)];
         let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
-        self.raw(NUMS_CODE, 3 + 8 * values.len(), |b| {
+        self.raw(code, 3 + 8 * words.len(), |b| {
             b.push(tag as u8);
             b.extend_from_slice(&reclen.to_le_bytes());
-            for v in values {
-                b.extend_from_slice(&v.to_le_bytes());
+            for w in words {
+                b.extend_from_slice(w);
             }
         });
     }
+}
+
+/// The record a packed record of words stands for: its tag, and its
+/// words printed by `print` (given each word's place), separated by
+/// spaces and cut at its `vsl_reclen`. None when it is not a well-formed
+/// one.
+fn expand_words(p: &[u8], print: impl Fn(&mut Vec<u8>, usize, [u8; 8])) -> Option<(Tag, Bytes)> {
+    if p.len() < 3 || !(p.len() - 3).is_multiple_of(8) {
+        return None;
+    }
+    let tag = Tag::from_code(p[0])?;
+    let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
+    let mut text = Vec::with_capacity((p.len() - 3) * 3);
+    for (i, word) in p[3..].chunks_exact(8).enumerate() {
+        if i > 0 {
+            text.push(b' ');
+        }
+        print(&mut text, i, word.try_into().unwrap_or_default());
+    }
+    text.truncate(reclen);
+    Some((tag, Bytes::from(text)))
 }
 
 fn f64_at(p: &[u8], at: usize) -> f64 {
@@ -302,56 +326,23 @@ pub(crate) fn expand(
             });
             true
         }
-        SECS_CODE => {
-            if p.len() < 11 || !(p.len() - 11).is_multiple_of(8) {
+        SECS_CODE | NUMS_CODE => {
+            // Seconds come after a vxid, which there must be.
+            if code == SECS_CODE && p.len() < 11 {
                 return false;
             }
-            let Some(tag) = Tag::from_code(p[0]) else {
+            let print = |text: &mut Vec<u8>, i: usize, word: [u8; 8]| match code {
+                SECS_CODE if i > 0 => push_fixed6(text, f64::from_le_bytes(word)),
+                _ => push_u64(text, u64::from_le_bytes(word)),
+            };
+            let Some((tag, payload)) = expand_words(p, print) else {
                 return false;
             };
-            let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
-            let mut text = Vec::with_capacity(20 + (p.len() - 11) * 3);
-            push_u64(
-                &mut text,
-                u64::from_le_bytes(p[3..11].try_into().unwrap_or_default()),
-            );
-            for at in (11..p.len()).step_by(8) {
-                text.push(b' ');
-                push_fixed6(&mut text, f64_at(p, at));
-            }
-            text.truncate(reclen);
             out.push(Record {
                 vxid,
                 tag,
                 side,
-                payload: Bytes::from(text),
-            });
-            true
-        }
-        NUMS_CODE => {
-            if p.len() < 3 || !(p.len() - 3).is_multiple_of(8) {
-                return false;
-            }
-            let Some(tag) = Tag::from_code(p[0]) else {
-                return false;
-            };
-            let reclen = u16::from_le_bytes([p[1], p[2]]) as usize;
-            let mut text = Vec::with_capacity((p.len() - 3) * 3);
-            for (i, at) in (3..p.len()).step_by(8).enumerate() {
-                if i > 0 {
-                    text.push(b' ');
-                }
-                push_u64(
-                    &mut text,
-                    u64::from_le_bytes(p[at..at + 8].try_into().unwrap_or_default()),
-                );
-            }
-            text.truncate(reclen);
-            out.push(Record {
-                vxid,
-                tag,
-                side,
-                payload: Bytes::from(text),
+                payload,
             });
             true
         }
