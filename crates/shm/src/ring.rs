@@ -165,14 +165,43 @@ impl Log {
         // mutex makes this the only writer.
         unsafe {
             let ring = base.add(HEADER_LEN);
-            std::ptr::copy_nonoverlapping(batch.as_ptr(), ring.add(offset), first);
+            copy_streaming(batch.as_ptr(), ring.add(offset), first);
             if first < batch.len() {
-                std::ptr::copy_nonoverlapping(batch.as_ptr().add(first), ring, batch.len() - first);
+                copy_streaming(batch.as_ptr().add(first), ring, batch.len() - first);
             }
         }
         h.head.store(end, Ordering::Release);
         st.head = end;
     }
+}
+
+/// Copies `len` bytes to the ring with stores that bypass the caches.
+/// The ring is far larger than the caches and nothing in the daemon reads
+/// it back: ordinary stores would read each of its lines in and push out
+/// what the next requests need (a cached body, a response head), which
+/// then costs the kernel's copy to the socket. Measured with
+/// `bench/ab.sh`, a keep-alive hit takes about 3% less CPU so.
+///
+/// # Safety
+/// Both ranges are valid for `len` bytes and do not overlap.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_streaming(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let lead = dst.align_offset(16).min(len);
+    std::ptr::copy_nonoverlapping(src, dst, lead);
+    let mut i = lead;
+    while i + 16 <= len {
+        let v = _mm_loadu_si128(src.add(i) as *const __m128i);
+        _mm_stream_si128(dst.add(i) as *mut __m128i, v);
+        i += 16;
+    }
+    std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
+    _mm_sfence();
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_streaming(src: *const u8, dst: *mut u8, len: usize) {
+    std::ptr::copy_nonoverlapping(src, dst, len);
 }
 
 fn epoch() -> u64 {
@@ -397,6 +426,27 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn streaming_copy_is_exact_at_every_alignment() {
+        let src: Vec<u8> = (0..200u8).collect();
+        for from in 0..17 {
+            for to in 0..17 {
+                for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 150] {
+                    let mut dst = [0xaau8; 200];
+                    // SAFETY: both ranges lie inside their vectors.
+                    unsafe { copy_streaming(src[from..].as_ptr(), dst[to..].as_mut_ptr(), len) };
+                    assert_eq!(
+                        &dst[to..to + len],
+                        &src[from..from + len],
+                        "{from} {to} {len}"
+                    );
+                    assert!(dst[..to].iter().all(|&b| b == 0xaa));
+                    assert!(dst[to + len..].iter().all(|&b| b == 0xaa));
+                }
+            }
+        }
     }
 
     #[test]
