@@ -62,7 +62,9 @@ fn hash_of_one(o: &Arc<Object>) -> u64 {
 /// The sharded index.
 pub(crate) struct Index {
     shards: Box<[Mutex<Table>]>,
-    hashers: [RandomState; 2],
+    /// The digest's key, drawn at start from the process's random
+    /// hash state.
+    keys: [u64; 2],
 }
 
 /// One shard's table: keys of one variant and no fetch, and the others.
@@ -133,14 +135,23 @@ impl Index {
     pub fn new() -> Index {
         Index {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hashers: [RandomState::new(), RandomState::new()],
+            keys: {
+                let random = RandomState::new();
+                [random.hash_one(0u8), random.hash_one(1u8)]
+            },
         }
     }
 
     /// A key's digest (keyed per process, so that nobody outside can aim
     /// keys at one table, or two keys at one digest).
+    /// One pass of a keyed 128-bit hash: the key's bytes are read once.
     pub fn digest(&self, key: &[u8]) -> Digest {
-        Digest::from_halves([self.hashers[0].hash_one(key), self.hashers[1].hash_one(key)])
+        use siphasher::sip128::{Hasher128, SipHasher13};
+        use std::hash::Hasher;
+        let mut h = SipHasher13::new_with_keys(self.keys[0], self.keys[1]);
+        h.write(key);
+        let d = h.finish128();
+        Digest::from_halves([d.h1, d.h2])
     }
 
     /// Locks the table a hash falls in. The table's own probe uses the
