@@ -115,7 +115,7 @@ pub(crate) async fn handle(
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
         log.with(Tag::ReqStart, |b| {
             let a = &c.addrs;
-            b.extend_from_slice(a.client_ip.as_bytes());
+            b.extend_from_slice(a.client_ip.bytes());
             b.push(b' ');
             lacquer_shm::record::push_u64(b, u64::from(a.client.port()));
             b.push(b' ');
@@ -220,8 +220,7 @@ async fn client_steps(
 async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
     let sh = cx.sh;
     if req.include.is_none() && &req.head.method[..] == b"GET" {
-        let url = std::str::from_utf8(&req.head.url).unwrap_or("");
-        if let Some(answer) = lacquer_tls::acme::CHALLENGES.http_answer(url) {
+        if let Some(answer) = lacquer_tls::acme::CHALLENGES.http_answer(&req.head.url) {
             return crate::client::answers::acme_answer(c, sh, req, &answer).await;
         }
     }

@@ -42,7 +42,7 @@ pub(crate) async fn serve_connection(
         // Written by hand: the formatter's float and numbers cost more
         // than the rest of the record.
         log.with(Tag::SessOpen, |b| {
-            b.extend_from_slice(a.client_ip.as_bytes());
+            b.extend_from_slice(a.client_ip.bytes());
             b.push(b' ');
             push_u64(b, u64::from(a.remote.port()));
             b.push(b' ');

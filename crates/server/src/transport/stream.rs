@@ -91,6 +91,15 @@ impl IpText {
     }
 }
 
+impl IpText {
+    /// The text's bytes, without the UTF-8 check a `str` takes (the log
+    /// writes them for every request).
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.text[..usize::from(self.len)]
+    }
+}
+
 impl std::ops::Deref for IpText {
     type Target = str;
 
@@ -101,7 +110,7 @@ impl std::ops::Deref for IpText {
 
 impl AsRef<[u8]> for IpText {
     fn as_ref(&self) -> &[u8] {
-        &self.text[..usize::from(self.len)]
+        self.bytes()
     }
 }
 

@@ -102,11 +102,12 @@ pub static CHALLENGES: Challenges = Challenges {
 impl Challenges {
     /// The key authorization for an HTTP-01 request path, if it is one
     /// pending.
-    pub fn http_answer(&self, path: &str) -> Option<String> {
+    pub fn http_answer(&self, path: &[u8]) -> Option<String> {
         if self.active.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let token = path.strip_prefix(HTTP_CHALLENGE_PREFIX)?;
+        let token =
+            std::str::from_utf8(path.strip_prefix(HTTP_CHALLENGE_PREFIX.as_bytes())?).ok()?;
         let http = self.http.lock().unwrap_or_else(|p| p.into_inner());
         http.iter()
             .find(|(t, _)| t == token)
@@ -583,7 +584,7 @@ mod tests {
     #[test]
     fn pending_answers_come_and_go() {
         assert_eq!(
-            CHALLENGES.http_answer("/.well-known/acme-challenge/tok"),
+            CHALLENGES.http_answer(b"/.well-known/acme-challenge/tok"),
             None
         );
         {
@@ -600,15 +601,15 @@ mod tests {
             );
             assert_eq!(
                 CHALLENGES
-                    .http_answer("/.well-known/acme-challenge/tok")
+                    .http_answer(b"/.well-known/acme-challenge/tok")
                     .as_deref(),
                 Some("tok.thumb")
             );
             assert_eq!(
-                CHALLENGES.http_answer("/.well-known/acme-challenge/other"),
+                CHALLENGES.http_answer(b"/.well-known/acme-challenge/other"),
                 None
             );
-            assert_eq!(CHALLENGES.http_answer("/tok"), None);
+            assert_eq!(CHALLENGES.http_answer(b"/tok"), None);
             let c = CHALLENGES.alpn_cert("A.example.").unwrap();
             // The acmeIdentifier extension (1.3.6.1.5.5.7.1.31) carries
             // the digest of the key authorization.
@@ -620,7 +621,7 @@ mod tests {
             assert!(CHALLENGES.alpn_cert("b.example").is_none());
         }
         assert_eq!(
-            CHALLENGES.http_answer("/.well-known/acme-challenge/tok"),
+            CHALLENGES.http_answer(b"/.well-known/acme-challenge/tok"),
             None
         );
         assert!(CHALLENGES.alpn_cert("a.example").is_none());
