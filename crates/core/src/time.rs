@@ -50,7 +50,32 @@ const MONTHS: [&[u8; 3]; 12] = [
 /// keeps its dates as seconds and writes them again on every hit. Times
 /// past the end of year 9999 are written as that end.
 pub fn imf_fixdate(secs: u64) -> [u8; 29] {
+    // Clamped first: no date is u64::MAX, the mark of an empty entry.
     let secs = secs.min(LATEST_HTTP_DATE as u64);
+    // Each thread keeps the last two dates it wrote: a hit writes its
+    // `Date` (now, the same for a second of hits) and its stored
+    // `Last-Modified` (the same for every hit on one object).
+    type Kept = [(u64, [u8; 29]); 2];
+    thread_local! {
+        static KEPT: std::cell::Cell<Kept> = const {
+            std::cell::Cell::new([(u64::MAX, [0; 29]); 2])
+        };
+    }
+    KEPT.try_with(|kept| {
+        let mut k = kept.get();
+        if let Some((_, text)) = k.iter().find(|(s, _)| *s == secs) {
+            return *text;
+        }
+        let text = write_imf_fixdate(secs);
+        k[1] = k[0];
+        k[0] = (secs, text);
+        kept.set(k);
+        text
+    })
+    .unwrap_or_else(|_| write_imf_fixdate(secs))
+}
+
+fn write_imf_fixdate(secs: u64) -> [u8; 29] {
     let days = secs / 86_400;
     let in_day = secs % 86_400;
     let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
@@ -218,6 +243,24 @@ mod tests {
         assert_eq!(&imf_fixdate(last)[..], b"Fri, 31 Dec 9999 23:59:59 GMT");
         assert_eq!(imf_fixdate(u64::MAX), imf_fixdate(last));
         assert_eq!(parse_imf_fixdate(&imf_fixdate(last)), Some(last));
+    }
+
+    #[test]
+    fn kept_dates_are_the_ones_asked_for() {
+        // Two dates alternate (a hit's Date and Last-Modified), a third
+        // pushes the older out, and each is written as itself throughout.
+        let dates = [
+            1_795_691_000u64,
+            1_700_000_000,
+            1_795_691_001,
+            1_700_000_000,
+        ];
+        for _ in 0..3 {
+            for t in dates {
+                let text = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(t));
+                assert_eq!(&imf_fixdate(t)[..], text.as_bytes(), "{t}");
+            }
+        }
     }
 
     #[test]
