@@ -320,8 +320,8 @@ struct Shape {
 fn send_clock(p: &Params, req: &Req, start: f64) -> SendClock {
     SendClock::since(
         start,
-        Params::duration(req.sess.send.or(p.send_timeout())),
-        Params::duration(req.sess.idle_send.or(p.idle_send_timeout())),
+        req.sess.send.or(p.send_timeout()),
+        req.sess.idle_send.or(p.idle_send_timeout()),
     )
 }
 

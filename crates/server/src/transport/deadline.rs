@@ -15,42 +15,43 @@ use std::time::{Duration, Instant};
 pub(crate) struct SendClock {
     /// When the delivery began (seconds of the epoch).
     start: f64,
-    /// `send_timeout`, in seconds.
+    /// `send_timeout` and `idle_send_timeout`, in seconds as the
+    /// parameters give them: made durations only when a write waits.
     send: f64,
-    /// `idle_send_timeout`, in nanoseconds.
-    idle: u64,
+    idle: f64,
 }
 
 impl SendClock {
     /// A clock started now.
     pub fn new(send_timeout: Duration, idle_send_timeout: Duration) -> Self {
-        SendClock::since(lacquer_core::time::now(), send_timeout, idle_send_timeout)
+        SendClock::since(
+            lacquer_core::time::now(),
+            send_timeout.as_secs_f64(),
+            idle_send_timeout.as_secs_f64(),
+        )
     }
 
     /// A clock started at `start` (a time already read: the response's
-    /// `Process` timestamp).
-    pub fn since(start: f64, send_timeout: Duration, idle_send_timeout: Duration) -> Self {
+    /// `Process` timestamp), with timeouts in seconds (a NaN or a
+    /// negative one is none).
+    pub fn since(start: f64, send_timeout: f64, idle_send_timeout: f64) -> Self {
         SendClock {
             start,
-            send: send_timeout.as_secs_f64(),
-            idle: nanos(idle_send_timeout),
+            send: send_timeout,
+            idle: idle_send_timeout,
         }
     }
 
     /// How long the next write may wait: None once the deadline passed.
     pub(crate) fn next_limit(&self) -> Option<Duration> {
-        let left = self.start + self.send - lacquer_core::time::now();
+        let send = lacquer_core::params::Params::duration(self.send).as_secs_f64();
+        let left = self.start + send - lacquer_core::time::now();
         if left.is_nan() || left <= 0.0 {
             return None;
         }
         let left = Duration::try_from_secs_f64(left).unwrap_or(Duration::MAX);
-        Some(left.min(Duration::from_nanos(self.idle)))
+        Some(left.min(lacquer_core::params::Params::duration(self.idle)))
     }
-}
-
-/// A duration in nanoseconds, at most `u64::MAX` (584 years).
-pub(crate) fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 /// A connection's timer for the waits between requests: made on the first
@@ -171,25 +172,28 @@ mod tests {
         let now = lacquer_core::time::now();
         let secs = Duration::from_secs;
         // Time before the first wait (a backend streaming slowly) counts.
-        assert_eq!(
-            SendClock::since(now - 10.0, secs(5), secs(60)).next_limit(),
-            None
-        );
-        let left = SendClock::since(now - 1.0, secs(5), secs(60))
-            .next_limit()
-            .unwrap();
+        assert_eq!(SendClock::since(now - 10.0, 5.0, 60.0).next_limit(), None);
+        let left = SendClock::since(now - 1.0, 5.0, 60.0).next_limit().unwrap();
         assert!(
             left <= secs(4) && left > Duration::from_millis(3500),
             "{left:?}"
         );
         // Each wait is bounded by idle_send_timeout too.
-        assert_eq!(
-            SendClock::since(now, secs(5), secs(1)).next_limit(),
-            Some(secs(1))
-        );
-        // A timeout too large for a Duration is a long one, not a panic.
-        let huge = SendClock::since(now, Duration::MAX, Duration::MAX).next_limit();
-        assert!(huge.is_some_and(|d| d > secs(1 << 30)));
+        assert_eq!(SendClock::since(now, 5.0, 1.0).next_limit(), Some(secs(1)));
+        // A timeout too large for a Duration is a long one (the most a
+        // parameter can say), not a panic.
+        for huge in [f64::INFINITY, 1e300] {
+            let left = SendClock::since(now, huge, huge).next_limit();
+            assert!(left.is_some_and(|d| d > secs(999_000_000)), "{left:?}");
+        }
+        // Unset (NaN) or negative: no time to wait at all.
+        for none in [f64::NAN, -1.0] {
+            assert_eq!(SendClock::since(now, none, 60.0).next_limit(), None);
+            assert_eq!(
+                SendClock::since(now, 60.0, none).next_limit(),
+                Some(Duration::ZERO)
+            );
+        }
     }
 
     #[test]
