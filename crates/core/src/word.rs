@@ -32,6 +32,12 @@ impl Word {
         self.text
     }
 
+    /// The text padded with zero bytes to [`WORD_MAX`].
+    #[inline]
+    pub fn padded(&self) -> &[u8; WORD_MAX] {
+        &self.padded
+    }
+
     /// Appends the text.
     #[inline]
     pub fn push(&self, out: &mut Vec<u8>) {
