@@ -3,6 +3,18 @@
 
 use bytes::Bytes;
 
+/// What a message's `Connection` fields say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    /// A `close` token.
+    pub close: bool,
+    /// A `keep-alive` token.
+    pub keep_alive: bool,
+    /// The first token that names a field that may not be removed as
+    /// hop-by-hop.
+    pub end_to_end: Option<&'static str>,
+}
+
 /// One header field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -239,22 +251,28 @@ impl Headers {
         })
     }
 
-    /// The first field that a `Connection` token names although it may
-    /// not be removed as hop-by-hop ([`NOT_NAMEABLE_BY_CONNECTION`]).
-    pub fn connection_names_end_to_end(&self) -> Option<&'static str> {
-        self.get_all("connection").find_map(|v| {
-            v.split(|&b| b == b',').find_map(|t| {
-                let t = trim(t);
+    /// What the `Connection` fields say, read in one pass over their
+    /// tokens: `close`, `keep-alive`, and the first field a token names
+    /// although it may not be removed as hop-by-hop
+    /// ([`NOT_NAMEABLE_BY_CONNECTION`]).
+    pub fn connection_options(&self) -> ConnectionOptions {
+        let mut o = ConnectionOptions::default();
+        for v in self.get_all("connection") {
+            for t in v.split(|&b| b == b',').map(trim) {
                 // The usual tokens, which the table does not hold.
-                if t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive") {
-                    return None;
+                if t.eq_ignore_ascii_case(b"close") {
+                    o.close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    o.keep_alive = true;
+                } else if o.end_to_end.is_none() {
+                    o.end_to_end = NOT_NAMEABLE_BY_CONNECTION
+                        .iter()
+                        .find(|n| t.eq_ignore_ascii_case(n.as_bytes()))
+                        .copied();
                 }
-                NOT_NAMEABLE_BY_CONNECTION
-                    .iter()
-                    .find(|n| t.eq_ignore_ascii_case(n.as_bytes()))
-                    .copied()
-            })
-        })
+            }
+        }
+        o
     }
 
     /// Every value of a field joined into one list (`a, b`), as a
@@ -490,14 +508,33 @@ mod tests {
 
     #[test]
     fn connection_may_not_name_end_to_end_fields() {
+        let end_to_end = |hs: Headers| hs.connection_options().end_to_end;
         let hs = h(&[("Connection", "keep-alive, X-Private, Upgrade")]);
-        assert_eq!(hs.connection_names_end_to_end(), None);
+        assert_eq!(end_to_end(hs), None);
         let hs = h(&[("Connection", "close"), ("Connection", " content-LENGTH ")]);
-        assert_eq!(hs.connection_names_end_to_end(), Some("content-length"));
+        assert_eq!(end_to_end(hs), Some("content-length"));
         let hs = h(&[("Connection", "Host")]);
-        assert_eq!(hs.connection_names_end_to_end(), Some("host"));
-        let hs = h(&[("Connection", "x-forwarded-for,te")]);
-        assert_eq!(hs.connection_names_end_to_end(), Some("x-forwarded-for"));
+        assert_eq!(end_to_end(hs), Some("host"));
+        let hs = h(&[("Connection", "x-forwarded-for,te, host")]);
+        assert_eq!(end_to_end(hs), Some("x-forwarded-for"), "the first");
+    }
+
+    #[test]
+    fn connection_options_are_read_from_every_field() {
+        let options = |pairs: &[(&'static str, &'static str)]| h(pairs).connection_options();
+        let none = ConnectionOptions::default();
+        assert_eq!(options(&[]), none);
+        assert_eq!(options(&[("X-Close", "close")]), none);
+        assert_eq!(options(&[("Connection", "closed, keep-alivex")]), none);
+        let both = options(&[
+            ("Connection", "Upgrade"),
+            ("Host", "h"),
+            ("connection", " Keep-Alive ,x, CLOSE "),
+        ]);
+        assert!(both.close && both.keep_alive && both.end_to_end.is_none());
+        let close = options(&[("Connection", "age"), ("Connection", "close")]);
+        assert!(close.close && !close.keep_alive);
+        assert_eq!(close.end_to_end, Some("age"));
     }
 
     #[test]
@@ -572,9 +609,9 @@ mod connection_tests {
         two.append("Keep-Alive", "timeout=5");
         two.append("X-Other", "2");
         assert_eq!(two.connection_named_values().len(), 2);
-        assert_eq!(two.connection_names_end_to_end(), None);
+        assert_eq!(two.connection_options().end_to_end, None);
         two.append("Connection", "Close, Age");
-        assert_eq!(two.connection_names_end_to_end(), Some("age"));
+        assert_eq!(two.connection_options().end_to_end, Some("age"));
         h.append("FromVCL", "123");
         h.set_named("X", h.get("foo").cloned().unwrap());
         let mut copy = h.clone();

@@ -10,7 +10,7 @@ pub mod proxy;
 pub mod request;
 pub mod response;
 
-pub use headers::{Header, Headers};
+pub use headers::{ConnectionOptions, Header, Headers};
 pub use request::{parse_request, RequestError, RequestHead, RequestLimits};
 pub use response::{parse_response, ResponseError, ResponseHead, ResponseLimits};
 

@@ -41,6 +41,11 @@ pub struct RequestHead {
     pub wire_len: usize,
     /// The client sent `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// What its `Connection` fields said when it came: whether the
+    /// connection stays open is judged from these, as varnishd judges it
+    /// when it reads the head (VCL that edits `req.http.Connection`
+    /// changes what is forwarded, not that).
+    pub connection: crate::ConnectionOptions,
     /// The head as it came, request line to empty line (for the log).
     pub raw: Bytes,
 }
@@ -49,10 +54,10 @@ impl RequestHead {
     /// Whether the client wants the connection kept open after this request.
     pub fn keep_alive(&self) -> bool {
         match self.version {
-            Version::Http11 => !self.headers.has_token("connection", "close"),
+            Version::Http11 => !self.connection.close,
             // A stream ends; its connection is not the request's to close.
             Version::Http2 => true,
-            Version::Http10 => self.headers.has_token("connection", "keep-alive"),
+            Version::Http10 => self.connection.keep_alive,
         }
     }
 
@@ -306,7 +311,8 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             "Bad Request: Transfer-Encoding in HTTP/1.0",
         ));
     }
-    if headers.connection_names_end_to_end().is_some() {
+    let connection = headers.connection_options();
+    if connection.end_to_end.is_some() {
         return Err(RequestError::Bad(
             "Bad Request: Connection names an end-to-end header",
         ));
@@ -354,6 +360,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
         framing,
         wire_len: head.len(),
         expect_continue: expect_continue && framing != Framing::None,
+        connection,
         raw: head,
     })
 }

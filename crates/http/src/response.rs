@@ -185,7 +185,7 @@ pub fn parse_response(
     {
         keep_alive = false;
     }
-    if headers.connection_names_end_to_end().is_some() {
+    if headers.connection_options().end_to_end.is_some() {
         return Err(ResponseError::Malformed(
             "Connection names an end-to-end header",
         ));
