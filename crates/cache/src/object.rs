@@ -50,8 +50,8 @@ impl Timers {
     }
 }
 
-/// A key's digest: two SipHash-1-3 values of it under two secret keys
-/// drawn for each process, 128 bits in all. Keys are told apart by their
+/// A key's digest: its 128-bit SipHash-1-3 under a secret key drawn for
+/// each process (one pass over the key). Keys are told apart by their
 /// digests alone, as Varnish tells them apart by SHA-256: nobody outside
 /// sees the digest or knows the secret keys, so nobody can aim two keys at
 /// one digest, and two keys of a billion objects share one by chance with a
