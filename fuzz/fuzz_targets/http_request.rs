@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
         let cl = head.headers.get_all("content-length").count();
         let te = head.headers.get_all("transfer-encoding").count();
         assert!(cl <= 1 && te <= 1 && cl + te <= 1, "framed two ways");
-        assert!(head.headers.connection_names_end_to_end().is_none());
+        // What the connection's fate is judged from is what the fields say.
+        let options = head.headers.connection_options();
+        assert!(options.end_to_end.is_none());
+        assert_eq!(head.connection, options);
         assert!(head.headers.get_all("host").count() <= 1);
         if head.framing == Framing::Chunked {
             assert_eq!(te, 1);
