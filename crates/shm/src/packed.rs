@@ -181,20 +181,21 @@ impl Txn {
     /// Writes a `Timestamp` record: the label, the absolute time, the
     /// time since the transaction began and since the last timestamp.
     pub fn timestamp(&mut self, label: &Word, now: f64) {
+        use crate::record::HEADER;
+        use lacquer_core::word::WORD_MAX;
         if !self.wants(Tag::Timestamp) {
             return;
         }
         let (start, last) = self.times();
         self.set_last(now);
-        let len = 26 + label.as_str().len();
         let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
-        self.raw(TIME_CODE, len, |b| {
-            b.extend_from_slice(&reclen.to_le_bytes());
-            b.extend_from_slice(&now.to_le_bytes());
-            b.extend_from_slice(&(now - start).to_le_bytes());
-            b.extend_from_slice(&(now - last).to_le_bytes());
-            label.push(b);
-        });
+        let mut r = [0u8; HEADER + 26 + WORD_MAX];
+        r[HEADER..HEADER + 2].copy_from_slice(&reclen.to_le_bytes());
+        r[HEADER + 2..HEADER + 10].copy_from_slice(&now.to_le_bytes());
+        r[HEADER + 10..HEADER + 18].copy_from_slice(&(now - start).to_le_bytes());
+        r[HEADER + 18..HEADER + 26].copy_from_slice(&(now - last).to_le_bytes());
+        r[HEADER + 26..].copy_from_slice(label.padded());
+        self.fixed(TIME_CODE, r, 26 + label.as_str().len());
     }
 }
 
@@ -225,17 +226,20 @@ impl Txn {
 
     /// A packed record of 8-byte words under `tag` (see the codes).
     fn words(&mut self, code: u8, tag: Tag, words: &[[u8; 8]]) {
+        use crate::record::HEADER;
         if !self.wants(tag) {
             return;
         }
+        let words = &words[..words.len().min(9)];
         let reclen = self.limits().reclen.min(u16::MAX as usize) as u16;
-        self.raw(code, 3 + 8 * words.len(), |b| {
-            b.push(tag as u8);
-            b.extend_from_slice(&reclen.to_le_bytes());
-            for w in words {
-                b.extend_from_slice(w);
-            }
-        });
+        let mut r = [0u8; HEADER + 3 + 8 * 9];
+        r[HEADER] = tag as u8;
+        r[HEADER + 1..HEADER + 3].copy_from_slice(&reclen.to_le_bytes());
+        for (i, w) in words.iter().enumerate() {
+            let at = HEADER + 3 + 8 * i;
+            r[at..at + 8].copy_from_slice(w);
+        }
+        self.fixed(code, r, 3 + 8 * words.len());
     }
 }
 

@@ -303,15 +303,24 @@ impl Txn {
         if !self.wants(tag) {
             return;
         }
-        // The header and the padded word as one copy of known size, then
-        // cut to the word's length (or `vsl_reclen`, if that is shorter).
+        // Cut to the word's length, or `vsl_reclen` if that is shorter.
         let len = word.as_str().len().min(self.limits.reclen);
         let mut record = [0u8; HEADER + WORD_MAX];
+        record[HEADER..].copy_from_slice(word.padded());
+        self.fixed(tag as u8, record, len);
+    }
+
+    /// Appends a record built whole in `record`, whose first [`HEADER`]
+    /// bytes are left for its header (written here) and whose next `len`
+    /// bytes are its payload: one copy of known size and a cut, where
+    /// appending its parts one by one checks the buffer's room for each.
+    #[inline]
+    pub(crate) fn fixed<const N: usize>(&mut self, code: u8, mut record: [u8; N], len: usize) {
+        debug_assert!(HEADER + len <= N);
         record[..2].copy_from_slice(&(len as u16).to_le_bytes());
-        record[2] = tag as u8;
+        record[2] = code;
         record[3] = self.side.marker() as u8;
         record[4..8].copy_from_slice(&(self.vxid as u32).to_le_bytes());
-        record[HEADER..].copy_from_slice(word.padded());
         let at = self.buf.len();
         self.buf.extend_from_slice(&record);
         self.buf.truncate(at + HEADER + len);

@@ -52,6 +52,7 @@ impl Native {
         let pass = || Some(Action::Pass(None));
         Ok(match self {
             Native::ReqHost => {
+                // Looked up once: lower-casing a value leaves it there.
                 let upper = match host.header_ref(HttpKind::Req, "host") {
                     Lent::Value(v) => Some(v.iter().any(u8::is_ascii_uppercase)),
                     Lent::Slice(v) => Some(v.iter().any(u8::is_ascii_uppercase)),
@@ -65,11 +66,7 @@ impl Native {
                     let lower = Bytes::from(host_value.to_ascii_lowercase());
                     host.set_header(HttpKind::Req, "host", lower)?;
                 }
-                let has_host = match host.header_ref(HttpKind::Req, "host") {
-                    Lent::Absent => false,
-                    Lent::Value(_) | Lent::Slice(_) => true,
-                    Lent::Owned => host.header(HttpKind::Req, "host").is_some(),
-                };
+                let has_host = upper.is_some();
                 if has_host || host.get(Var::ReqEsiLevel).as_i64() != 0 {
                     None
                 } else {
