@@ -28,6 +28,7 @@
 //!   (little-endian): the number of a value many objects share, kept
 //!   once for the process ([`shared`]).
 
+mod rendered;
 mod shared;
 
 use std::cell::{Cell, RefCell};
@@ -332,6 +333,33 @@ fn push_value(out: &mut Vec<u8>, number: Option<u8>, value: &[u8], table: &Table
     out.extend_from_slice(value);
 }
 
+/// Writes packed fields as field lines, each ending in CRLF.
+fn write_packed_fields(mut rest: &[u8], out: &mut Vec<u8>) {
+    let table = table();
+    while let Some((&n, after)) = rest.split_first() {
+        let after = if n == 0 {
+            let Some((name, after)) = after
+                .split_first()
+                .and_then(|(&len, after)| after.split_at_checked(usize::from(len)))
+            else {
+                return;
+            };
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            after
+        } else {
+            out.extend_from_slice(table.line(n & !SHARED).unwrap_or_default());
+            after
+        };
+        let Some((value, after)) = read_value(n & SHARED != 0, after) else {
+            return;
+        };
+        value.write(out);
+        out.extend_from_slice(b"\r\n");
+        rest = after;
+    }
+}
+
 /// A field's value as a packed head keeps it, and what follows it.
 #[inline]
 fn read_value(shared: bool, bytes: &[u8]) -> Option<(Value<'_>, &[u8])> {
@@ -552,34 +580,12 @@ impl<'a> Packed<'a> {
     /// Writes the field lines, each ending in CRLF.
     #[inline]
     pub fn write_fields(self, out: &mut Vec<u8>) {
-        let (mut rest, packed) = self.field_part();
+        let (rest, packed) = self.field_part();
         if !packed {
             out.extend_from_slice(rest);
             return;
         }
-        let table = table();
-        while let Some((&n, after)) = rest.split_first() {
-            let after = if n == 0 {
-                let Some((name, after)) = after
-                    .split_first()
-                    .and_then(|(&len, after)| after.split_at_checked(usize::from(len)))
-                else {
-                    return;
-                };
-                out.extend_from_slice(name);
-                out.extend_from_slice(b": ");
-                after
-            } else {
-                out.extend_from_slice(table.line(n & !SHARED).unwrap_or_default());
-                after
-            };
-            let Some((value, after)) = read_value(n & SHARED != 0, after) else {
-                return;
-            };
-            value.write(out);
-            out.extend_from_slice(b"\r\n");
-            rest = after;
-        }
+        rendered::write_fields(rest, out, write_packed_fields);
     }
 
     /// Writes the status line and the field lines.

@@ -267,3 +267,35 @@ fn lengths_round_trip() {
     }
     assert_eq!(read_len(&[0x80, 0x80]), None);
 }
+
+#[test]
+fn kept_field_lines_are_used_only_for_the_very_same_bytes() {
+    let a = pack(b"HTTP/1.1 200 OK\r\nX-One: aaaa\r\nAge: 1\r\n", 200).to_vec();
+    let b = pack(b"HTTP/1.1 200 OK\r\nX-One: bbbb\r\nAge: 2\r\n", 200).to_vec();
+    assert_eq!(a.len(), b.len(), "the same length, other bytes");
+    // One place in memory holds one head, then the other, then the
+    // first again: each is written as itself, kept or not.
+    let mut place = a.clone();
+    let at = place.as_ptr();
+    for (head, lines) in [
+        (&a, &b"X-One: aaaa\r\nAge: 1\r\n"[..]),
+        (&a, b"X-One: aaaa\r\nAge: 1\r\n"),
+        (&b, b"X-One: bbbb\r\nAge: 2\r\n"),
+        (&b, b"X-One: bbbb\r\nAge: 2\r\n"),
+        (&a, b"X-One: aaaa\r\nAge: 1\r\n"),
+    ] {
+        place.copy_from_slice(head);
+        let mut out = b"before ".to_vec();
+        Packed(&place).write_fields(&mut out);
+        assert_eq!(&out[7..], lines);
+        assert_eq!(place.as_ptr(), at);
+    }
+    // Heads too long to keep are written all the same.
+    let long = format!("HTTP/1.1 200 OK\r\nX-Long: {}\r\n", "l".repeat(3000));
+    let packed = pack(long.as_bytes(), 200);
+    for _ in 0..2 {
+        let mut out = Vec::new();
+        Packed(&packed).write_fields(&mut out);
+        assert_eq!(out, &long.as_bytes()[17..]);
+    }
+}
