@@ -1,15 +1,6 @@
 # Shared by the benchmark scripts (sourced, not run): the work directory
 # and the processes to stop on exit, free ports, and waiting for a server.
-# The work directory (the servers' -n, where each keeps its 80 MiB log
-# ring) is on a memory file system when the machine has one, as it should
-# be in production: with the rings in files on disk, the first round of a
-# server in bench/ab.sh was now and then 5-15% slower than its others
-# (three runs of three); on /dev/shm, rounds agree within 2%.
-if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-    WORK="$(mktemp -d -p /dev/shm)"
-else
-    WORK="$(mktemp -d)"
-fi
+WORK="$(mktemp -d)"
 PIDS=()
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
