@@ -405,11 +405,12 @@ mod tests {
 
     /// Writes through a real log and reads the records back expanded.
     fn round_trip(limits: Limits, write: impl FnOnce(&mut Txn)) -> Vec<String> {
-        let dir = std::env::temp_dir().join(format!(
-            "lacquer-packed-{}-{}",
-            std::process::id(),
-            limits.reclen
-        ));
+        // A directory of its own for each call: tests run at once, and
+        // two logs made in one directory race for its file.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("lacquer-packed-{}-{call}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let log = Log::create(&dir, 1 << 20).unwrap().leak();
         let mut txn = Txn::new(Some(log), 7, Side::Client, limits);
