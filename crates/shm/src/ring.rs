@@ -435,7 +435,7 @@ mod tests {
             for to in 0..17 {
                 for len in [0, 1, 15, 16, 17, 31, 32, 33, 100, 150] {
                     let mut dst = [0xaau8; 200];
-                    // SAFETY: both ranges lie inside their vectors.
+                    // SAFETY: both ranges lie inside their buffers.
                     unsafe { copy_streaming(src[from..].as_ptr(), dst[to..].as_mut_ptr(), len) };
                     assert_eq!(
                         &dst[to..to + len],
