@@ -304,6 +304,9 @@ counter_table! {
     sc_calm: Counter, "HTTP/2 sessions told to enhance their calm and closed: floods of SETTINGS, PING, PRIORITY, empty DATA or CONTINUATION frames.";
     req_reset: Counter, "HTTP/2 requests reset by the client before their response was sent whole.";
     sess_h2: Counter, "Sessions that spoke HTTP/2 (by ALPN or by prior knowledge).";
+    sess_task_created: Counter, "Session tasks started: connections that found no idle session task on their worker.";
+    sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";
+    sess_task_idle: Gauge, "Session tasks kept idle for the next connections.";
     tls_acme_issued: Counter, "Certificates obtained from an ACME server and put in force.";
     tls_acme_fail: Counter, "ACME orders that failed (tried again after the section's retry time).";
     tls_acme_challenges: Counter, "ACME validations answered: TLS-ALPN-01 handshakes and HTTP-01 requests.";

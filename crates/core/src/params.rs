@@ -410,7 +410,7 @@ param_table! {
     thread_pool_max: Count, "5000", "threads", min Some("5"), max None,
         "The most requests each pool works on at once (thread_pools pools): a request needs a place from the time its head is read until its response is sent, as it needs a thread in Varnish; an idle keep-alive connection needs none. Requests past it wait (thread_queue_limit).";
     thread_pool_min: Count, "100", "threads", min Some("5"), max None,
-        "Accepted for compatibility with varnishd command lines. Lacquer serves requests as tasks on one worker per core, so no thread pool is sized by it.";
+        "The most idle session tasks each worker keeps for its next connections, as Varnish keeps idle threads: a kept task serves a new connection without being made (about 6.5 KiB each while idle). Lacquer serves requests as tasks on one worker per core, so no thread is started for it.";
     thread_pool_reserve: Count, "0", "threads", min Some("0"), max None,
         "Accepted for varnishd command lines; see thread_pool_add_delay.";
     thread_pool_stack: Bytes, "80k", "bytes", min Some("16k"), max None,

@@ -356,16 +356,17 @@ async fn accept_failed(e: std::io::Error) {
 }
 
 fn start_session(sh: &Arc<Shared>, stream: Box<dyn ClientStream>, addrs: SessAddrs, proxy: bool) {
-    // Boxed: the task then holds a pointer, and the session's state
-    // (6 KiB) is not copied as the task is made and ends. The addresses
-    // go in shared already: held by value, the session's state kept
-    // room for them all its life.
-    tokio::spawn(boxed_in_place!(session::serve_connection(
-        sh.clone(),
-        stream,
-        Arc::new(addrs),
-        proxy
-    )));
+    // The addresses go in shared already: held by value, the session's
+    // state kept room for them all its life.
+    let addrs = Arc::new(addrs);
+    session::tasks::start(
+        sh,
+        session::tasks::Conn {
+            stream,
+            addrs,
+            proxy,
+        },
+    );
 }
 
 /// Accepts TCP clients until the task is aborted (`stop`).

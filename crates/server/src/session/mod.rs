@@ -6,6 +6,7 @@
 pub(crate) mod admission;
 pub(crate) mod h2;
 mod proxy;
+pub(crate) mod tasks;
 
 use crate::client::request;
 use crate::host::req::Outcome;
@@ -25,7 +26,7 @@ use tokio::io::AsyncWriteExt;
 /// Serves one client connection until it closes; with `proxy`, the
 /// connection starts with a PROXY header.
 pub(crate) async fn serve_connection(
-    sh: Arc<Shared>,
+    sh: &Arc<Shared>,
     stream: Box<dyn ClientStream>,
     addrs: Arc<SessAddrs>,
     proxy: bool,
@@ -65,11 +66,11 @@ pub(crate) async fn serve_connection(
     }
     let reason = match proxy {
         // Boxed, as the other paths few connections take.
-        true => match Box::pin(crate::session::proxy::read_header(&sh, &mut c, &mut log)).await {
-            Ok(()) => serve_requests(&sh, &mut c, &mut log).await,
+        true => match Box::pin(crate::session::proxy::read_header(sh, &mut c, &mut log)).await {
+            Ok(()) => serve_requests(sh, &mut c, &mut log).await,
             Err(reason) => reason,
         },
-        false => serve_requests(&sh, &mut c, &mut log).await,
+        false => serve_requests(sh, &mut c, &mut log).await,
     };
     reason.count();
     if log.active() {
@@ -98,7 +99,7 @@ pub(crate) async fn serve_connection(
         let _ = stream.shutdown().await;
     }
     if reason.is_error() {
-        linger(&sh, &mut c).await;
+        linger(sh, &mut c).await;
     }
 }
 
@@ -375,8 +376,10 @@ mod tests {
         assert!(!not_http(b"a b\n"));
     }
 
-    /// Every connection holds its session's state, boxed, for as long as
-    /// it is open: an idle keep-alive connection costs this much memory.
+    /// Every connection holds its session's state for as long as it is
+    /// open, in its session task (which keeps it while idle, between
+    /// connections): an idle keep-alive connection, or a kept task, costs
+    /// this much memory.
     /// The rare paths (pass, pipe, ESI, inflating, 416, a PROXY header,
     /// waiting for a place among the requests at work) are boxed apart
     /// so that they do not grow it; a change that inlines one fails here.

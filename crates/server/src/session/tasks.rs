@@ -1,0 +1,118 @@
+//! Session tasks kept between connections. A session's task is made once
+//! and serves connection after connection: when one ends, the task waits
+//! on its worker thread's list of idle tasks, and the next connection
+//! accepted on that thread is handed to it rather than to a new task.
+//!
+//! With one request a connection, making a task was a good part of a
+//! request's cost: the task's memory (aligned, so the allocator's slow
+//! path), the session's state boxed beside it (6 KiB), and both freed
+//! again. A kept task costs none of that; it is the counterpart of an
+//! idle thread in a Varnish thread pool, and `thread_pool_min` bounds how
+//! many each worker keeps, as it bounds the threads Varnish keeps.
+//!
+//! An idle task holds no connection, no VCL program and no request state:
+//! only its memory and a reference to the daemon.
+
+use crate::session::serve_connection;
+use crate::transport::io::{ClientStream, SessAddrs};
+use crate::Shared;
+use lacquer_core::counters::{Counter, COUNTERS};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// A connection to serve: its stream, its addresses, whether a PROXY
+/// header comes first.
+pub(crate) struct Conn {
+    pub stream: Box<dyn ClientStream>,
+    pub addrs: Arc<SessAddrs>,
+    pub proxy: bool,
+}
+
+/// Where an idle task waits for its next connection.
+struct Handoff {
+    /// The address of the daemon state the task serves (only compared: a
+    /// thread may, in tests, have served more than one daemon).
+    daemon: usize,
+    next: Mutex<Option<Conn>>,
+    ready: Notify,
+}
+
+thread_local! {
+    /// This worker thread's idle tasks, the most recently idle last (its
+    /// memory is the likeliest to be in the caches).
+    static IDLE: RefCell<Vec<Arc<Handoff>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Serves `conn` on an idle task of this thread, or on a new one.
+pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
+    let conn = match hand_to_idle(sh, conn) {
+        Ok(()) => return,
+        Err(conn) => conn,
+    };
+    COUNTERS.inc(Counter::sess_task_created);
+    let sh = sh.clone();
+    tokio::spawn(async move {
+        let handoff = Arc::new(Handoff {
+            daemon: Arc::as_ptr(&sh) as usize,
+            next: Mutex::new(None),
+            ready: Notify::new(),
+        });
+        let mut conn = conn;
+        loop {
+            serve_connection(&sh, conn.stream, conn.addrs, conn.proxy).await;
+            let keep = sh.params.thread_pool_min() as usize;
+            let kept = IDLE
+                .try_with(|idle| {
+                    let mut idle = idle.borrow_mut();
+                    if idle.len() >= keep {
+                        return false;
+                    }
+                    idle.push(handoff.clone());
+                    COUNTERS.inc(Counter::sess_task_idle);
+                    true
+                })
+                .unwrap_or(false);
+            if !kept {
+                return;
+            }
+            conn = loop {
+                handoff.ready.notified().await;
+                if let Some(conn) = take(&handoff.next) {
+                    break conn;
+                }
+            };
+        }
+    });
+}
+
+/// Gives `conn` to the task of this daemon that went idle last on this
+/// thread, if there is one; gives it back otherwise.
+fn hand_to_idle(sh: &Arc<Shared>, conn: Conn) -> Result<(), Conn> {
+    let daemon = Arc::as_ptr(sh) as usize;
+    let found = IDLE
+        .try_with(|idle| {
+            let mut idle = idle.borrow_mut();
+            while let Some(h) = idle.pop() {
+                COUNTERS.dec(Counter::sess_task_idle);
+                // A task its runtime dropped holds its handoff no longer.
+                if h.daemon == daemon && Arc::strong_count(&h) > 1 {
+                    return Some(h);
+                }
+            }
+            None
+        })
+        .ok()
+        .flatten();
+    let Some(h) = found else {
+        return Err(conn);
+    };
+    COUNTERS.inc(Counter::sess_task_reused);
+    *h.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
+    h.ready.notify_one();
+    Ok(())
+}
+
+fn take(next: &Mutex<Option<Conn>>) -> Option<Conn> {
+    next.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
