@@ -18,8 +18,8 @@ use crate::transport::io::{ClientStream, SessAddrs};
 use crate::Shared;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 
 /// A connection to serve: its stream, its addresses, whether a PROXY
 /// header comes first.
@@ -34,8 +34,14 @@ struct Handoff {
     /// The address of the daemon state the task serves (only compared: a
     /// thread may, in tests, have served more than one daemon).
     daemon: usize,
-    next: Mutex<Option<Conn>>,
-    ready: Notify,
+    slot: Mutex<Slot>,
+}
+
+/// The connection handed over, or the waiting task's waker.
+#[derive(Default)]
+struct Slot {
+    next: Option<Conn>,
+    waker: Option<Waker>,
 }
 
 thread_local! {
@@ -55,8 +61,7 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
     tokio::spawn(async move {
         let handoff = Arc::new(Handoff {
             daemon: Arc::as_ptr(&sh) as usize,
-            next: Mutex::new(None),
-            ready: Notify::new(),
+            slot: Mutex::default(),
         });
         let mut conn = conn;
         loop {
@@ -76,12 +81,20 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
             if !kept {
                 return;
             }
-            conn = loop {
-                handoff.ready.notified().await;
-                if let Some(conn) = take(&handoff.next) {
-                    break conn;
+            conn = std::future::poll_fn(|cx| {
+                let mut slot = lock(&handoff.slot);
+                match slot.next.take() {
+                    Some(conn) => Poll::Ready(conn),
+                    None => {
+                        match &mut slot.waker {
+                            Some(w) => w.clone_from(cx.waker()),
+                            None => slot.waker = Some(cx.waker().clone()),
+                        }
+                        Poll::Pending
+                    }
                 }
-            };
+            })
+            .await;
         }
     });
 }
@@ -108,11 +121,20 @@ fn hand_to_idle(sh: &Arc<Shared>, conn: Conn) -> Result<(), Conn> {
         return Err(conn);
     };
     COUNTERS.inc(Counter::sess_task_reused);
-    *h.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
-    h.ready.notify_one();
+    let waker = {
+        let mut slot = lock(&h.slot);
+        slot.next = Some(conn);
+        slot.waker.take()
+    };
+    // The task went idle within a poll that stored its waker; none there
+    // means it has not been polled since, and will find the connection
+    // when it is.
+    if let Some(waker) = waker {
+        waker.wake();
+    }
     Ok(())
 }
 
-fn take(next: &Mutex<Option<Conn>>) -> Option<Conn> {
-    next.lock().unwrap_or_else(|e| e.into_inner()).take()
+fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+    slot.lock().unwrap_or_else(|e| e.into_inner())
 }
