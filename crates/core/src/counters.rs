@@ -307,6 +307,7 @@ counter_table! {
     sess_task_created: Counter, "Session tasks started: connections that found no idle session task on their worker.";
     sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";
     sess_task_idle: Gauge, "Session tasks kept idle for the next connections.";
+    sess_tasks: Gauge, "Session tasks: serving a connection or kept idle for the next one.";
     tls_acme_issued: Counter, "Certificates obtained from an ACME server and put in force.";
     tls_acme_fail: Counter, "ACME orders that failed (tried again after the section's retry time).";
     tls_acme_challenges: Counter, "ACME validations answered: TLS-ALPN-01 handshakes and HTTP-01 requests.";

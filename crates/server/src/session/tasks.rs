@@ -19,7 +19,7 @@ use crate::Shared;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 /// A connection to serve: its stream, its addresses, whether a PROXY
 /// header comes first.
@@ -37,11 +37,18 @@ struct Handoff {
     slot: Mutex<Slot>,
 }
 
-/// The connection handed over, or the waiting task's waker.
+/// What an idle task is handed, and its waker while it waits.
 #[derive(Default)]
 struct Slot {
-    next: Option<Conn>,
+    next: Option<Next>,
     waker: Option<Waker>,
+}
+
+/// What ends an idle task's wait.
+enum Next {
+    Serve(Conn),
+    /// Taken off its thread's list and not to be used again: it ends.
+    LetGo,
 }
 
 thread_local! {
@@ -59,6 +66,7 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
     COUNTERS.inc(Counter::sess_task_created);
     let sh = sh.clone();
     tokio::spawn(async move {
+        let _counted = Live::new();
         let handoff = Arc::new(Handoff {
             daemon: Arc::as_ptr(&sh) as usize,
             slot: Mutex::default(),
@@ -67,36 +75,66 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
         loop {
             serve_connection(&sh, conn.stream, conn.addrs, conn.proxy).await;
             let keep = sh.params.thread_pool_min() as usize;
-            let kept = IDLE
-                .try_with(|idle| {
-                    let mut idle = idle.borrow_mut();
-                    if idle.len() >= keep {
-                        return false;
-                    }
-                    idle.push(handoff.clone());
-                    COUNTERS.inc(Counter::sess_task_idle);
-                    true
-                })
-                .unwrap_or(false);
-            if !kept {
+            if !go_idle(&handoff, keep) {
                 return;
             }
-            conn = std::future::poll_fn(|cx| {
-                let mut slot = lock(&handoff.slot);
-                match slot.next.take() {
-                    Some(conn) => Poll::Ready(conn),
-                    None => {
-                        match &mut slot.waker {
-                            Some(w) => w.clone_from(cx.waker()),
-                            None => slot.waker = Some(cx.waker().clone()),
-                        }
-                        Poll::Pending
-                    }
-                }
-            })
-            .await;
+            conn = match std::future::poll_fn(|cx| wait(&handoff, cx)).await {
+                Next::Serve(conn) => conn,
+                Next::LetGo => return,
+            };
         }
     });
+}
+
+/// A session task in `MAIN.sess_tasks` for as long as it lives (or
+/// until its runtime drops it).
+struct Live;
+
+impl Live {
+    fn new() -> Live {
+        COUNTERS.inc(Counter::sess_tasks);
+        Live
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        COUNTERS.dec(Counter::sess_tasks);
+    }
+}
+
+/// Puts a task that has served its connection on its thread's list, if
+/// that holds fewer than `keep`; lets the oldest go past that (the
+/// parameter was lowered).
+fn go_idle(handoff: &Arc<Handoff>, keep: usize) -> bool {
+    IDLE.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        while idle.len() > keep {
+            let oldest = idle.remove(0);
+            COUNTERS.dec(Counter::sess_task_idle);
+            give(&oldest, Next::LetGo);
+        }
+        if idle.len() == keep {
+            return false;
+        }
+        idle.push(handoff.clone());
+        COUNTERS.inc(Counter::sess_task_idle);
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// An idle task's wait: what it is handed, once it is.
+fn wait(handoff: &Handoff, cx: &mut Context<'_>) -> Poll<Next> {
+    let mut slot = lock(&handoff.slot);
+    if let Some(next) = slot.next.take() {
+        return Poll::Ready(next);
+    }
+    match &mut slot.waker {
+        Some(w) => w.clone_from(cx.waker()),
+        None => slot.waker = Some(cx.waker().clone()),
+    }
+    Poll::Pending
 }
 
 /// Gives `conn` to the task of this daemon that went idle last on this
@@ -108,10 +146,14 @@ fn hand_to_idle(sh: &Arc<Shared>, conn: Conn) -> Result<(), Conn> {
             let mut idle = idle.borrow_mut();
             while let Some(h) = idle.pop() {
                 COUNTERS.dec(Counter::sess_task_idle);
-                // A task its runtime dropped holds its handoff no longer.
-                if h.daemon == daemon && Arc::strong_count(&h) > 1 {
+                if h.daemon != daemon {
+                    // Another daemon's, in a test that ran two on this
+                    // thread: not for this connection.
+                    give(&h, Next::LetGo);
+                } else if Arc::strong_count(&h) > 1 {
                     return Some(h);
                 }
+                // Else a task its runtime dropped: nothing waits on it.
             }
             None
         })
@@ -121,18 +163,22 @@ fn hand_to_idle(sh: &Arc<Shared>, conn: Conn) -> Result<(), Conn> {
         return Err(conn);
     };
     COUNTERS.inc(Counter::sess_task_reused);
+    give(&h, Next::Serve(conn));
+    Ok(())
+}
+
+/// Ends an idle task's wait with `next`.
+fn give(h: &Handoff, next: Next) {
     let waker = {
         let mut slot = lock(&h.slot);
-        slot.next = Some(conn);
+        slot.next = Some(next);
         slot.waker.take()
     };
     // The task went idle within a poll that stored its waker; none there
-    // means it has not been polled since, and will find the connection
-    // when it is.
+    // means it has not been polled since, and will find `next` when it is.
     if let Some(waker) = waker {
         waker.wake();
     }
-    Ok(())
 }
 
 fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
