@@ -66,7 +66,8 @@ pub(crate) async fn pipe(
         _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
     }
     COUNTERS.inc(Counter::s_pipe);
-    let _open = OpenPipe::count();
+    // In `MAIN.n_pipe` for as long as the pipe is open.
+    let _open = COUNTERS.hold(Counter::n_pipe);
     let Some((index, backend)) = crate::fetch::backend_steps::pick_backend(sh, vcl, &mut bereq)
     else {
         return Piped::Synth(503, None);
@@ -270,22 +271,6 @@ impl<S: AsyncWrite + Unpin + ?Sized> AsyncWrite for Watched<'_, S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut *self.inner).poll_shutdown(cx)
-    }
-}
-
-/// One open pipe in `MAIN.n_pipe`, for as long as it lives.
-struct OpenPipe;
-
-impl OpenPipe {
-    fn count() -> OpenPipe {
-        COUNTERS.inc(Counter::n_pipe);
-        OpenPipe
-    }
-}
-
-impl Drop for OpenPipe {
-    fn drop(&mut self) {
-        COUNTERS.dec(Counter::n_pipe);
     }
 }
 

@@ -66,7 +66,9 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
     COUNTERS.inc(Counter::sess_task_created);
     let sh = sh.clone();
     tokio::spawn(async move {
-        let _counted = Live::new();
+        // In `MAIN.sess_tasks` for as long as it lives (or until its
+        // runtime drops it).
+        let _live = COUNTERS.hold(Counter::sess_tasks);
         let handoff = Arc::new(Handoff {
             daemon: Arc::as_ptr(&sh) as usize,
             slot: Mutex::default(),
@@ -84,23 +86,6 @@ pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
             };
         }
     });
-}
-
-/// A session task in `MAIN.sess_tasks` for as long as it lives (or
-/// until its runtime drops it).
-struct Live;
-
-impl Live {
-    fn new() -> Live {
-        COUNTERS.inc(Counter::sess_tasks);
-        Live
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        COUNTERS.dec(Counter::sess_tasks);
-    }
 }
 
 /// Puts a task that has served its connection on its thread's list, if
