@@ -248,3 +248,27 @@ fn the_demo_runs_with_nothing_else() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGTERM and SIGINT end the daemon as they end varnishd, with status
+/// 0 (through `exit`, so that what runs at exit runs), whether it has
+/// served or not.
+#[test]
+fn term_and_int_end_the_daemon_with_status_zero() {
+    use crate::harness::{eventually, Lacquer};
+    use std::time::Duration;
+    for signal in ["-TERM", "-INT"] {
+        let mut l = Lacquer::start("127.0.0.1:9".parse().unwrap(), &[]);
+        let pid = l.pid().to_string();
+        let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(sent.success(), "kill {signal}");
+        let mut status = None;
+        assert!(
+            eventually(Duration::from_secs(10), || {
+                status = l.exit_status();
+                status.is_some()
+            }),
+            "{signal}: still running"
+        );
+        assert_eq!(status.unwrap().code(), Some(0), "{signal}: {status:?}");
+    }
+}

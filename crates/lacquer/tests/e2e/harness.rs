@@ -175,6 +175,11 @@ impl Lacquer {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// How the process ended, once it has (None while it runs).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
 }
 
 impl Drop for Lacquer {

@@ -320,6 +320,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
         drop(out);
+        tokio::spawn(end_on_signal());
         housekeeping(shared).await;
         Ok(())
     })
@@ -408,6 +409,31 @@ fn ban_lurker(sh: Arc<Shared>) {
             std::thread::sleep(Duration::from_secs_f64(cfg.sleep));
         }
     }
+}
+
+/// SIGTERM and SIGINT end the process, as they end varnishd: at once
+/// (what is cached is lost, as with any stop of a memory store), but
+/// through `exit`, so that the process ends with status 0 and what runs
+/// at exit runs (a profile-guided build's training counts are written
+/// then). The records this thread gathered go to the log first.
+async fn end_on_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    let which = std::future::poll_fn(|cx| {
+        if term.poll_recv(cx).is_ready() {
+            return std::task::Poll::Ready("SIGTERM");
+        }
+        int.poll_recv(cx).map(|_| "SIGINT")
+    })
+    .await;
+    eprintln!("Manager got {which}, stopping");
+    lacquer_shm::batch::flush_this_thread();
+    std::process::exit(0);
 }
 
 async fn housekeeping(sh: Arc<Shared>) {
