@@ -21,10 +21,16 @@ ensure() {
     fi
 }
 
-# Builds the release binary; LACQUER is its path.
+# Builds the release binary as it is shipped, profile-guided
+# (scripts/build-release, which rebuilds only when the sources changed);
+# LACQUER is its path. LACQUER_PGO=0 takes the plain release build.
 build_lacquer() {
-    cargo build --release --quiet -p lacquer
-    LACQUER="$PWD/target/release/lacquer"
+    if [ "${LACQUER_PGO:-1}" = 0 ]; then
+        cargo build --release --quiet -p lacquer
+        LACQUER="$PWD/target/release/lacquer"
+    else
+        LACQUER="$PWD/$(scripts/build-release)"
+    fi
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
