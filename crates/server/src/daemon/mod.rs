@@ -156,6 +156,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .on_thread_park(|| {
             lacquer_shm::batch::flush_this_thread();
             lacquer_shm::batch::batch_on_this_thread();
+            // No place for a request waits on a thread with nothing to do.
+            crate::session::admission::give_back_lease();
         })
         .enable_all()
         .build()
