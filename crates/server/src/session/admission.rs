@@ -54,16 +54,20 @@ impl Count {
             .is_ok()
     }
 
-    /// Gives `n` places back, waking the waiters if there are any (a
-    /// waiter counts itself before it looks for a place, so it either sees
-    /// these or is woken).
+    /// Gives `n` places back, waking one waiter if there is any (a waiter
+    /// counts itself before it looks for a place, so it either sees these
+    /// or is woken). One, not all: under a flood each place freed would
+    /// otherwise wake the whole queue. A waiter that gets a place wakes the
+    /// next while places are left (see [`Admission::admit`]), so places
+    /// given back together, or freed before a woken waiter ran, reach as
+    /// many waiters.
     fn give_back(&self, n: u64) {
         if n == 0 {
             return;
         }
         self.active.fetch_sub(n, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) > 0 {
-            self.freed.notify_waiters();
+            self.freed.notify_one();
         }
     }
 }
@@ -204,6 +208,10 @@ impl Admission {
         }
         let left = count.waiting.fetch_sub(1, Ordering::SeqCst) - 1;
         COUNTERS.set(Counter::thread_queue_len, left);
+        // Wakes came one per give-back: pass one on while places are left.
+        if left > 0 && count.active.load(Ordering::SeqCst) < max {
+            count.freed.notify_one();
+        }
         Some(Place {
             of: self,
             leased: max >= LEASE_FROM,
@@ -395,6 +403,47 @@ mod tests {
             });
         });
         assert_eq!(a.active(), 1022);
+        drop(held);
+        give_back_lease();
+        assert_eq!(a.active(), 0);
+    }
+
+    /// Places given back together (a lease, as its thread goes idle)
+    /// reach as many waiters: one wake, then each waiter that gets a place
+    /// wakes the next, rather than the whole queue waking for each place.
+    #[test]
+    fn places_given_back_together_reach_every_waiter() {
+        let p = params("1", "1024", "10");
+        let a = Admission::default();
+        let mut held: Vec<_> = std::iter::from_fn(|| a.try_admit(&p)).collect();
+        drop(held.drain(..3));
+        assert_eq!(a.active(), 1024, "three free in this thread's lease");
+        std::thread::scope(|s| {
+            let (queued_tx, queued) = std::sync::mpsc::channel();
+            let (a, p) = (&a, &p);
+            let waiters = s.spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let mut waits: Vec<_> = (0..3).map(|_| Box::pin(a.admit(p, false))).collect();
+                    for w in &mut waits {
+                        assert!(futures_poll(w).is_none(), "queued");
+                    }
+                    queued_tx.send(()).unwrap();
+                    let limit = std::time::Duration::from_secs(10);
+                    let all = futures_util::future::join_all(waits);
+                    let got = tokio::time::timeout(limit, all).await;
+                    let ok = got.is_ok_and(|places| places.iter().all(Option::is_some));
+                    give_back_lease();
+                    ok
+                })
+            });
+            queued.recv().unwrap();
+            give_back_lease();
+            assert!(waiters.join().unwrap(), "every waiter got a place");
+        });
         drop(held);
         give_back_lease();
         assert_eq!(a.active(), 0);
