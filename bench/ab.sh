@@ -5,7 +5,9 @@
 # machine disturbs them alike. Prints one line per server and round:
 # case, server, CPU microseconds (user + system) per request, requests.
 #
-# Usage: bench/ab.sh a|b SECONDS ROUNDS BINARY... [nginx]
+# Usage: bench/ab.sh a|b SECONDS ROUNDS BINARY... [nginx] [nginx-deferred]
+#   nginx-deferred: the ceiling with its accepts deferred until data
+#   comes (`listen ... deferred`), as Lacquer's accept_filter defers them
 #   a: 1 KiB cached object, 50 keep-alive connections
 #   b: the same, one request per connection (Connection: close)
 set -euo pipefail
@@ -17,14 +19,15 @@ start_origin
 PORTS=(); SERVERS=(); NAMES=(); i=0
 for bin in "$@"; do
     port=$(free_port)
-    if [ "$bin" = nginx ]; then
-        start_ceiling "$port"
+    if [ "$bin" = nginx ] || [ "$bin" = nginx-deferred ]; then
+        defer=${bin#nginx}
+        start_ceiling "$port" "${defer#-}"
         pid=$CEIL_PID
     else
         taskset -c 0 "$bin" serve -a "127.0.0.1:$port" -b "127.0.0.1:$ORIGIN_PORT" \
             -n "$WORK/lacquer$i" -s malloc,256m -p workers=1 >"$WORK/lacquer$i.out" 2>&1 & pid=$!
     fi
-    [ "$bin" = nginx ] || PIDS+=("$pid")
+    [ "${bin#nginx}" != "$bin" ] || PIDS+=("$pid")
     SERVERS+=("$pid"); PORTS+=("$port"); NAMES+=("$bin"); i=$((i + 1))
 done
 for port in "${PORTS[@]}"; do wait_up "$port"; done

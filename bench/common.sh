@@ -38,26 +38,27 @@ wait_up() { for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$1/1
 
 # nginx on CPU 0 answering every request with 1 KiB from memory
 # (`return 200`), on port $1: the ceiling a cache hit is measured against.
-# CEIL_PID is its master process.
+# With $2 = deferred, its listener defers accepts until data comes (as
+# Lacquer's `accept_filter` does). CEIL_PID is its master process.
 start_ceiling() {
     local one_k
     one_k=$(head -c 1024 /dev/zero | tr '\0' 'a')
-    cat > "$WORK/ceiling.conf" <<CONF
+    cat > "$WORK/ceiling-$1.conf" <<CONF
 worker_processes 1;
 daemon off;
-pid $WORK/nginx-ceiling.pid;
-error_log $WORK/nginx-ceiling.err;
+pid $WORK/nginx-ceiling-$1.pid;
+error_log $WORK/nginx-ceiling-$1.err;
 events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 1000000;
     server {
-        listen 127.0.0.1:$1;
+        listen 127.0.0.1:$1${2:+ $2};
         location / { default_type text/plain; return 200 "$one_k"; }
     }
 }
 CONF
-    taskset -c 0 nginx -c "$WORK/ceiling.conf" -p "$WORK" & CEIL_PID=$!
+    taskset -c 0 nginx -c "$WORK/ceiling-$1.conf" -p "$WORK" & CEIL_PID=$!
     PIDS+=("$CEIL_PID")
 }
 

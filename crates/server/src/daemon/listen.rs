@@ -199,8 +199,7 @@ impl Listener {
         };
         Ok(match &self.socket {
             Bound::Tcp(l, local) => {
-                let l = tokio::net::TcpListener::from_std(l.try_clone().map_err(fail)?)
-                    .map_err(fail)?;
+                let l = sockopt::watch_listener(l.try_clone().map_err(fail)?).map_err(fail)?;
                 rt.spawn(accept_tcp(sh.clone(), l, *local, info))
             }
             Bound::Unix(l, _) => {
@@ -369,10 +368,48 @@ fn start_session(sh: &Arc<Shared>, stream: Box<dyn ClientStream>, addrs: SessAdd
     );
 }
 
+/// Takes the next connection off a listener: non-blocking and not yet
+/// registered with the reactor (`transport::tcp`).
+async fn accept_one(
+    listener: &tokio::io::unix::AsyncFd<std::net::TcpListener>,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    loop {
+        let mut ready = listener.readable().await?;
+        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        if let Ok(accepted) = ready.try_io(|l| socket2::SockRef::from(l.get_ref()).accept4(flags)) {
+            let (socket, peer) = accepted?;
+            // A TCP listener's peers have IP addresses.
+            let peer = peer
+                .as_socket()
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            return Ok((socket.into(), peer));
+        }
+    }
+}
+
+/// Sets the listener's deferred accept as `accept_filter` says, when it
+/// changed since `applied`. A connection held back until its request
+/// comes is read and answered at once (`transport::tcp`) and never
+/// waits on the reactor. Where the system refuses, connections are
+/// taken as they come.
+fn follow_accept_filter(
+    listener: &tokio::io::unix::AsyncFd<std::net::TcpListener>,
+    wanted: bool,
+    applied: &mut Option<bool>,
+) {
+    if *applied != Some(wanted) {
+        // Held back for at most a second (varnishd's value), after which
+        // a silent connection is taken and `timeout_idle` runs.
+        let secs = u32::from(wanted);
+        let _ = sockopt::set_defer_accept(std::os::fd::AsFd::as_fd(listener.get_ref()), secs);
+        *applied = Some(wanted);
+    }
+}
+
 /// Accepts TCP clients until the task is aborted (`stop`).
 async fn accept_tcp(
     sh: Arc<Shared>,
-    listener: tokio::net::TcpListener,
+    listener: tokio::io::unix::AsyncFd<std::net::TcpListener>,
     local: SocketAddr,
     info: Info,
 ) {
@@ -380,8 +417,10 @@ async fn accept_tcp(
     // came to.
     let wildcard = local.ip().is_unspecified();
     let mut nodelay_inherited = None;
+    let mut deferring = None;
     loop {
-        match listener.accept().await {
+        follow_accept_filter(&listener, sh.params.accept_filter(), &mut deferring);
+        match accept_one(&listener).await {
             Ok((stream, peer)) => {
                 let local = match wildcard {
                     true => stream.local_addr().unwrap_or(local),
@@ -400,7 +439,12 @@ async fn accept_tcp(
                     Some(tls) => {
                         let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
                         tokio::spawn(async move {
-                            let mut stream = stream;
+                            // The handshake waits on the client: the
+                            // socket joins the reactor at once.
+                            let mut stream = match tokio::net::TcpStream::from_std(stream) {
+                                Ok(stream) => stream,
+                                Err(e) => return accept_failed(e).await,
+                            };
                             if proxy {
                                 // A PROXY header comes before the TLS
                                 // handshake (a load balancer passing TLS
@@ -430,7 +474,12 @@ async fn accept_tcp(
                             }
                         });
                     }
-                    None => start_session(&sh, Box::new(stream), addrs, info.proxy),
+                    None => start_session(
+                        &sh,
+                        Box::new(crate::transport::tcp::ClientTcp::new(stream)),
+                        addrs,
+                        info.proxy,
+                    ),
                 }
             }
             Err(e) => accept_failed(e).await,
@@ -512,5 +561,45 @@ mod tests {
         assert!(parse_listen("@abstract,mode=600", 0).is_err());
         assert!(parse_listen("/", 0).is_err());
         assert!(parse_listen(&format!("/{}", "x".repeat(120)), 0).is_err());
+    }
+
+    /// With `accept_filter` on, a connection is not taken until it sends
+    /// (then it comes with its bytes); turned off, at once.
+    #[test]
+    fn accept_filter_holds_connections_until_they_send() {
+        use std::io::{Read, Write};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let bound = bind_tcp("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+            let addr = bound.local_addr().unwrap();
+            let listener = sockopt::watch_listener(bound).unwrap();
+            let accept = || tokio::time::timeout(Duration::from_secs(10), accept_one(&listener));
+            let mut applied = None;
+
+            follow_accept_filter(&listener, true, &mut applied);
+            let mut silent = std::net::TcpStream::connect(addr).unwrap();
+            // The handshake is over on loopback once connect returns: an
+            // undeferred connection could be taken now.
+            let taken = listener.get_ref().accept();
+            assert!(
+                taken
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+                "a connection that sent nothing is held back: {taken:?}"
+            );
+            silent.write_all(b"GET").unwrap();
+            let (mut conn, _) = accept().await.expect("taken once it sends").unwrap();
+            conn.set_nonblocking(false).unwrap();
+            let mut got = [0u8; 3];
+            conn.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"GET");
+
+            follow_accept_filter(&listener, false, &mut applied);
+            let _quiet = std::net::TcpStream::connect(addr).unwrap();
+            accept().await.expect("taken at once").unwrap();
+        });
     }
 }

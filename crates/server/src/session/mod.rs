@@ -34,7 +34,9 @@ pub(crate) async fn serve_connection(
     COUNTERS.inc(Counter::sess_conn);
     COUNTERS.inc(Counter::s_sess);
     let t_open = lacquer_core::time::now();
-    let fd = stream.socket().map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
+    let fd = stream
+        .socket()
+        .map_or(-1, |s| std::os::fd::AsRawFd::as_raw_fd(&s));
     let mut c = Client::new(stream, addrs);
     let mut log = sh.txn(next_vxid(), Side::Client);
     log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
@@ -86,7 +88,7 @@ pub(crate) async fn serve_connection(
         // The client is gone or stuck: reset rather than leave the kernel
         // holding (and retrying) what it could not take.
         if let Some(socket) = c.stream().and_then(|s| s.socket()) {
-            let _ = socket2::SockRef::from(socket).set_linger(Some(std::time::Duration::ZERO));
+            let _ = socket2::SockRef::from(&socket).set_linger(Some(std::time::Duration::ZERO));
         }
         return;
     }

@@ -125,7 +125,7 @@ impl Client {
     }
 
     pub fn new(stream: Box<dyn ClientStream>, addrs: std::sync::Arc<SessAddrs>) -> Self {
-        let fd = stream.socket().map(std::os::fd::AsRawFd::as_raw_fd);
+        let fd = stream.socket().map(|s| std::os::fd::AsRawFd::as_raw_fd(&s));
         Client {
             fd,
             sess: SessTimeouts::default(),
@@ -196,9 +196,7 @@ impl Client {
     /// connection closes; None for an include.
     pub fn duplicate_socket(&self) -> Option<std::os::fd::OwnedFd> {
         match &self.wire {
-            Wire::Stream(stream) => stream
-                .socket()
-                .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok()),
+            Wire::Stream(stream) => stream.socket().and_then(|s| s.try_clone_to_owned().ok()),
             Wire::H2(h2) => h2.socket().and_then(|s| s.try_clone().ok()),
             Wire::Fragment(_) => None,
         }
@@ -457,7 +455,7 @@ impl Client {
         // The socket is non-blocking: with nothing there, this fails at
         // once (WouldBlock).
         let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-        socket2::SockRef::from(socket)
+        socket2::SockRef::from(&socket)
             .peek(&mut byte)
             .is_ok_and(|n| n > 0)
     }

@@ -1,7 +1,10 @@
 //! The one module of the daemon that calls the C library: the client
 //! socket's options as VCL sets and reads them (vmod tcp,
-//! `std.set_ip_tos`), on a descriptor it is lent for one request; and at
-//! start-up, the system's user and group names (a Unix socket's owner,
+//! `std.set_ip_tos`), on a descriptor it is lent for one request; a
+//! client socket's reads into a runtime's buffer without zeroing it
+//! first (`recv_into`); a TCP listener's registration with the reactor
+//! (`watch_listener`) and its deferred accept (`set_defer_accept`); and
+//! at start-up, the system's user and group names (a Unix socket's owner,
 //! `-j unix,user=`) and giving up root once the sockets are bound.
 
 #![allow(unsafe_code)]
@@ -135,6 +138,44 @@ impl ClientSocket for ClientFd {
         } else {
             self.set(libc::IPPROTO_IP, libc::IP_TOS, &tos)
         }
+    }
+}
+
+/// Reads what the socket has into `buf`'s unfilled part, which need not
+/// be initialised (a new connection's buffer is not: zeroing it would
+/// cost more than the read); returns the count read.
+pub(crate) fn recv_into(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut tokio::io::ReadBuf<'_>,
+) -> io::Result<usize> {
+    // SAFETY: only the kernel writes into the unfilled part, and only
+    // the `n` bytes it reports are marked initialised.
+    let n = socket2::SockRef::from(&fd).recv(unsafe { buf.unfilled_mut() })?;
+    unsafe { buf.assume_init(n) };
+    buf.advance(n);
+    Ok(n)
+}
+
+/// Holds a listener's new connections back until their first bytes
+/// come (`TCP_DEFER_ACCEPT`, what `accept_filter` turns on), for at
+/// most `secs` seconds; 0 turns it off.
+pub(crate) fn set_defer_accept(listener: std::os::fd::BorrowedFd<'_>, secs: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let secs = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    ClientFd(listener.as_raw_fd()).set(libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, &secs)
+}
+
+/// A TCP listener registered with the reactor for its readiness, so
+/// that connections are accepted without being registered themselves.
+pub(crate) fn watch_listener(
+    listener: std::net::TcpListener,
+) -> io::Result<tokio::io::unix::AsyncFd<std::net::TcpListener>> {
+    // SAFETY: the listener owns its descriptor, and the `AsyncFd` owns the
+    // listener from here on: nothing else closes or replaces it while it
+    // is registered.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(listener, tokio::io::Interest::READABLE)
+            .map_err(io::Error::from)
     }
 }
 

@@ -3,16 +3,16 @@
 //! `server.ip` and the rest), a PROXY header's where it speaks for them.
 
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
-/// A client connection's byte stream, whatever carries it: TCP or a Unix
-/// socket today, TLS next. The session and the steps read and write it as
+/// A client connection's byte stream, whatever carries it: TCP
+/// (`transport::tcp`), a Unix socket or TLS. The session and the steps read and write it as
 /// bytes (a PROXY header is read off its start by the session).
 pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
     /// The TCP socket underneath, for socket options, lingering and an
     /// include's duplicate; None for a stream without one.
-    fn socket(&self) -> Option<&TcpStream>;
+    fn socket(&self) -> Option<BorrowedFd<'_>>;
 
     /// Whether ending the stream takes more than closing it (TLS's
     /// `close_notify`). Closing a TCP or Unix socket sends its end of
@@ -23,18 +23,8 @@ pub(crate) trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + Sync {
     }
 }
 
-impl ClientStream for TcpStream {
-    fn socket(&self) -> Option<&TcpStream> {
-        Some(self)
-    }
-
-    fn needs_shutdown(&self) -> bool {
-        false
-    }
-}
-
 impl ClientStream for tokio::net::UnixStream {
-    fn socket(&self) -> Option<&TcpStream> {
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
         None
     }
 

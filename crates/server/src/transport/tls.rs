@@ -14,8 +14,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 impl ClientStream for tokio_rustls::server::TlsStream<TcpStream> {
-    fn socket(&self) -> Option<&TcpStream> {
-        Some(self.get_ref().0)
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(self.get_ref().0))
     }
 }
 

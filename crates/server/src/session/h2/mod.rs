@@ -158,7 +158,7 @@ async fn serve_with(
     ));
     let socket = stream
         .socket()
-        .and_then(|s| std::os::fd::AsFd::as_fd(s).try_clone_to_owned().ok())
+        .and_then(|s| s.try_clone_to_owned().ok())
         .map(Arc::new);
     let io = Guarded::new(
         c.rbuf.split().freeze(),

@@ -252,7 +252,7 @@ mod tests {
     }
 
     impl ClientStream for Kept {
-        fn socket(&self) -> Option<&tokio::net::TcpStream> {
+        fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
             None
         }
     }
