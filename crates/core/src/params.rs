@@ -224,7 +224,7 @@ macro_rules! param_get {
 
 param_table! {
     accept_filter: Bool, "on", "bool", min None, max None,
-        "Defer each new connection until its first bytes come (on Linux, TCP_DEFER_ACCEPT on the listening sockets; a connection that sends nothing is taken after a second, and timeout_idle runs from then). The connection is then read and answered without waiting on the event loop. Takes effect for the next connection each listener accepts.";
+        "Defer each new connection until its first bytes come (on Linux, TCP_DEFER_ACCEPT on the listening sockets; a connection that sends nothing is taken after a second, and timeout_idle runs from then). The connection is then read and answered without waiting on the event loop. A change takes effect as each listener next accepts a connection.";
     acceptor_sleep_decay: Text, "0.9", "", min None, max None,
         "Accepted for varnishd command lines (a fraction from 0 to 1); see acceptor_sleep_incr.";
     acceptor_sleep_incr: Seconds, "0", "seconds", min Some("0"), max Some("1"),
