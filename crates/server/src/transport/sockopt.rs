@@ -151,6 +151,7 @@ pub(crate) fn recv_into(
     // SAFETY: only the kernel writes into the unfilled part, and only
     // the `n` bytes it reports are marked initialised.
     let n = socket2::SockRef::from(&fd).recv(unsafe { buf.unfilled_mut() })?;
+    // SAFETY: the kernel wrote those `n` bytes.
     unsafe { buf.assume_init(n) };
     buf.advance(n);
     Ok(n)

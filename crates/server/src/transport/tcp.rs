@@ -95,9 +95,14 @@ impl ClientTcp {
     }
 }
 
-/// Whether an error means the operation would have to wait.
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
+/// Whether a direct operation's error sends it to the reactor: it
+/// would block, or a signal cut it short (the reactor's attempt is the
+/// retry).
+fn must_wait(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 impl AsyncRead for ClientTcp {
@@ -117,7 +122,7 @@ impl AsyncRead for ClientTcp {
                         this.drained = n < room;
                         return Poll::Ready(Ok(()));
                     }
-                    Err(e) if would_block(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if must_wait(&e) => {}
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
@@ -135,17 +140,7 @@ impl AsyncWrite for ClientTcp {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if let Some(mut socket) = this.direct() {
-            match socket.write(data) {
-                Err(e) if would_block(&e) || e.kind() == io::ErrorKind::Interrupted => {}
-                done => return Poll::Ready(done),
-            }
-        }
-        match this.registered() {
-            Ok(stream) => Pin::new(stream).poll_write(cx, data),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        self.poll_write_vectored(cx, &[IoSlice::new(data)])
     }
 
     fn poll_write_vectored(
@@ -156,7 +151,7 @@ impl AsyncWrite for ClientTcp {
         let this = self.get_mut();
         if let Some(mut socket) = this.direct() {
             match socket.write_vectored(data) {
-                Err(e) if would_block(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if must_wait(&e) => {}
                 done => return Poll::Ready(done),
             }
         }
@@ -256,18 +251,16 @@ mod tests {
         runtime().block_on(async {
             let (accepted, mut client) = pair();
             let mut conn = ClientTcp::new(accepted);
-            let writer = std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                client.write_all(b"late").unwrap();
-                client
-            });
             let mut buf = [0u8; 16];
+            // Polled once with nothing there: it waits, registered.
+            let first = tokio::time::timeout(std::time::Duration::ZERO, conn.read(&mut buf));
+            assert!(first.await.is_err(), "nothing to read yet");
+            assert!(conn.is_registered());
+            client.write_all(b"late").unwrap();
             let read =
                 tokio::time::timeout(std::time::Duration::from_secs(10), conn.read(&mut buf));
             let n = read.await.expect("woken").unwrap();
             assert_eq!(&buf[..n], b"late");
-            assert!(conn.is_registered());
-            drop(writer.join().unwrap());
         });
     }
 
