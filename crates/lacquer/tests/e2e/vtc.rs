@@ -65,12 +65,18 @@ fn suite_passes(folder: &str, at_least: usize) {
 }
 
 /// The run's output with what failed first: each failure's lines
-/// (`----`) and the tests' verdicts, then the whole log, so that a
-/// shortened report still says why.
+/// (`----`), any panic a daemon printed, and the tests' verdicts, then
+/// the whole log, so that a shortened report still says why.
 fn failures_first(t: &str) -> String {
     let summary: Vec<&str> = t
         .lines()
-        .filter(|l| l.starts_with("----") || l.contains(" FAILED") || l.contains(" failed"))
+        .filter(|l| {
+            l.starts_with("----")
+                || l.contains(" FAILED")
+                || l.contains(" failed")
+                || l.contains("Panic in thread")
+                || l.contains("panicked at")
+        })
         .collect();
     format!(
         "what failed:\n{}\n\nthe whole run:\n{t}",

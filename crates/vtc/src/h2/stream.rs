@@ -274,14 +274,45 @@ impl StreamCtx {
 }
 
 /// Fails unless frame number `rcv` of a command is of type `want`.
+/// A reset or GOAWAY in place of the frame wanted says its error code.
 fn check(f: &Frame, want: u8, rcv: u32, cmd: &str) -> Step {
     if f.kind != want {
+        let why = match f.meta {
+            Meta::Rst { err } | Meta::GoAway { err, .. } => {
+                format!(", error {} ({err})", frame::error_name(err))
+            }
+            _ => String::new(),
+        };
         fail!(
-            "Frame #{rcv} for {cmd} was of type {} ({}) instead of {} ({want})",
+            "Frame #{rcv} for {cmd} was of type {} ({}) instead of {} ({want}){why}",
             frame::type_name(f.kind),
             f.kind,
             frame::type_name(want)
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_in_place_of_a_response_says_its_error() {
+        let rst = Frame {
+            kind: frame::RST_STREAM,
+            flags: 0,
+            stream: 7,
+            payload: vec![0, 0, 0, 8],
+            meta: Meta::Rst { err: 8 },
+        };
+        let Err(Fail(why)) = check(&rst, frame::HEADERS, 1, "rxresp") else {
+            panic!("a reset is not a HEADERS frame");
+        };
+        assert_eq!(
+            why,
+            "Frame #1 for rxresp was of type RST_STREAM (3) instead of HEADERS (1), error CANCEL (8)"
+        );
+        assert!(check(&rst, frame::RST_STREAM, 1, "rxrst").is_ok());
+    }
 }
