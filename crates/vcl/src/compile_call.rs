@@ -34,6 +34,8 @@ impl Compiler {
                 ));
             };
             let re = regex(&pattern, args[1].value.span)?;
+            // Its DFAs are made with the program, not by its first request.
+            re.prepare_spans();
             let replacement = self.expect(&args[2].value, Type::String)?;
             return Ok((
                 Expr::Regsub {
