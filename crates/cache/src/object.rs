@@ -10,6 +10,7 @@ pub use crate::packed::{Value as FieldValue, ValueBytes};
 use crate::store::Store;
 pub use crate::vary::{VarySpec, VaryStar};
 use bytes::Bytes;
+use lacquer_http::headers::name_eq;
 use lacquer_http::Headers;
 use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -428,21 +429,20 @@ impl Object {
     /// A stored header's first value, read in place.
     pub fn header_ref(&self, name: &str) -> Option<FieldValue<'_>> {
         self.fields()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .find(|(n, _)| name_eq(n, name.as_bytes()))
             .map(|(_, v)| v)
     }
 
     /// Every value of a stored header, read in place.
     pub fn header_refs<'a>(&'a self, name: &'a str) -> impl Iterator<Item = FieldValue<'a>> + 'a {
         self.fields()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .filter(move |(n, _)| name_eq(n, name.as_bytes()))
             .map(|(_, v)| v)
     }
 
     /// Whether a stored header is there.
     pub fn has_header(&self, name: &str) -> bool {
-        self.fields()
-            .any(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+        self.fields().any(|(n, _)| name_eq(n, name.as_bytes()))
     }
 
     /// The stored fields, name and value, in order, read in place.
@@ -486,9 +486,7 @@ impl Object {
     /// `Last-Modified` as a time (read from the head when asked: only
     /// conditional requests ask).
     pub fn last_modified(&self) -> Option<f64> {
-        let (_, value) = self
-            .fields()
-            .find(|(n, _)| n.eq_ignore_ascii_case(b"last-modified"))?;
+        let (_, value) = self.fields().find(|(n, _)| name_eq(n, b"last-modified"))?;
         match value {
             FieldValue::Date(secs) => Some(f64::from(secs)),
             FieldValue::Slice(text) => lacquer_core::time::parse_http_date(text),

@@ -11,6 +11,7 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_http::headers::name_eq;
 use lacquer_http::Version;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
@@ -666,7 +667,7 @@ impl Host for ClientHost<'_> {
 /// it.
 fn log_unset(log: &mut lacquer_shm::Txn, headers: &lacquer_http::Headers, name: &str) {
     for h in headers.iter() {
-        if h.name.eq_ignore_ascii_case(name.as_bytes()) {
+        if name_eq(&h.name, name.as_bytes()) {
             log.header(Tag::ReqUnset, &h.name, &h.value);
         }
     }

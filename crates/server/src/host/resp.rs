@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use lacquer_cache::object::{Object, StoredHead};
+use lacquer_http::headers::name_eq;
 use lacquer_http::{Headers, ResponseHead};
 
 pub(crate) struct Resp {
@@ -89,7 +90,7 @@ impl Resp {
     fn edit(&self, name: &str) -> Option<&Option<Bytes>> {
         self.edits
             .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .find(|(n, _)| name_eq(n, name.as_bytes()))
             .map(|(_, v)| v)
     }
 
@@ -149,7 +150,7 @@ impl Resp {
         let found = self
             .edits
             .iter_mut()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()));
+            .find(|(n, _)| name_eq(n, name.as_bytes()));
         match found {
             Some((_, v)) => *v = value,
             None => self
@@ -254,10 +255,7 @@ impl Resp {
             out.extend_from_slice(b"\r\n");
         };
         for (name, value) in base {
-            let edit = self
-                .edits
-                .iter()
-                .position(|(n, _)| n.eq_ignore_ascii_case(name));
+            let edit = self.edits.iter().position(|(n, _)| name_eq(n, name));
             match edit {
                 None => line(out, name, &value.bytes()),
                 Some(i) => {
