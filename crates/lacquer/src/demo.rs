@@ -86,6 +86,9 @@ pub fn main(args: &[String]) -> ExitCode {
             _ => return usage(),
         }
     }
+    // An address with port 0 is given a free port now, so that what is
+    // printed below is where Lacquer and the dashboard will be.
+    let (listen, dashboard) = (with_free_port(&listen), with_free_port(&dashboard));
     let site = match TcpListener::bind("127.0.0.1:0") {
         Ok(l) => l,
         Err(e) => {
@@ -144,6 +147,18 @@ pub fn main(args: &[String]) -> ExitCode {
     .map(|s| s.to_string())
     .collect();
     crate::serve(&serve)
+}
+
+/// `addr` with a port the system has free in place of port 0 (found by
+/// binding it, and let go at once for Lacquer to bind); any other address
+/// as it is.
+fn with_free_port(addr: &str) -> String {
+    match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.port() == 0 => TcpListener::bind(a)
+            .and_then(|l| l.local_addr())
+            .map_or_else(|_| addr.to_string(), |a| a.to_string()),
+        _ => addr.to_string(),
+    }
 }
 
 fn usage() -> ExitCode {

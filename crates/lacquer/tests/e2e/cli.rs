@@ -210,9 +210,16 @@ fn the_demo_runs_with_nothing_else() {
         ])
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // What it says to try names where it listens, not port 0.
+    let mut banner = String::new();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    while !banner.contains("lacquer log -n") {
+        assert!(err.read_line(&mut banner).unwrap() > 0, "{banner}");
+    }
+    std::thread::spawn(move || for _ in err.lines() {});
     let mut addr = None;
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for line in lines.by_ref() {
@@ -227,6 +234,11 @@ fn the_demo_runs_with_nothing_else() {
     }
     std::thread::spawn(move || for _ in lines {});
     let addr: std::net::SocketAddr = addr.expect("a listener").parse().unwrap();
+    assert!(
+        banner.contains(&format!("curl -i http://{addr}/ ")),
+        "{addr}: {banner}"
+    );
+    assert!(!banner.contains(":0/"), "{banner}");
     let mut c = crate::harness::Client::connect(addr);
     let page = c.get("/", &[]);
     assert_eq!(page.status, 200);
