@@ -21,24 +21,31 @@ const SO_MAX_PACING_RATE: libc::c_int = 47;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ClientFd(pub RawFd);
 
+/// Sets a socket option of `fd`, a descriptor its caller keeps open for
+/// the call, to `value`.
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a live `T` and the length given is its size; the
+    // caller keeps the descriptor open while the call runs.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 impl ClientFd {
+    /// The descriptor is open while the request that lent it runs.
     fn set<T>(&self, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
-        // SAFETY: `value` is a live `T` and the length given is its size;
-        // the descriptor is open while the request that lent it runs.
-        let r = unsafe {
-            libc::setsockopt(
-                self.0,
-                level,
-                name,
-                (value as *const T).cast(),
-                std::mem::size_of::<T>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        setsockopt(self.0, level, name, value)
     }
 
     /// Reads an option into `out`; returns the length the kernel wrote.
@@ -163,7 +170,12 @@ pub(crate) fn recv_into(
 pub(crate) fn set_defer_accept(listener: std::os::fd::BorrowedFd<'_>, secs: u32) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let secs = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
-    ClientFd(listener.as_raw_fd()).set(libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, &secs)
+    setsockopt(
+        listener.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_DEFER_ACCEPT,
+        &secs,
+    )
 }
 
 /// A TCP listener registered with the reactor for its readiness, so
