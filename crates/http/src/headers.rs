@@ -262,6 +262,55 @@ impl Headers {
         self.replace(name, value, |n| Bytes::copy_from_slice(n.as_bytes()));
     }
 
+    /// [`Headers::set_named`], showing `replaced` each field it replaces
+    /// or drops, in order, in the same pass (what VCL's `set` logs as
+    /// unset); the value as now kept.
+    pub fn set_named_noting(
+        &mut self,
+        name: &str,
+        value: Bytes,
+        mut replaced: impl FnMut(&Header),
+    ) -> &Bytes {
+        let mut first = None;
+        let mut i = 0;
+        while i < self.list.len() {
+            if !name_eq(&self.list[i].name, name.as_bytes()) {
+                i += 1;
+                continue;
+            }
+            replaced(&self.list[i]);
+            if first.is_none() {
+                first = Some(i);
+                i += 1;
+            } else {
+                self.list.remove(i);
+            }
+        }
+        let at = match first {
+            Some(at) => {
+                self.list[at].value = value;
+                at
+            }
+            None => {
+                self.append(Bytes::copy_from_slice(name.as_bytes()), value);
+                self.list.len() - 1
+            }
+        };
+        &self.list[at].value
+    }
+
+    /// [`Headers::remove`], showing `removed` each field it removes, in
+    /// order, in the same pass.
+    pub fn remove_noting(&mut self, name: &str, mut removed: impl FnMut(&Header)) {
+        self.list.retain(|h| {
+            let gone = name_eq(&h.name, name.as_bytes());
+            if gone {
+                removed(h);
+            }
+            !gone
+        });
+    }
+
     /// Puts `value` in the first field of that name and drops the others;
     /// appends a field (its name made by `make_name`) when there is none.
     fn replace<'n>(
@@ -486,6 +535,28 @@ pub fn trim(mut s: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_and_remove_show_each_field_they_replace_in_order() {
+        let mut hs = h(&[("Cookie", "a"), ("Host", "h"), ("cookie", "b")]);
+        let mut seen = Vec::new();
+        let kept = hs.set_named_noting("COOKIE", Bytes::from_static(b"c"), |f| {
+            seen.push(f.value.clone())
+        });
+        assert_eq!(kept, "c");
+        assert_eq!(seen, ["a", "b"]);
+        assert_eq!(hs.get_all("cookie").collect::<Vec<_>>(), ["c"]);
+        assert_eq!(hs.iter().next().map(|f| &f.name[..]), Some(&b"Cookie"[..]));
+        seen.clear();
+        hs.set_named_noting("X-New", Bytes::from_static(b"n"), |f| {
+            seen.push(f.value.clone())
+        });
+        assert!(seen.is_empty());
+        assert_eq!(hs.get("x-new").map(|v| &v[..]), Some(&b"n"[..]));
+        hs.remove_noting("cookie", |f| seen.push(f.value.clone()));
+        assert_eq!(seen, ["c"]);
+        assert_eq!(hs.len(), 2);
+    }
 
     #[test]
     fn names_compare_as_ascii_case_folding_does_for_every_byte_pair() {

@@ -11,7 +11,6 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_http::headers::name_eq;
 use lacquer_http::Version;
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
@@ -457,11 +456,16 @@ impl Host for ClientHost<'_> {
         self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Req => {
-                if self.req.log.active() {
-                    log_unset(&mut self.req.log, &self.req.head.headers, name);
-                    self.req.log.header(Tag::ReqHeader, name.as_bytes(), &value);
+                let req = &mut *self.req;
+                if !req.log.active() {
+                    req.head.headers.set_named(name, value);
+                    return Ok(());
                 }
-                self.req.head.headers.set_named(name, value)
+                // What it replaces is logged unset first, as Varnish does.
+                let kept = req.head.headers.set_named_noting(name, value, |old| {
+                    req.log.header(Tag::ReqUnset, &old.name, &old.value)
+                });
+                req.log.header(Tag::ReqHeader, name.as_bytes(), kept);
             }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
@@ -505,10 +509,14 @@ impl Host for ClientHost<'_> {
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
         match kind {
             HttpKind::Req => {
-                if self.req.log.active() {
-                    log_unset(&mut self.req.log, &self.req.head.headers, name);
+                let req = &mut *self.req;
+                if req.log.active() {
+                    req.head.headers.remove_noting(name, |old| {
+                        req.log.header(Tag::ReqUnset, &old.name, &old.value)
+                    });
+                } else {
+                    req.head.headers.remove(name);
                 }
-                self.req.head.headers.remove(name)
             }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
@@ -660,16 +668,6 @@ impl Host for ClientHost<'_> {
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
         crate::host::purge::by_tags(self.sh, keys, soft) as i64
-    }
-}
-
-/// `ReqUnset` for each value a header had before VCL replaced or removed
-/// it.
-fn log_unset(log: &mut lacquer_shm::Txn, headers: &lacquer_http::Headers, name: &str) {
-    for h in headers.iter() {
-        if name_eq(&h.name, name.as_bytes()) {
-            log.header(Tag::ReqUnset, &h.name, &h.value);
-        }
     }
 }
 
