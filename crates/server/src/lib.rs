@@ -15,6 +15,18 @@ macro_rules! boxed_in_place {
     };
 }
 
+/// Writes a line to standard error as `eprintln!` does, but never panics:
+/// a daemon whose standard error is gone (a pipe whose reader left) goes
+/// on serving and reporting, and still stops on SIGTERM. `eprintln!`
+/// panics when the write fails, which in a request's task ended that
+/// request, and in the signal task left the daemon running.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod client;
 mod daemon;
 mod fetch;

@@ -199,20 +199,23 @@ fn describe_prints_the_tables() {
 fn the_demo_runs_with_nothing_else() {
     use std::io::{BufRead, BufReader};
     let dir = std::env::temp_dir().join(format!("lacquer-demo-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lacquer"))
-        .args([
-            "demo",
-            "-a",
-            "127.0.0.1:0",
-            "--dashboard",
-            "127.0.0.1:0",
-            "-n",
-        ])
-        .arg(&dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut demo = crate::harness::Reaped(
+        Command::new(env!("CARGO_BIN_EXE_lacquer"))
+            .args([
+                "demo",
+                "-a",
+                "127.0.0.1:0",
+                "--dashboard",
+                "127.0.0.1:0",
+                "-n",
+            ])
+            .arg(&dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut demo.0;
     // What it says to try names where it listens, not port 0.
     let mut banner = String::new();
     let mut err = BufReader::new(child.stderr.take().unwrap());
@@ -256,9 +259,43 @@ fn the_demo_runs_with_nothing_else() {
     assert_eq!(purged.status, 200);
     assert_eq!(c.get("/api/item/7", &[]).header("X-Cache"), Some("MISS"));
     assert!(c.get("/cookie", &[]).header("Set-Cookie").is_some());
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(demo);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A daemon whose standard error is gone (a pipe whose reader left)
+/// reports fetch errors there without a panic, and SIGTERM still ends it
+/// with status 0: a failed write to standard error panicked the fetch's
+/// task, and the signal task's left the daemon running.
+#[test]
+fn a_closed_standard_error_panics_nothing_and_sigterm_still_stops_the_daemon() {
+    use crate::harness::{eventually, Lacquer};
+    use std::time::Duration;
+    // Nothing listens on the discard port: every fetch fails.
+    let mut l =
+        Lacquer::start_with_stderr_closed("127.0.0.1:9".parse().unwrap(), &["-T", "127.0.0.1:0"]);
+    let mut c = l.connect();
+    for _ in 0..3 {
+        assert_eq!(c.get("/", &[]).status, 503);
+    }
+    let mut cli = l.cli();
+    let (status, body) = cli.send_line("panic.show").unwrap();
+    assert_eq!(status, 300, "{body}");
+    let pid = l.pid().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            status = l.exit_status();
+            status.is_some()
+        }),
+        "the daemon went on after SIGTERM"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
 }
 
 /// SIGTERM and SIGINT end the daemon as they end varnishd, with status

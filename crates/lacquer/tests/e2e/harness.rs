@@ -47,6 +47,19 @@ impl Lacquer {
     }
 
     pub fn spawn(args: &[&str], vcl: Option<String>) -> Lacquer {
+        Lacquer::spawn_with(args, vcl, false)
+    }
+
+    /// [`Lacquer::start`], with the daemon's standard error a pipe whose
+    /// reading end is closed at once: every write to it fails.
+    pub fn start_with_stderr_closed(backend: SocketAddr, args: &[&str]) -> Lacquer {
+        let b = backend.to_string();
+        let mut all = vec!["-b", b.as_str()];
+        all.extend_from_slice(args);
+        Lacquer::spawn_with(&all, None, true)
+    }
+
+    fn spawn_with(args: &[&str], vcl: Option<String>, stderr_closed: bool) -> Lacquer {
         let workdir = std::env::temp_dir().join(format!(
             "lacquer-e2e-{}-{}",
             std::process::id(),
@@ -65,9 +78,14 @@ impl Lacquer {
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(if stderr_closed {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("lacquer starts");
+        drop(child.stderr.take());
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
@@ -179,6 +197,17 @@ impl Lacquer {
     /// How the process ended, once it has (None while it runs).
     pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().unwrap()
+    }
+}
+
+/// A child process of a test, killed and reaped when the test ends,
+/// whether it passed or not.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -433,7 +433,7 @@ async fn end_on_signal() {
         int.poll_recv(cx).map(|_| "SIGINT")
     })
     .await;
-    eprintln!("Manager got {which}, stopping");
+    say!("Manager got {which}, stopping");
     lacquer_shm::batch::flush_this_thread();
     std::process::exit(0);
 }

@@ -63,7 +63,7 @@ pub(crate) fn restore(cache: &Arc<Cache>, recoveries: Recovered) {
         let done = cache.restore_objects(&store, recovery, lacquer_core::time::now());
         let secs = read + started.elapsed().as_secs_f64();
         if segments > 0 {
-            eprintln!(
+            say!(
                 "Storage {} ({}): {} objects recovered ({} expired, {damaged} damaged left out), {bans} bans, in {:.3} s ({:.0} objects/s; reading the file {:.3} s)",
                 store.name(),
                 store

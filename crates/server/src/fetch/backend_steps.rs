@@ -391,7 +391,7 @@ pub(crate) fn log_fetch_error(log: &mut Txn, e: &FetchError) {
         LOG_COUNT.store(0, Ordering::Relaxed);
     }
     if LOG_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
-        eprintln!("FetchError {}: {e}", log.vxid());
+        say!("FetchError {}: {e}", log.vxid());
     }
 }
 

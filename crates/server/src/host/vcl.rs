@@ -415,7 +415,7 @@ pub(crate) fn report_error(xid: u64, msg: &str) {
         ERR_COUNT.store(0, Ordering::Relaxed);
     }
     if ERR_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
-        eprintln!("VCL_Error {xid}: {msg}");
+        say!("VCL_Error {xid}: {msg}");
     }
 }
 
@@ -476,7 +476,7 @@ impl lacquer_vcl::Host for InitHost<'_> {
     }
     fn log(&mut self, _msg: &[u8]) {}
     fn error(&mut self, msg: &str) {
-        eprintln!("vcl_init: {msg}");
+        say!("vcl_init: {msg}");
     }
 }
 

@@ -121,7 +121,16 @@ impl Mgmt {
             let reply = tokio::task::spawn_blocking(move || me.execute(&args))
                 .await
                 .map_err(|e| format!("-I {}: {e}", path.display()))?;
-            println!("CLI -I {shown}: {} {}", reply.status, reply.body.trim_end());
+            {
+                // As `say!`, to standard output.
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stdout().lock(),
+                    "CLI -I {shown}: {} {}",
+                    reply.status,
+                    reply.body.trim_end()
+                );
+            }
             if reply.status != status::OK && !may_fail {
                 return Err(format!(
                     "-I {}: \"{shown}\" failed ({}): {}",

@@ -58,7 +58,7 @@ fn run(tls: &TlsState, params: &lacquer_core::params::Params) {
             }
             let name = &spec.names[0];
             let ca = params.ssl_ca_file();
-            let mut say = |what: &str| eprintln!("Info: ACME {name}: {what}");
+            let mut say = |what: &str| say!("Info: ACME {name}: {what}");
             let got = acme::obtain(spec, dir, Path::new(&*ca), &mut say).and_then(|file| {
                 lacquer_tls::load_cert(
                     &spec.id(),
@@ -73,7 +73,7 @@ fn run(tls: &TlsState, params: &lacquer_core::params::Params) {
                 Ok(cert) => {
                     tls.install(cert);
                     COUNTERS.inc(Counter::tls_acme_issued);
-                    eprintln!("Info: ACME {name}: certificate in force");
+                    say!("Info: ACME {name}: certificate in force");
                     // A certificate that lives shorter than renew-before
                     // is renewed halfway through its life, not at once.
                     let due = acme::due(spec, dir);
@@ -82,7 +82,7 @@ fn run(tls: &TlsState, params: &lacquer_core::params::Params) {
                 }
                 Err(e) => {
                     COUNTERS.inc(Counter::tls_acme_fail);
-                    eprintln!("Error: ACME {name}: {e}; trying again in {retry} s");
+                    say!("Error: ACME {name}: {e}; trying again in {retry} s");
                     *next = now() + retry;
                 }
             }

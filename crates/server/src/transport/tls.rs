@@ -219,7 +219,7 @@ impl TlsState {
     pub fn read(path: &std::path::Path, acme_dir: PathBuf) -> Result<TlsState, String> {
         let file = lacquer_tls::config::read(path).map_err(|e| e.to_string())?;
         for w in &file.warnings {
-            eprintln!("Warning: {w}");
+            say!("Warning: {w}");
         }
         let mut global: Vec<Arc<Cert>> = lacquer_tls::global_certs(&file)?
             .into_iter()
@@ -472,7 +472,7 @@ fn acme_certs(file: &TlsFile, dir: &std::path::Path) -> Vec<Arc<Cert>> {
             match lacquer_tls::load_cert(&spec.id(), &pem) {
                 Ok(c) => Some(Arc::new(c)),
                 Err(e) => {
-                    eprintln!("Warning: ACME certificate {}: {e}", spec.id());
+                    say!("Warning: ACME certificate {}: {e}", spec.id());
                     None
                 }
             }
