@@ -6,7 +6,9 @@
 //! Threads that never asked (the CLI, tests) write straight to the ring.
 //!
 //! A batch waits at most until its worker goes idle: under load, for a
-//! buffer's worth of transactions; otherwise not at all.
+//! buffer's worth of transactions; otherwise not at all. When the process
+//! is about to end ([`Log::write_through`]), each thread writes its batch
+//! with its next records, and those at once.
 
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -78,6 +80,10 @@ fn write(log: &'static Log, records: &[u8]) {
             if !p.enabled {
                 return true;
             }
+            if log.writes_through() {
+                p.flush();
+                return true;
+            }
             if !p.log.is_some_and(|l| std::ptr::eq(l, log)) {
                 p.flush();
                 p.log = Some(log);
@@ -140,6 +146,41 @@ mod tests {
         go.0.send(()).unwrap();
         worker.join().unwrap();
         assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn once_the_log_writes_through_a_batch_goes_with_the_next_records() {
+        let dir = std::env::temp_dir().join(format!("lq-through-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Log::create(&dir, 1 << 20).unwrap().leak();
+        let mut reader = Reader::open(&dir, true).unwrap();
+        let mut rec = Vec::new();
+        crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
+        let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
+        let worker = {
+            let (gathered, go) = (gathered.0, go.1);
+            std::thread::spawn(move || {
+                batch_on_this_thread();
+                write(log, &rec);
+                write(log, &rec);
+                gathered.send(()).unwrap();
+                go.recv().unwrap();
+                write(log, &rec);
+                gathered.send(()).unwrap();
+                go.recv().unwrap();
+            })
+        };
+        gathered.1.recv().unwrap();
+        assert_eq!(records_in(&mut reader), 0, "gathered");
+        log.write_through();
+        go.0.send(()).unwrap();
+        gathered.1.recv().unwrap();
+        // The thread has neither flushed nor ended: its next record took
+        // the two gathered ones with it.
+        assert_eq!(records_in(&mut reader), 3, "written through");
+        go.0.send(()).unwrap();
+        worker.join().unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }
 }

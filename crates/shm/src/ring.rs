@@ -26,7 +26,7 @@ use memmap2::{Mmap, MmapMut};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 const MAGIC: &[u8; 8] = b"LQVSL001";
@@ -71,6 +71,9 @@ pub struct Log {
     map: MmapMut,
     space: u64,
     state: Mutex<WriterState>,
+    /// Records go to the ring at once, not into a thread's batch: set
+    /// when the process is about to end (see [`Log::write_through`]).
+    through: AtomicBool,
 }
 
 struct WriterState {
@@ -123,7 +126,21 @@ impl Log {
             map,
             space,
             state: Mutex::new(WriterState { head: 0 }),
+            through: AtomicBool::new(false),
         })
+    }
+
+    /// From now on every thread writes its records to the ring at once,
+    /// what it gathered in its batch first, with its next records: the
+    /// process is about to end, and records in a batch would be lost.
+    pub fn write_through(&self) {
+        self.through.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Log::write_through`] was asked.
+    #[inline]
+    pub(crate) fn writes_through(&self) -> bool {
+        self.through.load(Ordering::Relaxed)
     }
 
     /// The most bytes a batch gathered for this ring should hold: `want`,

@@ -322,7 +322,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
         drop(out);
-        tokio::spawn(end_on_signal());
+        tokio::spawn(end_on_signal(shared.log));
         housekeeping(shared).await;
         Ok(())
     })
@@ -417,8 +417,11 @@ fn ban_lurker(sh: Arc<Shared>) {
 /// (what is cached is lost, as with any stop of a memory store), but
 /// through `exit`, so that the process ends with status 0 and what runs
 /// at exit runs (a profile-guided build's training counts are written
-/// then). The records this thread gathered go to the log first.
-async fn end_on_signal() {
+/// then). The log's records go first: every worker writes what it
+/// gathered with its next records, and those at once (a busy worker
+/// finishes a transaction every few microseconds; an idle one has nothing
+/// gathered), for at most `END_GRACE` before the process ends.
+async fn end_on_signal(log: Option<&'static lacquer_shm::Log>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -434,9 +437,17 @@ async fn end_on_signal() {
     })
     .await;
     say!("Manager got {which}, stopping");
-    lacquer_shm::batch::flush_this_thread();
+    if let Some(log) = log {
+        log.write_through();
+        lacquer_shm::batch::flush_this_thread();
+        tokio::time::sleep(END_GRACE).await;
+    }
     std::process::exit(0);
 }
+
+/// How long the workers have, once a signal asked the daemon to end, to
+/// write the log records they gathered.
+const END_GRACE: Duration = Duration::from_millis(50);
 
 async fn housekeeping(sh: Arc<Shared>) {
     let started = Instant::now();
