@@ -234,11 +234,6 @@ impl Headers {
         self.get(name).is_some()
     }
 
-    /// Removes every field of that name.
-    pub fn remove(&mut self, name: &str) {
-        self.list.retain(|h| !name_eq(&h.name, name.as_bytes()));
-    }
-
     /// Appends an already-built field.
     pub fn push_raw(&mut self, header: Header) {
         self.list.push(header);
@@ -254,12 +249,17 @@ impl Headers {
 
     /// Replaces every field of that name with one.
     pub fn set(&mut self, name: &'static str, value: impl Into<Bytes>) {
-        self.replace(name, value.into(), |n| Bytes::from_static(n.as_bytes()));
+        self.replace(
+            name,
+            value.into(),
+            |n| Bytes::from_static(n.as_bytes()),
+            |_| {},
+        );
     }
 
     /// Replaces every field of a name known only at run time with one.
     pub fn set_named(&mut self, name: &str, value: Bytes) {
-        self.replace(name, value, |n| Bytes::copy_from_slice(n.as_bytes()));
+        self.set_named_noting(name, value, |_| {});
     }
 
     /// [`Headers::set_named`], showing `replaced` each field it replaces
@@ -269,6 +269,41 @@ impl Headers {
         &mut self,
         name: &str,
         value: Bytes,
+        replaced: impl FnMut(&Header),
+    ) -> &Bytes {
+        self.replace(
+            name,
+            value,
+            |n| Bytes::copy_from_slice(n.as_bytes()),
+            replaced,
+        )
+    }
+
+    /// Removes every field of that name.
+    pub fn remove(&mut self, name: &str) {
+        self.remove_noting(name, |_| {});
+    }
+
+    /// [`Headers::remove`], showing `removed` each field it removes, in
+    /// order, in the same pass.
+    pub fn remove_noting(&mut self, name: &str, mut removed: impl FnMut(&Header)) {
+        self.list.retain(|h| {
+            let gone = name_eq(&h.name, name.as_bytes());
+            if gone {
+                removed(h);
+            }
+            !gone
+        });
+    }
+
+    /// Puts `value` in the first field of that name and drops the others,
+    /// showing `replaced` each of them first; appends a field (its name
+    /// made by `make_name`) when there is none. The value as now kept.
+    fn replace<'n>(
+        &mut self,
+        name: &'n str,
+        value: Bytes,
+        make_name: impl FnOnce(&'n str) -> Bytes,
         mut replaced: impl FnMut(&Header),
     ) -> &Bytes {
         let mut first = None;
@@ -292,48 +327,11 @@ impl Headers {
                 at
             }
             None => {
-                self.append(Bytes::copy_from_slice(name.as_bytes()), value);
+                self.append(make_name(name), value);
                 self.list.len() - 1
             }
         };
         &self.list[at].value
-    }
-
-    /// [`Headers::remove`], showing `removed` each field it removes, in
-    /// order, in the same pass.
-    pub fn remove_noting(&mut self, name: &str, mut removed: impl FnMut(&Header)) {
-        self.list.retain(|h| {
-            let gone = name_eq(&h.name, name.as_bytes());
-            if gone {
-                removed(h);
-            }
-            !gone
-        });
-    }
-
-    /// Puts `value` in the first field of that name and drops the others;
-    /// appends a field (its name made by `make_name`) when there is none.
-    fn replace<'n>(
-        &mut self,
-        name: &'n str,
-        value: Bytes,
-        make_name: impl FnOnce(&'n str) -> Bytes,
-    ) {
-        let same = |h: &Header| name_eq(&h.name, name.as_bytes());
-        match self.list.iter().position(same) {
-            Some(pos) => {
-                self.list[pos].value = value;
-                let mut i = pos + 1;
-                while i < self.list.len() {
-                    if same(&self.list[i]) {
-                        self.list.remove(i);
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            None => self.append(make_name(name), value),
-        }
     }
 
     /// Whether any value of a comma-separated header holds `token`

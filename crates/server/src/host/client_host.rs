@@ -457,15 +457,16 @@ impl Host for ClientHost<'_> {
         match kind {
             HttpKind::Req => {
                 let req = &mut *self.req;
-                if !req.log.active() {
-                    req.head.headers.set_named(name, value);
-                    return Ok(());
-                }
+                let logging = req.log.active();
                 // What it replaces is logged unset first, as Varnish does.
                 let kept = req.head.headers.set_named_noting(name, value, |old| {
-                    req.log.header(Tag::ReqUnset, &old.name, &old.value)
+                    if logging {
+                        req.log.header(Tag::ReqUnset, &old.name, &old.value)
+                    }
                 });
-                req.log.header(Tag::ReqHeader, name.as_bytes(), kept);
+                if logging {
+                    req.log.header(Tag::ReqHeader, name.as_bytes(), kept);
+                }
             }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
@@ -510,13 +511,12 @@ impl Host for ClientHost<'_> {
         match kind {
             HttpKind::Req => {
                 let req = &mut *self.req;
-                if req.log.active() {
-                    req.head.headers.remove_noting(name, |old| {
+                let logging = req.log.active();
+                req.head.headers.remove_noting(name, |old| {
+                    if logging {
                         req.log.header(Tag::ReqUnset, &old.name, &old.value)
-                    });
-                } else {
-                    req.head.headers.remove(name);
-                }
+                    }
+                });
             }
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
