@@ -269,8 +269,7 @@ fn the_demo_runs_with_nothing_else() {
 /// task, and the signal task's left the daemon running.
 #[test]
 fn a_closed_standard_error_panics_nothing_and_sigterm_still_stops_the_daemon() {
-    use crate::harness::{eventually, Lacquer};
-    use std::time::Duration;
+    use crate::harness::Lacquer;
     // Nothing listens on the discard port: every fetch fails.
     let mut l =
         Lacquer::start_with_stderr_closed("127.0.0.1:9".parse().unwrap(), &["-T", "127.0.0.1:0"]);
@@ -281,21 +280,22 @@ fn a_closed_standard_error_panics_nothing_and_sigterm_still_stops_the_daemon() {
     let mut cli = l.cli();
     let (status, body) = cli.send_line("panic.show").unwrap();
     assert_eq!(status, 300, "{body}");
+    assert_eq!(exit_on_signal(&mut l, "-TERM"), Some(0));
+}
+
+/// Sends `signal` to the daemon and waits (10 s at most) for it to end:
+/// its exit code (None if it went on, or ended by a signal).
+fn exit_on_signal(l: &mut crate::harness::Lacquer, signal: &str) -> Option<i32> {
+    use std::time::Duration;
     let pid = l.pid().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
+    assert!(sent.success(), "kill {signal}");
     let mut status = None;
-    assert!(
-        eventually(Duration::from_secs(10), || {
-            status = l.exit_status();
-            status.is_some()
-        }),
-        "the daemon went on after SIGTERM"
-    );
-    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    crate::harness::eventually(Duration::from_secs(10), || {
+        status = l.exit_status();
+        status.is_some()
+    });
+    status.and_then(|s| s.code())
 }
 
 /// SIGTERM and SIGINT end the daemon as they end varnishd, with status
@@ -303,21 +303,9 @@ fn a_closed_standard_error_panics_nothing_and_sigterm_still_stops_the_daemon() {
 /// served or not.
 #[test]
 fn term_and_int_end_the_daemon_with_status_zero() {
-    use crate::harness::{eventually, Lacquer};
-    use std::time::Duration;
+    use crate::harness::Lacquer;
     for signal in ["-TERM", "-INT"] {
         let mut l = Lacquer::start("127.0.0.1:9".parse().unwrap(), &[]);
-        let pid = l.pid().to_string();
-        let sent = Command::new("kill").args([signal, &pid]).status().unwrap();
-        assert!(sent.success(), "kill {signal}");
-        let mut status = None;
-        assert!(
-            eventually(Duration::from_secs(10), || {
-                status = l.exit_status();
-                status.is_some()
-            }),
-            "{signal}: still running"
-        );
-        assert_eq!(status.unwrap().code(), Some(0), "{signal}: {status:?}");
+        assert_eq!(exit_on_signal(&mut l, signal), Some(0), "{signal}");
     }
 }

@@ -319,10 +319,16 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         if let Some(addr) = cfg.reverse_cli.clone() {
             tokio::spawn(mgmt.clone().serve_reverse(addr));
         }
+        // The signals are caught from before the daemon says it runs: one
+        // sent right after that line must not find the default action
+        // (which ends the process without `exit`, with no status).
+        let signals = catch_signals();
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
         drop(out);
-        tokio::spawn(end_on_signal(shared.log));
+        if let Some(signals) = signals {
+            tokio::spawn(end_on_signal(signals, shared.log));
+        }
         housekeeping(shared).await;
         Ok(())
     })
@@ -421,14 +427,8 @@ fn ban_lurker(sh: Arc<Shared>) {
 /// gathered with its next records, and those at once (a busy worker
 /// finishes a transaction every few microseconds; an idle one has nothing
 /// gathered), for at most `END_GRACE` before the process ends.
-async fn end_on_signal(log: Option<&'static lacquer_shm::Log>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return;
-    };
+async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>) {
+    let (mut term, mut int) = signals;
     let which = std::future::poll_fn(|cx| {
         if term.poll_recv(cx).is_ready() {
             return std::task::Poll::Ready("SIGTERM");
@@ -443,6 +443,19 @@ async fn end_on_signal(log: Option<&'static lacquer_shm::Log>) {
         tokio::time::sleep(END_GRACE).await;
     }
     std::process::exit(0);
+}
+
+/// SIGTERM's and SIGINT's handlers, installed as they are made.
+type Signals = (tokio::signal::unix::Signal, tokio::signal::unix::Signal);
+
+/// Installs the handlers of SIGTERM and SIGINT (None where the system
+/// refuses: the signals then end the process as they would have).
+fn catch_signals() -> Option<Signals> {
+    use tokio::signal::unix::{signal, SignalKind};
+    Some((
+        signal(SignalKind::terminate()).ok()?,
+        signal(SignalKind::interrupt()).ok()?,
+    ))
 }
 
 /// How long the workers have, once a signal asked the daemon to end, to
