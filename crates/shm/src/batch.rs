@@ -106,6 +106,18 @@ mod tests {
     use super::*;
     use crate::ring::Reader;
 
+    /// A fresh ring in its own directory, a reader at its start and one
+    /// record to write.
+    fn ring(name: &str) -> (std::path::PathBuf, &'static Log, Reader, Vec<u8>) {
+        let dir = std::env::temp_dir().join(format!("lq-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = Log::create(&dir, 1 << 20).unwrap().leak();
+        let reader = Reader::open(&dir, true).unwrap();
+        let mut rec = Vec::new();
+        crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
+        (dir, log, reader, rec)
+    }
+
     fn records_in(reader: &mut Reader) -> usize {
         let mut out = Vec::new();
         reader.poll(&mut out).unwrap();
@@ -114,12 +126,7 @@ mod tests {
 
     #[test]
     fn a_batching_thread_writes_when_it_flushes_or_ends_others_at_once() {
-        let dir = std::env::temp_dir().join(format!("lq-batch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = Log::create(&dir, 1 << 20).unwrap().leak();
-        let mut reader = Reader::open(&dir, true).unwrap();
-        let mut rec = Vec::new();
-        crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
+        let (dir, log, mut reader, rec) = ring("batch");
         write(log, &rec);
         assert_eq!(records_in(&mut reader), 1, "a plain thread writes at once");
         let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
@@ -151,12 +158,7 @@ mod tests {
 
     #[test]
     fn once_the_log_writes_through_a_batch_goes_with_the_next_records() {
-        let dir = std::env::temp_dir().join(format!("lq-through-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = Log::create(&dir, 1 << 20).unwrap().leak();
-        let mut reader = Reader::open(&dir, true).unwrap();
-        let mut rec = Vec::new();
-        crate::Record::new(1, crate::Tag::Debug, crate::Side::Client, b"x").encode(&mut rec);
+        let (dir, log, mut reader, rec) = ring("through");
         let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
         let worker = {
             let (gathered, go) = (gathered.0, go.1);
