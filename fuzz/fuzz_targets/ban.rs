@@ -1,5 +1,6 @@
 //! Ban expressions from the CLI and VCL: never a panic.
 #![no_main]
+#![forbid(unsafe_code)]
 use lacquer_cache::ban::BanSpec;
 use libfuzzer_sys::fuzz_target;
 

@@ -1,6 +1,7 @@
 //! The chunked decoder, fed in two pieces split anywhere: never a panic,
 //! never more data out than went in, the same result however split.
 #![no_main]
+#![forbid(unsafe_code)]
 use bytes::BytesMut;
 use lacquer_http::chunked::{ChunkedDecoder, Decoded};
 use libfuzzer_sys::fuzz_target;

@@ -1,6 +1,7 @@
 //! The management protocol: command lines with quotes, escapes and here
 //! documents as they arrive in pieces, and status lines read by clients.
 #![no_main]
+#![forbid(unsafe_code)]
 use lacquer_admin::{parse_status_line, tokenize, CommandReader};
 use libfuzzer_sys::fuzz_target;
 

@@ -1,6 +1,7 @@
 //! The ESI parser over any body, with every option: never a panic, and
 //! the program's pieces lie inside the body.
 #![no_main]
+#![forbid(unsafe_code)]
 use lacquer_filters::esi::{parse, Options};
 use libfuzzer_sys::fuzz_target;
 

@@ -2,6 +2,7 @@
 //! panic, never hand out a slice much over its limit, and agree with the
 //! whole-buffer gunzip.
 #![no_main]
+#![forbid(unsafe_code)]
 use lacquer_filters::gzip::{gunzip, Gunzip};
 use lacquer_filters::splice::{scan, strip, Scan};
 use libfuzzer_sys::fuzz_target;

@@ -1,6 +1,7 @@
 //! Client request heads: never a panic, and a head that parses is framed
 //! one way only.
 #![no_main]
+#![forbid(unsafe_code)]
 use bytes::BytesMut;
 use lacquer_http::{parse_request, Framing, RequestLimits};
 use libfuzzer_sys::fuzz_target;

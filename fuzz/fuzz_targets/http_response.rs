@@ -1,6 +1,7 @@
 //! Backend response heads: never a panic; a response framed two ways is
 //! never kept alive.
 #![no_main]
+#![forbid(unsafe_code)]
 use bytes::BytesMut;
 use lacquer_http::{parse_response, Framing, ResponseLimits};
 use libfuzzer_sys::fuzz_target;

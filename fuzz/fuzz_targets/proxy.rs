@@ -2,6 +2,7 @@
 //! never a panic, never more taken than was given or allowed, the same
 //! answer however split, and whatever it accepts writes back the same.
 #![no_main]
+#![forbid(unsafe_code)]
 use lacquer_http::proxy::{parse, write_v1, write_v2};
 use libfuzzer_sys::fuzz_target;
 

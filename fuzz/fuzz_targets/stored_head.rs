@@ -3,6 +3,7 @@
 //! and shared values as numbers, or as text), and its fields read as
 //! the text's do, without a panic.
 #![no_main]
+#![forbid(unsafe_code)]
 use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object, StoredHead};
 use lacquer_cache::{Body, ObjectInit, Timers};

@@ -3,6 +3,7 @@
 //! configuration text, DER bytes for the names a certificate is for and
 //! the end of its validity, or an HTTP answer with a JSON body.
 #![no_main]
+#![forbid(unsafe_code)]
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

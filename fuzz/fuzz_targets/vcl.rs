@@ -1,6 +1,7 @@
 //! The VCL compiler over any text: an error, or a program, never a panic
 //! or a hang.
 #![no_main]
+#![forbid(unsafe_code)]
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,5 +1,6 @@
 //! The log query language (vsl-query(7)): never a panic.
 #![no_main]
+#![forbid(unsafe_code)]
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,6 +5,8 @@
 //! carry on (the `tls.cert.*` commands); certificates obtained and
 //! renewed by ACME ([`acme`]).
 
+#![forbid(unsafe_code)]
+
 pub mod acme;
 pub mod config;
 pub mod names;
