@@ -175,7 +175,7 @@ impl<'a> Eval<'a> {
             }
             Stmt::Block(b) => return self.block(b, depth),
             Stmt::Native(native) => {
-                if let Some(action) = native.run(self.host).map_err(VclFailure::from)? {
+                if let Some(action) = native.call(self.host).map_err(VclFailure::from)? {
                     self.returned = Some(action);
                     return Ok(Flow::Return);
                 }

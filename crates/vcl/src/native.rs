@@ -48,7 +48,7 @@ impl Native {
 
     /// Runs the body: the action it returns, or None when it ends without
     /// one (its caller goes on); an error fails the method.
-    pub(crate) fn run(self, host: &mut dyn Host) -> Result<Option<Action>, String> {
+    pub(crate) fn call(self, host: &mut dyn Host) -> Result<Option<Action>, String> {
         let pass = || Some(Action::Pass(None));
         Ok(match self {
             Native::ReqHost => {
@@ -170,7 +170,7 @@ impl Flat {
     /// the method's own. An error fails the method, as interpreted.
     pub(crate) fn run(&self, host: &mut dyn Host) -> Action {
         for native in &self.natives {
-            match native.run(host) {
+            match native.call(host) {
                 Ok(None) => {}
                 Ok(Some(action)) => return action,
                 Err(msg) => {

@@ -783,7 +783,7 @@ fn log_hit(req: &mut Req, tag: Tag, obj: &Object, now: f64) {
 
 /// An ESI include's request as a boxed future, for `esi` to run (the
 /// daemon registers this with `esi::run_includes_with`).
-pub(crate) fn include_task(
+pub(crate) fn include_request(
     mut fc: Client,
     sh: Arc<Shared>,
     vcl: Arc<Loaded>,

@@ -358,7 +358,7 @@ fn start_session(sh: &Arc<Shared>, stream: Box<dyn ClientStream>, addrs: SessAdd
     // The addresses go in shared already: held by value, the session's
     // state kept room for them all its life.
     let addrs = Arc::new(addrs);
-    session::tasks::start(
+    session::tasks::spawn_session(
         sh,
         session::tasks::Conn {
             stream,

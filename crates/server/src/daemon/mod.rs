@@ -213,7 +213,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     registry.count();
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
-    crate::client::esi::run_includes_with(crate::client::request::include_task);
+    crate::client::esi::run_includes_with(crate::client::request::include_request);
     let shared = Arc::new(Shared {
         // Kept for the process's life: transactions borrow it.
         log: Some(log.leak()),
@@ -232,7 +232,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .name("ban-lurker".into())
         .spawn(move || ban_lurker(lurker_shared))
         .map_err(|e| format!("Cannot start the ban lurker: {e}"))?;
-    crate::transport::acme::start(shared.clone())?;
+    crate::transport::acme::spawn_renewals(shared.clone())?;
     let workdir = cfg.workdir.clone();
     let handle = runtime.handle().clone();
     {
@@ -270,7 +270,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
             let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(dashboard::serve(shared.clone(), l, None));
+            tokio::spawn(dashboard::accept_connections(shared.clone(), l, None));
         }
         let mut boards = Vec::new();
         for l in dashboard_listeners {
@@ -302,7 +302,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 }
                 None => None,
             };
-            dashboard::start(shared.clone(), workdir.clone(), boards, actions)?;
+            dashboard::spawn_boards(shared.clone(), workdir.clone(), boards, actions)?;
         }
         if let Some(jail) = &cfg.jail {
             enter_jail(jail, &workdir)?;

@@ -7,7 +7,7 @@
 use crate::host::bereq::{filter_list, set_filter_list};
 pub(crate) use crate::host::bereq::{Bereq, BereqBody, Beresp, NOT_FOR_CACHE_FETCH};
 use crate::host::req::Req;
-use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::host::vcl::{param_value, proto_text, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_http::Version;
@@ -48,10 +48,6 @@ pub(crate) fn call_method(
     }
     crate::host::vsl::vcl_return(&mut host.bereq.log, &action);
     action
-}
-
-fn proto_text(v: Version) -> Value {
-    Value::Str(Bytes::from_static(v.as_str().as_bytes()))
 }
 
 impl BackendHost<'_> {

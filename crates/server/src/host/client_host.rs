@@ -5,7 +5,7 @@
 
 use crate::host::req::{ConnInfo, Req, TopReq};
 pub(crate) use crate::host::resp::{obj_reason, Resp};
-use crate::host::vcl::{param_value, report_error, storage_value, Loaded};
+use crate::host::vcl::{param_value, proto_text, report_error, storage_value, Loaded};
 use crate::transport::deadline::SessTimeout;
 use crate::Shared;
 use bytes::Bytes;
@@ -35,10 +35,6 @@ fn top(req: &Req) -> &TopReq {
 
 fn dur(v: Option<f64>) -> Value {
     Value::Duration(v.unwrap_or(-1.0))
-}
-
-fn proto_text(v: Version) -> Value {
-    Value::Str(Bytes::from_static(v.as_str().as_bytes()))
 }
 
 impl<'a> ClientHost<'a> {

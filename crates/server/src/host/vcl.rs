@@ -376,6 +376,11 @@ pub(crate) struct HeldVcl {
     generation: u64,
 }
 
+/// A protocol version as VCL's `*.proto` reads it (`HTTP/1.1`).
+pub(crate) fn proto_text(v: lacquer_http::Version) -> Value {
+    Value::Str(Bytes::from_static(v.as_str().as_bytes()))
+}
+
 /// A parameter as VCL's `param.<name>` reads it.
 pub(crate) fn param_value(params: &Params, index: usize) -> Value {
     let (kind, raw) = params.raw(index);

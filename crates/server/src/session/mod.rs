@@ -226,7 +226,7 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
                 let by_alpn = c.addrs.tls.as_ref().and_then(|t| t.alpn.as_deref()) == Some("h2");
                 let preface = h2::is_preface(&c.rbuf);
                 if by_alpn || preface == Some(true) {
-                    return Box::pin(h2::serve(sh, c, log)).await;
+                    return Box::pin(h2::serve_connection(sh, c, log)).await;
                 }
                 if preface.is_none() && !c.rbuf.is_empty() {
                     // Not enough yet to tell: read on.

@@ -58,7 +58,7 @@ thread_local! {
 }
 
 /// Serves `conn` on an idle task of this thread, or on a new one.
-pub(crate) fn start(sh: &Arc<Shared>, conn: Conn) {
+pub(crate) fn spawn_session(sh: &Arc<Shared>, conn: Conn) {
     let conn = match hand_to_idle(sh, conn) {
         Ok(()) => return,
         Err(conn) => conn,

@@ -33,7 +33,7 @@ fn due(spec: &AcmeSpec, dir: &Path) -> i64 {
 /// Starts the thread when the `-A` file has `acme` sections. The ACME
 /// server's certificate is checked against the section's `ca-file`, else
 /// the `ssl_ca_file` parameter's bundle as it is at each attempt.
-pub(crate) fn start(sh: Arc<crate::Shared>) -> Result<(), String> {
+pub(crate) fn spawn_renewals(sh: Arc<crate::Shared>) -> Result<(), String> {
     if sh.tls.as_ref().is_none_or(|t| t.acme().0.is_empty()) {
         return Ok(());
     }
@@ -41,14 +41,14 @@ pub(crate) fn start(sh: Arc<crate::Shared>) -> Result<(), String> {
         .name("lacquer-acme".into())
         .spawn(move || {
             if let Some(tls) = &sh.tls {
-                run(tls, &sh.params)
+                renew_due(tls, &sh.params)
             }
         })
         .map(|_| ())
         .map_err(|e| format!("Cannot start the ACME thread: {e}"))
 }
 
-fn run(tls: &TlsState, params: &lacquer_core::params::Params) {
+fn renew_due(tls: &TlsState, params: &lacquer_core::params::Params) {
     let (specs, dir) = tls.acme();
     let mut next: Vec<i64> = specs.iter().map(|s| due(s, dir)).collect();
     loop {

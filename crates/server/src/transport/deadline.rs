@@ -155,7 +155,7 @@ impl SessTimeout {
 mod tests {
     use super::*;
 
-    fn run(f: impl Future<Output = ()>) {
+    fn block_on(f: impl Future<Output = ()>) {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_wait_ends_with_its_future_or_at_its_deadline() {
-        run(async {
+        block_on(async {
             let mut timer = WaitTimer::default();
             let asked = std::cell::Cell::new(false);
             let deadline = || {
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn the_kept_timer_follows_each_waits_deadline() {
-        run(async {
+        block_on(async {
             let mut timer = WaitTimer::default();
             // Set for a short wait, then fired: a later wait runs to its
             // own deadline, not the timer's.

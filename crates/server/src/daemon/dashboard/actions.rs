@@ -88,7 +88,7 @@ impl Actions {
 
     /// Runs `command` (one management command line) if the answer is
     /// right and the command is one the dashboard may run.
-    pub fn run(&self, challenge: &str, response: &str, command: &str) -> Outcome {
+    pub fn perform(&self, challenge: &str, response: &str, command: &str) -> Outcome {
         if !self.proves(challenge, response) {
             return Outcome::Refused("Authentication failed: ask /challenge again.");
         }

@@ -68,7 +68,7 @@ pub(crate) struct LogWatch {
 
 impl LogWatch {
     /// Starts following the log in `workdir` on a thread of its own.
-    pub fn start(workdir: PathBuf) -> Result<Arc<LogWatch>, String> {
+    pub fn open(workdir: PathBuf) -> Result<Arc<LogWatch>, String> {
         let watch = Arc::new(LogWatch::default());
         let mut sink = Watcher {
             watch: watch.clone(),

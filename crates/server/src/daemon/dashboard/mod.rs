@@ -64,7 +64,7 @@ pub(crate) struct Board {
 }
 
 /// Starts the dashboard: the log reader, the sampler, and the listeners.
-pub(crate) fn start(
+pub(crate) fn spawn_boards(
     sh: Arc<Shared>,
     workdir: std::path::PathBuf,
     listeners: Vec<TcpListener>,
@@ -72,7 +72,7 @@ pub(crate) fn start(
 ) -> Result<(), String> {
     let (tx, _) = broadcast::channel(16);
     let board = Arc::new(Board {
-        log: LogWatch::start(workdir)?,
+        log: LogWatch::open(workdir)?,
         history: Mutex::new(VecDeque::with_capacity(HISTORY)),
         tx,
         streams: AtomicUsize::new(0),
@@ -80,7 +80,7 @@ pub(crate) fn start(
     });
     tokio::spawn(sample(sh.clone(), board.clone()));
     for l in listeners {
-        tokio::spawn(serve(sh.clone(), l, Some(board.clone())));
+        tokio::spawn(accept_connections(sh.clone(), l, Some(board.clone())));
     }
     Ok(())
 }
@@ -107,7 +107,11 @@ async fn sample(sh: Arc<Shared>, board: Arc<Board>) {
 
 /// Accepts connections until the process ends: the dashboard's routes
 /// with a board, `/metrics` alone without.
-pub(crate) async fn serve(sh: Arc<Shared>, listener: TcpListener, board: Option<Arc<Board>>) {
+pub(crate) async fn accept_connections(
+    sh: Arc<Shared>,
+    listener: TcpListener,
+    board: Option<Arc<Board>>,
+) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -339,7 +343,7 @@ fn act(actions: &Actions, form: &[u8]) -> Answer {
         let v = form_value(form, name).unwrap_or_default();
         String::from_utf8_lossy(&v).into_owned()
     };
-    match actions.run(
+    match actions.perform(
         &field(b"challenge"),
         &field(b"response"),
         &field(b"command"),

@@ -118,7 +118,11 @@ impl ConnState {
 
 /// Serves the connection of `c` as HTTP/2, from its preface (already in
 /// `c.rbuf` when it came by prior knowledge) to its end.
-pub(crate) async fn serve(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> CloseReason {
+pub(crate) async fn serve_connection(
+    sh: &Arc<Shared>,
+    c: &mut Client,
+    log: &mut Txn,
+) -> CloseReason {
     serve_with(sh, c, log, None).await
 }
 
@@ -234,7 +238,7 @@ async fn serve_with(
                     // A panic in one stream's steps resets that stream
                     // alone (its halves are dropped), as a panic in an
                     // HTTP/1 request ends only its connection.
-                    streams.push(AssertUnwindSafe(task.serve(req, respond)).catch_unwind());
+                    streams.push(AssertUnwindSafe(task.answer(req, respond)).catch_unwind());
                     accepted = true;
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::Failed(e)),
@@ -327,7 +331,7 @@ struct Stream {
 }
 
 impl Stream {
-    async fn serve(
+    async fn answer(
         self,
         req: http::Request<h2::RecvStream>,
         mut respond: h2::server::SendResponse<Bytes>,
@@ -467,7 +471,7 @@ mod tests {
         fn size<F: FnOnce(Stream) -> R, R>(_: &F) -> usize {
             std::mem::size_of::<R>()
         }
-        let stream = |stream: Stream| stream.serve(unreachable!(), unreachable!());
+        let stream = |stream: Stream| stream.answer(unreachable!(), unreachable!());
         let bytes = size(&stream);
         assert!(bytes <= 2048, "a stream's task is {bytes} bytes");
     }
