@@ -73,17 +73,17 @@ pub fn main(args: &[String]) -> ExitCode {
         match a.as_str() {
             "-a" => match rest.next() {
                 Some(v) => listen = v.clone(),
-                None => return usage(),
+                None => return bad_usage(),
             },
             "-n" => match rest.next() {
                 Some(v) => workdir = Some(PathBuf::from(v)),
-                None => return usage(),
+                None => return bad_usage(),
             },
             "--dashboard" => match rest.next() {
                 Some(v) => dashboard = v.clone(),
-                None => return usage(),
+                None => return bad_usage(),
             },
-            _ => return usage(),
+            _ => return bad_usage(),
         }
     }
     // An address with port 0 is given a free port now, so that what is
@@ -161,7 +161,7 @@ fn with_free_port(addr: &str) -> String {
     }
 }
 
-fn usage() -> ExitCode {
+fn bad_usage() -> ExitCode {
     eprintln!("usage: lacquer demo [-a address:port] [--dashboard address:port] [-n workdir]");
     ExitCode::from(2)
 }

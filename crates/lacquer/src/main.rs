@@ -30,7 +30,7 @@ const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
        lacquer demo [-a address:port] [-n workdir]
        lacquer reload [-n workdir] [-m keep] [file.vcl]";
 
-fn usage() -> String {
+fn usage_text() -> String {
     format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
 }
 
@@ -53,15 +53,15 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("-h") | Some("--help") | Some("help") => {
-            println!("{}", usage());
+            println!("{}", usage_text());
             ExitCode::SUCCESS
         }
         Some(other) => {
-            eprintln!("lacquer: unknown command \"{other}\"\n{}", usage());
+            eprintln!("lacquer: unknown command \"{other}\"\n{}", usage_text());
             ExitCode::from(2)
         }
         None => {
-            eprintln!("{}", usage());
+            eprintln!("{}", usage_text());
             ExitCode::from(2)
         }
     }

@@ -588,6 +588,32 @@ impl<'a> Packed<'a> {
         rendered::write_fields(rest, out, write_packed_fields);
     }
 
+    /// Writes the field lines as [`Packed::write_fields`] does, then
+    /// calls `then` with `out`, where they start in it, and where each
+    /// line ends (past its LF) counted from there.
+    pub fn write_fields_then<R>(
+        self,
+        out: &mut Vec<u8>,
+        then: impl FnOnce(&mut Vec<u8>, usize, &[u32]) -> R,
+    ) -> R {
+        let (rest, packed) = self.field_part();
+        if !packed {
+            let start = out.len();
+            out.extend_from_slice(rest);
+            let ends = rendered::line_ends(&out[start..]);
+            return then(out, start, &ends);
+        }
+        rendered::write_fields_then(rest, out, write_packed_fields, then)
+    }
+
+    /// Whether [`Packed::write_fields`] writes each field as exactly
+    /// `Name: value` and CRLF (a packed head's fields); a head kept as its
+    /// text writes its lines as they came.
+    #[inline]
+    pub fn fields_are_packed(self) -> bool {
+        self.field_part().1
+    }
+
     /// Writes the status line and the field lines.
     #[inline]
     pub fn write(self, status: u16, out: &mut Vec<u8>) {

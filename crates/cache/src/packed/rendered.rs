@@ -22,10 +22,17 @@ const MAX_TEXT: usize = 4096;
 struct Slot {
     packed: Vec<u8>,
     text: Vec<u8>,
+    /// Where each line of `text` ends (past its LF).
+    ends: Vec<u32>,
 }
 
 thread_local! {
     static KEPT: RefCell<[Slot; SLOTS]> = RefCell::new(Default::default());
+}
+
+/// The slot for packed bytes: a hint from where they lie.
+fn slot_of(packed: &[u8]) -> usize {
+    (packed.as_ptr() as usize >> 4) % SLOTS
 }
 
 /// Appends the field lines of the packed fields `packed` to `out`: the
@@ -36,28 +43,87 @@ pub(super) fn write_fields(packed: &[u8], out: &mut Vec<u8>, write: impl Fn(&[u8
     if packed.len() > MAX_PACKED {
         return write(packed, out);
     }
-    let slot = (packed.as_ptr() as usize >> 4) % SLOTS;
     let kept = KEPT.try_with(|kept| {
         let Ok(mut kept) = kept.try_borrow_mut() else {
             return false;
         };
-        let kept = &mut kept[slot];
-        if kept.packed == packed {
-            out.extend_from_slice(&kept.text);
-            return true;
-        }
-        let at = out.len();
-        write(packed, out);
-        let text = &out[at..];
-        kept.packed.clear();
-        kept.text.clear();
-        if text.len() <= MAX_TEXT {
-            kept.packed.extend_from_slice(packed);
-            kept.text.extend_from_slice(text);
-        }
+        put(&mut kept[slot_of(packed)], packed, out, &write);
         true
     });
     if kept != Ok(true) {
         write(packed, out);
     }
+}
+
+/// Appends the field lines as [`write_fields`] does, then calls `then`
+/// with `out`, where the lines start in it, and where each ends (past
+/// its LF) counted from there: for a kept block they were found when it
+/// was written, so that a caller that edits a few lines of it need not
+/// look for them.
+pub(super) fn write_fields_then<R>(
+    packed: &[u8],
+    out: &mut Vec<u8>,
+    write: impl Fn(&[u8], &mut Vec<u8>),
+    then: impl FnOnce(&mut Vec<u8>, usize, &[u32]) -> R,
+) -> R {
+    let start = out.len();
+    let mut then = Some(then);
+    if packed.len() <= MAX_PACKED {
+        let done = KEPT.try_with(|kept| {
+            let mut kept = kept.try_borrow_mut().ok()?;
+            let slot = &mut kept[slot_of(packed)];
+            if !put(slot, packed, out, &write) {
+                return None;
+            }
+            then.take().map(|then| then(out, start, &slot.ends))
+        });
+        if let Ok(Some(done)) = done {
+            return done;
+        }
+    }
+    // Not kept. Nothing was written either when no block could be
+    // looked at, or when the fields are none (written again: nothing).
+    if out.len() == start {
+        write(packed, out);
+    }
+    let ends = line_ends(&out[start..]);
+    match then.take() {
+        Some(then) => then(out, start, &ends),
+        None => unreachable!("`then` is taken only when it returns"),
+    }
+}
+
+/// Appends the block kept in `slot` when it is for `packed`, else writes
+/// and keeps a new one; whether the slot now holds the block for
+/// `packed` (a block too long to keep is written, not kept).
+fn put(
+    slot: &mut Slot,
+    packed: &[u8],
+    out: &mut Vec<u8>,
+    write: impl Fn(&[u8], &mut Vec<u8>),
+) -> bool {
+    if slot.packed == packed {
+        out.extend_from_slice(&slot.text);
+        return true;
+    }
+    let at = out.len();
+    write(packed, out);
+    let text = &out[at..];
+    slot.packed.clear();
+    slot.text.clear();
+    slot.ends.clear();
+    if text.len() > MAX_TEXT {
+        return false;
+    }
+    slot.packed.extend_from_slice(packed);
+    slot.text.extend_from_slice(text);
+    slot.ends = line_ends(text);
+    true
+}
+
+/// Where each line of `text` ends, past its LF.
+pub(super) fn line_ends(text: &[u8]) -> Vec<u32> {
+    memchr::memchr_iter(b'\n', text)
+        .map(|i| (i + 1) as u32)
+        .collect()
 }

@@ -299,3 +299,31 @@ fn kept_field_lines_are_used_only_for_the_very_same_bytes() {
         assert_eq!(out, &long.as_bytes()[17..]);
     }
 }
+
+#[test]
+fn fields_written_for_an_edit_come_with_where_each_line_ends() {
+    let long = format!(
+        "HTTP/1.1 200 OK\r\nX-Long: {}\r\nServer: a\r\n",
+        "v".repeat(5000)
+    );
+    let odd = b"HTTP/1.1 200 OK\r\nServer:a\r\nX-Two: b\r\n";
+    let heads = [pack(NGINX, 200), pack(long.as_bytes(), 200), pack(odd, 200)];
+    assert_eq!(heads[2][0], TEXT);
+    // Each head twice: written and kept, then copied from what was kept.
+    let lines = [4, 2, 2];
+    for (head, lines) in heads.iter().zip(lines).chain(heads.iter().zip(lines)) {
+        let p = Packed(head);
+        let mut plain = b"before".to_vec();
+        p.write_fields(&mut plain);
+        let mut out = b"before".to_vec();
+        let (start, ends) = p.write_fields_then(&mut out, |_, start, ends| (start, ends.to_vec()));
+        assert_eq!(out, plain);
+        assert_eq!(start, 6);
+        let lf: Vec<u32> = (start..out.len())
+            .filter(|&i| out[i] == b'\n')
+            .map(|i| (i + 1 - start) as u32)
+            .collect();
+        assert_eq!(ends, lf);
+        assert_eq!(ends.len(), lines);
+    }
+}

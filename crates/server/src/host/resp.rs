@@ -16,7 +16,7 @@ pub(crate) struct Resp {
     pub headers: Option<Headers>,
     /// Per header name, its one new value or `None` for a removal, over
     /// the object's headers.
-    edits: Vec<(Bytes, Option<Bytes>)>,
+    edits: Vec<(EditName, Option<Bytes>)>,
     /// The synthetic body (`vcl_synth`).
     pub body: Vec<u8>,
     /// VCL touched Age, Via or X-Varnish: they are in the headers and the
@@ -153,9 +153,7 @@ impl Resp {
             .find(|(n, _)| name_eq(n, name.as_bytes()));
         match found {
             Some((_, v)) => *v = value,
-            None => self
-                .edits
-                .push((Bytes::copy_from_slice(name.as_bytes()), value)),
+            None => self.edits.push((EditName::new(name.as_bytes()), value)),
         }
     }
 
@@ -216,8 +214,53 @@ impl Resp {
         match &self.headers {
             Some(h) => h.write_to(out),
             // The object's fields read in place: no list of them made.
+            None if obj.writes_fields_as_read() => self.edit_written_fields(obj, out),
             None => self.write_edited(obj.fields(), out),
         }
+    }
+
+    /// Writes the object's headers with the edits applied, as
+    /// [`Resp::write_edited`] does, for an object whose fields are written
+    /// `Name: value` CRLF: they are written whole (a copy, with where its
+    /// lines end, for an object this thread wrote before) and the lines of
+    /// edited names are then changed in place, where reading each field
+    /// and writing it again would cost a few appends per field.
+    fn edit_written_fields(&self, obj: &Object, out: &mut Vec<u8>) {
+        let mut written = Written::new(self.edits.len());
+        obj.write_fields_then(out, |out, start, ends| {
+            // How far the changes so far have moved the lines after them.
+            let mut shift = 0isize;
+            let mut from = start;
+            for &end in ends {
+                let (line_at, line_end) = (
+                    from.wrapping_add_signed(shift),
+                    (start + end as usize).wrapping_add_signed(shift),
+                );
+                from = start + end as usize;
+                // A name has no colon, so the line's name is `n` when the
+                // colon comes right after its length.
+                let line = &out[line_at..line_end];
+                let edit = self.edits.iter().position(|(n, _)| {
+                    line.get(n.len()) == Some(&b':') && name_eq(n, &line[..n.len()])
+                });
+                let Some(i) = edit else {
+                    continue;
+                };
+                match (written.mark(i), &self.edits[i].1) {
+                    (false, Some(v)) => {
+                        let value = line_at + self.edits[i].0.len() + 2;
+                        let value_end = line_end.saturating_sub(2).max(value);
+                        out.splice(value..value_end, v.iter().copied());
+                        shift += v.len() as isize - (value_end - value) as isize;
+                    }
+                    _ => {
+                        out.drain(line_at..line_end);
+                        shift -= (line_end - line_at) as isize;
+                    }
+                }
+            }
+        });
+        self.write_unwritten(&mut written, out);
     }
 
     /// Writes the object's headers with the edits applied: a new value
@@ -228,47 +271,99 @@ impl Resp {
         base: impl Iterator<Item = (&'f [u8], lacquer_cache::FieldValue<'f>)>,
         out: &mut Vec<u8>,
     ) {
-        // Which edits have been written, as bits; VCL that edits more than
-        // 64 names of one response takes the allocating path.
-        let mut few = 0u64;
-        let mut many = vec![
-            false;
-            if self.edits.len() > 64 {
-                self.edits.len()
-            } else {
-                0
-            }
-        ];
-        let mut written = |i: usize| -> bool {
-            if i < 64 {
-                let seen = few & (1 << i) != 0;
-                few |= 1 << i;
-                seen
-            } else {
-                std::mem::replace(&mut many[i], true)
-            }
-        };
-        let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        };
+        let mut written = Written::new(self.edits.len());
         for (name, value) in base {
             let edit = self.edits.iter().position(|(n, _)| name_eq(n, name));
             match edit {
                 None => line(out, name, &value.bytes()),
                 Some(i) => {
-                    if let (false, Some(v)) = (written(i), &self.edits[i].1) {
+                    if let (false, Some(v)) = (written.mark(i), &self.edits[i].1) {
                         line(out, name, v);
                     }
                 }
             }
         }
+        self.write_unwritten(&mut written, out);
+    }
+
+    /// Writes the edits with a value that took no field's place: new
+    /// names come last.
+    fn write_unwritten(&self, written: &mut Written, out: &mut Vec<u8>) {
         for (i, (name, value)) in self.edits.iter().enumerate() {
-            if let (false, Some(v)) = (written(i), value) {
+            if let (false, Some(v)) = (written.mark(i), value) {
                 line(out, name, v);
             }
+        }
+    }
+}
+
+/// The name an edit is for: in place when it is short, as most are, so
+/// that `set resp.http.X-Cache = ...` allocates nothing for its name.
+enum EditName {
+    Short { len: u8, bytes: [u8; SHORT_NAME] },
+    Long(Box<[u8]>),
+}
+
+/// The longest name an [`EditName`] keeps in place (the enum is then no
+/// larger than a `Bytes`).
+const SHORT_NAME: usize = 30;
+
+impl EditName {
+    fn new(name: &[u8]) -> EditName {
+        if name.len() > SHORT_NAME {
+            return EditName::Long(name.into());
+        }
+        let mut bytes = [0; SHORT_NAME];
+        bytes[..name.len()].copy_from_slice(name);
+        EditName::Short {
+            len: name.len() as u8,
+            bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for EditName {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            EditName::Short { len, bytes } => &bytes[..usize::from(*len)],
+            EditName::Long(name) => name,
+        }
+    }
+}
+
+/// Appends a field line.
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Which edits have been written, as bits; VCL that edits more than 64
+/// names of one response takes the allocating path.
+struct Written {
+    few: u64,
+    many: Vec<bool>,
+}
+
+impl Written {
+    fn new(edits: usize) -> Written {
+        Written {
+            few: 0,
+            many: vec![false; if edits > 64 { edits } else { 0 }],
+        }
+    }
+
+    /// Marks edit `i` written; whether it was already.
+    fn mark(&mut self, i: usize) -> bool {
+        if i < 64 {
+            let seen = self.few & (1 << i) != 0;
+            self.few |= 1 << i;
+            seen
+        } else {
+            std::mem::replace(&mut self.many[i], true)
         }
     }
 }
@@ -351,12 +446,20 @@ mod tests {
         headers.append("Content-Type", "text/html");
         headers.append("X-Dup", "2");
         Object::new(ObjectInit {
+            head: Bytes::from_static(b"HTTP/1.1 200 Fine\r\n").into(),
+            headers,
+            ..init()
+        })
+    }
+
+    fn init() -> ObjectInit {
+        ObjectInit {
             store: None,
             xid: 7,
             kind: ObjKind::Normal,
             status: 200,
-            head: Bytes::from_static(b"HTTP/1.1 200 Fine\r\n").into(),
-            headers,
+            head: Bytes::new().into(),
+            headers: Headers::new(),
             body: Body::complete(Vec::new()),
             vary: None,
             timers: Timers {
@@ -365,7 +468,7 @@ mod tests {
                 grace: 0.0,
                 keep: 0.0,
             },
-        })
+        }
     }
 
     #[test]
@@ -408,6 +511,97 @@ mod tests {
             &mut not_modified,
         );
         assert!(not_modified.starts_with(b"HTTP/1.1 304 Not Modified\r\nX-Dup: new\r\n"));
+    }
+
+    /// A head's fields with `edits` applied, as written out.
+    fn edited(obj: &Object, edits: &[(&str, Option<&str>)]) -> String {
+        let mut resp = Resp::for_object(obj, true);
+        for (name, value) in edits {
+            resp.set(name, value.map(|v| Bytes::from(v.to_string())));
+        }
+        let mut out = Vec::new();
+        resp.write_head(obj, Some(b""), &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn edits_over_written_fields_give_what_edits_over_read_fields_give() {
+        let packed = object_with(&[
+            ("X-Dupe", "prefix"),
+            ("Date", "Thu, 26 Nov 2026 22:00:00 GMT"),
+        ]);
+        assert!(packed.writes_fields_as_read());
+        let edit_sets: &[&[(&str, Option<&str>)]] = &[
+            &[],
+            &[("X-Cache", Some("HIT")), ("server", None)],
+            &[("x-dup", Some("a much longer value than before"))],
+            &[("X-DUP", Some(""))],
+            &[("x-dup", None), ("content-type", Some("t"))],
+            &[
+                ("X-Dupe", Some("p")),
+                ("x-dupe", None),
+                ("Date", Some("now")),
+            ],
+            &[
+                ("date", None),
+                ("X-Dup", Some("z")),
+                ("Server", Some("s")),
+                ("New", Some("n")),
+            ],
+            &[("X-Du", Some("no field")), ("X-Dup-Longer-Name", None)],
+        ];
+        // A head too long to be kept for the next hit is edited alike.
+        let long = "b".repeat(3000);
+        let big = object_with(&[("X-Big", &long)]);
+        // Each edit set twice: written first, then from what was kept.
+        for obj in [&packed, &big, &packed, &big] {
+            for edits in edit_sets {
+                let fast = edited(obj, edits);
+                let mut resp = Resp::for_object(obj, true);
+                for (name, value) in *edits {
+                    resp.set(name, value.map(|v| Bytes::from(v.to_string())));
+                }
+                let mut slow = Vec::new();
+                resp.write_edited(obj.fields(), &mut slow);
+                assert_eq!(fast, String::from_utf8(slow).unwrap(), "{edits:?}");
+            }
+        }
+        assert_eq!(
+            edited(&packed, edit_sets[6]),
+            "X-Dupe: prefix\r\nServer: s\r\nX-Dup: z\r\nContent-Type: text/html\r\nNew: n\r\n"
+        );
+        assert_eq!(
+            edited(&packed, edit_sets[7]),
+            "X-Dupe: prefix\r\nDate: Thu, 26 Nov 2026 22:00:00 GMT\r\nServer: origin\r\n\
+             X-Dup: 1\r\nContent-Type: text/html\r\nX-Dup: 2\r\nX-Du: no field\r\n"
+        );
+        // A head kept as its text (a field not written `Name: value`)
+        // reads its fields and writes each.
+        let text = Object::new(ObjectInit {
+            head: Bytes::from_static(b"HTTP/1.1 200 OK\r\nServer:origin\r\nX-Dup: 1\r\n").into(),
+            headers: Headers::new(),
+            ..init()
+        });
+        assert!(!text.writes_fields_as_read());
+        assert_eq!(
+            edited(&text, &[("x-dup", Some("2")), ("X-Cache", Some("HIT"))]),
+            "Server: origin\r\nX-Dup: 2\r\nX-Cache: HIT\r\n"
+        );
+    }
+
+    #[test]
+    fn an_edit_name_reads_back_whole_in_place_or_not() {
+        assert!(std::mem::size_of::<EditName>() <= std::mem::size_of::<Bytes>());
+        for len in [0, 1, SHORT_NAME - 1, SHORT_NAME, SHORT_NAME + 1, 300] {
+            let name: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert_eq!(&*EditName::new(&name), &name[..]);
+        }
+        let long = "X-".to_string() + &"Long".repeat(20);
+        let obj = object();
+        assert_eq!(
+            edited(&obj, &[(&long, Some("1")), ("x-dup", None)]),
+            format!("Server: origin\r\nContent-Type: text/html\r\n{long}: 1\r\n")
+        );
     }
 
     #[test]
