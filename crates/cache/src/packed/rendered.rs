@@ -22,8 +22,9 @@ const MAX_TEXT: usize = 4096;
 struct Slot {
     packed: Vec<u8>,
     text: Vec<u8>,
-    /// Where each line of `text` ends (past its LF).
-    ends: Vec<u32>,
+    /// Where each line of `text` ends (past its LF), once a caller asked
+    /// ([`write_fields_then`]): a plain write looks for no line.
+    ends: Option<Vec<u32>>,
 }
 
 thread_local! {
@@ -31,6 +32,7 @@ thread_local! {
 }
 
 /// The slot for packed bytes: a hint from where they lie.
+#[inline]
 fn slot_of(packed: &[u8]) -> usize {
     (packed.as_ptr() as usize >> 4) % SLOTS
 }
@@ -57,9 +59,9 @@ pub(super) fn write_fields(packed: &[u8], out: &mut Vec<u8>, write: impl Fn(&[u8
 
 /// Appends the field lines as [`write_fields`] does, then calls `then`
 /// with `out`, where the lines start in it, and where each ends (past
-/// its LF) counted from there: for a kept block they were found when it
-/// was written, so that a caller that edits a few lines of it need not
-/// look for them.
+/// its LF) counted from there: for a kept block they are looked for
+/// once, and kept with it, so that the next response that edits a few
+/// lines of the same head need not look for them.
 pub(super) fn write_fields_then<R>(
     packed: &[u8],
     out: &mut Vec<u8>,
@@ -75,7 +77,8 @@ pub(super) fn write_fields_then<R>(
             if !put(slot, packed, out, &write) {
                 return None;
             }
-            then.take().map(|then| then(out, start, &slot.ends))
+            let ends = slot.ends.get_or_insert_with(|| line_ends(&slot.text));
+            then.take().map(|then| then(out, start, ends))
         });
         if let Ok(Some(done)) = done {
             return done;
@@ -96,6 +99,7 @@ pub(super) fn write_fields_then<R>(
 /// Appends the block kept in `slot` when it is for `packed`, else writes
 /// and keeps a new one; whether the slot now holds the block for
 /// `packed` (a block too long to keep is written, not kept).
+#[inline]
 fn put(
     slot: &mut Slot,
     packed: &[u8],
@@ -111,13 +115,12 @@ fn put(
     let text = &out[at..];
     slot.packed.clear();
     slot.text.clear();
-    slot.ends.clear();
+    slot.ends = None;
     if text.len() > MAX_TEXT {
         return false;
     }
     slot.packed.extend_from_slice(packed);
     slot.text.extend_from_slice(text);
-    slot.ends = line_ends(text);
     true
 }
 
