@@ -390,7 +390,9 @@ impl Host for BackendHost<'_> {
                     r.headers.set_named(name, value);
                 }
             }
-            _ => {}
+            // The compiler lets no other headers be set on the backend side;
+            // never a silent no-op if that changes.
+            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
         }
         Ok(())
     }
@@ -421,7 +423,9 @@ impl Host for BackendHost<'_> {
                     r.headers.append(name, value);
                 }
             }
-            _ => {}
+            // The compiler lets no other headers be set on the backend side;
+            // never a silent no-op if that changes.
+            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
         }
         Ok(())
     }

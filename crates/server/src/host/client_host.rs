@@ -472,7 +472,9 @@ impl Host for ClientHost<'_> {
                     r.set(name, Some(value));
                 }
             }
-            _ => {}
+            // The compiler lets no other headers be set on the client side;
+            // never a silent no-op if that changes.
+            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
         }
         Ok(())
     }
@@ -498,7 +500,9 @@ impl Host for ClientHost<'_> {
                     r.append(obj, name, value);
                 }
             }
-            _ => {}
+            // The compiler lets no other headers be set on the client side;
+            // never a silent no-op if that changes.
+            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
         }
         Ok(())
     }
