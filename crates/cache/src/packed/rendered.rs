@@ -49,7 +49,12 @@ pub(super) fn write_fields(packed: &[u8], out: &mut Vec<u8>, write: impl Fn(&[u8
         let Ok(mut kept) = kept.try_borrow_mut() else {
             return false;
         };
-        put(&mut kept[slot_of(packed)], packed, out, &write);
+        let slot = &mut kept[slot_of(packed)];
+        if slot.packed == packed {
+            out.extend_from_slice(&slot.text);
+        } else {
+            refill(slot, packed, out, &write);
+        }
         true
     });
     if kept != Ok(true) {
@@ -74,7 +79,9 @@ pub(super) fn write_fields_then<R>(
         let done = KEPT.try_with(|kept| {
             let mut kept = kept.try_borrow_mut().ok()?;
             let slot = &mut kept[slot_of(packed)];
-            if !put(slot, packed, out, &write) {
+            if slot.packed == packed {
+                out.extend_from_slice(&slot.text);
+            } else if !refill(slot, packed, out, &write) {
                 return None;
             }
             let ends = slot.ends.get_or_insert_with(|| line_ends(&slot.text));
@@ -96,20 +103,15 @@ pub(super) fn write_fields_then<R>(
     }
 }
 
-/// Appends the block kept in `slot` when it is for `packed`, else writes
-/// and keeps a new one; whether the slot now holds the block for
-/// `packed` (a block too long to keep is written, not kept).
-#[inline]
-fn put(
+/// Writes the block for `packed` and keeps it in `slot` in place of
+/// the one there; whether it was kept (a block too long to keep is
+/// written, not kept).
+fn refill(
     slot: &mut Slot,
     packed: &[u8],
     out: &mut Vec<u8>,
     write: impl Fn(&[u8], &mut Vec<u8>),
 ) -> bool {
-    if slot.packed == packed {
-        out.extend_from_slice(&slot.text);
-        return true;
-    }
     let at = out.len();
     write(packed, out);
     let text = &out[at..];
