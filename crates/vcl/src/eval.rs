@@ -648,6 +648,9 @@ impl<'a> Spliced<'a> {
     fn finish(self) -> Bytes {
         match self.out {
             None => Bytes::copy_from_slice(self.subject),
+            // Everything replaced by nothing (a cookie header of
+            // analytics cookies alone): no buffer kept for it.
+            Some(buf) if buf.is_empty() && self.last == self.subject.len() => Bytes::new(),
             Some(mut buf) => {
                 buf.extend_from_slice(&self.subject[self.last..]);
                 Bytes::from(buf)
@@ -705,5 +708,9 @@ mod tests {
             &regsub(&cookie, b"_ga=1; sess=2; __utmz=3", b"", true)[..],
             b"; sess=2"
         );
+        // Everything replaced by nothing, and all but the end.
+        assert_eq!(&regsub(&cookie, b"_ga=1; __utmz=3", b"", true)[..], b"");
+        assert_eq!(&regsub(&cookie, b"_ga=1; __utmz=3;", b"", true)[..], b";");
+        assert_eq!(&regsub(&cookie, b"_ga=1; __utmz=3", b"-", true)[..], b"--");
     }
 }

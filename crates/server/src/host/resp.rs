@@ -16,7 +16,7 @@ pub(crate) struct Resp {
     pub headers: Option<Headers>,
     /// Per header name, its one new value or `None` for a removal, over
     /// the object's headers.
-    edits: Vec<(EditName, Option<Bytes>)>,
+    edits: EditList,
     /// The synthetic body (`vcl_synth`).
     pub body: Vec<u8>,
     /// VCL touched Age, Via or X-Varnish: they are in the headers and the
@@ -43,7 +43,7 @@ impl Resp {
             status: obj.status(),
             reason: Bytes::new(),
             headers: None,
-            edits: Vec::new(),
+            edits: EditList::default(),
             body: Vec::new(),
             own_delivery_headers: false,
             hit,
@@ -67,7 +67,7 @@ impl Resp {
             status,
             reason,
             headers: Some(headers),
-            edits: Vec::new(),
+            edits: EditList::default(),
             body: Vec::new(),
             own_delivery_headers: false,
             hit: false,
@@ -153,7 +153,12 @@ impl Resp {
             .find(|(n, _)| name_eq(n, name.as_bytes()));
         match found {
             Some((_, v)) => *v = value,
-            None => self.edits.push((EditName::new(name.as_bytes()), value)),
+            None => {
+                if self.edits.capacity() == 0 {
+                    self.edits.0 = spare_edits();
+                }
+                self.edits.push((EditName::new(name.as_bytes()), value))
+            }
         }
     }
 
@@ -293,6 +298,63 @@ impl Resp {
             if let (false, Some(v)) = (written.mark(i), value) {
                 line(out, name, v);
             }
+        }
+    }
+}
+
+/// One edit: a header's name and its new value, or `None` for a removal.
+type Edit = (EditName, Option<Bytes>);
+
+thread_local! {
+    /// The edits list of the thread's last response that had one, kept
+    /// for its next: a `vcl_deliver` that sets a header on every hit does
+    /// not allocate the list and free it again each time.
+    static SPARE_EDITS: std::cell::Cell<Vec<Edit>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// An empty edits list, the thread's kept one when it has one.
+fn spare_edits() -> Vec<Edit> {
+    SPARE_EDITS.try_with(|s| s.take()).unwrap_or_default()
+}
+
+/// A response's edits, whose list goes back to the thread when the
+/// response is done.
+#[derive(Default)]
+struct EditList(Vec<Edit>);
+
+impl std::ops::Deref for EditList {
+    type Target = Vec<Edit>;
+
+    fn deref(&self) -> &Vec<Edit> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for EditList {
+    fn deref_mut(&mut self) -> &mut Vec<Edit> {
+        &mut self.0
+    }
+}
+
+impl Drop for EditList {
+    #[inline]
+    fn drop(&mut self) {
+        // Most responses edit nothing and have no list.
+        if self.0.capacity() != 0 {
+            self.give_back();
+        }
+    }
+}
+
+impl EditList {
+    /// Keeps the list, emptied, for the thread's next response; one that
+    /// grew past a few edits is let go.
+    #[inline(never)]
+    fn give_back(&mut self) {
+        if self.0.capacity() <= 16 {
+            let mut edits = std::mem::take(&mut self.0);
+            edits.clear();
+            let _ = SPARE_EDITS.try_with(|s| s.set(edits));
         }
     }
 }
@@ -602,6 +664,22 @@ mod tests {
             edited(&obj, &[(&long, Some("1")), ("x-dup", None)]),
             format!("Server: origin\r\nContent-Type: text/html\r\n{long}: 1\r\n")
         );
+    }
+
+    #[test]
+    fn a_response_starts_with_no_edits_of_the_last_one() {
+        let obj = object();
+        // Each response's list goes back to the thread, emptied, and is
+        // the next one's.
+        assert_eq!(
+            edited(&obj, &[("X-First", Some("1")), ("server", None)]),
+            "X-Dup: 1\r\nContent-Type: text/html\r\nX-Dup: 2\r\nX-First: 1\r\n"
+        );
+        assert_eq!(
+            edited(&obj, &[("X-Second", Some("2"))]),
+            "Server: origin\r\nX-Dup: 1\r\nContent-Type: text/html\r\nX-Dup: 2\r\nX-Second: 2\r\n"
+        );
+        assert!(Resp::for_object(&obj, true).edit("x-first").is_none());
     }
 
     #[test]
