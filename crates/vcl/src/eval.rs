@@ -8,6 +8,7 @@ use crate::types::{format_ip, format_real, Action, ActionKind, Method, Type, Val
 use crate::vmod::Ctx;
 use bytes::Bytes;
 use lacquer_core::regex::Regex;
+use std::cell::Cell;
 
 /// Why a method failed. Boxed: every statement and expression returns
 /// a `Result` with it, which a word-sized error keeps in registers.
@@ -612,6 +613,18 @@ fn regsub_backtracking(re: &Regex, subject: &[u8], replacement: &[u8], all: bool
     out.finish()
 }
 
+thread_local! {
+    /// The room a thread builds `regsub` results in, kept from one call
+    /// to the next: a result is then copied out at its length, where the
+    /// buffer it was built in would have been one allocation and the
+    /// bytes crate's share of it a second.
+    static ROOM: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Room larger than this (a header of many kilobytes rewritten) is let
+/// go after its call.
+const MAX_ROOM: usize = 16 * 1024;
+
 /// A subject with replacements spliced in at match spans.
 struct Spliced<'a> {
     subject: &'a [u8],
@@ -634,9 +647,11 @@ impl<'a> Spliced<'a> {
 
     fn put(&mut self, start: usize, end: usize, group: Option<&dyn Fn(usize) -> Option<&'a [u8]>>) {
         let (subject, replacement) = (self.subject, self.replacement);
-        let buf = self
-            .out
-            .get_or_insert_with(|| Vec::with_capacity(subject.len() + replacement.len()));
+        let buf = self.out.get_or_insert_with(|| {
+            let mut room = ROOM.try_with(Cell::take).unwrap_or_default();
+            room.reserve(subject.len() + replacement.len());
+            room
+        });
         buf.extend_from_slice(&subject[self.last..start]);
         match group {
             None => buf.extend_from_slice(replacement),
@@ -648,12 +663,22 @@ impl<'a> Spliced<'a> {
     fn finish(self) -> Bytes {
         match self.out {
             None => Bytes::copy_from_slice(self.subject),
-            // Everything replaced by nothing (a cookie header of
-            // analytics cookies alone): no buffer kept for it.
-            Some(buf) if buf.is_empty() && self.last == self.subject.len() => Bytes::new(),
             Some(mut buf) => {
                 buf.extend_from_slice(&self.subject[self.last..]);
-                Bytes::from(buf)
+                // One allocation of the result's length (none when
+                // everything was replaced by nothing, as a cookie header
+                // of analytics cookies alone is); the room is the
+                // thread's again.
+                let out = if buf.is_empty() {
+                    Bytes::new()
+                } else {
+                    Bytes::copy_from_slice(&buf)
+                };
+                if buf.capacity() <= MAX_ROOM {
+                    buf.clear();
+                    let _ = ROOM.try_with(|room| room.set(buf));
+                }
+                out
             }
         }
     }
