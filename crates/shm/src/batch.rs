@@ -124,34 +124,64 @@ mod tests {
         out.len()
     }
 
+    /// A batching thread that runs `body` in step with the test: each
+    /// `pause()` of the thread waits for the test's `step()` to have seen
+    /// it and for its next `step()` (or `finish()`) to let it on.
+    struct Lockstep {
+        paused: std::sync::mpsc::Receiver<()>,
+        go: std::sync::mpsc::Sender<()>,
+        thread: std::thread::JoinHandle<()>,
+    }
+
+    impl Lockstep {
+        fn start(body: impl FnOnce(&dyn Fn()) + Send + 'static) -> Lockstep {
+            let (paused_tx, paused) = std::sync::mpsc::channel();
+            let (go, go_rx) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                batch_on_this_thread();
+                body(&|| {
+                    paused_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                });
+            });
+            let first = Lockstep { paused, go, thread };
+            first.paused.recv().unwrap();
+            first
+        }
+
+        /// Lets the thread on to its next pause.
+        fn step(&self) {
+            self.go.send(()).unwrap();
+            self.paused.recv().unwrap();
+        }
+
+        /// Lets the thread on to its end.
+        fn finish(self) {
+            self.go.send(()).unwrap();
+            self.thread.join().unwrap();
+        }
+    }
+
     #[test]
     fn a_batching_thread_writes_when_it_flushes_or_ends_others_at_once() {
         let (dir, log, mut reader, rec) = ring("batch");
         write(log, &rec);
         assert_eq!(records_in(&mut reader), 1, "a plain thread writes at once");
-        let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
         let worker = {
             let rec = rec.clone();
-            let (gathered, go) = (gathered.0, go.1);
-            std::thread::spawn(move || {
-                batch_on_this_thread();
+            Lockstep::start(move |pause| {
                 write(log, &rec);
                 write(log, &rec);
-                gathered.send(()).unwrap();
-                go.recv().unwrap();
+                pause();
                 flush_this_thread();
-                gathered.send(()).unwrap();
-                go.recv().unwrap();
+                pause();
                 write(log, &rec);
             })
         };
-        gathered.1.recv().unwrap();
         assert_eq!(records_in(&mut reader), 0, "gathered, not yet written");
-        go.0.send(()).unwrap();
-        gathered.1.recv().unwrap();
+        worker.step();
         assert_eq!(records_in(&mut reader), 2, "flushed together");
-        go.0.send(()).unwrap();
-        worker.join().unwrap();
+        worker.finish();
         assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -159,30 +189,20 @@ mod tests {
     #[test]
     fn once_the_log_writes_through_a_batch_goes_with_the_next_records() {
         let (dir, log, mut reader, rec) = ring("through");
-        let (gathered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
-        let worker = {
-            let (gathered, go) = (gathered.0, go.1);
-            std::thread::spawn(move || {
-                batch_on_this_thread();
-                write(log, &rec);
-                write(log, &rec);
-                gathered.send(()).unwrap();
-                go.recv().unwrap();
-                write(log, &rec);
-                gathered.send(()).unwrap();
-                go.recv().unwrap();
-            })
-        };
-        gathered.1.recv().unwrap();
+        let worker = Lockstep::start(move |pause| {
+            write(log, &rec);
+            write(log, &rec);
+            pause();
+            write(log, &rec);
+            pause();
+        });
         assert_eq!(records_in(&mut reader), 0, "gathered");
         log.write_through();
-        go.0.send(()).unwrap();
-        gathered.1.recv().unwrap();
+        worker.step();
         // The thread has neither flushed nor ended: its next record took
         // the two gathered ones with it.
         assert_eq!(records_in(&mut reader), 3, "written through");
-        go.0.send(()).unwrap();
-        worker.join().unwrap();
+        worker.finish();
         std::fs::remove_dir_all(&dir).ok();
     }
 }
