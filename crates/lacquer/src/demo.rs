@@ -161,8 +161,12 @@ fn with_free_port(addr: &str) -> String {
     }
 }
 
+/// The demo's options.
+pub const USAGE: &str =
+    "usage: lacquer demo [-a address:port] [--dashboard address:port] [-n workdir]";
+
 fn bad_usage() -> ExitCode {
-    eprintln!("usage: lacquer demo [-a address:port] [--dashboard address:port] [-n workdir]");
+    eprintln!("{USAGE}");
     ExitCode::from(2)
 }
 

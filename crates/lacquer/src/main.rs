@@ -14,28 +14,74 @@ use lacquer_tools::{adm, hist, log, ncsa, reload, stat, top};
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
 
-/// The other commands' usage lines (`serve`'s come from its option
-/// table).
-const OTHER_USAGE: &str = "       lacquer serve -C -f file.vcl
-       lacquer serve -x parameter
-       lacquer serve -V
-       lacquer adm [-n workdir] [-T address:port] [-S secretfile] [command [args...]]
-       lacquer stat [-n workdir] [-1 | -j | -l] [-f [^]glob]...
-       lacquer ncsa [-n workdir] [-d] [-b | -c] [-F format] [-q query]
-       lacquer top [-n workdir] [-1] [-f] [-p period] [-i tags] [-q query]
-       lacquer hist [-n workdir] [-1] [-P profile] [-q query]
-       lacquer log [-n workdir] [-d] [-g raw|vxid|request|session] [-q query] [-i tags] ...
-       lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...
-       lacquer upgrade-vcl old.vcl > new.vcl
-       lacquer demo [-a address:port] [-n workdir]
-       lacquer reload [-n workdir] [-m keep] [file.vcl]";
+/// The commands other than `serve`, each with its usage text (kept beside
+/// the command's own option parsing, so that what is printed here is what
+/// the command takes).
+const COMMANDS: [(&str, &str); 10] = [
+    ("adm", adm::USAGE),
+    ("stat", stat::USAGE),
+    ("log", log::USAGE),
+    ("ncsa", ncsa::USAGE),
+    ("top", top::USAGE),
+    ("hist", hist::USAGE),
+    ("test", lacquer_vtc::USAGE),
+    ("reload", reload::USAGE),
+    ("demo", demo::USAGE),
+    ("upgrade-vcl", UPGRADE_USAGE),
+];
 
+const UPGRADE_USAGE: &str = "usage: lacquer upgrade-vcl old.vcl > new.vcl";
+
+/// `serve`'s other forms, under its option table's usage.
+const SERVE_FORMS: &str = "       lacquer serve -C -f file.vcl
+       lacquer serve -x parameter|vsl|cli|builtin|optstring|counters|vcl
+       lacquer serve -V";
+
+/// Every command's usage, as `lacquer --help` prints it.
 fn usage_text() -> String {
-    format!("{}\n{OTHER_USAGE}", lacquer_server::config::serve_usage())
+    let mut out = format!("{}\n{SERVE_FORMS}", lacquer_server::config::serve_usage());
+    for (_, usage) in COMMANDS {
+        out.push('\n');
+        out.push_str(&usage.replacen("usage: ", "       ", 1));
+    }
+    out
+}
+
+/// One command's usage, when its first argument asks for it: `--help`
+/// for every command, and the flag the Varnish tool it stands for
+/// answers (varnishd's `-?`, `-h` for the others; `serve`'s `-h` is
+/// varnishd's hash option).
+fn help_for(command: &str, first: Option<&str>) -> Option<String> {
+    let asked = match (command, first?) {
+        (_, "--help") => true,
+        ("serve", "-?") => true,
+        ("serve", _) => false,
+        (_, "-h") => true,
+        _ => false,
+    };
+    if !asked {
+        return None;
+    }
+    match command {
+        "serve" => Some(format!(
+            "{}\n{SERVE_FORMS}",
+            lacquer_server::config::serve_usage()
+        )),
+        _ => COMMANDS
+            .iter()
+            .find(|(name, _)| *name == command)
+            .map(|(_, usage)| usage.to_string()),
+    }
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(command) = args.first() {
+        if let Some(usage) = help_for(command, args.get(1).map(String::as_str)) {
+            println!("{usage}");
+            return ExitCode::SUCCESS;
+        }
+    }
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("demo") => demo::main(&args[1..]),
@@ -71,7 +117,7 @@ fn main() -> ExitCode {
 /// program, on standard output.
 fn upgrade_vcl(args: &[String]) -> ExitCode {
     let [path] = args else {
-        eprintln!("usage: lacquer upgrade-vcl old.vcl > new.vcl");
+        eprintln!("{UPGRADE_USAGE}");
         return ExitCode::from(2);
     };
     let text = match std::fs::read_to_string(path) {

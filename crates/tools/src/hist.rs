@@ -11,7 +11,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: lacquer hist [-n workdir] [-1] [-d] [-P profile] [-q query] [-k count]
+/// The command's options, as `-h` prints them.
+pub const USAGE: &str =
+    "usage: lacquer hist [-n workdir] [-1] [-d] [-P profile] [-q query] [-k count]
        profiles: responsetime (default), reqbodytime, size, Bereqtime, Beresptime,
                  BerespBodytime, Besize, or [c|b:]tag:[prefix]:field[:min:max]";
 

@@ -9,7 +9,8 @@ use lacquer_shm::Record;
 use std::io::Write;
 use std::process::ExitCode;
 
-const USAGE: &str =
+/// The command's options, as `-h` prints them.
+pub const USAGE: &str =
     "usage: lacquer log [-n workdir] [-d] [-r file] [-w file [-A]] [-g raw|vxid|request|session]
                    [-q query] [-c] [-b] [-i taglist] [-x taglist] [-I [taglist:]regex]
                    [-X [taglist:]regex] [-k count] [-T seconds] [-L limit] [-R limit[/duration]]";

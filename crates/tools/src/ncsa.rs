@@ -8,7 +8,8 @@ use lacquer_shm::Tag;
 use std::io::Write;
 use std::process::ExitCode;
 
-const USAGE: &str =
+/// The command's options, as `-h` prints them.
+pub const USAGE: &str =
     "usage: lacquer ncsa [-n workdir] [-d] [-r file] [-b | -c] [-E] [-F format | -f formatfile]
                     [-q query] [-k count] [-w file [-a]] [-D] [-P pidfile] [-t seconds|off]
                     [-R limit[/duration]] [-T seconds] [-L limit]";

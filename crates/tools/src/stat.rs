@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: lacquer stat [-n workdir] [-1 | -j | -l] [-f [^]glob]... [-t seconds]";
+/// The command's options, as `-h` prints them.
+pub const USAGE: &str =
+    "usage: lacquer stat [-n workdir] [-1 | -j | -l] [-f [^]glob]... [-t seconds]";
 
 struct Opts {
     workdir: PathBuf,

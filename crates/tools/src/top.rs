@@ -11,7 +11,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str =
+/// The command's options, as `-h` prints them.
+pub const USAGE: &str =
     "usage: lacquer top [-n workdir] [-1] [-d] [-f] [-p period] [-i taglist] [-x taglist]
                    [-I [taglist:]regex] [-X [taglist:]regex] [-c] [-b] [-q query]";
 

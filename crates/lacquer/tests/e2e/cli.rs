@@ -309,3 +309,49 @@ fn term_and_int_end_the_daemon_with_status_zero() {
         assert_eq!(exit_on_signal(&mut l, signal), Some(0), "{signal}");
     }
 }
+
+/// Every command answers `--help` (and its Varnish tool's help flag) with
+/// its own usage on standard output and exit 0; `lacquer --help` lists
+/// each command's usage as that command prints it.
+#[test]
+fn every_command_prints_its_usage_when_asked() {
+    let (code, all, _) = lacquer(&["--help"]);
+    assert_eq!(code, 0);
+    for (command, flag) in [
+        ("serve", "-?"),
+        ("adm", "-h"),
+        ("stat", "-h"),
+        ("log", "-h"),
+        ("ncsa", "-h"),
+        ("top", "-h"),
+        ("hist", "-h"),
+        ("test", "-h"),
+        ("reload", "-h"),
+        ("demo", "-h"),
+        ("upgrade-vcl", "-h"),
+    ] {
+        for asked in ["--help", flag] {
+            let (code, out, err) = lacquer(&[command, asked]);
+            assert_eq!(code, 0, "lacquer {command} {asked}: {err}");
+            let rest = out.strip_prefix(&format!("usage: lacquer {command}"));
+            assert!(
+                rest.is_some_and(|r| r.starts_with([' ', '\n'])),
+                "lacquer {command} {asked} printed {out:?}"
+            );
+            assert!(err.is_empty(), "lacquer {command} {asked}: {err}");
+            // The overall list holds the same text: serve's first, the
+            // others after it, indented as one list.
+            let listed = match command {
+                "serve" => out.trim_end().to_string(),
+                _ => out.trim_end().replacen("usage: ", "       ", 1),
+            };
+            assert!(
+                all.contains(&listed),
+                "lacquer --help lacks {command}'s usage:\n{listed}\n--- in ---\n{all}"
+            );
+        }
+    }
+    // `-h` is varnishd's hash option, and still needs its value.
+    let (code, _, err) = lacquer(&["serve", "-h"]);
+    assert_eq!(code, 2, "{err}");
+}
