@@ -37,9 +37,14 @@ const SERVE_FORMS: &str = "       lacquer serve -C -f file.vcl
        lacquer serve -x parameter|vsl|cli|builtin|optstring|counters|vcl
        lacquer serve -V";
 
+/// `serve`'s usage: its options, then its other forms.
+fn serve_help() -> String {
+    format!("{}\n{SERVE_FORMS}", lacquer_server::config::serve_usage())
+}
+
 /// Every command's usage, as `lacquer --help` prints it.
 fn usage_text() -> String {
-    let mut out = format!("{}\n{SERVE_FORMS}", lacquer_server::config::serve_usage());
+    let mut out = serve_help();
     for (_, usage) in COMMANDS {
         out.push('\n');
         out.push_str(&usage.replacen("usage: ", "       ", 1));
@@ -63,10 +68,7 @@ fn help_for(command: &str, first: Option<&str>) -> Option<String> {
         return None;
     }
     match command {
-        "serve" => Some(format!(
-            "{}\n{SERVE_FORMS}",
-            lacquer_server::config::serve_usage()
-        )),
+        "serve" => Some(serve_help()),
         _ => COMMANDS
             .iter()
             .find(|(name, _)| *name == command)
