@@ -302,3 +302,53 @@ fn garbage_input_never_takes_the_daemon_down() {
     assert!(lq.alive());
     assert_eq!(lq.get("/still-here").status, 200);
 }
+
+/// The TCP states (`/proc/net/tcp`'s hex codes: 01 established, 03
+/// SYN_RECV) of the server's side of each connection to `port` on
+/// loopback.
+fn server_side_states(port: u16) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // A listener's remote address is all zeros.
+            (fields.get(1) == Some(&local.as_str()) && fields.get(2) != Some(&"00000000:0000"))
+                .then(|| fields[3].to_string())
+        })
+        .collect()
+}
+
+/// By default (`accept_filter` on) a connection that has sent nothing is
+/// held back by the kernel (TCP_DEFER_ACCEPT): its server side stays in
+/// SYN_RECV, not taken, until its request comes, which is then answered.
+/// With `-p accept_filter=off` it is taken at once.
+#[test]
+fn connections_are_taken_when_their_request_comes() {
+    let origin = echo_origin();
+    let lq = Lacquer::start(origin.addr, &[]);
+    let port = lq.addr.port();
+    let mut c = lq.connect();
+    assert!(
+        eventually(Duration::from_secs(5), || server_side_states(port)
+            .contains(&"03".to_string())),
+        "a silent connection is held back: {:?}",
+        server_side_states(port)
+    );
+    let r = c.get("/deferred", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "GET /deferred ");
+
+    let lq = Lacquer::start(origin.addr, &["-p", "accept_filter=off"]);
+    let port = lq.addr.port();
+    let before = lq.counter("MAIN.sess_conn");
+    let _silent = lq.connect();
+    assert!(
+        eventually(Duration::from_secs(5), || lq.counter("MAIN.sess_conn")
+            > before),
+        "with accept_filter off, a silent connection is taken"
+    );
+    assert_eq!(server_side_states(port), ["01"]);
+}
