@@ -200,7 +200,12 @@ impl Listener {
         Ok(match &self.socket {
             Bound::Tcp(l, local) => {
                 let l = sockopt::watch_listener(l.try_clone().map_err(fail)?).map_err(fail)?;
-                rt.spawn(accept_tcp(sh.clone(), l, *local, info))
+                // Deferred before the daemon says it is up, not when the
+                // task first runs: a connection that comes in between is
+                // held back as later ones are.
+                let mut deferring = None;
+                follow_accept_filter(&l, sh.params.accept_filter(), &mut deferring);
+                rt.spawn(accept_tcp(sh.clone(), l, *local, info, deferring))
             }
             Bound::Unix(l, _) => {
                 let l = tokio::net::UnixListener::from_std(l.try_clone().map_err(fail)?)
@@ -406,18 +411,19 @@ fn follow_accept_filter(
     }
 }
 
-/// Accepts TCP clients until the task is aborted (`stop`).
+/// Accepts TCP clients until the task is aborted (`stop`); `deferring`
+/// is the deferred accept already set on the listener.
 async fn accept_tcp(
     sh: Arc<Shared>,
     listener: tokio::io::unix::AsyncFd<std::net::TcpListener>,
     local: SocketAddr,
     info: Info,
+    mut deferring: Option<bool>,
 ) {
     // Only a wildcard listener needs to ask which address a connection
     // came to.
     let wildcard = local.ip().is_unspecified();
     let mut nodelay_inherited = None;
-    let mut deferring = None;
     loop {
         follow_accept_filter(&listener, sh.params.accept_filter(), &mut deferring);
         match accept_one(&listener).await {
