@@ -12,33 +12,11 @@ seconds after which every held connection should have been closed.)
 """
 
 import http.client
-import os
 import socket
 import sys
 import time
 
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
-def rss_anon(pid):
-    """Resident anonymous KiB of pid and its children."""
-    total = 0
-    for p in [pid] + children(pid):
-        with open(f"/proc/{p}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    total += int(line.split()[1])
-    return total
-
-
-def descriptors(pid):
-    return sum(len(os.listdir(f"/proc/{p}/fd")) for p in [pid] + children(pid))
+from procstat import descriptors, rss_anon
 
 
 def probe(port):

@@ -36,6 +36,13 @@ start_servers() {
         >"$WORK/varnish.out" 2>&1 & VA_PID=$!; PIDS+=($VA_PID)
     for p in "$LQ_PORT" "$VA_PORT"; do wait_up "$p"; done
 }
+# server_at NAME: PORT and PID of that server.
+server_at() {
+    case $1 in
+        lacquer) PORT=$LQ_PORT PID=$LQ_PID ;;
+        varnish) PORT=$VA_PORT PID=$VA_PID ;;
+    esac
+}
 stop_servers() {
     kill "$LQ_PID" "$VA_PID"
     wait "$LQ_PID" "$VA_PID" 2>/dev/null || true
@@ -44,13 +51,10 @@ stop_servers() {
 for kind in idle partial; do
     start_servers
     for server in lacquer varnish; do
-        case $server in
-            lacquer) port=$LQ_PORT pid=$LQ_PID ;;
-            varnish) port=$VA_PORT pid=$VA_PID ;;
-        esac
+        server_at "$server"
         {
             printf '%-8s ' "$server"
-            taskset -c 1 python3 bench/conns.py "$port" "$pid" "$N" "$kind" 7
+            taskset -c 1 python3 bench/conns.py "$PORT" "$PID" "$N" "$kind" 7
         } | tee -a "$WORK/results.txt"
     done
     stop_servers
@@ -61,12 +65,9 @@ awk '{ for (i = 2; i <= NF; i++) if ($i == "bytes/connection,") per[$1 " " $2] =
     "$WORK/results.txt"
 start_servers
 for server in lacquer varnish; do
-    case $server in
-        lacquer) port=$LQ_PORT pid=$LQ_PID ;;
-        varnish) port=$VA_PORT pid=$VA_PID ;;
-    esac
+    server_at "$server"
     for size in 8192 32768; do
         printf '%-8s ' "$server"
-        taskset -c 1 python3 bench/dribble.py "$port" "$pid" "$size" 10
+        taskset -c 1 python3 bench/dribble.py "$PORT" "$PID" "$size" 10
     done
 done

@@ -2,7 +2,7 @@
 
 Sends CONNS requests for /1k whose heads are SIZE bytes (filled with
 1000-byte header lines), each head one byte per send with Nagle off, and
-prints the server's CPU time (user + system, from /proc) per send and
+prints the server's CPU time (user + system, from /proc) in all and
 per byte. A server that scans the whole head again on every read pays
 more per byte the longer the head; run it at two sizes and compare.
 
@@ -13,26 +13,15 @@ import socket
 import sys
 import time
 
-
-def ticks(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
+from procstat import cpu_seconds, family
 
 
 def main():
     port, pid, size, conns = (int(a) for a in sys.argv[1:5])
-    procs = [pid] + children(pid)
+    procs = family(pid)
     line = b"X-Filler: " + b"a" * 988 + b"\r\n"
     head = b"GET /1k HTTP/1.1\r\nHost: bench\r\n" + line * max((size - 40) // len(line), 0) + b"\r\n"
-    before = sum(ticks(p) for p in procs)
+    before = cpu_seconds(procs)
     sends = 0
     for _ in range(conns):
         s = socket.socket()
@@ -48,7 +37,7 @@ def main():
         if not answer.startswith(b"HTTP/1.1 200"):
             print(f"answered {answer!r}", file=sys.stderr)
             sys.exit(1)
-    spent = (sum(ticks(p) for p in procs) - before) / 100
+    spent = cpu_seconds(procs) - before
     print(f"head {len(head):6} bytes, a byte a send: server CPU {spent * 1e3:6.0f} ms, "
           f"{spent * 1e6 / sends:.2f} us/byte")
 
