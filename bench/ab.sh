@@ -24,7 +24,7 @@ for bin in "$@"; do
         start_ceiling "$port" "${defer#-}"
         pid=$CEIL_PID
     else
-        taskset -c 0 "$bin" serve -a "127.0.0.1:$port" -b "127.0.0.1:$ORIGIN_PORT" \
+        taskset -c 0 "$bin" serve -j none -a "127.0.0.1:$port" -b "127.0.0.1:$ORIGIN_PORT" \
             -n "$WORK/lacquer$i" -s malloc,256m -p workers=1 >"$WORK/lacquer$i.out" 2>&1 & pid=$!
     fi
     [ "${bin#nginx}" != "$bin" ] || PIDS+=("$pid")

@@ -28,7 +28,7 @@ start_origin
 start_servers() {
     LQ_PORT=$(free_port); VA_PORT=$(free_port)
     rm -rf "$WORK/lacquer" "$WORK/varnish"
-    taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
         -n "$WORK/lacquer" -s malloc,256m -p workers=1 -p http_req_size=48k \
         >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
     taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" \

@@ -35,9 +35,9 @@ VCL
 # varnishd's worker user reads the VCL from the work directory.
 chmod -R a+rX "$WORK"
 P_PORT=$(free_port); S_PORT=$(free_port); V_PORT=$(free_port)
-"$LACQUER" serve -a "127.0.0.1:$P_PORT" -f "$WORK/esi.vcl" -n "$WORK/p" \
+"$LACQUER" serve -j none -a "127.0.0.1:$P_PORT" -f "$WORK/esi.vcl" -n "$WORK/p" \
     -p esi_parallel="$INCLUDES" >"$WORK/p.out" 2>&1 & PIDS+=($!)
-"$LACQUER" serve -a "127.0.0.1:$S_PORT" -f "$WORK/esi.vcl" -n "$WORK/s" \
+"$LACQUER" serve -j none -a "127.0.0.1:$S_PORT" -f "$WORK/esi.vcl" -n "$WORK/s" \
     -p esi_parallel=1 >"$WORK/s.out" 2>&1 & PIDS+=($!)
 varnishd -F -a "127.0.0.1:$V_PORT" -f "$WORK/esi.vcl" -n "$WORK/v" \
     -s malloc,64m >"$WORK/v.out" 2>&1 & PIDS+=($!)

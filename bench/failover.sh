@@ -16,6 +16,6 @@ build_lacquer
 export WORK
 
 python3 bench/failover.py lacquer "$LACQUER adm -n $WORK/l" \
-    taskset -c 0 "$LACQUER" serve -F -a 127.0.0.1:@PORT@ -f @VCL@ -n "$WORK/l" -p workers=1
+    taskset -c 0 "$LACQUER" serve -j none -F -a 127.0.0.1:@PORT@ -f @VCL@ -n "$WORK/l" -p workers=1
 python3 bench/failover.py varnishd "varnishadm -n $WORK/v" \
     taskset -c 0 varnishd -F -a 127.0.0.1:@PORT@ -f @VCL@ -n "$WORK/v" -s malloc,64m

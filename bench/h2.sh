@@ -58,7 +58,7 @@ frontend = "[127.0.0.1]:$LQ_PORT"
 pem-file = "$WORK/combined.pem"
 alpn-protos = "h2, http/1.1"
 CONF
-taskset -c 0 "$LACQUER" serve -a 127.0.0.1:0 -A "$WORK/lacquer-h2.conf" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a 127.0.0.1:0 -A "$WORK/lacquer-h2.conf" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/lacquer" -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
 
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT,PROXY" -b "127.0.0.1:$ORIGIN_PORT" \

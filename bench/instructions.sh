@@ -44,7 +44,7 @@ if [ "${MODE%-tls}" != "$MODE" ]; then
     url="https://127.0.0.1:$tls_port/1k"
 fi
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out.%p" \
-    "$BIN" serve -a "127.0.0.1:$port" "${tls[@]}" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" \
+    "$BIN" serve -j none -a "127.0.0.1:$port" "${tls[@]}" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" \
     -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & pid=$!
 PIDS+=("$pid")
 wait_up "$port"

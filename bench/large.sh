@@ -25,7 +25,7 @@ want=$(sha256sum < "$WORK/www/big" | cut -d' ' -f1)
 PORT=$(free_port)
 
 start() {
-    taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
         -n "$WORK/lq" -p workers=1 -s "$1" >"$WORK/lq.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
     for _ in $(seq 1 100); do curl -fso /dev/null "http://127.0.0.1:$PORT/1k" && break; sleep 0.1; done
 }

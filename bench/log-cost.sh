@@ -19,9 +19,9 @@ build_lacquer
 
 OFF_PORT=$(free_port); ON_PORT=$(free_port)
 start_origin
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$OFF_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$OFF_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/off" -s malloc,256m -p workers=1 -p vsl_enabled=off >"$WORK/off.out" 2>&1 & OFF_PID=$!; PIDS+=($OFF_PID)
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$ON_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$ON_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/on" -s malloc,256m -p workers=1 >"$WORK/on.out" 2>&1 & ON_PID=$!; PIDS+=($ON_PID)
 wait_up "$OFF_PORT"; wait_up "$ON_PORT"
 taskset -c 1 "$LACQUER" log -n "$WORK/on" -g request > /dev/null & PIDS+=($!)

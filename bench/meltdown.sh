@@ -90,11 +90,11 @@ for setup in $SETUPS; do
             taskset -c 0 varnishd -F -a "127.0.0.1:$PORT" -f "$dir/seed.vcl" -n "$dir/n" \
                 -s malloc,256m -p feature=+esi_disable_xml_check >"$dir/out" 2>&1 & CACHE_PID=$! ;;
         lacquer-max)
-            taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$PORT" -f "$dir/seed.vcl" -n "$dir/n" \
+            taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -f "$dir/seed.vcl" -n "$dir/n" \
                 -p feature=+esi_disable_xml_check -p backend_wait_timeout="$WAIT_TIMEOUT" \
                 -p backend_wait_limit="$WAIT_LIMIT" >"$dir/out" 2>&1 & CACHE_PID=$! ;;
         lacquer)
-            taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$PORT" -f "$dir/seed.vcl" -n "$dir/n" \
+            taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -f "$dir/seed.vcl" -n "$dir/n" \
                 -p feature=+esi_disable_xml_check >"$dir/out" 2>&1 & CACHE_PID=$! ;;
         *) echo "unknown setup $setup" >&2; exit 1 ;;
     esac

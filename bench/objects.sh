@@ -27,7 +27,7 @@ start_nginx_origin "location / {
         }"
 
 LQ_PORT=$(free_port); VA_PORT=$(free_port)
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/lacquer" -s malloc,2g -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/varnish" -s malloc,2g >"$WORK/varnish.out" 2>&1 & VA_PID=$!; PIDS+=($VA_PID)

@@ -67,7 +67,7 @@ measure() {
 }
 
 L_PORT=$(free_port)
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$L_PORT" -f "$WORK/pacing.vcl" -n "$WORK/l" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$L_PORT" -f "$WORK/pacing.vcl" -n "$WORK/l" \
     -s malloc,256m -p workers=1 >"$WORK/l.out" 2>&1 & L_PID=$!; PIDS+=($L_PID)
 measure lacquer "$L_PORT"
 kill "$L_PID"

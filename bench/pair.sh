@@ -28,7 +28,7 @@ fi
 # serve NAME BINARY: a Lacquer on CPU 0; PORT and PID are its.
 serve() {
     PORT=$(free_port)
-    taskset -c 0 "$2" serve -a "127.0.0.1:$PORT" "${TARGET[@]}" \
+    taskset -c 0 "$2" serve -j none -a "127.0.0.1:$PORT" "${TARGET[@]}" \
         -n "$WORK/$1" -s malloc,256m -p workers=1 >"$WORK/$1.out" 2>&1 & PID=$!
     PIDS+=("$PID")
     wait_up "$PORT"

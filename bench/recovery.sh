@@ -37,7 +37,7 @@ RUNDIR=$(mktemp -d -p /dev/shm)
 remove_rundir() { rm -rf "$RUNDIR"; }
 trap 'cleanup; remove_rundir' EXIT
 start() {
-    taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
         -n "$RUNDIR" -p workers=1 -s "p=persistent,$WORK/store.bin,$SIZE" \
         >"$WORK/lacquer.out" 2>"$WORK/lacquer.err" & LQ_PID=$!; PIDS+=($LQ_PID)
 }

@@ -34,13 +34,13 @@ cp "$WORK/www/1k" "$WORK/www/pass"
 chmod -R a+rX "$WORK"
 start_ceiling "$CEIL_PORT"
 
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/lacquer" -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/varnish" -s malloc,256m >"$WORK/varnish.out" 2>&1 & VA_PID=$!; PIDS+=($VA_PID)
 
 sed "s/ORIGIN_PORT/$ORIGIN_PORT/" bench/typical.vcl > "$WORK/typical.vcl"
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$LQV_PORT" -f "$WORK/typical.vcl" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$LQV_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/lacquer-vcl" -s malloc,256m -p workers=1 >"$WORK/lacquer-vcl.out" 2>&1 & LQV_PID=$!; PIDS+=($LQV_PID)
 taskset -c 0 varnishd -F -j none -a "127.0.0.1:$VAV_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/varnish-vcl" -s malloc,256m >"$WORK/varnish-vcl.out" 2>&1 & VAV_PID=$!; PIDS+=($VAV_PID)

@@ -25,7 +25,7 @@ start_nginx_origin 'location / {
         }'
 
 LQ_PORT=$(free_port); VA_PORT=$(free_port)
-"$LACQUER" serve -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" \
+"$LACQUER" serve -j none -a "127.0.0.1:$LQ_PORT" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" \
     -s "malloc,$SIZE" >"$WORK/lacquer.out" 2>&1 & PIDS+=($!)
 varnishd -F -j none -a "127.0.0.1:$VA_PORT" -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/varnish" \
     -s "malloc,$SIZE" >"$WORK/varnish.out" 2>&1 & PIDS+=($!)

@@ -80,7 +80,7 @@ run() {
 
 lacquer() {
     PORT=$(free_port)
-    taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+    taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -b "127.0.0.1:$ORIGIN_PORT" \
         -n "$WORK/lq-$1" -p workers=1 -s "$2" >"$WORK/lq-$1.out" 2>&1 & SERVER_PID=$!
 }
 varnish() {

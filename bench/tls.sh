@@ -85,7 +85,7 @@ frontend = "[127.0.0.1]:$LQ_PORT"
 pem-file = "$WORK/combined.pem"
 session-cache = 0
 CONF
-taskset -c 0 "$LACQUER" serve -a 127.0.0.1:0 -A "$WORK/lacquer-tls.conf" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a 127.0.0.1:0 -A "$WORK/lacquer-tls.conf" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/lacquer" -s malloc,256m -p workers=1 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
 
 # Hitch + varnishd, PROXY v2 between them, both on CPU 0.

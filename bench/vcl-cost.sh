@@ -19,9 +19,9 @@ build_lacquer
 A_PORT=$(free_port); E_PORT=$(free_port)
 start_origin
 sed "s/ORIGIN_PORT/$ORIGIN_PORT/" bench/typical.vcl > "$WORK/typical.vcl"
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$A_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$A_PORT" -b "127.0.0.1:$ORIGIN_PORT" \
     -n "$WORK/a" -s malloc,256m -p workers=1 >"$WORK/a.out" 2>&1 & A_PID=$!; PIDS+=($A_PID)
-taskset -c 0 "$LACQUER" serve -a "127.0.0.1:$E_PORT" -f "$WORK/typical.vcl" \
+taskset -c 0 "$LACQUER" serve -j none -a "127.0.0.1:$E_PORT" -f "$WORK/typical.vcl" \
     -n "$WORK/e" -s malloc,256m -p workers=1 >"$WORK/e.out" 2>&1 & E_PID=$!; PIDS+=($E_PID)
 wait_up "$A_PORT"; wait_up "$E_PORT"
 

@@ -391,6 +391,8 @@ param_table! {
         "Accepted for varnishd command lines: Lacquer is memory-safe Rust; a panic is caught, logged and contained to its request.";
     ssl_ca_file: Text, "/etc/ssl/certs/ca-certificates.crt", "", min None, max None,
         "The CA bundle (PEM) that TLS backends' certificates are checked against (.ssl_verify_peer), read when a program loads.";
+    stale_if_error: Bool, "on", "bool", min None, max None,
+        "Honour stale-if-error (RFC 5861, which varnishd ignores): when the refresh of an object that carries it fails, and VCL let the failure stand (vcl_backend_response delivered a 500 to 504 as it was, or vcl_backend_error delivered its error), the stale object is delivered instead, with a Notice record saying so. Off, or with varnish_compat_ttl on: the failure is delivered, as varnishd does.";
     syslog_cli_traffic: Bool, "on", "bool", min None, max None,
         "Accepted for varnishd command lines: management commands are not sent to syslog.";
     tcp_fastopen: Bool, "off", "bool", min None, max None,

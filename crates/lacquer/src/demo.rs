@@ -131,7 +131,11 @@ pub fn main(args: &[String]) -> ExitCode {
          \x20 lacquer adm -n {n}        the management CLI, as varnishadm\n",
         vcl = vcl.display(),
     );
+    // The demo's site runs in this process as whoever started it, and
+    // Lacquer stays that user too (on loopback unless told otherwise).
     let serve: Vec<String> = [
+        "-j",
+        "none",
         "-a",
         listen.as_str(),
         "-f",

@@ -84,6 +84,8 @@ pub struct Varnish {
     listens: Arc<Mutex<Vec<(String, String, String)>>>,
     vcls: usize,
     syntax: String,
+    /// The `-j` argument (`-jail`).
+    jail: String,
 }
 
 const HEREDOC: &str = "%XJEIFLH|)Xspa8P";
@@ -103,6 +105,7 @@ impl Varnish {
             listens: Arc::new(Mutex::new(Vec::new())),
             vcls: 0,
             syntax: "4.1".to_string(),
+            jail: "-jnone".to_string(),
         }
     }
 
@@ -111,6 +114,16 @@ impl Varnish {
             fail!("-arg must come before the instance is launched");
         }
         self.args.extend(a.split_whitespace().map(str::to_string));
+        Ok(())
+    }
+
+    /// `-jail`: the `-j` argument the daemon starts with (varnishtest's
+    /// default keeps the user who runs the test).
+    pub fn jail(&mut self, j: &str) -> Step {
+        if self.child.is_some() {
+            fail!("-jail must come before the instance is launched");
+        }
+        self.jail = j.to_string();
         Ok(())
     }
 
@@ -133,6 +146,7 @@ impl Varnish {
             .arg("-d")
             .arg("-n")
             .arg(&self.workdir)
+            .arg(&self.jail)
             .args(["-T", "127.0.0.1:0"])
             .args(if own_listen {
                 &[][..]

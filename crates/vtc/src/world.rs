@@ -252,6 +252,7 @@ impl Top {
             match opt {
                 "-arg" => v.arg(&next()?)?,
                 "-syntax" => v.syntax(&next()?),
+                "-jail" => v.jail(&next()?)?,
                 "-vcl" => {
                     let text = v.vcl_text(&world, &next()?, &[])?;
                     v.load_vcl(&world, &text)?;

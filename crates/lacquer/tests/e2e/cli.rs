@@ -93,6 +93,8 @@ fn a_missing_secret_file_stops_start_up() {
     let dir = std::env::temp_dir().join(format!("lacquer-e2e-nosecret-{}", std::process::id()));
     let (code, out, err) = lacquer(&[
         "serve",
+        "-j",
+        "none",
         "-a",
         "127.0.0.1:0",
         "-b",
@@ -119,6 +121,8 @@ fn port_in_use_is_a_clear_error() {
     let dir = std::env::temp_dir().join(format!("lacquer-e2e-port-{}", std::process::id()));
     let (code, _, err) = lacquer(&[
         "serve",
+        "-j",
+        "none",
         "-a",
         &addr,
         "-b",

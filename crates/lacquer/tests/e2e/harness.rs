@@ -66,8 +66,9 @@ impl Lacquer {
             INSTANCE.fetch_add(1, Ordering::SeqCst)
         ));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lacquer"));
+        // As varnishtest does, the daemon stays who runs the tests.
         cmd.arg("serve")
-            .args(["-a", "127.0.0.1:0", "-n"])
+            .args(["-j", "none", "-a", "127.0.0.1:0", "-n"])
             .arg(&workdir);
         if let Some(text) = vcl {
             std::fs::create_dir_all(&workdir).unwrap();

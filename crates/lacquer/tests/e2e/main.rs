@@ -9,6 +9,7 @@ mod bans;
 mod cache;
 mod cli;
 mod client_side;
+mod daemon;
 mod dashboard;
 mod h2_origin;
 mod harness;

@@ -299,7 +299,7 @@ fn a_bad_program_stops_start_up() {
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
-        .args(["serve", "-a", "127.0.0.1:0", "-n"])
+        .args(["serve", "-j", "none", "-a", "127.0.0.1:0", "-n"])
         .arg(dir.join("work"))
         .arg("-f")
         .arg(&path)

@@ -72,25 +72,63 @@ pub enum Describe {
     VclVariables,
 }
 
-/// `-j`: the user the daemon becomes once its sockets are bound.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Jail {
-    /// The user that serves clients: `workuser=`, else `user=`.
-    pub user: String,
+/// `-j`: who the daemon runs as once its sockets are bound.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Jail {
+    /// No `-j`: as `-j unix` when started as root, else as it was started.
+    #[default]
+    Default,
+    /// `-j unix`: the user that serves clients (`workuser=`, else
+    /// `user=`); None looks for `lacquer`, then `varnish`.
+    Unix { user: Option<String> },
+    /// `-j none`: stay who the daemon was started as, root included.
+    None,
+}
+
+/// The users a jail without `user=` becomes, in the order they are
+/// looked for: the package's, then Varnish's.
+pub const JAIL_USERS: [&str; 2] = ["lacquer", "varnish"];
+
+impl Jail {
+    /// The user to become, for a daemon whose effective user id is
+    /// `euid`, where `exists` says whether a user name is known to the
+    /// system. None: stay as started. Root with no user to become is an
+    /// error: nobody should serve the network as root by accident.
+    pub fn user_to_become(
+        &self,
+        euid: u32,
+        exists: impl Fn(&str) -> bool,
+    ) -> Result<Option<String>, String> {
+        let named = match self {
+            Jail::None => return Ok(None),
+            Jail::Unix { user: Some(u) } => return Ok(Some(u.clone())),
+            Jail::Unix { user: None } | Jail::Default if euid != 0 => return Ok(None),
+            Jail::Unix { user: None } | Jail::Default => JAIL_USERS.iter().find(|u| exists(u)),
+        };
+        match named {
+            Some(u) => Ok(Some(u.to_string())),
+            None => Err(format!(
+                "Running as root, and neither user \"{}\" nor \"{}\" exists to serve as: \
+                 make one (the package makes \"{}\"), name one with -j unix,user=NAME, \
+                 or keep root with -j none",
+                JAIL_USERS[0], JAIL_USERS[1], JAIL_USERS[0]
+            )),
+        }
+    }
 }
 
 /// Parses `-j unix[,user=U][,workuser=W][,ccgroup=G]` or `-j none`.
-pub fn parse_jail(spec: &str) -> Result<Option<Jail>, String> {
+pub fn parse_jail(spec: &str) -> Result<Jail, String> {
     let mut parts = spec.split(',');
     match parts.next() {
-        Some("none") if spec == "none" => return Ok(None),
+        Some("none") if spec == "none" => return Ok(Jail::None),
         Some("unix") => {}
         _ => return Err(format!("-j {spec}: unknown jail (use unix or none)")),
     }
-    let (mut user, mut workuser) = ("varnish".to_string(), None);
+    let (mut user, mut workuser) = (None, None);
     for part in parts {
         match part.split_once('=') {
-            Some(("user", u)) if !u.is_empty() => user = u.to_string(),
+            Some(("user", u)) if !u.is_empty() => user = Some(u.to_string()),
             Some(("workuser", u)) if !u.is_empty() => workuser = Some(u.to_string()),
             // No compiler runs here: the group that would reach one has
             // nothing to do.
@@ -98,9 +136,9 @@ pub fn parse_jail(spec: &str) -> Result<Option<Jail>, String> {
             _ => return Err(format!("-j {spec}: unknown jail option \"{part}\"")),
         }
     }
-    Ok(Some(Jail {
-        user: workuser.unwrap_or(user),
-    }))
+    Ok(Jail::Unix {
+        user: workuser.or(user),
+    })
 }
 
 /// The getopt string of `lacquer serve`, as `-x optstring` prints it.
@@ -193,7 +231,7 @@ pub struct ServeConfig {
     /// proves it knows this file (Lacquer only).
     pub dashboard_secret: Option<PathBuf>,
     /// `-j unix`: who to become once the sockets are bound.
-    pub jail: Option<Jail>,
+    pub jail: Jail,
     /// `-I`: management commands run before the first client is served.
     pub cli_file: Option<PathBuf>,
     /// `-M`: where to offer the management interface by connecting out.
@@ -435,7 +473,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
     let mut metrics_listen = Vec::new();
     let mut dashboard_listen = Vec::new();
     let mut dashboard_secret = None;
-    let mut jail = None;
+    let mut jail = Jail::Default;
     let mut cli_file = None;
     let mut reverse_cli = None;
     let mut tls_file = None;

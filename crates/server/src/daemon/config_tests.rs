@@ -67,21 +67,17 @@ fn varnishd_options_of_packaged_command_lines() {
     .unwrap();
     assert_eq!(
         c.jail,
-        Some(Jail {
-            user: "vcache".into()
-        })
+        Jail::Unix {
+            user: Some("vcache".into())
+        }
     );
     assert_eq!(c.params.vsl_space(), 80 << 20);
     assert_eq!(c.cli_file, Some(PathBuf::from("/etc/start.cli")));
     assert_eq!(c.reverse_cli.as_deref(), Some("127.0.0.1:6083"));
     assert_eq!(c.read_only, vec!["cc_command", "vcc_allow_inline_c"]);
-    assert_eq!(
-        parse_jail("unix").unwrap(),
-        Some(Jail {
-            user: "varnish".into()
-        })
-    );
-    assert_eq!(parse_jail("none").unwrap(), None);
+    assert_eq!(parse_jail("unix").unwrap(), Jail::Unix { user: None });
+    assert_eq!(parse_jail("none").unwrap(), Jail::None);
+    assert_eq!(parse("-b 127.0.0.1:1").unwrap().jail, Jail::Default);
     // Varnish 2's -w maps to the thread pool parameters.
     let c = parse("-b 127.0.0.1:1 -w 50,1000,120").unwrap();
     assert_eq!(c.params.show("thread_pool_min").unwrap(), "50");
@@ -242,4 +238,47 @@ fn file_and_persistent_storage_forms() {
     }
     let err = parse("-b 127.0.0.1:1 -s Transient=file,/tmp,10m").err();
     assert!(err.unwrap().contains("Transient must be malloc"));
+}
+
+#[test]
+fn root_becomes_the_package_user_unless_told_to_stay() {
+    let both = |u: &str| u == "lacquer" || u == "varnish";
+    let varnish_only = |u: &str| u == "varnish";
+    let nobody = |_: &str| false;
+    let unix = Jail::Unix { user: None };
+    // Root, no -j: the package's user, else Varnish's.
+    assert_eq!(
+        Jail::Default.user_to_become(0, both).unwrap().as_deref(),
+        Some("lacquer")
+    );
+    assert_eq!(
+        Jail::Default
+            .user_to_become(0, varnish_only)
+            .unwrap()
+            .as_deref(),
+        Some("varnish")
+    );
+    assert_eq!(
+        unix.user_to_become(0, varnish_only).unwrap().as_deref(),
+        Some("varnish")
+    );
+    // Root with neither: refused, saying how to go on.
+    let refused = Jail::Default.user_to_become(0, nobody).unwrap_err();
+    assert!(
+        refused.contains("-j none") && refused.contains("lacquer"),
+        "{refused}"
+    );
+    // Only an explicit -j none keeps root.
+    assert_eq!(Jail::None.user_to_become(0, nobody).unwrap(), None);
+    // A named user is taken as given (entering the jail checks it).
+    let named = Jail::Unix {
+        user: Some("www".into()),
+    };
+    assert_eq!(
+        named.user_to_become(0, nobody).unwrap().as_deref(),
+        Some("www")
+    );
+    // Not root: nothing to give up.
+    assert_eq!(Jail::Default.user_to_become(1000, both).unwrap(), None);
+    assert_eq!(unix.user_to_become(1000, both).unwrap(), None);
 }

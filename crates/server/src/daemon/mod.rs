@@ -12,6 +12,7 @@ pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod probe;
 mod storage;
+mod workdir;
 
 use crate::daemon::config::ServeConfig;
 use crate::host::vcl::{Loaded, Registry};
@@ -117,6 +118,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             cfg.workdir.display()
         )
     })?;
+    // Held until the process ends: a second daemon is refused the
+    // directory meanwhile.
+    let _workdir_lock = workdir::claim(&cfg.workdir)?;
+    let jail_user = workdir::jail_user(&cfg.jail)?;
     if let Some(pid_file) = &cfg.pid_file {
         std::fs::write(pid_file, format!("{}\n", std::process::id()))
             .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
@@ -304,8 +309,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             };
             dashboard::spawn_boards(shared.clone(), workdir.clone(), boards, actions)?;
         }
-        if let Some(jail) = &cfg.jail {
-            enter_jail(jail, &workdir)?;
+        if let Some(user) = &jail_user {
+            workdir::enter_jail(user, &workdir)?;
         }
         if let Some(file) = &cfg.cli_file {
             mgmt.run_cli_file(file).await?;
@@ -332,38 +337,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         housekeeping(shared).await;
         Ok(())
     })
-}
-
-/// `-j unix`: once every socket is bound and the work directory made,
-/// becomes the jail's user for good, giving it the work directory (but
-/// not the management secret, which was read already).
-fn enter_jail(jail: &config::Jail, workdir: &std::path::Path) -> Result<(), String> {
-    use crate::transport::sockopt;
-    let user = sockopt::user_by_name(&jail.user)
-        .map_err(|e| format!("-j unix,user={}: {e}", jail.user))?;
-    if sockopt::effective_uid() != 0 {
-        if sockopt::effective_uid() == user.uid {
-            return Ok(());
-        }
-        return Err(format!(
-            "-j unix: only root can become \"{}\"; start as root or use -j none",
-            jail.user
-        ));
-    }
-    let give = |p: &std::path::Path| {
-        std::os::unix::fs::chown(p, Some(user.uid), Some(user.gid))
-            .map_err(|e| format!("-j unix: cannot give {} to {}: {e}", p.display(), jail.user))
-    };
-    give(workdir)?;
-    if let Ok(entries) = std::fs::read_dir(workdir) {
-        for entry in entries.flatten() {
-            if entry.file_name() != "_.secret" {
-                give(&entry.path())?;
-            }
-        }
-    }
-    sockopt::become_user(user.uid, user.gid)
-        .map_err(|e| format!("-j unix: cannot become {}: {e}", jail.user))
 }
 
 /// Adds the counters published beside `MAIN`: `SMA.<store>.*` (`SMF`

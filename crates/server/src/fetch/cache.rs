@@ -285,15 +285,6 @@ impl FetchMode for CacheFetch<'_> {
             .stale
             .clone()
             .filter(|s| resp.status == 304 && s.can_revalidate());
-        if (500..=504).contains(&resp.status) {
-            if let Some(stale) = self.stale.clone().filter(|s| usable_on_error(s)) {
-                // The backend's error is not delivered: the connection
-                // goes with its body.
-                drop(conn);
-                serve_stale(bereq, &stale, self.slot.take(), self.tx.take());
-                return Err(());
-            }
-        }
         let resp = match &self.revalidated {
             Some(stale) => {
                 let merged = revalidate::merged(stale, &resp);
@@ -330,6 +321,23 @@ impl FetchMode for CacheFetch<'_> {
         action: Action,
         t: &lacquer_backend::Timeouts,
     ) -> Result<(), BodyFailed> {
+        // A 500 to 504 that VCL delivered as it came (after its retries,
+        // if it asked for them) is a failed refresh: a stale object that
+        // allows it stands in, and the error's body is not read (its
+        // connection goes with it).
+        if matches!(action, Action::Deliver) && (500..=504).contains(&beresp.status) {
+            if let Some(stale) = self.stale_for_error() {
+                drop(conn);
+                serve_stale(
+                    bereq,
+                    &stale,
+                    beresp.status,
+                    self.slot.take(),
+                    self.tx.take(),
+                );
+                return Ok(());
+            }
+        }
         let hit_for_pass = match action {
             Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
             _ => None,
@@ -390,8 +398,14 @@ impl FetchMode for CacheFetch<'_> {
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) {
         if beresp.status >= 500 {
-            if let Some(stale) = self.stale.clone().filter(|s| usable_on_error(s)) {
-                serve_stale(bereq, &stale, self.slot.take(), self.tx.take());
+            if let Some(stale) = self.stale_for_error() {
+                serve_stale(
+                    bereq,
+                    &stale,
+                    beresp.status,
+                    self.slot.take(),
+                    self.tx.take(),
+                );
                 return;
             }
         }
@@ -413,11 +427,19 @@ impl FetchMode for CacheFetch<'_> {
     }
 }
 
-/// Whether a stale object may stand in for a failed fetch now
-/// (`stale-if-error`, RFC 5861).
-fn usable_on_error(stale: &Object) -> bool {
-    let now = lacquer_core::time::now();
-    lacquer_cache::ttl::stale_if_error(&stale.headers(), &stale.timers(), now)
+impl CacheFetch<'_> {
+    /// The stale object that may stand in for a failed refresh now
+    /// (`stale-if-error`, RFC 5861), where the parameters allow it.
+    fn stale_for_error(&self) -> Option<Arc<Object>> {
+        let p = &self.sh.params;
+        if !p.stale_if_error() || p.varnish_compat_ttl() {
+            return None;
+        }
+        let now = lacquer_core::time::now();
+        self.stale
+            .clone()
+            .filter(|s| lacquer_cache::ttl::stale_if_error(&s.headers(), &s.timers(), now))
+    }
 }
 
 /// Hands the stale object to the requests waiting on a failed fetch, and
@@ -425,13 +447,14 @@ fn usable_on_error(stale: &Object) -> bool {
 fn serve_stale(
     bereq: &mut Bereq,
     stale: &Arc<Object>,
+    status: u16,
     slot: Option<FetchSlot>,
     tx: Option<oneshot::Sender<Fetched>>,
 ) {
     bereq.log.fmt(
-        Tag::Debug,
+        Tag::Notice,
         format_args!(
-            "stale-if-error: the fetch failed, object {} delivered stale",
+            "stale-if-error: {status} not delivered, stale object {} instead",
             stale.xid()
         ),
     );

@@ -5,7 +5,8 @@
 //! first (`recv_into`); a TCP listener's registration with the reactor
 //! (`watch_listener`) and its deferred accept (`set_defer_accept`); and
 //! at start-up, the system's user and group names (a Unix socket's owner,
-//! `-j unix,user=`) and giving up root once the sockets are bound.
+//! `-j unix,user=`), the work directory's lock and giving up root once
+//! the sockets are bound.
 
 #![allow(unsafe_code)]
 
@@ -308,8 +309,27 @@ pub(crate) fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Takes an exclusive lock on `file` without waiting (flock(2)): false
+/// when another process holds one. The lock lasts as long as the file is
+/// open in this process, and the kernel lets it go when the process ends,
+/// however it ends.
+pub(crate) fn try_lock(file: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a system call on a descriptor `file` keeps open for it.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(e),
+    }
+}
+
 /// Becomes `user` (and `group`), keeping no supplementary groups: for
-/// good, since the saved ids change too. Call before any thread starts.
+/// good, since the saved ids change too (the C library changes every
+/// thread of the process).
 pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
     let check = |r: libc::c_int| {
         if r == 0 {
