@@ -1,6 +1,7 @@
 //! Lacquer's foundation: time and duration parsing, request ids, the
 //! parameter table, the counter table, session close reasons and regex
-//! compilation, the byte buffers a thread keeps for reuse, and short texts
+//! compilation, the shard director's hash ring, the byte buffers a thread
+//! keeps for reuse, and short texts
 //! kept padded for the log. Every other
 //! crate depends on this one; it depends on nothing
 //! of ours.
@@ -15,6 +16,7 @@ pub mod ids;
 pub mod json;
 pub mod params;
 pub mod regex;
+pub mod ring;
 pub mod spare;
 pub mod time;
 pub mod units;

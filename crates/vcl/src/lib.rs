@@ -30,6 +30,7 @@ mod vmod_directors;
 mod vmod_header;
 mod vmod_proxy;
 mod vmod_purge;
+mod vmod_shard;
 pub mod vmod_std;
 mod vmod_str;
 mod vmod_tcp;

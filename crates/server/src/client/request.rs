@@ -342,7 +342,7 @@ async fn after_hash(
     let purge = match action {
         Action::Hash => false,
         Action::Purge => true,
-        Action::Pass(_) => return pass_step(c, cx, req).await,
+        Action::Pass(_) => return pass_step(c, cx, req, key).await,
         Action::Pipe if req.include.is_some() => {
             // An include cannot take over the connection: it is passed,
             // so the fragment still appears in the page.
@@ -350,7 +350,7 @@ async fn after_hash(
                 Tag::VCL_Error,
                 b"vcl_recv{} returns pipe for ESI included object.  Doing pass.",
             );
-            return pass_step(c, cx, req).await;
+            return pass_step(c, cx, req, key).await;
         }
         Action::Pipe if c.h2().is_some() => {
             // An HTTP/2 stream has no connection of its own to hand
@@ -359,9 +359,9 @@ async fn after_hash(
                 Tag::VCL_Error,
                 b"vcl_recv{} returns pipe for an HTTP/2 request.  Doing pass.",
             );
-            return pass_step(c, cx, req).await;
+            return pass_step(c, cx, req, key).await;
         }
-        Action::Pipe => return pipe_step(c, cx, req).await,
+        Action::Pipe => return pipe_step(c, cx, req, key).await,
         Action::Synth { status, reason } => {
             return synth_after_body(c, cx, req, status, reason).await
         }
@@ -463,7 +463,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                 COUNTERS.inc(Counter::cache_hitpass);
                 log_hit(req, Tag::HitPass, &marker, now);
                 req.is_hitpass = true;
-                return pass_step(c, cx, req).await;
+                return pass_step(c, cx, req, key).await;
             }
             Lookup::HitMiss { slot, .. } | Lookup::Miss(slot) => {
                 if hitmiss {
@@ -487,7 +487,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
                     _ => {
                         relookups += 1;
                         if relookups > MAX_RELOOKUPS {
-                            return pass_step(c, cx, req).await;
+                            return pass_step(c, cx, req, key).await;
                         }
                     }
                 }
@@ -528,7 +528,7 @@ async fn hit_step(
             // A hit still: X-Varnish names the object delivered (the
             // pass's), as varnishd does.
             req.passed_from_hit = true;
-            pass_step(c, cx, req).await
+            pass_step(c, cx, req, key).await
         }
         Action::Synth { status, reason } => synth_step(c, cx, req, status, reason, keep).await,
         Action::Restart => Step::Restart,
@@ -599,7 +599,7 @@ async fn miss_step(
         }
         Action::Pass(_) => {
             drop(slot);
-            pass_step(c, cx, req).await
+            pass_step(c, cx, req, key).await
         }
         Action::Synth { status, reason } => {
             drop(slot);
@@ -655,7 +655,8 @@ async fn deliver_resp(
     }
 }
 
-async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8]) -> Step {
+    req.hash_key = Bytes::copy_from_slice(key);
     match cx.call(Method::Pass, req, None, None, None) {
         Action::Fetch => {
             COUNTERS.inc(Counter::s_pass);
@@ -683,7 +684,8 @@ async fn pass_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     }
 }
 
-async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
+async fn pipe_step(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8]) -> Step {
+    req.hash_key = Bytes::copy_from_slice(key);
     match boxed_in_place!(pipe::pipe(c, cx.sh, cx.vcl, req, cx.conn.clone())).await {
         pipe::Piped::Done(outcome) => Step::Done(outcome),
         pipe::Piped::Synth(status, reason) => synth_after_body(c, cx, req, status, reason).await,

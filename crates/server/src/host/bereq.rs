@@ -176,7 +176,7 @@ impl Bereq {
             ws_used: 0,
             stale: None,
             t_start: now,
-            hash: Bytes::new(),
+            hash: std::mem::take(&mut req.hash_key),
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,

@@ -27,6 +27,10 @@ pub(crate) struct Req {
     /// or a lookup that may send it): it can then be sent more than
     /// once (retries, a fetch that outlives the request).
     pub cached_body: Option<Bytes>,
+    /// What `vcl_hash` fed the lookup key, kept for a pass or a pipe:
+    /// their backend request's `bereq.hash`, whose digest
+    /// `directors.shard()` reads on the backend side, as for a miss.
+    pub hash_key: Bytes,
     /// `cached_body` was read by Lacquer (ahead of `vcl_recv`, or for a
     /// lookup's fetch), not kept by `std.cache_req_body`: as in Varnish,
     /// a body a fetch has taken is gone after a restart.
@@ -105,6 +109,7 @@ impl Req {
         Req {
             privs: Default::default(),
             cached_body: None,
+            hash_key: Bytes::new(),
             body_for_lookup: false,
             original: None,
             switch_vcl: None,
