@@ -2,21 +2,28 @@
 //! status decides whether it is cacheable at all, then `s-maxage`, then
 //! `max-age`, then `Expires` against `Date`, else `default_ttl`; `Age`
 //! moves the origin time back; `stale-while-revalidate` sets grace.
+//! Numbers in `Cache-Control` are read as varnishd reads them
+//! ([`cache_control_seconds`]).
+//!
+//! Unless `varnish_compat_ttl` is on, RFC 9111 and RFC 9213 refine them,
+//! never caching longer than varnishd would from `Cache-Control` alone:
+//! the directives come from `Lacquer-Cache-Control`, else
+//! `CDN-Cache-Control`, else `Cache-Control`. A targeted field (one
+//! varnishd ignores) is read as the RFCs have it: it silences `Expires`,
+//! its `no-store`, `private` or `no-cache` makes the TTL 0, a
+//! delta-seconds value that is not all digits (`1.5`, `10s`, `-1`) means
+//! stale, and the RFC's list of cacheable statuses applies (308, 405 and
+//! 501 too, 302, 303 and 307 with a lifetime or `public`). With plain
+//! `Cache-Control`, varnishd's statuses and numbers stand. Either way,
+//! `must-revalidate`, `proxy-revalidate` and `s-maxage` forbid serving
+//! stale, so grace is 0 and `stale-if-error` is not honoured;
 //! `stale-if-error` (RFC 5861, which Varnish ignores) makes keep at least
 //! that long, so the object is still there to serve when a fetch fails.
-//!
-//! Unless `varnish_compat_ttl` is on, RFC 9111 and RFC 9213 refine them:
-//! the directives come from `Lacquer-Cache-Control`, else
-//! `CDN-Cache-Control`, else `Cache-Control` (a targeted field also
-//! silences `Expires`); a targeted `no-store`, `private` or `no-cache`
-//! makes the TTL 0; a delta-seconds value that is not all digits
-//! (`1.5`, `10s`, `-1`) means stale; `must-revalidate`,
-//! `proxy-revalidate` and `s-maxage` forbid serving stale, so grace is 0
-//! and `stale-if-error` is not honoured. Without an explicit lifetime the
-//! freshness is heuristic (§4.2.2), and only for the statuses that allow
-//! it: `default_ttl`, shortened to a tenth of the time since
-//! `Last-Modified` when that is less. A request's `max-stale` and
-//! `min-fresh` (§5.2.1) are read here too ([`RequestWants`]).
+//! Without an explicit lifetime the freshness is heuristic (§4.2.2), and
+//! only for the statuses that allow it: `default_ttl`, shortened to a
+//! tenth of the time since `Last-Modified` when that is less. A request's
+//! `max-stale` and `min-fresh` (§5.2.1) are read here too
+//! ([`RequestWants`]).
 
 use crate::object::Timers;
 use lacquer_http::Headers;
@@ -196,27 +203,72 @@ pub fn forbids_stale(headers: &Headers) -> bool {
 /// Allowed clock skew between us and the backend's `Date`, in seconds.
 const CLOCK_SKEW: f64 = 10.0;
 
-/// Finds a `Cache-Control` directive's numeric value.
+/// A `Cache-Control` directive's number as varnishd 7.1 reads it: from
+/// the first `Cache-Control` field only, decimal digits after `=` (white
+/// space and a `+` before them allowed), ending the value or followed by
+/// `.` (so `1.5` is 1) or white space; anything else (`10s`, `0x10`, a
+/// quoted or textual value, a leading `-`) is 0. Past 2^32 - 1 it is
+/// 2^32 - 1, kept as varnishd keeps a TTL (single precision). None when
+/// the directive is absent or has no value.
 pub fn cache_control_seconds(headers: &Headers, directive: &str) -> Option<f64> {
-    for value in headers.get_all("cache-control") {
-        for part in value.split(|&b| b == b',') {
-            let part = lacquer_http::headers::trim(part);
-            let (name, arg) = match part.iter().position(|&b| b == b'=') {
-                Some(eq) => (&part[..eq], Some(&part[eq + 1..])),
-                None => (part, None),
-            };
-            if !lacquer_http::headers::trim(name).eq_ignore_ascii_case(directive.as_bytes()) {
-                continue;
-            }
-            let arg = lacquer_http::headers::trim(arg?);
-            let arg = arg
-                .strip_prefix(b"\"")
-                .and_then(|a| a.strip_suffix(b"\""))
-                .unwrap_or(arg);
-            return Some(parse_delta_seconds(arg));
+    let value = headers.get("cache-control")?;
+    for part in value.split(|&b| b == b',') {
+        let part = lacquer_http::headers::trim(part);
+        let Some(eq) = part.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        if !lacquer_http::headers::trim(&part[..eq]).eq_ignore_ascii_case(directive.as_bytes()) {
+            continue;
         }
+        return Some(f64::from(varnishd_seconds(&part[eq + 1..]) as f32));
     }
     None
+}
+
+/// varnishd's reading of a number of seconds in a header (C's `strtoul`
+/// in base 10, then only white space, `.` or the end may follow).
+fn varnishd_seconds(text: &[u8]) -> u32 {
+    if text.first() == Some(&b'-') {
+        return 0;
+    }
+    let mut rest = text;
+    while let [b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c, tail @ ..] = rest {
+        rest = tail;
+    }
+    let negative = match rest {
+        [b'+', tail @ ..] => {
+            rest = tail;
+            false
+        }
+        [b'-', tail @ ..] => {
+            rest = tail;
+            true
+        }
+        _ => false,
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return 0;
+    }
+    let mut value: u64 = 0;
+    for &b in &rest[..digits] {
+        value = value.saturating_mul(10).saturating_add(u64::from(b - b'0'));
+    }
+    // strtoul negates what follows a `-`: anything but 0 is then past
+    // every 32-bit value.
+    let value = match (negative, value) {
+        (true, 0) => 0,
+        (true, _) => u64::MAX,
+        (false, v) => v,
+    };
+    let value = u32::try_from(value).unwrap_or(u32::MAX);
+    let tail = rest[digits..]
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    match tail {
+        None | Some(b'.') => value,
+        Some(_) => 0,
+    }
 }
 
 /// Parses delta-seconds leniently: leading digits count, overflow saturates,
@@ -243,7 +295,16 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     }
     let field = control_field(headers, false);
     let targeted = field != "cache-control";
-    let seconds = |name: &str| directive(headers, field, name).map(strict_delta_seconds);
+    // A field meant for this cache is read as RFC 9111 has it; plain
+    // Cache-Control as varnishd reads it, so that it caches nothing
+    // varnishd would not (and nothing less long).
+    let seconds = |name: &str| {
+        if targeted {
+            directive(headers, field, name).map(strict_delta_seconds)
+        } else {
+            cache_control_seconds(headers, name)
+        }
+    };
     let age = age_seconds(headers);
     let mut timers = Timers {
         t_origin: now - age,
@@ -262,7 +323,12 @@ pub fn rfc_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     };
     let explicit = max_age.is_some() || expires.is_some();
     let public = directive(headers, field, "public").is_some();
-    if !rfc_cacheable_status(status, explicit || public) {
+    let cacheable = if targeted {
+        rfc_cacheable_status(status, explicit || public)
+    } else {
+        varnish_cacheable_status(status, explicit)
+    };
+    if !cacheable {
         // Not to be stored: no lifetime (0, as varnishd 7 says; its
         // default grace and keep stay, and no stale-while-revalidate).
         timers.ttl = 0.0;
@@ -403,9 +469,6 @@ fn varnish_ttl(status: u16, headers: &Headers, now: f64, d: &TtlDefaults) -> Tim
     if let Some(swr) = cache_control_seconds(headers, "stale-while-revalidate") {
         timers.grace = swr;
     }
-    if let Some(sie) = cache_control_seconds(headers, "stale-if-error") {
-        timers.keep = timers.keep.max(sie);
-    }
     timers
 }
 
@@ -451,8 +514,12 @@ mod tests {
         assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 60.0);
         let h = hdrs(&[("Cache-Control", "max-age=60, s-maxage=30".into())]);
         assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 30.0);
-        let h = hdrs(&[("Cache-Control", "max-age=\"45\"".into())]);
+        // A quoted number: the RFC's form in a field for this cache,
+        // nothing in plain Cache-Control (as varnishd reads it).
+        let h = hdrs(&[("CDN-Cache-Control", "max-age=\"45\"".into())]);
         assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 45.0);
+        let h = hdrs(&[("Cache-Control", "max-age=\"45\"".into())]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 0.0);
         let h = hdrs(&[("Cache-Control", "max-age=abc".into())]);
         assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 0.0);
         let h = hdrs(&[("Cache-Control", "max-age=99999999999999999999".into())]);
@@ -582,12 +649,36 @@ mod tests {
     #[test]
     fn invalid_lifetimes_are_stale_and_ages_robust() {
         let now = 1_000_000.0;
+        // Strict where the field is meant for this cache.
         for bad in ["max-age=1.5", "max-age=10s", "max-age=-1", "max-age="] {
-            let h = hdrs(&[("Cache-Control", bad.into())]);
+            let h = hdrs(&[("CDN-Cache-Control", bad.into())]);
             assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 0.0, "{bad}");
         }
-        let h = hdrs(&[("Cache-Control", "max-age=1.5".into())]);
-        assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, 1.0);
+        // Plain Cache-Control as varnishd's strtoul reads it, in both
+        // modes (the values varnishd 7.1.1 gives them).
+        for (cc, ttl) in [
+            ("max-age=1.5", 1.0),
+            ("max-age=10s", 0.0),
+            ("max-age=-1", 0.0),
+            ("max-age=", 0.0),
+            ("max-age=abc", 0.0),
+            ("max-age=\"45\"", 0.0),
+            ("max-age= 30", 30.0),
+            ("max-age=+7", 7.0),
+            ("max-age=010", 10.0),
+            ("max-age=0x10", 0.0),
+            ("max-age=09", 9.0),
+            ("MAX-AGE=5", 5.0),
+            ("max-age=99999999999", 4_294_967_296.0),
+            ("max-age=99999999999999999999", 4_294_967_296.0),
+        ] {
+            let h = hdrs(&[("Cache-Control", cc.into())]);
+            assert_eq!(rfc_ttl(200, &h, now, &D).ttl, ttl, "{cc}");
+            assert_eq!(rfc_ttl(200, &h, now, &COMPAT).ttl, ttl, "{cc} (compat)");
+        }
+        // A directive without a value is no lifetime: the default.
+        let h = hdrs(&[("Cache-Control", "max-age".into())]);
+        assert_eq!(rfc_ttl(200, &h, now, &D).ttl, 120.0);
         let h = hdrs(&[
             ("Cache-Control", "max-age=60".into()),
             ("Age", "abc".into()),
@@ -651,22 +742,72 @@ mod tests {
     #[test]
     fn rfc_statuses() {
         let now = 1_000_000.0;
+        // The RFC's statuses only where a field meant for this cache
+        // decides; with plain Cache-Control (or none), varnishd's.
+        let targeted = hdrs(&[("CDN-Cache-Control", "max-age=60".into())]);
+        let plain = hdrs(&[("Cache-Control", "max-age=60".into())]);
         for status in [308, 405, 501] {
-            assert_eq!(rfc_ttl(status, &Headers::new(), now, &D).ttl, 120.0);
+            assert_eq!(rfc_ttl(status, &targeted, now, &D).ttl, 60.0);
+            assert_eq!(rfc_ttl(status, &plain, now, &D).ttl, 0.0);
+            assert_eq!(rfc_ttl(status, &Headers::new(), now, &D).ttl, 0.0);
             assert_eq!(rfc_ttl(status, &Headers::new(), now, &COMPAT).ttl, 0.0);
         }
         // A partial response is never stored as if complete.
-        let h = hdrs(&[("Cache-Control", "max-age=60".into())]);
-        assert_eq!(rfc_ttl(206, &h, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(206, &targeted, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(206, &plain, now, &D).ttl, 0.0);
         // Redirects: with an explicit lifetime or public.
-        assert_eq!(rfc_ttl(303, &h, now, &D).ttl, 60.0);
-        assert_eq!(rfc_ttl(303, &h, now, &COMPAT).ttl, 0.0);
-        let public = hdrs(&[("Cache-Control", "public".into())]);
+        assert_eq!(rfc_ttl(303, &targeted, now, &D).ttl, 60.0);
+        assert_eq!(rfc_ttl(303, &plain, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(303, &plain, now, &COMPAT).ttl, 0.0);
+        assert_eq!(rfc_ttl(307, &plain, now, &D).ttl, 60.0);
+        let public = hdrs(&[("CDN-Cache-Control", "public".into())]);
         assert_eq!(rfc_ttl(307, &public, now, &D).ttl, 120.0);
+        let public = hdrs(&[("Cache-Control", "public".into())]);
+        assert_eq!(rfc_ttl(307, &public, now, &D).ttl, 0.0);
         assert_eq!(rfc_ttl(307, &Headers::new(), now, &D).ttl, 0.0);
         // Errors are not stored, whatever a blanket header says.
-        assert_eq!(rfc_ttl(500, &h, now, &D).ttl, 0.0);
-        assert_eq!(rfc_ttl(403, &h, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(500, &targeted, now, &D).ttl, 0.0);
+        assert_eq!(rfc_ttl(403, &targeted, now, &D).ttl, 0.0);
+    }
+
+    /// Plain Cache-Control (and Expires, and nothing) never gives a
+    /// longer life than varnishd's rules do, for any status.
+    #[test]
+    fn without_a_targeted_field_nothing_lives_longer_than_in_varnishd() {
+        let now = 1_000_000.0;
+        let date = lacquer_core::time::http_date;
+        let cases: Vec<Vec<(&'static str, String)>> = vec![
+            vec![],
+            vec![("Cache-Control", "max-age=60".into())],
+            vec![("Cache-Control", "public".into())],
+            vec![("Cache-Control", "s-maxage=30, max-age=600".into())],
+            vec![("Cache-Control", "max-age=1.5".into())],
+            vec![("Cache-Control", "max-age=\"900\"".into())],
+            vec![("Cache-Control", "max-age=010".into())],
+            vec![("Cache-Control", "no-cache, max-age=5".into())],
+            vec![("Expires", date(now + 300.0))],
+            vec![
+                ("Expires", date(now + 300.0)),
+                ("Last-Modified", date(now - 100.0)),
+            ],
+            vec![("Cache-Control", "max-age=60".into()), ("Age", "20".into())],
+        ];
+        for status in [
+            200, 203, 204, 206, 300, 301, 302, 303, 304, 307, 308, 404, 405, 410, 414, 500, 501,
+            503,
+        ] {
+            for case in &cases {
+                let h = hdrs(case);
+                let (ours, varnishd) = (
+                    rfc_ttl(status, &h, now, &D),
+                    rfc_ttl(status, &h, now, &COMPAT),
+                );
+                assert!(
+                    ours.t_origin + ours.ttl <= varnishd.t_origin + varnishd.ttl,
+                    "{status} {case:?}: {ours:?} against {varnishd:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -328,6 +328,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         // sent right after that line must not find the default action
         // (which ends the process without `exit`, with no status).
         let signals = catch_signals();
+        if !shared.params.varnish_compat_ttl() {
+            // Standard error may be closed: said where it can be.
+            let _ = writeln!(std::io::stderr(), "{BEYOND_VARNISHD}");
+        }
         let _ = writeln!(out, "Child launched OK");
         let _ = out.flush();
         drop(out);
@@ -338,6 +342,18 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         Ok(())
     })
 }
+
+/// What the daemon says at start-up about the caching rules that go
+/// beyond varnishd's, where `varnish_compat_ttl` is off (README,
+/// "Caching rules").
+const BEYOND_VARNISHD: &str = "Info: caching follows varnishd's rules, and beyond them honours \
+     what origins ask in fields varnishd ignores: Lacquer-Cache-Control and CDN-Cache-Control \
+     (RFC 9213, read strictly: their own statuses, no-store, private, no-cache), \
+     private=\"field\" and no-cache=\"field\" kept from other clients, must-revalidate, \
+     proxy-revalidate and s-maxage meaning no grace, Last-Modified heuristic freshness \
+     (never longer than default_ttl), stale-if-error (stale_if_error=off turns it off), \
+     and a request's only-if-cached, max-stale and min-fresh; \
+     -p varnish_compat_ttl=on keeps to varnishd's rules alone";
 
 /// Adds the counters published beside `MAIN`: `SMA.<store>.*` (`SMF`
 /// for a file store, `SMP` for a persistent one) for each store and `VBE.<vcl>.<backend>.*` for the backends of every warm
