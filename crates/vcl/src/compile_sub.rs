@@ -186,10 +186,9 @@ impl Compiler {
                 allowed &= scope::BE_RESPONSE;
                 &[Type::Duration]
             }
-            ActionKind::Pass => {
-                allowed &= !scope::BE_RESPONSE;
-                &[]
-            }
+            // In vcl_backend_response, a bare `pass` is hit-for-pass for
+            // beresp.ttl, as in varnishd.
+            ActionKind::Pass => &[],
             _ => &[],
         };
         if args.len() > arg_types.len() || (kind == ActionKind::Synth && args.is_empty()) {

@@ -339,7 +339,8 @@ impl FetchMode for CacheFetch<'_> {
             }
         }
         let hit_for_pass = match action {
-            Action::Pass(ttl) => Some(ttl.unwrap_or(0.0)),
+            // `pass` without a duration: for beresp.ttl, as VCL left it.
+            Action::Pass(ttl) => Some(ttl.unwrap_or(beresp.timers.ttl)),
             _ => None,
         };
         if beresp.timers != self.rfc_timers || beresp.uncacheable || hit_for_pass.is_some() {
