@@ -288,6 +288,40 @@ impl Raw {
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 #[test]
+fn a_host_that_is_not_the_authority_is_refused() {
+    let (origin, lq) = setup(&[]);
+    let addr = lq.addr;
+    runtime().block_on(async {
+        let mut send = connect(addr, None).await;
+        let ask = |host: &'static str| {
+            http::Request::builder()
+                .uri("http://lacquer.test/h")
+                .header("host", host)
+                .body(())
+                .unwrap()
+        };
+        for (host, want) in [
+            ("elsewhere.test", 400),
+            ("lacquer.test", 200),
+            ("LACQUER.test", 200),
+        ] {
+            send.clone().ready().await.unwrap();
+            let (resp, _) = send.send_request(ask(host), true).unwrap();
+            let status = resp.await.unwrap().status().as_u16();
+            assert_eq!(status, want, "Host: {host}");
+        }
+        // The connection goes on after the refusal.
+        let (status, _, _) = fetch(&mut send, "GET", "/after", None).await;
+        assert_eq!(status, 200);
+    });
+    assert_eq!(origin.count("/h"), 1);
+    // Counters are published once a second.
+    assert!(eventually(Duration::from_secs(10), || lq
+        .counter("MAIN.client_req_400")
+        == 1));
+}
+
+#[test]
 fn rapid_resets_get_goaway_enhance_your_calm() {
     let (_origin, lq) = setup(&["-p", "h2_rapid_reset_limit=10"]);
     let mut raw = Raw::open(lq.addr);

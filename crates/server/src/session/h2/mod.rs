@@ -337,6 +337,18 @@ impl Stream {
         mut respond: h2::server::SendResponse<Bytes>,
     ) {
         let (parts, body) = req.into_parts();
+        if host_differs_from_authority(&parts) {
+            // RFC 9113 §8.3.1: malformed, and answered 400 as varnishd
+            // does; keyed and fetched by either, it could be read two ways.
+            COUNTERS.inc(Counter::client_req_400);
+            let refusal = http::Response::builder()
+                .status(400)
+                .body(())
+                .expect("a status alone makes a response");
+            let _ = respond.send_response(refusal, true);
+            self.done();
+            return;
+        }
         let has_body = !body.is_end_stream();
         let chunk_body = has_body && !parts.headers.contains_key(http::header::CONTENT_LENGTH);
         let mut raw = http1_head(&parts, chunk_body);
@@ -403,6 +415,20 @@ impl Stream {
         let ms = self.state.began.elapsed().as_millis() as u64;
         self.state.last_done_ms.store(ms, Ordering::Relaxed);
     }
+}
+
+/// Whether a stream's Host field names another host than its
+/// `:authority` (host names compared without case).
+fn host_differs_from_authority(parts: &http::request::Parts) -> bool {
+    let Some(authority) = parts.uri.authority() else {
+        return false;
+    };
+    let mut hosts = parts.headers.get_all(http::header::HOST).iter();
+    hosts.any(|host| {
+        !host
+            .as_bytes()
+            .eq_ignore_ascii_case(authority.as_str().as_bytes())
+    })
 }
 
 /// The request head of an HTTP/2 stream in HTTP/1.1's shape: the
