@@ -421,7 +421,7 @@ param_table! {
         "Accepted for varnishd command lines; see thread_pool_add_delay.";
     thread_pool_watchdog: Seconds, "60", "seconds", min Some("0.1"), max None,
         "Accepted for varnishd command lines: with no thread pool there is no pool to be stuck waiting for threads.";
-    thread_pools: Count, "2", "pools", min Some("1"), max None,
+    thread_pools: Count, "2", "pools", min Some("1"), max Some("32"),
         "Multiplies thread_pool_max and thread_queue_limit (Lacquer runs one worker per core, not one pool of threads each).";
     thread_queue_limit: Count, "20", "requests", min Some("0"), max None,
         "How many requests per pool may wait for a place among those at work (thread_pool_max); past it a request is dropped with its connection (sess_dropped, req_dropped).";
@@ -563,13 +563,13 @@ impl Params {
         if let Some(min) = spec.min {
             let min_raw = spec.kind.parse(min).expect("table minimum parses");
             if spec.kind.less(raw, min_raw) {
-                return Err(invalid(format!("must be at least {min}")));
+                return Err(invalid(format!("Must be at least {min}")));
             }
         }
         if let Some(max) = spec.max {
             let max_raw = spec.kind.parse(max).expect("table maximum parses");
             if spec.kind.less(max_raw, raw) {
-                return Err(invalid(format!("must be at most {max}")));
+                return Err(invalid(format!("Must be no more than {max}")));
             }
         }
         self.values[index].store(raw, Ordering::Relaxed);
@@ -607,6 +607,26 @@ impl Params {
         match PARAMS[index].kind {
             Kind::Text => self.text(index).to_string(),
             kind => kind.format(self.values[index].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// The current value of a parameter as varnishd's `param.show -j`
+    /// types it: a JSON number for counts, sizes in bytes and durations
+    /// in seconds, `true` or `false` for a switch, else a string.
+    pub fn json_value(&self, index: usize) -> String {
+        let raw = self.values[index].load(Ordering::Relaxed);
+        match PARAMS[index].kind {
+            Kind::Seconds => {
+                let seconds = f64::from_bits(raw);
+                if seconds.is_finite() {
+                    format!("{seconds:?}")
+                } else {
+                    "null".to_string()
+                }
+            }
+            Kind::Bytes | Kind::Count => raw.to_string(),
+            Kind::Bool => (raw != 0).to_string(),
+            Kind::Features | Kind::Text => crate::json::quote(&self.show_index(index)),
         }
     }
 

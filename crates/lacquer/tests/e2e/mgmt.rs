@@ -110,6 +110,17 @@ fn status_codes_and_argument_counts() {
         run("vcl.use nosuch"),
         (106, "No VCL named nosuch known\n".into())
     );
+    // varnishd's words and codes for the errors its own tests check.
+    assert_eq!(
+        run("vcl.show nosuch"),
+        (106, "No VCL named 'nosuch'".into())
+    );
+    assert_eq!(
+        run("vcl.discard nosuch"),
+        (106, "No VCL name matches nosuch\n".into())
+    );
+    assert_eq!(run("storage.list x"), (105, "Too many parameters\n".into()));
+    assert_eq!(run("backend.list -x"), (106, "Invalid flag x".into()));
     let (status, body) = run("ping \"unterminated");
     assert_eq!(status, 100);
     assert!(body.contains("Missing '\"'"), "{body}");
@@ -269,11 +280,20 @@ fn parameters_change_at_run_time() {
         lq.cli_run("param.set http_req_hdr_len 10"),
         (
             106,
-            "must be at least 40b\n\n(attempting to set param 'http_req_hdr_len' to '10')"
+            "Must be at least 40b\n\n(attempting to set param 'http_req_hdr_len' to '10')"
                 .to_string()
         )
     );
     assert_eq!(lq.cli_run("param.set nosuch 1").0, 106);
+    // varnishd's bounds, in its words.
+    assert_eq!(
+        lq.cli_run("param.set thread_pools 100"),
+        (
+            106,
+            "Must be no more than 32\n\n(attempting to set param 'thread_pools' to '100')"
+                .to_string()
+        )
+    );
     lq.cli_ok("param.set http_req_hdr_len 64");
     let r = lq.connect().get("/", &[("X-Long", &long)]);
     assert!(r.status >= 400, "a 100-byte header is now too long");
@@ -290,8 +310,24 @@ fn parameters_change_at_run_time() {
     assert!(all
         .lines()
         .any(|l| l.starts_with("default_ttl ") && l.ends_with("(default)")));
-    let j = lq.cli_ok("param.show -j default_ttl");
-    assert!(j.contains("\"name\": \"default_ttl\"") && j.contains("\"value\": \"120.000\""));
+    // Typed as varnishd types them: numbers, booleans, strings; a bound
+    // only where there is one.
+    for (name, value) in [
+        ("default_ttl", "120.0"),
+        ("thread_pools", "2"),
+        ("workspace_client", "98304"),
+        ("http_gzip_support", "true"),
+        ("vcl_path", "\"/etc/varnish:/usr/share/varnish/vcl\""),
+    ] {
+        let j = lq.cli_ok(&format!("param.show -j {name}"));
+        assert!(
+            j.contains(&format!("\"name\": \"{name}\""))
+                && j.contains(&format!("\"value\": {value},")),
+            "{j}"
+        );
+    }
+    let j = lq.cli_ok("param.show -j http_gzip_support");
+    assert!(!j.contains("\"minimum\"") && !j.contains("null"), "{j}");
 }
 
 #[test]

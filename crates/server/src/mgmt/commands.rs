@@ -296,6 +296,9 @@ impl Mgmt {
     }
 
     fn storage_list(&self, json_out: bool, args: &[String]) -> Reply {
+        if args.len() > 1 && !json_out {
+            return Reply::with(status::TOOMANY, "Too many parameters\n");
+        }
         let cache = &self.sh.cache;
         let stores: Vec<(&str, &str)> = cache
             .stores()
@@ -435,16 +438,20 @@ fn param_long(out: &mut String, p: &Params, i: usize) {
 
 fn param_json(p: &Params, i: usize) -> String {
     let spec = &PARAMS[i];
-    let bound =
-        |b: Option<&str>| b.map_or("null".to_string(), |b| json::string(&spec.bound_shown(b)));
+    // As varnishd: the value typed, a bound only where there is one.
+    let bound = |name: &str, b: Option<&str>| {
+        b.map_or(String::new(), |b| {
+            format!("    \"{name}\": {},\n", json::string(&spec.bound_shown(b)))
+        })
+    };
     format!(
-        "  {{\n    \"name\": {},\n    \"implemented\": true,\n    \"value\": {},\n    \"units\": {},\n    \"default\": {},\n    \"minimum\": {},\n    \"maximum\": {},\n    \"description\": {}\n  }}",
+        "  {{\n    \"name\": {},\n    \"implemented\": true,\n    \"value\": {},\n    \"units\": {},\n    \"default\": {},\n{}{}    \"description\": {}\n  }}",
         json::string(spec.name),
-        json::string(&p.show_index(i)),
+        p.json_value(i),
         json::string(units_shown(i)),
         json::string(&spec.default_shown()),
-        bound(spec.min),
-        bound(spec.max),
+        bound("minimum", spec.min),
+        bound("maximum", spec.max),
         json::string(spec.doc)
     )
 }

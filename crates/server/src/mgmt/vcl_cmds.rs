@@ -161,7 +161,7 @@ impl Mgmt {
                 .filter(|n| glob(pat, n))
                 .collect();
             if matched.is_empty() && labels.is_empty() {
-                return no_such(pat);
+                return Reply::with(status::PARAM, format!("No VCL name matches {pat}\n"));
             }
             if let Some((l, t)) = reg
                 .labels
@@ -351,7 +351,7 @@ impl Mgmt {
         let reg = self.registry();
         let name = rest.first().cloned().unwrap_or_else(|| reg.active.clone());
         let Some(entry) = reg.find(&name) else {
-            return no_such(&name);
+            return Reply::with(status::PARAM, format!("No VCL named '{name}'"));
         };
         let sources = &entry.loaded.program.sources;
         if !verbose {
@@ -415,10 +415,20 @@ impl Mgmt {
         let mut details = false;
         let mut pattern = None;
         for a in &args[1..] {
-            match a.as_str() {
-                "-j" => json_out = true,
-                "-p" => details = true,
-                p => pattern = Some(p),
+            match a.strip_prefix('-') {
+                // Flags, alone or together (`-jp`), as varnishd reads them.
+                Some(flags) => {
+                    for flag in flags.chars() {
+                        match flag {
+                            'j' => json_out = true,
+                            'p' => details = true,
+                            other => {
+                                return Reply::with(status::PARAM, format!("Invalid flag {other}"))
+                            }
+                        }
+                    }
+                }
+                None => pattern = Some(a.as_str()),
             }
         }
         let backends = self.matching_backends(pattern);
