@@ -1,9 +1,11 @@
 //! The client listeners of `-a`: reading the option, binding them (TCP,
-//! or a Unix domain socket given its owner and mode), and the accept
-//! loops that hand each connection, with the addresses VCL will see, to a
-//! session.
+//! a socket for each worker, or a Unix domain socket given its owner and
+//! mode), and the accept loops, one on each worker, that hand each
+//! connection, with the addresses VCL will see, to a session on the
+//! worker that accepted it.
 
 use crate::daemon::config::parse_port;
+use crate::daemon::workers::Workers;
 use crate::session;
 use crate::transport::io::{ClientStream, SessAddrs};
 use crate::transport::sockopt;
@@ -168,7 +170,10 @@ pub(crate) struct Listener {
 
 /// The socket of a listener.
 pub(crate) enum Bound {
-    Tcp(std::net::TcpListener, SocketAddr),
+    /// A socket for each worker, all bound to one address
+    /// (`SO_REUSEPORT` where there are several).
+    Tcp(Vec<std::net::TcpListener>, SocketAddr),
+    /// One socket, which every worker accepts on.
     Unix(std::os::unix::net::UnixListener, String),
 }
 
@@ -182,14 +187,13 @@ impl Listener {
         }
     }
 
-    /// Starts accepting on a duplicate of the socket (the original stays
-    /// bound while accepting is stopped).
+    /// Starts accepting on every worker, each on a duplicate of its
+    /// socket (the originals stay bound while accepting is stopped).
     pub fn spawn_accepting(
         &self,
         sh: &Arc<Shared>,
-        rt: &tokio::runtime::Handle,
-    ) -> Result<tokio::task::JoinHandle<()>, String> {
-        let _guard = rt.enter();
+        workers: &Workers,
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
         let fail = |e: std::io::Error| format!("Cannot start: {e}");
         let info = Info {
             name: self.name.clone(),
@@ -197,22 +201,32 @@ impl Listener {
             proxy: self.proxy,
             tls: self.tls.clone(),
         };
-        Ok(match &self.socket {
-            Bound::Tcp(l, local) => {
-                let l = sockopt::watch_listener(l.try_clone().map_err(fail)?).map_err(fail)?;
-                // Deferred before the daemon says it is up, not when the
-                // task first runs: a connection that comes in between is
-                // held back as later ones are.
-                let mut deferring = None;
-                follow_accept_filter(&l, sh.params.accept_filter(), &mut deferring);
-                rt.spawn(accept_tcp(sh.clone(), l, *local, info, deferring))
-            }
-            Bound::Unix(l, _) => {
-                let l = tokio::net::UnixListener::from_std(l.try_clone().map_err(fail)?)
-                    .map_err(fail)?;
-                rt.spawn(accept_unix(sh.clone(), l, info))
-            }
-        })
+        let mut tasks = Vec::with_capacity(workers.len());
+        for (i, rt) in workers.handles().iter().enumerate() {
+            // Registered with this worker's own reactor.
+            let _guard = rt.enter();
+            tasks.push(match &self.socket {
+                Bound::Tcp(sockets, local) => {
+                    let Some(socket) = sockets.get(i) else {
+                        break;
+                    };
+                    let l =
+                        sockopt::watch_listener(socket.try_clone().map_err(fail)?).map_err(fail)?;
+                    // Deferred before the daemon says it is up, not when
+                    // the task first runs: a connection that comes in
+                    // between is held back as later ones are.
+                    let mut deferring = None;
+                    follow_accept_filter(&l, sh.params.accept_filter(), &mut deferring);
+                    rt.spawn(accept_tcp(sh.clone(), l, *local, info.clone(), deferring))
+                }
+                Bound::Unix(l, _) => {
+                    let l = tokio::net::UnixListener::from_std(l.try_clone().map_err(fail)?)
+                        .map_err(fail)?;
+                    rt.spawn(accept_unix(sh.clone(), l, info.clone()))
+                }
+            });
+        }
+        Ok(tasks)
     }
 }
 
@@ -227,6 +241,33 @@ struct Info {
 
 /// Binds a TCP address with Lacquer's socket options.
 pub(crate) fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    bind_tcp_shared(addr, backlog, false)
+}
+
+/// Binds `count` sockets to one TCP address, one for each worker: the
+/// first as asked (port 0 gets its port there), the others to the same
+/// address, with `SO_REUSEPORT` so that the kernel spreads connections
+/// over them.
+pub(crate) fn bind_tcp_group(
+    addr: SocketAddr,
+    backlog: i32,
+    count: usize,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let shared = count > 1;
+    let first = bind_tcp_shared(addr, backlog, shared)?;
+    let local = first.local_addr()?;
+    let mut sockets = vec![first];
+    for _ in 1..count {
+        sockets.push(bind_tcp_shared(local, backlog, shared)?);
+    }
+    Ok(sockets)
+}
+
+fn bind_tcp_shared(
+    addr: SocketAddr,
+    backlog: i32,
+    reuse_port: bool,
+) -> std::io::Result<std::net::TcpListener> {
     let domain = if addr.is_ipv6() {
         Domain::IPV6
     } else {
@@ -234,6 +275,9 @@ pub(crate) fn bind_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<std::n
     };
     let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     // Accepted connections inherit it where the kernel lets them (the
     // accept loop checks once), saving a system call per connection.
     socket.set_nodelay(true)?;
@@ -301,9 +345,14 @@ fn set_owner(spec: &UnixSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// Binds every `-a` endpoint. The wildcard IPv6 address of a `:port`
-/// endpoint is skipped quietly where the machine has no IPv6.
-pub(crate) fn bind_all(specs: &[ListenSpec], backlog: i32) -> Result<Vec<Listener>, String> {
+/// Binds every `-a` endpoint, a TCP one with a socket for each of
+/// `workers`. The wildcard IPv6 address of a `:port` endpoint is skipped
+/// quietly where the machine has no IPv6.
+pub(crate) fn bind_all(
+    specs: &[ListenSpec],
+    backlog: i32,
+    workers: usize,
+) -> Result<Vec<Listener>, String> {
     let mut out = Vec::new();
     for spec in specs {
         let listener = |socket| Listener {
@@ -322,10 +371,10 @@ pub(crate) fn bind_all(specs: &[ListenSpec], backlog: i32) -> Result<Vec<Listene
             ListenAddrs::Tcp(addrs) => {
                 let mut bound_any = false;
                 for (i, addr) in addrs.iter().enumerate() {
-                    match bind_tcp(*addr, backlog) {
-                        Ok(l) => {
-                            let local = l.local_addr().map_err(|e| e.to_string())?;
-                            out.push(listener(Bound::Tcp(l, local)));
+                    match bind_tcp_group(*addr, backlog, workers) {
+                        Ok(sockets) => {
+                            let local = sockets[0].local_addr().map_err(|e| e.to_string())?;
+                            out.push(listener(Bound::Tcp(sockets, local)));
                             bound_any = true;
                         }
                         Err(_)

@@ -1,7 +1,8 @@
 //! Start-up and the run loop: the work directory, the listening sockets
 //! (reported as they are bound, so port 0 can be used), the management
-//! interface, the runtime with one worker per core, the accept loops and
-//! the ban lurker's thread and the once-a-second housekeeping (expiry, idle
+//! interface, the client workers (one per core, each accepting and serving
+//! its own connections) and a small runtime for the rest, the ban lurker's
+//! thread and the once-a-second housekeeping (expiry, idle
 //! backend connections, uptime).
 
 pub mod config;
@@ -13,6 +14,7 @@ pub(crate) mod panics;
 pub(crate) mod probe;
 mod storage;
 mod workdir;
+pub(crate) mod workers;
 
 use crate::daemon::config::ServeConfig;
 use crate::host::vcl::{Loaded, Registry};
@@ -134,8 +136,12 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         )?)),
         None => None,
     };
+    let workers = match cfg.params.workers() {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n as usize,
+    };
     let listens = with_frontends(&cfg.listens, tls.as_deref())?;
-    let mut listeners = listen::bind_all(&listens, backlog)?;
+    let mut listeners = listen::bind_all(&listens, backlog, workers)?;
     if let Some(tls) = &tls {
         let http2 = cfg.params.has(lacquer_core::params::Feature::http2);
         attach_tls(tls, &listens, &mut listeners, http2)?;
@@ -148,25 +154,15 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let dashboard_listeners = bind_some(&cfg.dashboard_listen, "--dashboard")?;
     let (secret, secret_path) = mgmt::load_secret(&cfg.secret, &cfg.workdir)?;
     let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
-    let workers = match cfg.params.workers() {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n as usize,
-    };
+    // The management interface, the dashboard, probes and housekeeping;
+    // clients are served by the workers (daemon::workers).
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .thread_name("lacquer-worker")
-        // Workers gather their log records into batches, written when a
-        // batch fills or the worker goes idle (only workers park, so
-        // blocking threads keep writing at once).
-        .on_thread_park(|| {
-            lacquer_shm::batch::flush_this_thread();
-            lacquer_shm::batch::batch_on_this_thread();
-            // No place for a request waits on a thread with nothing to do.
-            crate::session::admission::give_back_lease();
-        })
+        .worker_threads(1)
+        .thread_name("lacquer-control")
         .enable_all()
         .build()
         .map_err(|e| format!("Cannot start the runtime: {e}"))?;
+    let client_workers = workers::Workers::start(workers)?;
     COUNTERS.set(Counter::pools, 1);
     COUNTERS.set(Counter::threads, workers as u64);
     COUNTERS.set(Counter::threads_created, workers as u64);
@@ -291,7 +287,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
                 Box::new(move |snap: &mut Snapshot| add_sections(&sh, snap))
             },
         )?)?;
-        let mgmt = Mgmt::new(shared.clone(), secret, listeners, handle)
+        let mgmt = Mgmt::new(shared.clone(), secret, listeners, client_workers)
             .with_read_only(cfg.read_only.clone());
         if !boards.is_empty() {
             // Actions only with their own secret, read before any jail.

@@ -62,7 +62,8 @@ pub(crate) struct Mgmt {
     /// The secret file's contents; `None` with `-S none`.
     secret: Option<Vec<u8>>,
     child: Mutex<Child>,
-    runtime: tokio::runtime::Handle,
+    /// The client workers, which accept on the listeners.
+    workers: crate::daemon::workers::Workers,
     /// `-r`: parameters `param.set` may not change.
     pub(crate) read_only: Vec<String>,
 }
@@ -72,7 +73,7 @@ impl Mgmt {
         sh: Arc<Shared>,
         secret: Option<Vec<u8>>,
         listeners: Vec<Listener>,
-        runtime: tokio::runtime::Handle,
+        workers: crate::daemon::workers::Workers,
     ) -> Arc<Mgmt> {
         Arc::new(Mgmt {
             sh,
@@ -81,7 +82,7 @@ impl Mgmt {
                 listeners,
                 accepting: Vec::new(),
             }),
-            runtime,
+            workers,
             read_only: Vec::new(),
         })
     }
@@ -180,7 +181,7 @@ impl Mgmt {
         }
         let mut tasks = Vec::new();
         for l in &child.listeners {
-            tasks.push(l.spawn_accepting(&self.sh, &self.runtime)?);
+            tasks.extend(l.spawn_accepting(&self.sh, &self.workers)?);
         }
         child.accepting = tasks;
         Ok(true)
