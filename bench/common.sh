@@ -23,9 +23,12 @@ ensure() {
 
 # Builds the release binary as it is shipped, profile-guided
 # (scripts/build-release, which rebuilds only when the sources changed);
-# LACQUER is its path. LACQUER_PGO=0 takes the plain release build.
+# LACQUER is its path. LACQUER_PGO=0 takes the plain release build; a
+# LACQUER already set (another build to compare) is taken as it is.
 build_lacquer() {
-    if [ "${LACQUER_PGO:-1}" = 0 ]; then
+    if [ -n "${LACQUER:-}" ]; then
+        [ -x "$LACQUER" ] || { echo "LACQUER=$LACQUER is not a program" >&2; exit 1; }
+    elif [ "${LACQUER_PGO:-1}" = 0 ]; then
         cargo build --release --quiet -p lacquer
         LACQUER="$PWD/target/release/lacquer"
     else

@@ -100,7 +100,7 @@ fn execute(args: &[String]) -> Result<ExitCode, String> {
             secret,
         },
         None => {
-            let dir = workdir.unwrap_or_else(lacquer_core::host::default_workdir);
+            let dir = workdir.unwrap_or_else(lacquer_core::host::tool_workdir);
             let mut t = from_workdir(&dir)?;
             if secret.is_some() {
                 t.secret = secret;

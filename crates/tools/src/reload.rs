@@ -1,8 +1,10 @@
 //! `lacquer reload`: what varnishreload does. Loads a VCL file under a new
 //! name (`reload_<time>`), switches to it, and discards the programs
 //! earlier reloads left that nothing uses any more, keeping the newest
-//! `-m` of them. A program that does not compile changes nothing: the
-//! running one stays, and the command fails with the compiler's message.
+//! `-m` of them. Without a file it reloads the file the active program
+//! was loaded from, as varnishreload does. A program that does not compile
+//! changes nothing: the running one stays, and the command fails with the
+//! compiler's message.
 
 use lacquer_admin::{status, Client};
 use std::path::PathBuf;
@@ -10,9 +12,6 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const USAGE: &str = "usage: lacquer reload [-n workdir] [-m keep] [file.vcl]";
-
-/// Where a packaged daemon's program is.
-const DEFAULT_VCL: &str = "/etc/lacquer/default.vcl";
 
 pub fn main(args: &[String]) -> ExitCode {
     match execute(args) {
@@ -46,10 +45,13 @@ fn execute(args: &[String]) -> Result<(), String> {
             _ => return Err(USAGE.to_string()),
         }
     }
-    let file = file.unwrap_or_else(|| DEFAULT_VCL.to_string());
-    let path = std::fs::canonicalize(&file).map_err(|e| format!("{file}: {e}"))?;
-    let dir = workdir.unwrap_or_else(lacquer_core::host::default_workdir);
+    let dir = workdir.unwrap_or_else(lacquer_core::host::tool_workdir);
     let mut cli = crate::adm::connect_workdir(&dir, Duration::from_secs(30))?;
+    let file = match file {
+        Some(file) => file,
+        None => active_file(&mut cli)?,
+    };
+    let path = std::fs::canonicalize(&file).map_err(|e| format!("{file}: {e}"))?;
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|e| e.to_string())?;
@@ -78,6 +80,33 @@ fn execute(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The file the active program was loaded from: `vcl.show -v` names
+/// each source file of a program, the main one first.
+fn active_file(cli: &mut Client) -> Result<String, String> {
+    let list = run(cli, &["vcl.list"])?;
+    let active = list
+        .lines()
+        .find(|l| l.starts_with("active"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .ok_or("no program is active: name the file to load")?
+        .to_string();
+    let shown = run(cli, &["vcl.show", "-v", &active])?;
+    main_source(&shown)
+        .filter(|f| f.starts_with('/'))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            format!("the active program ({active}) was not loaded from a file: name one")
+        })
+}
+
+/// The main source file's name in a `vcl.show -v` answer: its first
+/// `// VCL.SHOW 0 <size> <name>` line.
+fn main_source(shown: &str) -> Option<&str> {
+    let rest = shown.lines().next()?.strip_prefix("// VCL.SHOW 0 ")?;
+    let (_, name) = rest.split_once(' ')?;
+    Some(name)
+}
+
 /// One command that must succeed; its answer.
 fn run(cli: &mut Client, args: &[&str]) -> Result<String, String> {
     let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -86,4 +115,17 @@ fn run(cli: &mut Client, args: &[&str]) -> Result<String, String> {
         return Err(format!("{}: {body}", args.join(" ")));
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_main_source_is_the_first_shown() {
+        let shown =
+            "// VCL.SHOW 0 42 /etc/lacquer/default.vcl\nvcl 4.1;\n\n// VCL.SHOW 1 9 Builtin\n";
+        assert_eq!(main_source(shown), Some("/etc/lacquer/default.vcl"));
+        assert_eq!(main_source("vcl 4.1;\n"), None);
+    }
 }

@@ -294,7 +294,7 @@ pub fn read_records(opts: &LogOptions, sink: &mut dyn Sink) -> Result<(), String
     let dir = opts
         .workdir
         .clone()
-        .unwrap_or_else(lacquer_core::host::default_workdir);
+        .unwrap_or_else(lacquer_core::host::tool_workdir);
     // `-t`: the daemon may not have made its log yet.
     let started = Instant::now();
     let mut reader = loop {

@@ -27,7 +27,7 @@ struct Opts {
 
 pub fn main(args: &[String]) -> ExitCode {
     let mut o = Opts {
-        workdir: lacquer_core::host::default_workdir(),
+        workdir: lacquer_core::host::tool_workdir(),
         once: false,
         json: false,
         list: false,

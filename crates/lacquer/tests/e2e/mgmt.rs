@@ -577,4 +577,16 @@ fn reload_loads_switches_and_discards_as_varnishreload() {
     assert!(!failed.status.success());
     assert!(String::from_utf8_lossy(&failed.stderr).contains("broken.vcl"));
     assert_eq!(lq.cli_ok("vcl.list"), list, "nothing changed");
+
+    // Without a file: the file the active program came from, read again.
+    let green = write_program(&lq, &origin, "green");
+    std::fs::rename(&green, &blue).unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .arg("reload")
+        .arg("-n")
+        .arg(&lq.workdir)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(lq.get("/x").header("X-Program"), Some("green"));
 }
