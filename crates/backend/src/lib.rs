@@ -171,7 +171,7 @@ pub enum FetchError {
 impl std::fmt::Display for FetchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FetchError::ConnectFailed(e) => write!(f, "backend connect failed: {e}"),
+            FetchError::ConnectFailed(e) => f.write_str(e),
             FetchError::ConnectTimeout => f.write_str("backend connect timeout"),
             FetchError::WriteFailed(e) => write!(f, "backend write error: {e}"),
             FetchError::FirstByteTimeout => f.write_str("first byte timeout"),
@@ -271,6 +271,8 @@ pub struct Backend {
     /// Until when no new connection is attempted after a fundamental
     /// connection failure, as the bits of an `f64` epoch time (0: none).
     held_until: AtomicU64,
+    /// The errno of the failure that started the hold.
+    held_errno: std::sync::atomic::AtomicI32,
     /// `.max_connections` and the queue in front of it.
     slots: limit::Slots,
     /// Its health probe, if it has one (shared with every backend on the
@@ -326,6 +328,7 @@ impl Backend {
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
             held_until: AtomicU64::new(0),
+            held_errno: std::sync::atomic::AtomicI32::new(0),
             slots: limit::Slots::new(None),
             probe: None,
             warm: AtomicBool::new(true),
@@ -550,16 +553,19 @@ impl Backend {
             }
         }
         if self.held_down() {
+            // As varnishd: the failure that started the hold, again.
             self.stats.inc(BackendCounter::helddown);
-            return Err(FetchError::ConnectFailed(
-                "held down after a failed connection".into(),
-            ));
+            let errno = self.held_errno.load(Ordering::Relaxed);
+            return Err(FetchError::ConnectFailed(self.failure(Some(errno))));
         }
         let mut stream = match tokio::time::timeout(t.connect, self.addr.connect()).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 self.connect_failed(e.raw_os_error(), t);
-                return Err(FetchError::ConnectFailed(e.to_string()));
+                return Err(FetchError::ConnectFailed(match e.raw_os_error() {
+                    Some(errno) => self.failure(Some(errno)),
+                    None => format!("backend {}: fail ({e})", self.name),
+                }));
             }
             Err(_) => {
                 self.connect_failed(Some(libc::ETIMEDOUT), t);
@@ -625,6 +631,17 @@ impl Backend {
 
     /// Counts a connection that could not be opened, by its cause, and
     /// holds new ones down when the cause says retrying is useless.
+    /// A failed connection as varnishd logs it (`FetchError`):
+    /// `backend NAME: fail errno N (what it means)`.
+    fn failure(&self, errno: Option<i32>) -> String {
+        let errno = errno.unwrap_or(0);
+        let text = std::io::Error::from_raw_os_error(errno).to_string();
+        let text = text
+            .strip_suffix(&format!(" (os error {errno})"))
+            .unwrap_or(&text);
+        format!("backend {}: fail errno {errno} ({text})", self.name)
+    }
+
     fn connect_failed(&self, errno: Option<i32>, t: &Timeouts) {
         let hold = match errno {
             Some(libc::EACCES | libc::EPERM | libc::EADDRNOTAVAIL) => t.holddown_local,
@@ -633,6 +650,7 @@ impl Backend {
         };
         if !hold.is_zero() {
             let until = lacquer_core::time::now() + hold.as_secs_f64();
+            self.held_errno.store(errno.unwrap_or(0), Ordering::Relaxed);
             self.held_until.store(until.to_bits(), Ordering::Relaxed);
         }
         COUNTERS.inc(Counter::backend_fail);

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 /// How a `lacquer serve` started by a test went.
 enum Started {
-    /// It said `Child launched OK`; killed when dropped.
-    Running(Reaped),
+    /// It said `Child launched OK` (after `Listen` lines, the first of
+    /// which is here); killed when dropped.
+    Running(Reaped, Option<std::net::SocketAddr>),
     /// It ended first: exit code and standard error.
     Refused(i32, String),
 }
@@ -31,16 +32,21 @@ fn serve(workdir: &Path, args: &[&str]) -> Started {
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut listen = None;
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("Listen ") {
+                let parts: Vec<&str> = rest.split_whitespace().collect();
+                listen = listen.or_else(|| format!("{}:{}", parts[1], parts[2]).parse().ok());
+            }
             if line == "Child launched OK" {
-                let _ = tx.send(());
+                let _ = tx.send(listen);
             }
         }
     });
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if rx.try_recv().is_ok() {
-            return Started::Running(Reaped(child));
+        if let Ok(listen) = rx.try_recv() {
+            return Started::Running(Reaped(child), listen);
         }
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
@@ -80,7 +86,7 @@ fn a_second_daemon_is_refused_a_live_ones_work_directory() {
         format!("{}\n", first.pid())
     );
     match serve(&first.workdir, &["-j", "none"]) {
-        Started::Running(_) => panic!("a second daemon took a live one's work directory"),
+        Started::Running(..) => panic!("a second daemon took a live one's work directory"),
         Started::Refused(code, err) => {
             assert_ne!(code, 0);
             assert!(
@@ -104,7 +110,7 @@ fn a_second_daemon_is_refused_a_live_ones_work_directory() {
 #[test]
 fn a_dead_daemons_work_directory_is_taken_over() {
     let dir = std::env::temp_dir().join(format!("lacquer-e2e-stale-{}", std::process::id()));
-    let Started::Running(mut first) = serve(&dir, &["-j", "none"]) else {
+    let Started::Running(mut first, _) = serve(&dir, &["-j", "none"]) else {
         panic!("the first daemon did not start");
     };
     // Killed without a chance to clean up: its _.pid stays behind.
@@ -112,7 +118,7 @@ fn a_dead_daemons_work_directory_is_taken_over() {
     first.0.wait().unwrap();
     let left = std::fs::read_to_string(dir.join("_.pid")).unwrap();
     assert_eq!(left.trim(), first.0.id().to_string());
-    let Started::Running(second) = serve(&dir, &["-j", "none"]) else {
+    let Started::Running(second, _) = serve(&dir, &["-j", "none"]) else {
         panic!("a dead daemon's work directory was not taken over");
     };
     assert_eq!(
@@ -130,9 +136,9 @@ fn root_is_given_up_by_default() {
     let package_user = ["lacquer", "varnish"].into_iter().find_map(user_id);
     match (serve(&dir, &[]), me, package_user) {
         // Not root: there is nothing to give up.
-        (Started::Running(d), me, _) if me != 0 => assert_eq!(uid_of(d.0.id()), me),
-        (Started::Running(d), _, Some(uid)) => assert_eq!(uid_of(d.0.id()), uid),
-        (Started::Running(d), _, None) => {
+        (Started::Running(d, _), me, _) if me != 0 => assert_eq!(uid_of(d.0.id()), me),
+        (Started::Running(d, _), _, Some(uid)) => assert_eq!(uid_of(d.0.id()), uid),
+        (Started::Running(d, _), _, None) => {
             panic!(
                 "root with no user to become kept root: {}",
                 uid_of(d.0.id())
@@ -156,7 +162,7 @@ fn root_is_given_up_by_default() {
     // Root with an explicit user becomes it, and the work directory is
     // its; root with -j none stays root.
     let nobody = user_id("nobody").expect("the system has nobody");
-    let Started::Running(jailed) = serve(&dir, &["-j", "unix,user=nobody"]) else {
+    let Started::Running(jailed, _) = serve(&dir, &["-j", "unix,user=nobody"]) else {
         panic!("-j unix,user=nobody did not start");
     };
     assert_eq!(uid_of(jailed.0.id()), nobody);
@@ -164,10 +170,32 @@ fn root_is_given_up_by_default() {
     assert_eq!(owner, nobody);
     drop(jailed);
     let _ = std::fs::remove_dir_all(&dir);
-    let Started::Running(root) = serve(&dir, &["-j", "none"]) else {
+    let Started::Running(root, _) = serve(&dir, &["-j", "none"]) else {
         panic!("-j none did not start");
     };
     assert_eq!(uid_of(root.0.id()), 0);
     drop(root);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fetch_errors_go_to_the_log_and_not_to_standard_error() {
+    let dir = std::env::temp_dir().join(format!("lacquer-e2e-quiet-{}", std::process::id()));
+    let Started::Running(mut daemon, Some(addr)) = serve(&dir, &["-j", "none"]) else {
+        panic!("the daemon did not start");
+    };
+    // -b 127.0.0.1:1: nothing listens there.
+    for _ in 0..3 {
+        let resp = crate::harness::Client::connect(addr).get("/", &[]);
+        assert_eq!(resp.status, 503);
+    }
+    daemon.0.kill().unwrap();
+    daemon.0.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut daemon.0.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        !err.contains("FetchError") && !err.contains("refused"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,7 +24,6 @@ use lacquer_http::{Framing, ResponseHead, ResponseLimits};
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A body that had to be read whole could not be.
@@ -157,7 +156,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             );
             let Some((index, backend)) = pick_backend(sh, vcl, bereq) else {
                 COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::ConnectFailed("no backend".into());
+                let e = FetchError::ConnectFailed("No backend".into());
                 log_fetch_error(&mut bereq.log, &e);
                 break 'attempt (503, None);
             };
@@ -294,9 +293,6 @@ pub(crate) async fn run_fetch<M: FetchMode>(
     }
 }
 
-static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
-static LOG_COUNT: AtomicU64 = AtomicU64::new(0);
-
 /// The backend a fetch goes to, through directors.
 pub(crate) fn pick_backend(
     sh: &Shared,
@@ -386,13 +382,6 @@ pub(crate) fn beresp_from(
 /// most ten a second so that a dead backend under load cannot flood it.
 pub(crate) fn log_fetch_error(log: &mut Txn, e: &FetchError) {
     log.fmt(Tag::FetchError, format_args!("{e}"));
-    let second = lacquer_core::time::now() as u64;
-    if LOG_SECOND.swap(second, Ordering::Relaxed) != second {
-        LOG_COUNT.store(0, Ordering::Relaxed);
-    }
-    if LOG_COUNT.fetch_add(1, Ordering::Relaxed) < 10 {
-        say!("FetchError {}: {e}", log.vxid());
-    }
 }
 
 /// Logs a backend exchange once the response head is in: the
