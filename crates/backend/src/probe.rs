@@ -316,7 +316,8 @@ impl Probe {
             (h.happy, 'H', "Happy"),
         ];
         for (bits, c, what) in lines {
-            if bits == 0 {
+            // As varnishd: the happy row always, the others once set.
+            if bits == 0 && c != 'H' {
                 continue;
             }
             let row: String = (0..64)
@@ -325,6 +326,7 @@ impl Probe {
                 .collect();
             out.push_str(&format!("  {row} {what}\n"));
         }
+        out.push('\n');
         out
     }
 }

@@ -185,6 +185,22 @@ pub trait VmodObject: Send + Sync {
     fn healthy(&self, _prog: &Program, _host: &mut dyn Host) -> bool {
         false
     }
+    /// What `backend.list` shows of a director; None for an object that
+    /// is no director.
+    fn director(&self) -> Option<DirectorView> {
+        None
+    }
+}
+
+/// A director as the management interface shows it.
+pub struct DirectorView {
+    /// Its type, as varnishd names it (`round-robin`, `fallback`, …).
+    pub kind: &'static str,
+    /// Its members in order, each with its weight where the type has
+    /// weights.
+    pub members: Vec<(BackendRef, Option<f64>)>,
+    /// A fallback's place in its list, where its next pick starts.
+    pub current: Option<usize>,
 }
 
 /// A vmod Lacquer carries.

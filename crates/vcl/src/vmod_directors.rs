@@ -6,7 +6,8 @@ use crate::program::{Host, Program};
 use crate::types::scope::*;
 use crate::types::{BackendRef, Type, Value};
 use crate::vmod::{
-    dflt, random, req, ClassSpec, Ctx, Dflt, FuncSpec, MethodSpec, Param, Vmod, VmodObject,
+    dflt, random, req, ClassSpec, Ctx, Dflt, DirectorView, FuncSpec, MethodSpec, Param, Vmod,
+    VmodObject,
 };
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +30,20 @@ impl Members {
     fn remove(&self, b: BackendRef) {
         let mut l = self.list.write().unwrap_or_else(|p| p.into_inner());
         l.retain(|(x, _)| *x != b);
+    }
+
+    /// The members for `backend.list`, weighted or not.
+    fn view(&self, kind: &'static str, weighted: bool) -> Option<DirectorView> {
+        let members = self
+            .snapshot()
+            .into_iter()
+            .map(|(b, w)| (b, weighted.then_some(w)))
+            .collect();
+        Some(DirectorView {
+            kind,
+            members,
+            current: None,
+        })
     }
 
     fn snapshot(&self) -> Vec<(BackendRef, f64)> {
@@ -101,6 +116,9 @@ impl VmodObject for RoundRobin {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn director(&self) -> Option<DirectorView> {
+        self.members.view("round-robin", false)
+    }
     fn resolve(&self, prog: &Program, host: &mut dyn Host) -> Option<BackendRef> {
         let list = self.members.snapshot();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -139,6 +157,11 @@ object!(Fallback);
 impl VmodObject for Fallback {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn director(&self) -> Option<DirectorView> {
+        let mut view = self.members.view("fallback", false)?;
+        view.current = Some(self.current.load(Ordering::Relaxed));
+        Some(view)
     }
     fn resolve(&self, prog: &Program, host: &mut dyn Host) -> Option<BackendRef> {
         let list = self.members.snapshot();
@@ -194,6 +217,9 @@ impl VmodObject for Random {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn director(&self) -> Option<DirectorView> {
+        self.members.view("random", true)
+    }
     fn resolve(&self, prog: &Program, host: &mut dyn Host) -> Option<BackendRef> {
         self.members.weighted(prog, host, random())
     }
@@ -227,6 +253,9 @@ object!(Hash);
 impl VmodObject for Hash {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn director(&self) -> Option<DirectorView> {
+        self.members.view("hash", true)
     }
     fn healthy(&self, prog: &Program, host: &mut dyn Host) -> bool {
         self.members.any_healthy(prog, host)

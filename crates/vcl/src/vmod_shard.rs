@@ -10,7 +10,7 @@ use crate::program::{Host, Program};
 use crate::types::scope::*;
 use crate::types::{BackendRef, Method, Type, Value};
 use crate::vars::Var;
-use crate::vmod::{dflt, enm, opt, random, req, ClassSpec, Ctx, Dflt, VmodObject};
+use crate::vmod::{dflt, enm, opt, random, req, ClassSpec, Ctx, Dflt, DirectorView, VmodObject};
 use crate::vmod_directors::{backend_arg, m, me};
 use lacquer_core::ring::{self, Ring};
 use std::any::Any;
@@ -230,6 +230,19 @@ impl Candidates<'_> {
 impl VmodObject for Shard {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn director(&self) -> Option<DirectorView> {
+        let members = self
+            .read()
+            .members
+            .iter()
+            .map(|m| (m.backend, Some(m.weight)))
+            .collect();
+        Some(DirectorView {
+            kind: "shard",
+            members,
+            current: None,
+        })
     }
     fn resolve(&self, prog: &Program, host: &mut dyn Host) -> Option<BackendRef> {
         let key = hash_key(host);

@@ -182,6 +182,50 @@ impl Loaded {
         Ok(loaded)
     }
 
+    /// The program's directors as `backend.list` shows them, their
+    /// health and their members' read as a request would read them now.
+    pub(crate) fn directors(&self, params: &Params, bans: &Bans) -> Vec<DirectorRow> {
+        let prog = &self.program;
+        let mut host = InitHost {
+            params,
+            bans,
+            loaded: self,
+            method: Method::Init,
+        };
+        let mut rows = Vec::new();
+        for slot in &prog.objects {
+            let Some(obj) = slot.object.get() else {
+                continue;
+            };
+            let Some(view) = obj.director() else {
+                continue;
+            };
+            let members = view
+                .members
+                .iter()
+                .map(|(b, weight)| DirectorMember {
+                    name: prog.backend_name(*b).to_string(),
+                    weight: *weight,
+                    healthy: prog.healthy(*b, &mut host),
+                    last_change: match b {
+                        lacquer_vcl::BackendRef::Backend(i) => {
+                            self.backend(*i).map(|b| b.last_change())
+                        }
+                        _ => None,
+                    },
+                })
+                .collect();
+            rows.push(DirectorRow {
+                name: slot.name.clone(),
+                kind: view.kind,
+                current: view.current,
+                healthy: obj.healthy(prog, &mut host),
+                members,
+            });
+        }
+        rows
+    }
+
     pub fn backend(&self, index: usize) -> Option<&Arc<Backend>> {
         self.backends.get(index).and_then(|b| b.as_ref())
     }
@@ -193,6 +237,45 @@ impl Loaded {
     pub fn healthy(&self, index: usize) -> bool {
         self.backend(index)
             .is_some_and(|b| b.healthy() && !b.held_down())
+    }
+}
+
+/// A director as `backend.list` shows it.
+pub(crate) struct DirectorRow {
+    pub name: String,
+    /// Its type as varnishd names it (`round-robin`, …).
+    pub kind: &'static str,
+    /// A fallback's place in its list (`backend.list -p` marks it).
+    pub current: Option<usize>,
+    pub healthy: bool,
+    pub members: Vec<DirectorMember>,
+}
+
+/// One member of a director, for `backend.list -p`.
+pub(crate) struct DirectorMember {
+    pub name: String,
+    /// Its weight, where the director's type has weights.
+    pub weight: Option<f64>,
+    pub healthy: bool,
+    /// When a backend member's health last changed.
+    pub last_change: Option<f64>,
+}
+
+impl DirectorRow {
+    /// How many members are healthy.
+    pub fn healthy_members(&self) -> usize {
+        self.members.iter().filter(|m| m.healthy).count()
+    }
+
+    /// When its health may last have changed: its newest member's change.
+    pub fn last_change(&self) -> f64 {
+        self.members
+            .iter()
+            .filter_map(|m| m.last_change)
+            .fold(None, |newest: Option<f64>, t| {
+                Some(newest.map_or(t, |n| n.max(t)))
+            })
+            .unwrap_or_else(lacquer_core::time::now)
     }
 }
 

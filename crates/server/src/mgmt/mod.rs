@@ -4,6 +4,7 @@
 //! the client listeners — that `start` and `stop` switch on and off.
 //! The commands themselves are in `commands`, `vcl_cmds` and `tls_cmds`.
 
+mod backend_list;
 mod commands;
 mod json;
 pub(crate) use json::string as json_string;

@@ -27,7 +27,7 @@ fn no_such(name: &str) -> Reply {
 }
 
 impl Mgmt {
-    fn registry(&self) -> std::sync::MutexGuard<'_, crate::host::vcl::Registry> {
+    pub(super) fn registry(&self) -> std::sync::MutexGuard<'_, crate::host::vcl::Registry> {
         self.sh.vcls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -387,7 +387,7 @@ impl Mgmt {
     }
 
     /// Backends matching `vcl.backend` or `backend` (in the active VCL).
-    fn matching_backends(&self, pattern: Option<&str>) -> Vec<(String, Arc<Backend>)> {
+    pub(super) fn matching_backends(&self, pattern: Option<&str>) -> Vec<(String, Arc<Backend>)> {
         let reg = self.registry();
         let (vcl_pat, be_pat) = match pattern {
             None => (reg.active.clone(), "*".to_string()),
@@ -408,112 +408,6 @@ impl Mgmt {
             }
         }
         out
-    }
-
-    pub(super) fn backend_list(&self, args: &[String]) -> Reply {
-        let mut json_out = false;
-        let mut details = false;
-        let mut pattern = None;
-        for a in &args[1..] {
-            match a.strip_prefix('-') {
-                // Flags, alone or together (`-jp`), as varnishd reads them.
-                Some(flags) => {
-                    for flag in flags.chars() {
-                        match flag {
-                            'j' => json_out = true,
-                            'p' => details = true,
-                            other => {
-                                return Reply::with(status::PARAM, format!("Invalid flag {other}"))
-                            }
-                        }
-                    }
-                }
-                None => pattern = Some(a.as_str()),
-            }
-        }
-        let backends = self.matching_backends(pattern);
-        if pattern.is_some() && backends.is_empty() {
-            return Reply::with(status::PARAM, "No Backends matches\n");
-        }
-        // Admin: the override, "probe" when the probe decides, "healthy"
-        // for a backend without one. Probe: good/window. Health: what
-        // the probe says.
-        let admin = |b: &Backend| match b.admin_health() {
-            AdminHealth::Auto if b.probe().is_none() => "healthy",
-            h => h.name(),
-        };
-        let probe = |b: &Backend| match b.probe() {
-            Some(p) => (p.good(), p.spec.window),
-            None => (0, 0),
-        };
-        let health = |b: &Backend| if b.probe_healthy() { "healthy" } else { "sick" };
-        if json_out {
-            let items: Vec<String> = backends
-                .iter()
-                .map(|(name, b)| {
-                    let (good, window) = probe(b);
-                    format!(
-                        "    {}: {{\n      \"type\": \"backend\",\n      \"admin_health\": \"{}\",\n      \"probe_message\": [{good}, {window}, \"{}\"],\n      \"last_change\": {:.3}\n    }}",
-                        json::string(name),
-                        admin(b),
-                        health(b),
-                        b.last_change()
-                    )
-                })
-                .collect();
-            return Reply::ok(format!(
-                "{}\n  {{\n{}\n  }}\n]\n",
-                json::head(3, args),
-                items.join(",\n")
-            ));
-        }
-        let rows: Vec<[String; 5]> = backends
-            .iter()
-            .map(|(name, b)| {
-                let (good, window) = probe(b);
-                [
-                    name.clone(),
-                    admin(b).to_string(),
-                    format!("{good}/{window}"),
-                    health(b).to_string(),
-                    super::commands::http_date(b.last_change()),
-                ]
-            })
-            .collect();
-        let heads = ["Backend name", "Admin", "Probe", "Health", "Last change"];
-        let width = |i: usize, pad: usize| {
-            rows.iter()
-                .map(|r| r[i].len())
-                .chain([heads[i].len()])
-                .max()
-                .unwrap_or(0)
-                + pad
-        };
-        let w = [width(0, 3), width(1, 4), width(2, 4), width(3, 4)];
-        let line = |r: [&str; 5]| {
-            format!(
-                "{:<w0$}{:<w1$}{:<w2$}{:<w3$}{}\n",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                w0 = w[0],
-                w1 = w[1],
-                w2 = w[2],
-                w3 = w[3]
-            )
-        };
-        let mut out = line(heads);
-        for (row, (_, b)) in rows.iter().zip(&backends) {
-            out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4]]));
-            if details {
-                if let Some(p) = b.probe() {
-                    out.push_str(&p.details());
-                }
-            }
-        }
-        Reply::ok(out)
     }
 
     pub(super) fn backend_set_health(&self, pattern: &str, state: &str) -> Reply {
