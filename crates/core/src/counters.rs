@@ -563,6 +563,21 @@ counter_table! {
     fail_etimedout: Counter, "Connections that timed out (connect_timeout or ETIMEDOUT).";
     fail_other: Counter, "Connections that failed for another reason.";
     helddown: Counter, "Connections not attempted during the backend_local_error_holddown or backend_remote_error_holddown interval after a fundamental connection issue.";
+    healthy: Gauge, "1 while the backend is healthy for directors and VCL (its probe or set_health, and not held down), 0 while sick: the up gauge of /metrics (Lacquer's).";
+}
+
+counter_table! {
+    /// One identifier per `MGT.*` counter: varnishd's management
+    /// process's. Lacquer is one process, so they describe the daemon
+    /// itself: it starts once, and a panic ends only its own request.
+    enum MgtCounter; table MGT; block MgtCounters;
+    uptime: Counter(Seconds), "Seconds the daemon has been running (varnishd: its management process).";
+    child_start: Counter, "Times the serving process started: 1, the daemon being one process.";
+    child_exit: Counter, "Times the serving process exited cleanly: 0 while the daemon runs.";
+    child_stop: Counter, "Times the serving process was stopped: 0 while the daemon runs.";
+    child_died: Counter, "Times the serving process died of a signal: 0, it is the daemon.";
+    child_dump: Counter, "Times the serving process dumped core: 0, it is the daemon.";
+    child_panic: Counter, "Panics caught since start: each ended only its own request (varnishd counts the panics that restarted its child).";
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ fn label_names(family: &str) -> &'static [&'static str] {
     match family {
         "SMA" | "SMF" | "SMP" => &["store"],
         "VBE" => &["vcl", "backend"],
+        "MGT" => &[],
         _ => &["name"],
     }
 }
@@ -90,19 +91,23 @@ pub fn render(snap: &Snapshot) -> String {
                     continue;
                 }
                 out.push_str(&name);
-                out.push('{');
-                let rest = prefix.split_once('.').map_or("", |(_, r)| r);
-                let parts = rest.splitn(labels.len(), '.');
-                for (j, (label, value)) in labels.iter().zip(parts).enumerate() {
-                    if j > 0 {
-                        out.push(',');
+                // A section without labels (MGT) is a plain sample.
+                if !labels.is_empty() {
+                    out.push('{');
+                    let rest = prefix.split_once('.').map_or("", |(_, r)| r);
+                    let parts = rest.splitn(labels.len(), '.');
+                    for (j, (label, value)) in labels.iter().zip(parts).enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(label);
+                        out.push_str("=\"");
+                        label_value(&mut out, value);
+                        out.push('"');
                     }
-                    out.push_str(label);
-                    out.push_str("=\"");
-                    label_value(&mut out, value);
-                    out.push('"');
+                    out.push('}');
                 }
-                let _ = writeln!(out, "}} {}", values[i]);
+                let _ = writeln!(out, " {}", values[i]);
             }
         }
     }
@@ -112,7 +117,7 @@ pub fn render(snap: &Snapshot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lacquer_core::counters::{SMA, VBE};
+    use lacquer_core::counters::{MGT, SMA, VBE};
 
     #[test]
     fn sections_become_labelled_families() {
@@ -122,7 +127,12 @@ mod tests {
             v.extend(0..VBE.len() as u64)
         });
         snap.section("VBE.vcl2.a\"b".into(), VBE, |v| v.extend(100..200));
+        snap.section("MGT".into(), MGT, |v| v.extend([5, 1, 0, 0, 0, 0, 2]));
         let text = render(&snap);
+        // The per-backend up gauge, and the management counters plain.
+        assert!(text.contains("# TYPE lacquer_vbe_healthy gauge\n"));
+        assert!(text.contains("\nlacquer_mgt_child_start_total 1\n"));
+        assert!(text.contains("\nlacquer_mgt_child_panic_total 2\n"));
         assert!(text.contains("# TYPE lacquer_main_cache_hit_total counter\n"));
         assert!(text.contains("# HELP lacquer_main_cache_hit_total Requests answered"));
         assert!(text.contains("# TYPE lacquer_main_n_object gauge\n"));

@@ -322,6 +322,19 @@ fn metrics_endpoint_serves_the_counters_in_prometheus_format() {
         "{text}"
     );
     assert!(text.contains("\nlacquer_vbe_req_total{vcl=\"boot\",backend=\"default\"} 1\n"));
+    // The per-backend up gauge, and varnishd's management counters.
+    assert!(
+        text.contains("\nlacquer_vbe_healthy{vcl=\"boot\",backend=\"default\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nlacquer_mgt_child_start_total 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nlacquer_mgt_child_panic_total 0\n"),
+        "{text}"
+    );
     assert!(
         text.contains("\nlacquer_sma_c_req_total{store=\"s0\"} 1\n"),
         "{text}"

@@ -351,11 +351,18 @@ const BEYOND_VARNISHD: &str = "Info: caching follows varnishd's rules, and beyon
      and a request's only-if-cached, max-stale and min-fresh; \
      -p varnish_compat_ttl=on keeps to varnishd's rules alone";
 
-/// Adds the counters published beside `MAIN`: `SMA.<store>.*` (`SMF`
+/// Adds the counters published beside `MAIN`: `MGT.*`, `SMA.<store>.*` (`SMF`
 /// for a file store, `SMP` for a persistent one) for each store and `VBE.<vcl>.<backend>.*` for the backends of every warm
 /// program (a cold program's backends are hidden, as in Varnish).
 pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
-    use lacquer_core::counters::{SMA, SMF, SMP, VBE};
+    use lacquer_core::counters::{BackendCounter, MGT, SMA, SMF, SMP, VBE};
+    // varnishd's management process's counters, for the one process
+    // Lacquer is: started once, panics contained and counted.
+    let uptime = snap.main_values()[Counter::uptime as usize];
+    let panics = crate::daemon::panics::count();
+    snap.section("MGT".into(), MGT, |v| {
+        v.extend([uptime, 1, 0, 0, 0, 0, panics]);
+    });
     let cache = &sh.cache;
     for store in cache.stores().iter().chain([cache.transient()]) {
         let section = store.engine().section();
@@ -372,6 +379,8 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
     for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
         for b in e.loaded.backends.iter().flatten() {
             let prefix = format!("VBE.{}.{}", e.loaded.name, b.name);
+            let healthy = b.healthy() && !b.held_down();
+            b.stats.set(BackendCounter::healthy, u64::from(healthy));
             snap.section(prefix, VBE, |v| b.stats.snapshot(v));
         }
     }

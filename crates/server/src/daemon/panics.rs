@@ -1,11 +1,21 @@
-//! The last panic, kept for `panic.show`: a bug in one request's task is
+//! The last panic, kept for `panic.show`, and how many there have been
+//! (`MGT.child_panic`): a bug in one request's task is
 //! caught by the runtime and that request fails, but the operator must
 //! still see that it happened, where, and with what backtrace.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// When the last panic happened (epoch seconds) and its report.
 static LAST: Mutex<Option<(f64, String)>> = Mutex::new(None);
+
+/// Panics since start (`MGT.child_panic`).
+static COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// How many panics there have been since start.
+pub(crate) fn count() -> u64 {
+    COUNT.load(Ordering::Relaxed)
+}
 
 /// Installs the hook that records every panic before the default one
 /// prints it.
@@ -21,6 +31,7 @@ pub(crate) fn install_hook() {
         if !text.ends_with('\n') {
             text.push('\n');
         }
+        COUNT.fetch_add(1, Ordering::Relaxed);
         *LAST.lock().unwrap_or_else(|p| p.into_inner()) = Some((lacquer_core::time::now(), text));
         default(info);
     }));
@@ -52,6 +63,7 @@ mod tests {
             .unwrap()
             .join();
         let (when, text) = last().expect("recorded");
+        assert!(count() >= 1);
         assert!(when > 0.0);
         assert!(text.contains("Panic in thread doomed"), "{text}");
         assert!(text.contains("bad state 42"), "{text}");
