@@ -35,6 +35,8 @@ pub struct Server {
     pub repeat: u64,
     pub keepalive: bool,
     pub dispatch: bool,
+    /// `-rcvbuf`: the receive buffer of each connection it accepts.
+    pub rcvbuf: Option<usize>,
     listener: Option<Arc<Listener>>,
     thread: Option<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
@@ -51,6 +53,7 @@ impl Server {
             repeat: 1,
             keepalive: false,
             dispatch: false,
+            rcvbuf: None,
             listener: None,
             thread: None,
             stopping: Arc::new(AtomicBool::new(false)),
@@ -93,6 +96,7 @@ impl Server {
         let stopping = self.stopping.clone();
         stopping.store(false, Ordering::SeqCst);
         let current = self.current.clone();
+        let rcvbuf = self.rcvbuf;
         log(
             2,
             &self.name,
@@ -108,6 +112,9 @@ impl Server {
             let accept = |l: &Listener| -> Option<Stream> {
                 match l.accept() {
                     Ok((s, peer)) => {
+                        if let Some(size) = rcvbuf {
+                            let _ = s.set_rcvbuf(size);
+                        }
                         log(3, &name, &format!("accepted fd {} {peer}", s.as_raw_fd()));
                         *current.lock().unwrap_or_else(|p| p.into_inner()) = s.try_clone().ok();
                         Some(s)
@@ -217,6 +224,8 @@ pub struct Client {
     pub connect: String,
     pub repeat: u64,
     pub keepalive: bool,
+    /// `-rcvbuf`: its connection's receive buffer (`SO_RCVBUF`).
+    pub rcvbuf: Option<usize>,
     /// `-proxy1`/`-proxy2`: the version and "CLIENT:PORT SERVER:PORT [TLV…]".
     pub proxy: Option<(u8, String)>,
     thread: Option<JoinHandle<()>>,
@@ -230,6 +239,7 @@ impl Client {
             connect: "${v1_sock}".to_string(),
             repeat: 1,
             keepalive: false,
+            rcvbuf: None,
             proxy: None,
             thread: None,
         }
@@ -242,7 +252,7 @@ impl Client {
         let addr = world.macros.expand(&self.connect)?;
         log(2, &self.name, "Starting client");
         let (world, name, spec) = (world.clone(), self.name.clone(), self.spec.clone());
-        let (repeat, keepalive) = (self.repeat, self.keepalive);
+        let (repeat, keepalive, rcvbuf) = (self.repeat, self.keepalive, self.rcvbuf);
         let proxy = match &self.proxy {
             Some((version, spec)) => Some(crate::net::proxy_header(
                 *version,
@@ -261,6 +271,10 @@ impl Client {
                 log(3, &name, &format!("Connect to {addr}"));
                 let s = Stream::connect(&addr)
                     .map_err(|e| Fail(format!("Failed to open {addr}: {e}")))?;
+                if let Some(size) = rcvbuf {
+                    s.set_rcvbuf(size)
+                        .map_err(|e| Fail(format!("-rcvbuf {size}: {e}")))?;
+                }
                 log(
                     3,
                     &name,

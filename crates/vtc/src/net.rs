@@ -46,6 +46,14 @@ impl Stream {
         Ok(Stream::Tcp(s))
     }
 
+    /// Sets the socket's receive buffer (`SO_RCVBUF`).
+    pub fn set_rcvbuf(&self, size: usize) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => socket2::SockRef::from(s).set_recv_buffer_size(size),
+            Stream::Unix(s) => socket2::SockRef::from(s).set_recv_buffer_size(size),
+        }
+    }
+
     pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),

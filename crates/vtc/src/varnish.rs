@@ -355,6 +355,20 @@ impl Varnish {
     /// published a little after they change). `MAIN.` is implied; `*` and
     /// `?` glob, and must name exactly one counter; VALUE may be another
     /// counter.
+    /// `-vsc PATTERN`: logs every counter whose name matches, with its
+    /// value, as varnishtest dumps them.
+    pub fn dump_counters(&mut self, world: &World, pattern: &str) -> Step {
+        self.launch(world)?;
+        let all = lacquer_shm::counters::read(&self.workdir).map_err(|e| Fail(e.to_string()))?;
+        for r in all
+            .iter()
+            .filter(|r| lacquer_core::glob::matches(pattern, &r.name))
+        {
+            log(4, &self.name, &format!("VSC {} {}", r.name, r.value));
+        }
+        Ok(())
+    }
+
     pub fn expect_counter(&mut self, world: &World, name: &str, op: &str, value: &str) -> Step {
         self.launch(world)?;
         let full = |n: &str| {

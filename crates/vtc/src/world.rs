@@ -164,6 +164,7 @@ impl Top {
                 "-listen" => s.listen = next(&mut i)?,
                 "-repeat" => s.repeat = parse_count(&next(&mut i)?)?,
                 "-keepalive" => s.keepalive = true,
+                "-rcvbuf" => s.rcvbuf = Some(parse_count(&next(&mut i)?)? as usize),
                 "-dispatch" => {
                     if name != "s0" {
                         fail!("server: -dispatch only works on s0");
@@ -216,6 +217,7 @@ impl Top {
                 "-proxy2" => c.proxy = Some((2, next(&mut i)?)),
                 "-repeat" => c.repeat = parse_count(&next(&mut i)?)?,
                 "-keepalive" => c.keepalive = true,
+                "-rcvbuf" => c.rcvbuf = Some(parse_count(&next(&mut i)?)? as usize),
                 "-start" => c.start(&world)?,
                 "-wait" => c.wait(),
                 "-run" => {
@@ -317,6 +319,7 @@ impl Top {
                     let value = next()?;
                     v.expect_counter(&world, &counter, &op, &value)?;
                 }
+                "-vsc" => v.dump_counters(&world, &next()?)?,
                 "-vsl_catchup" | "-cleanup" => {}
                 other => fail!("varnish: unknown option \"{other}\""),
             }
