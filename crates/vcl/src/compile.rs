@@ -584,16 +584,16 @@ impl Compiler {
         Ok(())
     }
 
+    /// Unused subroutines, backends, probes and ACLs: the first of them
+    /// by name is reported, whatever its kind, as varnishd reports it.
     fn check_unused(&self, reach: &[u16]) -> CResult<()> {
-        for (i, s) in self.subs.iter().enumerate() {
-            if s.method.is_none() && !s.builtin_only && reach[i] == 0 {
-                return Err(
-                    CompileError::new(format!("Unused sub {}, defined:", s.name), s.span)
-                        .note("(set -p vcc_err_unref=off to allow unused symbols)", None),
-                );
-            }
-        }
-        let unused = self
+        let subs = self
+            .subs
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.method.is_none() && !s.builtin_only && reach[*i] == 0)
+            .map(|(_, s)| ("sub", &s.name, s.span));
+        let declared = self
             .backends
             .iter()
             .map(|b| ("backend", &b.def.name, b.used, b.span))
@@ -606,14 +606,17 @@ impl Compiler {
                 self.acls
                     .iter()
                     .map(|a| ("acl", &a.def.name, a.used, a.span)),
+            )
+            .filter(|(_, name, used, _)| !used && !name.is_empty())
+            .map(|(kind, name, _, span)| (kind, name, span));
+        let first = subs
+            .chain(declared)
+            .min_by(|a, b| a.1.to_ascii_lowercase().cmp(&b.1.to_ascii_lowercase()));
+        if let Some((kind, name, span)) = first {
+            return Err(
+                CompileError::new(format!("Unused {kind} {name}, defined:"), span)
+                    .note("(set -p vcc_err_unref=off to allow unused symbols)", None),
             );
-        for (kind, name, used, span) in unused {
-            if !used && !name.is_empty() {
-                return Err(
-                    CompileError::new(format!("Unused {kind} {name}, defined:"), span)
-                        .note("(set -p vcc_err_unref=off to allow unused symbols)", None),
-                );
-            }
         }
         Ok(())
     }

@@ -401,6 +401,15 @@ fn compile_errors_name_position_and_problem() {
         ("backend unused { .host = \"127.0.0.1\"; }", "Unused backend unused"),
         ("acl a { \"1.2.3.4\"; }", "Unused acl a"),
         ("sub helper { }", "Unused sub helper"),
+        // The first unused symbol by name, whatever its kind (varnishd's).
+        (
+            "sub zz_sub { } acl yy_acl { \"1.2.3.4\"; } probe xx_probe { .url = \"/\"; } sub aa_sub { }",
+            "Unused sub aa_sub",
+        ),
+        (
+            "probe zz_probe { .url = \"/\"; } backend zz { .host = \"127.0.0.1\"; } probe xx_probe { .url = \"/\"; }",
+            "Unused probe xx_probe",
+        ),
         ("sub a { call b; } sub b { call a; } sub vcl_recv { call a; }", "Recursive call"),
         ("sub f { set beresp.ttl = 1s; } sub vcl_recv { call f; }", "'beresp.ttl': cannot be set or unset in vcl_recv"),
         ("sub vcl_backend_response { set beresp.storage = storage.nope; }", "Symbol not found: 'storage.nope'"),
