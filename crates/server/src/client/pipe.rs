@@ -59,6 +59,9 @@ pub(crate) async fn pipe(
         };
         lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
     };
+    if action == Action::Fail {
+        COUNTERS.inc(Counter::vcl_fail);
+    }
     crate::host::vsl::vcl_return(&mut req.log, &action);
     match action {
         Action::Pipe => {}
