@@ -3,7 +3,8 @@
 //! by SNI in one hash lookup (exact name, then the wildcard one label
 //! up), and a certificate set that can be swapped while connections
 //! carry on (the `tls.cert.*` commands); certificates obtained and
-//! renewed by ACME ([`acme`]).
+//! renewed by ACME ([`acme`]); session tickets sealed with keys read
+//! without a lock ([`tickets`]).
 
 #![forbid(unsafe_code)]
 
@@ -11,6 +12,7 @@ pub mod acme;
 pub mod config;
 pub mod names;
 pub mod suites;
+pub mod tickets;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -293,8 +295,9 @@ pub fn server_config(
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     } else {
         config.session_storage = rustls::server::ServerSessionMemoryCache::new(session_cache);
-        config.ticketer =
-            rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS tickets: {e}"))?;
+        // Keys read without a lock on every handshake, rotated every
+        // six hours (a ticket opens for twelve at most).
+        config.ticketer = tickets::Tickets::new(6 * 60 * 60)?;
     }
     Ok(Arc::new(config))
 }

@@ -190,6 +190,43 @@ fn hitch_configuration_serves_https_and_sni_picks_the_certificate() {
 }
 
 #[test]
+fn sessions_resume_on_tls12_and_tls13() {
+    let (pki, _origin, lq) = setup("resume", "");
+    let addr = lq.listen("tls0");
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // One client config keeps its sessions (rustls's memory store).
+        let config = Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        );
+        let mut kinds = Vec::new();
+        for _ in 0..3 {
+            let tcp = TcpStream::connect(addr).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let name = ServerName::try_from("a.example".to_string()).unwrap();
+            let conn = rustls::ClientConnection::new(config.clone(), name).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            // A request and its answer: a TLS 1.3 ticket comes after the
+            // handshake, before the response.
+            assert_eq!(get(&mut tls, "/r").1, "page /r");
+            kinds.push(tls.conn.handshake_kind());
+        }
+        use rustls::HandshakeKind::{Full, Resumed};
+        assert_eq!(
+            kinds,
+            [Some(Full), Some(Resumed), Some(Resumed)],
+            "{version:?}"
+        );
+    }
+}
+
+#[test]
 fn certificates_change_for_new_handshakes_while_connections_carry_on() {
     let (pki, _origin, lq) = setup("swap", "");
     let addr = lq.listen("tls0");
