@@ -36,6 +36,7 @@ pub mod stamp {
     pub const RESTART: Word = Word::new("Restart");
     pub const BERESP: Word = Word::new("Beresp");
     pub const BERESP_BODY: Word = Word::new("BerespBody");
+    pub const ERROR: Word = Word::new("Error");
     pub const PIPE: Word = Word::new("Pipe");
     pub const PIPE_SESS: Word = Word::new("PipeSess");
 }

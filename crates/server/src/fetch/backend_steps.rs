@@ -140,6 +140,9 @@ pub(crate) async fn run_fetch<M: FetchMode>(
         )));
     }
     'fetch: loop {
+        // Whether this attempt went to a backend (and so has a `Beresp`
+        // time to log when it fails).
+        let mut attempted = false;
         let failure: (u16, Option<Bytes>) = 'attempt: {
             match backend_host::call_method(Method::BackendFetch, sh, vcl, bereq, None) {
                 Action::Fetch => {}
@@ -167,6 +170,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             let t = bereq.timeouts(vcl, index, &sh.params);
             let limits = sh.response_limits();
             let head = bereq.head(&backend.host_header, body);
+            attempted = true;
             let answered = match mode
                 .exchange(bereq, &backend, &head, body, &t, &limits)
                 .await
@@ -275,6 +279,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
         };
         let now = lacquer_core::time::now();
         let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
+        log_error_head(&mut bereq.log, &beresp, attempted, now);
         let action =
             backend_host::call_method(Method::BackendError, sh, vcl, bereq, Some(&mut beresp));
         match action {
@@ -290,6 +295,30 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             }
         }
         return mode.failed(bereq, beresp);
+    }
+}
+
+/// What varnishd logs as a fetch turns to `vcl_backend_error`: when the
+/// failed exchange ended (`Beresp`, where one was tried) and the error
+/// (`Error`), then the synthetic response as it stands before VCL.
+fn log_error_head(log: &mut Txn, beresp: &Beresp, attempted: bool, now: f64) {
+    use lacquer_shm::packed::stamp;
+    if attempted {
+        log.timestamp(&stamp::BERESP, now);
+    }
+    log.timestamp(&stamp::ERROR, now);
+    if !log.active() {
+        return;
+    }
+    log.bytes(Tag::BerespProtocol, b"HTTP/1.1");
+    log.fmt(Tag::BerespStatus, format_args!("{}", beresp.status));
+    log.bytes(Tag::BerespReason, &beresp.reason);
+    for h in beresp.headers.iter() {
+        let mut line = Vec::with_capacity(h.name.len() + 2 + h.value.len());
+        line.extend_from_slice(&h.name);
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(&h.value);
+        log.bytes(Tag::BerespHeader, &line);
     }
 }
 

@@ -147,9 +147,10 @@ impl Bereq {
         let mut log = sh.txn(xid, Side::Backend);
         if log.active() {
             req.log.link(&txn::BEREQ, xid, reason);
+            // In varnishd's order: the program, then the start.
             log.begin(&txn::BEREQ, req.xid, reason, now);
-            log.timestamp(&lacquer_shm::packed::stamp::START, now);
             log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+            log.timestamp(&lacquer_shm::packed::stamp::START, now);
         }
         Bereq {
             privs: Default::default(),
