@@ -325,18 +325,12 @@ impl FetchMode for CacheFetch<'_> {
         // if it asked for them) is a failed refresh: a stale object that
         // allows it stands in, and the error's body is not read (its
         // connection goes with it).
-        if matches!(action, Action::Deliver) && (500..=504).contains(&beresp.status) {
-            if let Some(stale) = self.stale_for_error() {
-                drop(conn);
-                serve_stale(
-                    bereq,
-                    &stale,
-                    beresp.status,
-                    self.slot.take(),
-                    self.tx.take(),
-                );
-                return Ok(());
-            }
+        if matches!(action, Action::Deliver)
+            && (500..=504).contains(&beresp.status)
+            && self.serve_stale_for(bereq, beresp.status)
+        {
+            drop(conn);
+            return Ok(());
         }
         let hit_for_pass = match action {
             // `pass` without a duration: for beresp.ttl, as VCL left it.
@@ -398,17 +392,8 @@ impl FetchMode for CacheFetch<'_> {
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) {
-        if beresp.status >= 500 {
-            if let Some(stale) = self.stale_for_error() {
-                serve_stale(
-                    bereq,
-                    &stale,
-                    beresp.status,
-                    self.slot.take(),
-                    self.tx.take(),
-                );
-                return;
-            }
+        if beresp.status >= 500 && self.serve_stale_for(bereq, beresp.status) {
+            return;
         }
         let sh = self.sh;
         let cached = beresp.timers.ttl > 0.0 && !beresp.uncacheable;
@@ -429,6 +414,16 @@ impl FetchMode for CacheFetch<'_> {
 }
 
 impl CacheFetch<'_> {
+    /// Hands the waiters the stale object in place of a failure with
+    /// `status`, where one may stand in now; whether it did.
+    fn serve_stale_for(&mut self, bereq: &mut Bereq, status: u16) -> bool {
+        let Some(stale) = self.stale_for_error() else {
+            return false;
+        };
+        serve_stale(bereq, &stale, status, self.slot.take(), self.tx.take());
+        true
+    }
+
     /// The stale object that may stand in for a failed refresh now
     /// (`stale-if-error`, RFC 5861), where the parameters allow it.
     fn stale_for_error(&self) -> Option<Arc<Object>> {

@@ -188,13 +188,7 @@ impl Mgmt {
     /// (`vcl.name`, or a name in the active program), by full name.
     fn matching_directors(&self, pattern: Option<&str>) -> Vec<(String, DirectorRow)> {
         let reg = self.registry();
-        let (vcl_pat, name_pat) = match pattern {
-            None => (reg.active.clone(), "*".to_string()),
-            Some(p) => match p.split_once('.') {
-                Some((v, d)) => (v.to_string(), d.to_string()),
-                None => (reg.active.clone(), p.to_string()),
-            },
-        };
+        let (vcl_pat, name_pat) = super::vcl_cmds::split_pattern(&reg, pattern);
         let mut out = Vec::new();
         for e in &reg.entries {
             if !glob(&vcl_pat, &e.loaded.name) {

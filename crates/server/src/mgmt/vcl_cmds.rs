@@ -22,6 +22,22 @@ fn bad_name(name: &str) -> Option<String> {
         .map(|c| format!("Illegal character in VCL name ('{c}')"))
 }
 
+/// A `backend.list` or `backend.set_health` pattern as the programs and
+/// the names in them it matches: `vcl.name`, or a name (or nothing: every
+/// name) in the active program.
+pub(super) fn split_pattern(
+    reg: &crate::host::vcl::Registry,
+    pattern: Option<&str>,
+) -> (String, String) {
+    match pattern {
+        None => (reg.active.clone(), "*".to_string()),
+        Some(p) => match p.split_once('.') {
+            Some((v, b)) => (v.to_string(), b.to_string()),
+            None => (reg.active.clone(), p.to_string()),
+        },
+    }
+}
+
 fn no_such(name: &str) -> Reply {
     Reply::with(status::PARAM, format!("No VCL named {name} known\n"))
 }
@@ -389,13 +405,7 @@ impl Mgmt {
     /// Backends matching `vcl.backend` or `backend` (in the active VCL).
     pub(super) fn matching_backends(&self, pattern: Option<&str>) -> Vec<(String, Arc<Backend>)> {
         let reg = self.registry();
-        let (vcl_pat, be_pat) = match pattern {
-            None => (reg.active.clone(), "*".to_string()),
-            Some(p) => match p.split_once('.') {
-                Some((v, b)) => (v.to_string(), b.to_string()),
-                None => (reg.active.clone(), p.to_string()),
-            },
-        };
+        let (vcl_pat, be_pat) = split_pattern(&reg, pattern);
         let mut out = Vec::new();
         for e in &reg.entries {
             if !glob(&vcl_pat, &e.loaded.name) {
