@@ -192,6 +192,37 @@ pub trait VmodObject: Send + Sync {
     }
 }
 
+/// A backend argument (none for anything else).
+pub(crate) fn backend_arg(v: &Value) -> BackendRef {
+    match v {
+        Value::Backend(b) => *b,
+        _ => BackendRef::None,
+    }
+}
+
+/// What a director's `.backend()` answers when it resolves later: the
+/// director itself, object `index`.
+pub(crate) fn me(index: usize) -> Result<Value, String> {
+    Ok(Value::Backend(BackendRef::Director(index)))
+}
+
+/// A method of a vmod class.
+pub(crate) const fn m(
+    name: &'static str,
+    ret: Type,
+    params: &'static [Param],
+    scope: u16,
+    call: MethodCall,
+) -> MethodSpec {
+    MethodSpec {
+        name,
+        ret,
+        params,
+        scope,
+        call,
+    }
+}
+
 /// A director as the management interface shows it.
 pub struct DirectorView {
     /// Its type, as varnishd names it (`round-robin`, `fallback`, …).

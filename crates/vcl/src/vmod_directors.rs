@@ -6,8 +6,8 @@ use crate::program::{Host, Program};
 use crate::types::scope::*;
 use crate::types::{BackendRef, Type, Value};
 use crate::vmod::{
-    dflt, random, req, ClassSpec, Ctx, Dflt, DirectorView, FuncSpec, MethodSpec, Param, Vmod,
-    VmodObject,
+    backend_arg, dflt, m, me, random, req, ClassSpec, Ctx, Dflt, DirectorView, FuncSpec, Param,
+    Vmod, VmodObject,
 };
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,17 +78,6 @@ impl Members {
         }
         None
     }
-}
-
-pub(crate) fn backend_arg(v: &Value) -> BackendRef {
-    match v {
-        Value::Backend(b) => *b,
-        _ => BackendRef::None,
-    }
-}
-
-pub(crate) fn me(index: usize) -> R {
-    Ok(Value::Backend(BackendRef::Director(index)))
 }
 
 macro_rules! object {
@@ -300,22 +289,6 @@ fn lookup(c: &mut Ctx<'_>, a: &[Value]) -> R {
 }
 
 use Type as T;
-
-pub(crate) const fn m(
-    name: &'static str,
-    ret: Type,
-    params: &'static [Param],
-    scope: u16,
-    call: crate::vmod::MethodCall,
-) -> MethodSpec {
-    MethodSpec {
-        name,
-        ret,
-        params,
-        scope,
-        call,
-    }
-}
 
 const BE: &[Param] = &[req("backend", T::Backend)];
 const BE_W: &[Param] = &[req("backend", T::Backend), req("weight", T::Real)];

@@ -10,8 +10,9 @@ use crate::program::{Host, Program};
 use crate::types::scope::*;
 use crate::types::{BackendRef, Method, Type, Value};
 use crate::vars::Var;
-use crate::vmod::{dflt, enm, opt, random, req, ClassSpec, Ctx, Dflt, DirectorView, VmodObject};
-use crate::vmod_directors::{backend_arg, m, me};
+use crate::vmod::{
+    backend_arg, dflt, enm, m, me, opt, random, req, ClassSpec, Ctx, Dflt, DirectorView, VmodObject,
+};
 use lacquer_core::ring::{self, Ring};
 use std::any::Any;
 use std::sync::RwLock;
