@@ -464,7 +464,7 @@ param_table! {
     vsm_free_cooldown: Seconds, "60", "seconds", min Some("10"), max Some("600"),
         "Accepted for varnishd command lines: the shared files in the work directory are replaced whole, never reused in part.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
-        "Number of worker threads that serve connections; 0 means one per core. Lacquer-only.";
+        "Number of worker threads that serve connections, each with its own event loop and its own listening socket per TCP listener (SO_REUSEPORT): a connection lives on the worker that accepted it. 0 means one per core. Read at start. Lacquer-only.";
     workspace_backend: Bytes, "96k", "bytes", min Some("1k"), max None,
         "Bytes for a backend request's head and the header values VCL sets in the backend subroutines; past it the VCL fails (ws_backend_overflow).";
     workspace_client: Bytes, "96k", "bytes", min Some("9k"), max None,
