@@ -169,6 +169,23 @@ fn with_free_port(addr: &str) -> String {
 pub const USAGE: &str =
     "usage: lacquer demo [-a address:port] [--dashboard address:port] [-n workdir]";
 
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[(&str, &str)] = &[
+    (
+        "-a address:port",
+        "Where Lacquer listens (default 127.0.0.1:6081; port 0: any free port)",
+    ),
+    (
+        "--dashboard address:port",
+        "Where the dashboard listens (default 127.0.0.1:6085)",
+    ),
+    (
+        "-n workdir",
+        "The work directory (default: lacquer-demo in the temporary directory)",
+    ),
+    ("-h, --help", "Print this and exit"),
+];
+
 fn bad_usage() -> ExitCode {
     eprintln!("{USAGE}");
     ExitCode::from(2)

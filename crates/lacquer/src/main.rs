@@ -9,7 +9,7 @@
 
 mod demo;
 
-use lacquer_tools::{adm, hist, log, ncsa, reload, stat, top};
+use lacquer_tools::{adm, help, hist, log, ncsa, reload, stat, top};
 
 use lacquer_server::config::{parse_args, ServeAction};
 use std::process::ExitCode;
@@ -17,17 +17,21 @@ use std::process::ExitCode;
 /// The commands other than `serve`, each with its usage text (kept beside
 /// the command's own option parsing, so that what is printed here is what
 /// the command takes).
-const COMMANDS: [(&str, &str); 10] = [
-    ("adm", adm::USAGE),
-    ("stat", stat::USAGE),
-    ("log", log::USAGE),
-    ("ncsa", ncsa::USAGE),
-    ("top", top::USAGE),
-    ("hist", hist::USAGE),
-    ("test", lacquer_vtc::USAGE),
-    ("reload", reload::USAGE),
-    ("demo", demo::USAGE),
-    ("upgrade-vcl", UPGRADE_USAGE),
+const COMMANDS: [(&str, &str, &[help::OptionLine]); 10] = [
+    ("adm", adm::USAGE, adm::OPTIONS),
+    ("stat", stat::USAGE, stat::OPTIONS),
+    ("log", log::USAGE, log::OPTIONS),
+    ("ncsa", ncsa::USAGE, ncsa::OPTIONS),
+    ("top", top::USAGE, top::OPTIONS),
+    ("hist", hist::USAGE, hist::OPTIONS),
+    ("test", lacquer_vtc::USAGE, lacquer_vtc::OPTIONS),
+    ("reload", reload::USAGE, reload::OPTIONS),
+    ("demo", demo::USAGE, demo::OPTIONS),
+    (
+        "upgrade-vcl",
+        UPGRADE_USAGE,
+        &[("-h, --help", "Print this and exit")],
+    ),
 ];
 
 const UPGRADE_USAGE: &str = "usage: lacquer upgrade-vcl old.vcl > new.vcl";
@@ -45,7 +49,7 @@ fn serve_help() -> String {
 /// Every command's usage, as `lacquer --help` prints it.
 fn usage_text() -> String {
     let mut out = serve_help();
-    for (_, usage) in COMMANDS {
+    for (_, usage, _) in COMMANDS {
         out.push('\n');
         out.push_str(&usage.replacen("usage: ", "       ", 1));
     }
@@ -71,8 +75,8 @@ fn help_for(command: &str, first: Option<&str>) -> Option<String> {
         "serve" => Some(serve_help()),
         _ => COMMANDS
             .iter()
-            .find(|(name, _)| *name == command)
-            .map(|(_, usage)| usage.to_string()),
+            .find(|(name, _, _)| *name == command)
+            .map(|(_, usage, options)| help::render(usage, options)),
     }
 }
 
@@ -188,6 +192,26 @@ fn serve(args: &[String]) -> ExitCode {
         Err(e) => {
             eprintln!("Error: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag a command's usage names has its line under it.
+    #[test]
+    fn every_option_in_a_usage_is_described() {
+        for (name, usage, options) in COMMANDS {
+            for flag in help::flags_in(usage) {
+                let described = options
+                    .iter()
+                    .any(|(f, _)| f.split([' ', ',']).any(|word| word == format!("-{flag}")));
+                assert!(described, "lacquer {name}: -{flag} is not described");
+            }
+            let text = help_for(name, Some("--help")).unwrap();
+            assert!(text.starts_with(usage) && text.contains("--help"), "{text}");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! `quit`. The address and secret come from `-T`/`-S`, or from the work
 //! directory's `_.mgmt` file (`-n`).
 
+use crate::help;
 use lacquer_admin::{status, Client, CommandReader};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -12,6 +13,21 @@ use std::time::Duration;
 
 pub const USAGE: &str =
     "usage: lacquer adm [-n workdir] [-T address:port] [-S secretfile] [-t timeout] [command [args...]]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    (
+        "-T address:port",
+        "The management address (default: the one the daemon wrote in its work directory)",
+    ),
+    (
+        "-S secretfile",
+        "The secret (default: the file the daemon names in its work directory)",
+    ),
+    ("-t timeout", "How long to wait for the daemon, in seconds"),
+    help::HELP,
+];
 
 struct Target {
     addrs: Vec<String>,

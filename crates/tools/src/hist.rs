@@ -4,6 +4,7 @@
 //! hits drawn as `|` and everything else as `#`. `-P` picks a predefined
 //! or custom profile; `-1` reads what the log holds and draws once.
 
+use crate::help;
 use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping, Kind, Transaction};
 use lacquer_shm::Tag;
@@ -16,6 +17,20 @@ pub const USAGE: &str =
     "usage: lacquer hist [-n workdir] [-1] [-d] [-P profile] [-q query] [-k count]
        profiles: responsetime (default), reqbodytime, size, Bereqtime, Beresptime,
                  BerespBodytime, Besize, or [c|b:]tag:[prefix]:field[:min:max]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    help::ONCE,
+    help::HEAD,
+    (
+        "-P profile",
+        "What to graph: one of the profiles named above, or a record's field",
+    ),
+    help::QUERY,
+    help::COUNT,
+    help::HELP,
+];
 
 /// What is graphed: the side, the record, the field (counted from 1,
 /// the prefix included) and the decades shown.

@@ -3,6 +3,7 @@
 //! grouped and filtered, in varnishlog's layout; `-w` writes the records
 //! to a file instead, for `-r` later.
 
+use crate::help;
 use crate::source::{self, LogOptions, Sink, DUMP_MAGIC};
 use lacquer_shm::group::{Group, Grouping};
 use lacquer_shm::Record;
@@ -14,6 +15,31 @@ pub const USAGE: &str =
     "usage: lacquer log [-n workdir] [-d] [-r file] [-w file [-A]] [-g raw|vxid|request|session]
                    [-q query] [-c] [-b] [-i taglist] [-x taglist] [-I [taglist:]regex]
                    [-X [taglist:]regex] [-k count] [-T seconds] [-L limit] [-R limit[/duration]]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    help::HEAD,
+    help::READ_FILE,
+    (
+        "-w file",
+        "Write the records to this file (binary, for -r) instead of printing them",
+    ),
+    ("-A", "With -w: write them as text, as printed"),
+    help::GROUPING,
+    help::QUERY,
+    help::CLIENT,
+    help::BACKEND,
+    help::INCLUDE_TAGS,
+    help::EXCLUDE_TAGS,
+    help::INCLUDE_REGEX,
+    help::EXCLUDE_REGEX,
+    help::COUNT,
+    help::TIMEOUT,
+    help::LIMIT,
+    help::RATE,
+    help::HELP,
+];
 
 pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Vxid);

@@ -2,6 +2,7 @@
 //! request (or per backend request with `-b`), built from the request's
 //! log records, with varnishncsa's format characters for `-F`.
 
+use crate::help;
 use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping, Kind, Transaction};
 use lacquer_shm::Tag;
@@ -13,6 +14,44 @@ pub const USAGE: &str =
     "usage: lacquer ncsa [-n workdir] [-d] [-r file] [-b | -c] [-E] [-F format | -f formatfile]
                     [-q query] [-k count] [-w file [-a]] [-D] [-P pidfile] [-t seconds|off]
                     [-R limit[/duration]] [-T seconds] [-L limit]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    help::HEAD,
+    help::READ_FILE,
+    (
+        "-b",
+        "A line for each backend request instead of each client request",
+    ),
+    ("-c", "A line for each client request (the default)"),
+    ("-E", "Lines for ESI includes too"),
+    (
+        "-F format",
+        "The line's format, in varnishncsa's format characters (default: NCSA combined)",
+    ),
+    (
+        "-f formatfile",
+        "Read the format from this file's first line",
+    ),
+    help::QUERY,
+    help::COUNT,
+    (
+        "-w file",
+        "Write the lines to this file instead of standard output",
+    ),
+    (
+        "-a",
+        "With -w: append to the file instead of replacing what it holds",
+    ),
+    help::DAEMON,
+    help::PID_FILE,
+    help::OPEN_TIMEOUT,
+    help::RATE,
+    help::TIMEOUT,
+    help::LIMIT,
+    help::HELP,
+];
 
 /// varnishncsa's default: the NCSA combined log format.
 pub const DEFAULT_FORMAT: &str = "%h %l %u %t \"%r\" %s %b \"%{Referer}i\" \"%{User-agent}i\"";

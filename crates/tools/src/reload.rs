@@ -6,12 +6,27 @@
 //! changes nothing: the running one stays, and the command fails with the
 //! compiler's message.
 
+use crate::help;
 use lacquer_admin::{status, Client};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const USAGE: &str = "usage: lacquer reload [-n workdir] [-m keep] [file.vcl]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    (
+        "-m keep",
+        "Keep this many programs earlier reloads left unused (default 0)",
+    ),
+    (
+        "file.vcl",
+        "The program to load (default: the file the active program came from)",
+    ),
+    help::HELP,
+];
 
 pub fn main(args: &[String]) -> ExitCode {
     match execute(args) {

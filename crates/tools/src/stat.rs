@@ -5,6 +5,7 @@
 //! with the rate over the last interval. `-f` globs select counters
 //! (`^glob` excludes), `MAIN.` implied as varnishstat does.
 
+use crate::help;
 use crate::source::getopt;
 use lacquer_shm::counters::{read, Reading};
 use std::io::Write;
@@ -15,6 +16,17 @@ use std::time::{Duration, Instant};
 /// The command's options, as `-h` prints them.
 pub const USAGE: &str =
     "usage: lacquer stat [-n workdir] [-1 | -j | -l] [-f [^]glob]... [-t seconds]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    help::ONCE,
+    ("-j", "Print once, as JSON, and exit"),
+    ("-l", "List the counters (name, kind, description) and exit"),
+    ("-f [^]glob", "Only the counters the glob matches (^: leave them out); repeatable, the last match decides"),
+    ("-t seconds", "How long to wait for the daemon's counters to appear"),
+    help::HELP,
+];
 
 struct Opts {
     workdir: PathBuf,

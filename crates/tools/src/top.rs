@@ -3,6 +3,7 @@
 //! `-p` seconds in the live view; `-1` reads what the log holds and prints
 //! the ranking once.
 
+use crate::help;
 use crate::source::{self, LogOptions, Sink};
 use lacquer_shm::group::{Group, Grouping};
 use lacquer_shm::Tag;
@@ -15,6 +16,29 @@ use std::time::{Duration, Instant};
 pub const USAGE: &str =
     "usage: lacquer top [-n workdir] [-1] [-d] [-f] [-p period] [-i taglist] [-x taglist]
                    [-I [taglist:]regex] [-X [taglist:]regex] [-c] [-b] [-q query]";
+
+/// Each option, as `--help` shows it.
+pub const OPTIONS: &[help::OptionLine] = &[
+    help::WORKDIR,
+    help::ONCE,
+    help::HEAD,
+    (
+        "-f",
+        "Count only each record's first field (its first word)",
+    ),
+    (
+        "-p period",
+        "How fast counts decay, in seconds (default 60)",
+    ),
+    help::INCLUDE_TAGS,
+    help::EXCLUDE_TAGS,
+    help::INCLUDE_REGEX,
+    help::EXCLUDE_REGEX,
+    help::CLIENT,
+    help::BACKEND,
+    help::QUERY,
+    help::HELP,
+];
 
 pub fn main(args: &[String]) -> ExitCode {
     let mut opts = LogOptions::new(Grouping::Vxid);

@@ -33,6 +33,22 @@ use std::time::{Duration, Instant};
 pub const USAGE: &str =
     "usage: lacquer test [-j jobs] [-k] [-v] [-t timeout] [-D name=value] file.vtc ...";
 
+/// Each option, as `--help` shows it (flag, what it does).
+pub const OPTIONS: &[(&str, &str)] = &[
+    ("-j jobs", "Run this many test files at once"),
+    ("-k", "Go on after a failed test"),
+    (
+        "-v",
+        "Print every test's whole trace, not only a failed one's",
+    ),
+    (
+        "-t timeout",
+        "Fail a test that runs longer than this, in seconds (default 60)",
+    ),
+    ("-D name=value", "Define a macro, as ${name} in the tests"),
+    ("-h, --help", "Print this and exit"),
+];
+
 /// The exit status of a test skipped for a missing feature.
 const SKIPPED: i32 = 77;
 

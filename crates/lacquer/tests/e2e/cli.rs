@@ -343,12 +343,20 @@ fn every_command_prints_its_usage_when_asked() {
                 "lacquer {command} {asked} printed {out:?}"
             );
             assert!(err.is_empty(), "lacquer {command} {asked}: {err}");
-            // The overall list holds the same text: serve's first, the
+            // The overall list holds the same usage (a command's option
+            // lines come after it, past a blank line): serve's first, the
             // others after it, indented as one list.
+            let usage = out.split("\n\n").next().unwrap_or_default();
             let listed = match command {
-                "serve" => out.trim_end().to_string(),
-                _ => out.trim_end().replacen("usage: ", "       ", 1),
+                "serve" => usage.trim_end().to_string(),
+                _ => usage.trim_end().replacen("usage: ", "       ", 1),
             };
+            if command != "serve" {
+                assert!(
+                    out.contains("\n    -h, --help  ") || out.contains("-h, --help"),
+                    "{out}"
+                );
+            }
             assert!(
                 all.contains(&listed),
                 "lacquer --help lacks {command}'s usage:\n{listed}\n--- in ---\n{all}"
