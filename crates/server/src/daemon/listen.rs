@@ -254,6 +254,14 @@ pub(crate) fn bind_tcp_group(
     count: usize,
 ) -> std::io::Result<Vec<std::net::TcpListener>> {
     let shared = count > 1;
+    if shared && addr.port() != 0 {
+        // Sockets with SO_REUSEPORT of one user share a port: another
+        // daemon already there (a second `lacquer serve` on the same
+        // `-a`) would be joined, and the traffic split between the two,
+        // where a plain bind fails. Asked plainly first, it fails here
+        // too; the probe is closed before the group binds.
+        drop(bind_tcp_shared(addr, backlog, false)?);
+    }
     let first = bind_tcp_shared(addr, backlog, shared)?;
     let local = first.local_addr()?;
     let mut sockets = vec![first];
