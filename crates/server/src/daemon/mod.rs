@@ -114,20 +114,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     crate::host::vsl::set_mask(&cfg.params, &cfg.params.vsl_mask())
         .map_err(|e| format!("-p vsl_mask: {e}"))?;
     lacquer_core::regex::set_match_limit(cfg.params.pcre2_match_limit() as usize);
-    std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
-        format!(
-            "Cannot create work directory {}: {e}",
-            cfg.workdir.display()
-        )
-    })?;
-    // Held until the process ends: a second daemon is refused the
-    // directory meanwhile.
-    let _workdir_lock = workdir::claim(&cfg.workdir)?;
-    let jail_user = workdir::jail_user(&cfg.jail)?;
-    if let Some(pid_file) = &cfg.pid_file {
-        std::fs::write(pid_file, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
-    }
+    // The lock is held until the process ends: a second daemon is
+    // refused the directory meanwhile.
+    let (_workdir_lock, jail_user) = workdir::take(&cfg)?;
     let backlog = cfg.params.listen_depth().min(i32::MAX as u64) as i32;
     let tls = match &cfg.tls_file {
         Some(path) => Some(Arc::new(crate::transport::tls::TlsState::read(
@@ -136,10 +125,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         )?)),
         None => None,
     };
-    let workers = match cfg.params.workers() {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n as usize,
-    };
+    let workers = workers::Workers::count(&cfg.params);
     let listens = with_frontends(&cfg.listens, tls.as_deref())?;
     let mut listeners = listen::bind_all(&listens, backlog, workers)?;
     if let Some(tls) = &tls {

@@ -3,7 +3,7 @@
 //! varnishd keeps it), and the jail (`-j`) the daemon enters once its
 //! sockets are bound, which gives the directory to the jail's user.
 
-use crate::daemon::config::Jail;
+use crate::daemon::config::{Jail, ServeConfig};
 use crate::transport::sockopt;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -46,6 +46,25 @@ pub(crate) fn claim(workdir: &Path) -> Result<std::fs::File, String> {
         .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()));
     written.map_err(|e| format!("Could not write pid-file ({}): {e}", path.display()))?;
     Ok(file)
+}
+
+/// Makes the work directory and takes it (its lock, held while the
+/// returned file is open), decides whom the daemon becomes (before
+/// anything is bound) and writes `-P`'s pid file.
+pub(crate) fn take(cfg: &ServeConfig) -> Result<(std::fs::File, Option<String>), String> {
+    std::fs::create_dir_all(&cfg.workdir).map_err(|e| {
+        format!(
+            "Cannot create work directory {}: {e}",
+            cfg.workdir.display()
+        )
+    })?;
+    let lock = claim(&cfg.workdir)?;
+    let user = jail_user(&cfg.jail)?;
+    if let Some(pid_file) = &cfg.pid_file {
+        std::fs::write(pid_file, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("Cannot write pid file {}: {e}", pid_file.display()))?;
+    }
+    Ok((lock, user))
 }
 
 /// The user `jail` makes this process become, checked before anything

@@ -49,6 +49,14 @@ impl Workers {
         })
     }
 
+    /// How many workers `-p workers` asks for: 0 is one per core.
+    pub fn count(params: &lacquer_core::params::Params) -> usize {
+        match params.workers() {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n as usize,
+        }
+    }
+
     /// Each worker's runtime, in worker order.
     pub fn handles(&self) -> &[Handle] {
         &self.handles
