@@ -20,7 +20,12 @@
 # On a machine with fewer than 4 cores the servers and the load share
 # every core (N is the number of workers; use N = the core count).
 #
-# Usage: bench/scale.sh ["1 2 4 8"] [seconds] ["ka close tls-ka tls-close h2"]
+# With BUNDLE=DIR (made by bench/make-bundle.sh) it takes every program,
+# library and certificate from DIR and installs and builds nothing, so it
+# runs on a bare machine; the origin is then on port 18090, which the
+# bundle's precompiled VCL names for a varnishd with no C compiler.
+#
+# Usage: [BUNDLE=DIR] bench/scale.sh ["1 2 4 8"] [seconds] ["ka close tls-ka tls-close h2"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CORES=$(nproc)
@@ -29,8 +34,31 @@ DURATION="${2:-5}"
 MODES="${3:-ka close tls-ka tls-close h2}"
 
 . bench/common.sh
-ensure varnishd wrk nginx h2load taskset openssl -- varnish wrk nginx nghttp2-client util-linux openssl
-build_lacquer
+if [ -n "${BUNDLE:-}" ]; then
+    BUNDLE=$(cd "$BUNDLE" && pwd)
+    export PATH="$BUNDLE/bin:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    LACQUER="$BUNDLE/bin/lacquer"
+    mkdir -p /var/log/nginx 2>/dev/null || true
+    # A bare machine may lack the user nginx's workers would become.
+    if [ "$(id -u)" = 0 ]; then NGINX_USER="user root;"; fi
+else
+    ensure varnishd wrk nginx h2load taskset openssl -- varnish wrk nginx nghttp2-client util-linux openssl
+    build_lacquer
+fi
+# answers PORT: whether a server on PORT answers GET /1k with a 200 (over
+# HTTP/2 by prior knowledge in the h2 mode); needs no curl.
+answers() {
+    if [ "${MODE:-}" = h2 ]; then
+        h2load -n1 -c1 "http://127.0.0.1:$1/1k" 2>/dev/null | grep -q '1 succeeded'
+    else
+        python3 - "$1" <<'PY2' 2>/dev/null
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+s.sendall(b"GET /1k HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+sys.exit(0 if s.recv(64).startswith(b"HTTP/1.1 200") else 1)
+PY2
+    fi
+}
 ulimit -n 200000 2>/dev/null || ulimit -n 65536 2>/dev/null || true
 
 SHARED=0
@@ -41,23 +69,29 @@ load_cpus() { if [ "$SHARED" = 1 ]; then echo "0-$LAST"; else echo "$1-$((LAST -
 load_threads() { if [ "$SHARED" = 1 ]; then echo "$CORES"; else echo $((LAST - $1)); fi; }
 
 # The origin, on the last core: 1 KiB with a long max-age.
-ORIGIN_PORT=$(free_port)
+if [ -n "${BUNDLE:-}" ]; then ORIGIN_PORT=18090; else ORIGIN_PORT=$(free_port); fi
 mkdir -p "$WORK/www"
 head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
 chmod -R a+rX "$WORK"
+TEMP_PATHS="client_body_temp_path $WORK/tmp-body; proxy_temp_path $WORK/tmp-proxy;
+  fastcgi_temp_path $WORK/tmp-fcgi; uwsgi_temp_path $WORK/tmp-uwsgi; scgi_temp_path $WORK/tmp-scgi;"
 cat > "$WORK/origin.conf" <<CONF
-worker_processes 1; daemon off; pid $WORK/origin.pid; error_log $WORK/origin.err;
+${NGINX_USER:-} worker_processes 1; daemon off; pid $WORK/origin.pid; error_log $WORK/origin.err;
 events { worker_connections 8192; }
-http { access_log off; keepalive_requests 10000000;
+http { access_log off; keepalive_requests 10000000; $TEMP_PATHS
   server { listen 127.0.0.1:$ORIGIN_PORT; root $WORK/www;
     location / { add_header Cache-Control "max-age=3600"; } } }
 CONF
 taskset -c "$LAST" nginx -c "$WORK/origin.conf" -p "$WORK" & PIDS+=($!)
-wait_up "$ORIGIN_PORT"
+for _ in $(seq 1 100); do answers "$ORIGIN_PORT" && break; sleep 0.1; done
+answers "$ORIGIN_PORT" || { echo "the origin did not come up" >&2; cat "$WORK/origin.err" >&2; exit 1; }
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+if [ -n "${BUNDLE:-}" ]; then
+    cp "$BUNDLE/certs/key.pem" "$BUNDLE/certs/cert.pem" "$WORK/"
+else openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
     -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
     -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+fi
 cat "$WORK/key.pem" "$WORK/cert.pem" > "$WORK/combined.pem"
 printf 'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%s"; }\n' "$ORIGIN_PORT" > "$WORK/default.vcl"
 chmod -R a+rX "$WORK"
@@ -69,10 +103,9 @@ PORT=$(free_port); TLS_PORT=$(free_port)
 nginx_conf() {
     local h2=""; [ "$MODE" = h2 ] && h2=" http2"
     cat > "$WORK/$1.conf" <<CONF
-worker_processes $2; daemon off; pid $WORK/$1.pid; error_log $WORK/$1.err;
+${NGINX_USER:-} worker_processes $2; daemon off; pid $WORK/$1.pid; error_log $WORK/$1.err;
 worker_rlimit_nofile 200000; events { worker_connections 65536; }
-http { access_log off; keepalive_requests 10000000;
-  proxy_temp_path $WORK/tmp-proxy; client_body_temp_path $WORK/tmp-body;
+http { access_log off; keepalive_requests 10000000; $TEMP_PATHS
   $4
   server { listen 127.0.0.1:$PORT backlog=65535 reuseport deferred$h2;
     listen 127.0.0.1:$TLS_PORT ssl backlog=65535 reuseport deferred;
@@ -103,14 +136,15 @@ start() {
                 -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lq" -T none -s malloc,1g -p workers="$2" ;;
         varnishd)
             rm -rf "$WORK/vd"
+            local cc=()
+            if ! command -v cc >/dev/null && [ -n "${BUNDLE:-}" ]; then cc=(-p "cc_command=exec cp $BUNDLE/vgc.so %o"); fi
             exec taskset -c "$cpus" varnishd -F -j none -n "$WORK/vd" -a "127.0.0.1:$PORT" -T none \
-                -f "$WORK/default.vcl" -s malloc,1g -p thread_pool_min=$(($2 * 50)) ;;
+                -f "$WORK/default.vcl" -s malloc,1g -p thread_pool_min=$(($2 * 50)) "${cc[@]}" ;;
     esac >"$WORK/$1.log" 2>&1 </dev/null &
     SERVER_PID=$!
     PIDS+=("$SERVER_PID")
-    local curl_opts=(); [ "$MODE" = h2 ] && curl_opts=(--http2-prior-knowledge)
     for _ in $(seq 1 100); do
-        curl -fso /dev/null "${curl_opts[@]}" "http://127.0.0.1:$PORT/1k" && return 0
+        answers "$PORT" && return 0
         sleep 0.1
     done
     echo "$1 did not come up (N=$2)" >&2; tail -3 "$WORK/$1.log" >&2
