@@ -40,6 +40,11 @@ pub struct Conn<'a> {
     slot: Option<Slot<'a>>,
     /// The trailer fields of a chunked body, once it ended.
     trailers: lacquer_http::chunked::Trailers,
+    /// When the connection was opened or taken from the pool, and when
+    /// the request on it was sent (0: not yet): the log's `Connected`
+    /// and `Bereq` times.
+    connected_at: f64,
+    sent_at: f64,
 }
 
 impl<'a> Conn<'a> {
@@ -61,7 +66,19 @@ impl<'a> Conn<'a> {
             interim: Vec::new(),
             slot: Some(slot),
             trailers: Vec::new(),
+            connected_at: lacquer_core::time::now(),
+            sent_at: 0.0,
         }
+    }
+
+    /// When the connection was opened or taken from the pool.
+    pub fn connected_at(&self) -> f64 {
+        self.connected_at
+    }
+
+    /// When the request head (and an in-memory body) went out; 0 before.
+    pub fn sent_at(&self) -> f64 {
+        self.sent_at
     }
 
     /// Closes the connection, keeping its slot for another attempt.
@@ -108,7 +125,9 @@ impl<'a> Conn<'a> {
     pub async fn write_head(&mut self, head: &[u8], t: &Timeouts) -> Result<(), FetchError> {
         self.count_request(head.len(), 0);
         self.close_after |= asks_close(head);
-        self.send(head, t).await
+        self.send(head, t).await?;
+        self.sent_at = lacquer_core::time::now();
+        Ok(())
     }
 
     /// Writes a piece of a request body.
@@ -177,16 +196,18 @@ impl<'a> Conn<'a> {
         self.count_request(head.len(), body.len());
         self.close_after |= asks_close(head);
         if body.is_empty() {
-            return self.send(head, t).await;
-        }
-        if head.len() + body.len() <= 16 * 1024 {
+            self.send(head, t).await?;
+        } else if head.len() + body.len() <= 16 * 1024 {
             let mut all = Vec::with_capacity(head.len() + body.len());
             all.extend_from_slice(head);
             all.extend_from_slice(body);
-            return self.send(&all, t).await;
+            self.send(&all, t).await?;
+        } else {
+            self.send(head, t).await?;
+            self.send(body, t).await?;
         }
-        self.send(head, t).await?;
-        self.send(body, t).await
+        self.sent_at = lacquer_core::time::now();
+        Ok(())
     }
 
     async fn fill(&mut self, limit: std::time::Duration, first: bool) -> Result<usize, FetchError> {

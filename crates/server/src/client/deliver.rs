@@ -278,6 +278,7 @@ pub(crate) async fn object(
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
+    Filters::log(&mut req.log, esi, gunzip, window.is_some());
     req.log.head(HeadKind::Resp, &c.wbuf);
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let shape = Shape {

@@ -284,6 +284,11 @@ struct Backend<'a, 'b> {
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
 fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
+    // The response is in: the client side's `Fetch` time, as for a miss.
+    host.req.log.timestamp(
+        &lacquer_shm::packed::stamp::FETCH,
+        lacquer_core::time::now(),
+    );
     crate::host::vsl::vcl_call(&mut host.req.log, Method::Deliver);
     let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
     crate::host::vsl::vcl_return(&mut host.req.log, &action);
@@ -488,6 +493,7 @@ async fn stream_response(
         c.wbuf.clear();
     } else {
         COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
+        crate::host::filters::Filters::log(&mut req.log, false, gunzip, false);
         req.log.head(HeadKind::Resp, &c.wbuf);
         req.acct.hdr_tx += c.wbuf.len() as u64;
     }

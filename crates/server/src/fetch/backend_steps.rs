@@ -257,6 +257,14 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                     }
                     (beresp.do_gzip, beresp.do_gunzip) = (false, false);
                 }
+                if bereq.log.active() {
+                    bereq.log.timestamp(
+                        &lacquer_shm::packed::stamp::PROCESS,
+                        lacquer_core::time::now(),
+                    );
+                    let list = crate::host::bereq::logged_filter_list(&beresp, &sh.params);
+                    bereq.log.bytes(Tag::Filters, list.as_bytes());
+                }
                 // A response VCL left saying `Connection: close` ends its
                 // connection, as varnishd does.
                 if beresp.headers.has_token("connection", "close") {
@@ -429,6 +437,7 @@ pub(crate) fn log_exchange(
     if !log.active() {
         return;
     }
+    log.timestamp(&lacquer_shm::packed::stamp::CONNECTED, conn.connected_at());
     if let Some((fd, local)) = conn.socket() {
         log.fmt(
             Tag::BackendOpen,
@@ -444,6 +453,9 @@ pub(crate) fn log_exchange(
         );
     }
     log.head(HeadKind::Bereq, head);
+    if conn.sent_at() > 0.0 {
+        log.timestamp(&lacquer_shm::packed::stamp::BEREQ, conn.sent_at());
+    }
     log.timestamp(&lacquer_shm::packed::stamp::BERESP, now);
     vsl::beresp(log, resp);
 }

@@ -299,6 +299,42 @@ pub(crate) fn filter_list(r: &Beresp) -> String {
     words.join(" ")
 }
 
+/// The fetch filters as the `Filters` record names them, each after a
+/// space as varnishd writes them: those VCL set, else the ones the
+/// response and its flags call for, with `testgunzip` (a gzip'd body
+/// stored as it came, checked as it passes) and the `gunzip` an ESI
+/// parse of a gzip'd body needs first.
+pub(crate) fn logged_filter_list(r: &Beresp, p: &lacquer_core::params::Params) -> String {
+    if r.filters_set {
+        return filter_list(r)
+            .split(' ')
+            .filter(|w| !w.is_empty())
+            .map(|w| format!(" {w}"))
+            .collect();
+    }
+    let encoding = r.headers.get("content-encoding");
+    let is_gzip = encoding.is_some_and(|e| e.eq_ignore_ascii_case(b"gzip"));
+    let plain = encoding.is_none();
+    let support = p.http_gzip_support();
+    let gzip = support && r.do_gzip && plain;
+    let gunzip = support && r.do_gunzip && is_gzip;
+    let mut list = String::new();
+    if gunzip || (is_gzip && r.do_esi) {
+        list.push_str(" gunzip");
+    }
+    if r.do_esi && (gzip || (is_gzip && !gunzip)) {
+        list.push_str(" esi_gzip");
+    } else if r.do_esi {
+        list.push_str(" esi");
+    } else if gzip {
+        list.push_str(" gzip");
+    }
+    if is_gzip && !gunzip && !r.do_esi {
+        list.push_str(" testgunzip");
+    }
+    list
+}
+
 /// Sets the fetch filters by name: the flags follow, and stay as set.
 pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String> {
     let (mut esi, mut gzip, mut gunzip) = (false, false, false);
@@ -361,5 +397,54 @@ impl Beresp {
             t_resp: now,
             tls: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lacquer_core::params::Params;
+
+    /// A backend response with the given `Content-Encoding` and flags.
+    fn beresp(encoding: Option<&'static str>, esi: bool, gzip: bool, gunzip: bool) -> Beresp {
+        let mut r = Beresp::error(200, None, 0.0, BackendRef::None);
+        if let Some(e) = encoding {
+            r.headers.append("Content-Encoding", e);
+        }
+        (r.do_esi, r.do_gzip, r.do_gunzip) = (esi, gzip, gunzip);
+        r
+    }
+
+    /// The `Filters` record names what varnishd 7.1 names for each case
+    /// (read off its log): a plain body none, `gzip` when compressed here,
+    /// `testgunzip` for a gzip'd body stored as it came, `gunzip` before
+    /// an ESI parse of a gzip'd body, which is then stored gzip'd again.
+    #[test]
+    fn the_filters_record_names_what_varnishd_names() {
+        let p = Params::default();
+        let list = |r: &Beresp| logged_filter_list(r, &p);
+        assert_eq!(list(&beresp(None, false, false, false)), "");
+        assert_eq!(list(&beresp(None, false, true, false)), " gzip");
+        assert_eq!(list(&beresp(None, true, false, false)), " esi");
+        assert_eq!(list(&beresp(None, true, true, false)), " esi_gzip");
+        assert_eq!(
+            list(&beresp(Some("gzip"), false, false, false)),
+            " testgunzip"
+        );
+        assert_eq!(
+            list(&beresp(Some("gzip"), true, false, false)),
+            " gunzip esi_gzip"
+        );
+        assert_eq!(list(&beresp(Some("gzip"), false, false, true)), " gunzip");
+        // Compressing what is compressed already, or inflating what is
+        // not, does nothing.
+        assert_eq!(
+            list(&beresp(Some("gzip"), false, true, false)),
+            " testgunzip"
+        );
+        assert_eq!(list(&beresp(None, false, false, true)), "");
+        let mut set = beresp(Some("gzip"), false, false, false);
+        set_filter_list(&mut set, b"gunzip").unwrap();
+        assert_eq!(list(&set), " gunzip");
     }
 }

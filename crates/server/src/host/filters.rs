@@ -72,6 +72,21 @@ impl Filters {
         on.join(" ")
     }
 
+    /// Writes the `Filters` record of a delivery: the filters that run,
+    /// each after a space as varnishd writes them (` esi gunzip range`).
+    pub fn log(log: &mut lacquer_shm::Txn, esi: bool, gunzip: bool, range: bool) {
+        if !log.wants(lacquer_shm::Tag::Filters) {
+            return;
+        }
+        let mut list = String::new();
+        for (on, name) in [(esi, " esi"), (gunzip, " gunzip"), (range, " range")] {
+            if on {
+                list.push_str(name);
+            }
+        }
+        log.bytes(lacquer_shm::Tag::Filters, list.as_bytes());
+    }
+
     /// Reads a list VCL set; an unknown filter is an error naming it.
     pub fn parse(list: &[u8]) -> Result<u8, String> {
         let mut bits = 0;
