@@ -265,13 +265,25 @@ def groups(text):
     """The request groups of a `-g request` log, each a list of records."""
     out, cur = [], None
     for line in text.splitlines():
-        if line.startswith("*"):
+        if re.match(r"^\*\s", line):
             cur = []
             out.append(cur)
             continue
         m = re.match(r"^(-+)\s+(\S+)\s?(.*)$", line)
+        if line.startswith("**"):
+            continue
         if m and cur is not None:
             cur.append((len(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def transactions(records):
+    """A group's records cut into its transactions, each from its Begin."""
+    out = []
+    for rec in records:
+        if rec[1] == "Begin" or not out:
+            out.append([])
+        out[-1].append(rec)
     return out
 
 
@@ -334,6 +346,7 @@ def run(lacquer, verbose, minimum):
         vg = {key_of(g): g for g in groups(vlog)}
         lg = {key_of(g): g for g in groups(llog)}
         same = 0
+        tally = {}
         for i, (name, _) in enumerate(kinds):
             a = [(lvl, t, normalise(t, p)) for lvl, t, p in vg.get(i, []) if t not in SKIP_TAGS]
             b = [(lvl, t, normalise(t, p)) for lvl, t, p in lg.get(i, []) if t not in SKIP_TAGS]
@@ -345,12 +358,24 @@ def run(lacquer, verbose, minimum):
             if not a or not b:
                 print("    %s has no records" % ("varnishd" if not a else "lacquer"))
                 continue
-            n = next((x for x in range(min(len(a), len(b))) if a[x] != b[x]), min(len(a), len(b)))
-            stop = None if verbose else n + 3
-            for label, recs in (("varnishd", a), ("lacquer ", b)):
-                shown = " | ".join("%s %s" % (t, v) for _, t, v in recs[n:stop])
-                print("    %s at %d: %s" % (label, n, shown))
+            ta, tb = transactions(a), transactions(b)
+            for ra, rb in zip(ta, tb):
+                side = ra[0][2].split()[0]
+                agreed, seen = tally.get(side, (0, 0))
+                tally[side] = (agreed + (ra == rb), seen + 1)
+            if verbose or len(ta) != len(tb):
+                print("    %d transactions against %d" % (len(ta), len(tb)))
+            for x, (ra, rb) in enumerate(zip(ta, tb)):
+                if ra == rb:
+                    continue
+                n = next((y for y in range(min(len(ra), len(rb))) if ra[y] != rb[y]), min(len(ra), len(rb)))
+                stop = None if verbose else n + 3
+                for label, recs in (("varnishd", ra), ("lacquer ", rb)):
+                    shown = " | ".join("%s %s" % (t, v) for _, t, v in recs[n:stop])
+                    print("    %s %s at %d: %s" % (label, recs[0][2], n, shown))
         print("%d of %d kinds agree" % (same, len(kinds)))
+        for side, (agreed, seen) in sorted(tally.items()):
+            print("  in the kinds that differ, %s transactions: %d of %d agree" % (side, agreed, seen))
         return 0 if same >= (minimum if minimum is not None else len(kinds)) else 1
     finally:
         for kind, what in procs:

@@ -264,19 +264,20 @@ impl Headers {
 
     /// [`Headers::set_named`], showing `replaced` each field it replaces
     /// or drops, in order, in the same pass (what VCL's `set` logs as
-    /// unset); the value as now kept.
+    /// unset); the value as now kept. As VCL's `set` does in varnishd,
+    /// the fields of that name go and the new one comes last, spelled as
+    /// VCL spelled it (so a normalised `Accept-Encoding` follows the
+    /// `X-Forwarded-For` added before `vcl_recv`, on the wire as in the
+    /// log).
     pub fn set_named_noting(
         &mut self,
         name: &str,
         value: Bytes,
         replaced: impl FnMut(&Header),
     ) -> &Bytes {
-        self.replace(
-            name,
-            value,
-            |n| Bytes::copy_from_slice(n.as_bytes()),
-            replaced,
-        )
+        self.remove_noting(name, replaced);
+        self.append(Bytes::copy_from_slice(name.as_bytes()), value);
+        &self.list[self.list.len() - 1].value
     }
 
     /// Removes every field of that name.
@@ -544,7 +545,9 @@ mod tests {
         assert_eq!(kept, "c");
         assert_eq!(seen, ["a", "b"]);
         assert_eq!(hs.get_all("cookie").collect::<Vec<_>>(), ["c"]);
-        assert_eq!(hs.iter().next().map(|f| &f.name[..]), Some(&b"Cookie"[..]));
+        // As varnishd's `set`: the new field comes last, spelled as set.
+        let names: Vec<&[u8]> = hs.iter().map(|f| &f.name[..]).collect();
+        assert_eq!(names, [&b"Host"[..], &b"COOKIE"[..]]);
         seen.clear();
         hs.set_named_noting("X-New", Bytes::from_static(b"n"), |f| {
             seen.push(f.value.clone())

@@ -21,7 +21,6 @@ use lacquer_cache::store::Store;
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits};
-use lacquer_shm::packed::HeadKind;
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::Arc;
@@ -140,6 +139,9 @@ pub(crate) async fn run_fetch<M: FetchMode>(
         )));
     }
     'fetch: loop {
+        if bereq.retries == 0 {
+            bereq.before_fetch_vcl();
+        }
         // Whether this attempt went to a backend (and so has a `Beresp`
         // time to log when it fails).
         let mut attempted = false;
@@ -278,7 +280,20 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             }
             // The response is not used: its connection can carry the next
             // request only if it had no body to read.
-            conn.finish(resp.framing == Framing::None);
+            let reusable = resp.framing == Framing::None;
+            if let Some((fd, _)) = conn.socket().filter(|_| bereq.log.active()) {
+                let fate = match reusable {
+                    true => "recycle",
+                    false => "close Backend/VCL requested close",
+                };
+                bereq.log.fmt(
+                    Tag::BackendClose,
+                    format_args!("{fd} {} {fate}", conn.backend_name()),
+                );
+            }
+            // Its Beresp time is logged already.
+            attempted = false;
+            conn.finish(reusable);
             match unused(action, bereq, mode, max_retries) {
                 Unused::Retry => continue 'fetch,
                 Unused::Done(done) => return done,
@@ -452,7 +467,6 @@ pub(crate) fn log_exchange(
             ),
         );
     }
-    log.head(HeadKind::Bereq, head);
     if conn.sent_at() > 0.0 {
         log.timestamp(&lacquer_shm::packed::stamp::BEREQ, conn.sent_at());
     }

@@ -337,30 +337,6 @@ impl FetchMode for CacheFetch<'_> {
             Action::Pass(ttl) => Some(ttl.unwrap_or(beresp.timers.ttl)),
             _ => None,
         };
-        if beresp.timers != self.rfc_timers || beresp.uncacheable || hit_for_pass.is_some() {
-            let (source, timers) = match hit_for_pass {
-                Some(ttl) => (
-                    "HFP",
-                    Timers {
-                        ttl,
-                        grace: 0.0,
-                        keep: 0.0,
-                        ..beresp.timers
-                    },
-                ),
-                None if beresp.uncacheable => ("HFM", beresp.timers),
-                None => ("VCL", beresp.timers),
-            };
-            vsl::ttl(
-                &mut bereq.log,
-                &vsl::TtlRecord {
-                    source,
-                    timers,
-                    rfc: None,
-                    cacheable: source == "VCL",
-                },
-            );
-        }
         let (Some(slot), Some(tx)) = (self.slot.take(), self.tx.take()) else {
             return Ok(());
         };

@@ -46,6 +46,25 @@ pub(crate) fn call_method(
     if action == Action::Fail {
         lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
     }
+    if let (Action::Pass(ttl), Some(r)) = (&action, host.beresp.as_deref()) {
+        // `return (pass(…))` makes a hit-for-pass object for that long
+        // (bare, for beresp.ttl): logged as varnishd logs it, before the
+        // return.
+        crate::host::vsl::ttl(
+            &mut host.bereq.log,
+            &crate::host::vsl::TtlRecord {
+                source: "HFP",
+                timers: lacquer_cache::object::Timers {
+                    ttl: ttl.unwrap_or(r.timers.ttl),
+                    grace: 0.0,
+                    keep: 0.0,
+                    ..r.timers
+                },
+                rfc: None,
+                cacheable: false,
+            },
+        );
+    }
     crate::host::vsl::vcl_return(&mut host.bereq.log, &action);
     action
 }
@@ -267,7 +286,10 @@ impl Host for BackendHost<'_> {
             Var::BereqConnectTimeout => b.connect_timeout = Some(value.as_f64()),
             Var::BereqRetryConnect => b.retry_connect = value.as_bool(),
             Var::BereqFirstByteTimeout => b.first_byte_timeout = Some(value.as_f64()),
-            Var::BereqMethod => b.method = Bytes::copy_from_slice(value.as_bytes()),
+            Var::BereqMethod => {
+                b.method = Bytes::copy_from_slice(value.as_bytes());
+                b.log.bytes(Tag::BereqMethod, &b.method);
+            }
             Var::BereqUrl => {
                 let u = value.as_bytes();
                 if u.is_empty()
@@ -277,6 +299,7 @@ impl Host for BackendHost<'_> {
                     return Err("bereq.url: not a valid URL".into());
                 }
                 b.url = Bytes::copy_from_slice(u);
+                b.log.bytes(Tag::BereqURL, &b.url);
             }
             Var::BereqProto => {
                 b.version = if value.as_bytes().eq_ignore_ascii_case(b"HTTP/1.0") {
@@ -322,8 +345,13 @@ impl Host for BackendHost<'_> {
                         r.reason = Bytes::from_static(
                             lacquer_http::reason_phrase(r.status % 1000).as_bytes(),
                         );
+                        b.log.fmt(Tag::BerespStatus, format_args!("{}", r.status));
+                        b.log.bytes(Tag::BerespReason, &r.reason);
                     }
-                    Var::BerespReason => r.reason = Bytes::copy_from_slice(value.as_bytes()),
+                    Var::BerespReason => {
+                        r.reason = Bytes::copy_from_slice(value.as_bytes());
+                        b.log.bytes(Tag::BerespReason, &r.reason);
+                    }
                     Var::BerespStorage => {
                         if let Value::Stevedore(s) = value {
                             r.storage = Some(s);
@@ -336,6 +364,21 @@ impl Host for BackendHost<'_> {
                     // The compiler lets no other variable be set on the
                     // backend side; never a silent no-op if that changes.
                     other => return Err(format!("{other:?} cannot be set on the backend side")),
+                }
+                if matches!(
+                    var,
+                    Var::BerespTtl | Var::BerespGrace | Var::BerespKeep | Var::BerespUncacheable
+                ) {
+                    // Each change of the object's times, as varnishd logs it.
+                    crate::host::vsl::ttl(
+                        &mut b.log,
+                        &crate::host::vsl::TtlRecord {
+                            source: "VCL",
+                            timers: r.timers,
+                            rfc: None,
+                            cacheable: !r.uncacheable,
+                        },
+                    );
                 }
             }
         }
@@ -383,16 +426,27 @@ impl Host for BackendHost<'_> {
 
     fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
         self.charge_workspace(name, &value)?;
-        match kind {
-            HttpKind::Bereq => self.bereq.headers.set_named(name, value),
-            HttpKind::Beresp => {
-                if let Some(r) = self.beresp.as_deref_mut() {
-                    r.headers.set_named(name, value);
-                }
-            }
+        // What a `set` replaces is logged unset first, then the new
+        // value, as varnishd logs them.
+        let log = &mut self.bereq.log;
+        let logging = log.active();
+        let (headers, tags) = match kind {
+            HttpKind::Bereq => (&mut self.bereq.headers, (Tag::BereqUnset, Tag::BereqHeader)),
+            HttpKind::Beresp => match self.beresp.as_deref_mut() {
+                Some(r) => (&mut r.headers, (Tag::BerespUnset, Tag::BerespHeader)),
+                None => return Ok(()),
+            },
             // The compiler lets no other headers be set on the backend side;
             // never a silent no-op if that changes.
             other => return Err(format!("{}.http cannot be changed here", other.prefix())),
+        };
+        let kept = headers.set_named_noting(name, value, |old| {
+            if logging {
+                log.header(tags.0, &old.name, &old.value)
+            }
+        });
+        if logging {
+            log.header(tags.1, name.as_bytes(), kept);
         }
         Ok(())
     }
@@ -415,6 +469,13 @@ impl Host for BackendHost<'_> {
 
     fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
         self.charge_workspace(name, &value)?;
+        let tag = match kind {
+            HttpKind::Bereq => Tag::BereqHeader,
+            _ => Tag::BerespHeader,
+        };
+        if self.bereq.log.active() && (kind == HttpKind::Bereq || self.beresp.is_some()) {
+            self.bereq.log.header(tag, name.as_bytes(), &value);
+        }
         let name = Bytes::copy_from_slice(name.as_bytes());
         match kind {
             HttpKind::Bereq => self.bereq.headers.append(name, value),
@@ -431,15 +492,21 @@ impl Host for BackendHost<'_> {
     }
 
     fn unset_header(&mut self, kind: HttpKind, name: &str) {
-        match kind {
-            HttpKind::Bereq => self.bereq.headers.remove(name),
-            HttpKind::Beresp => {
-                if let Some(r) = self.beresp.as_deref_mut() {
-                    r.headers.remove(name);
-                }
+        let log = &mut self.bereq.log;
+        let logging = log.active();
+        let (headers, tag) = match kind {
+            HttpKind::Bereq => (&mut self.bereq.headers, Tag::BereqUnset),
+            HttpKind::Beresp => match self.beresp.as_deref_mut() {
+                Some(r) => (&mut r.headers, Tag::BerespUnset),
+                None => return,
+            },
+            _ => return,
+        };
+        headers.remove_noting(name, |old| {
+            if logging {
+                log.header(tag, &old.name, &old.value)
             }
-            _ => {}
-        }
+        });
     }
 
     fn hash_data(&mut self, _data: &[u8]) {}

@@ -266,9 +266,32 @@ impl Bereq {
         if !self.headers.contains("host") {
             self.headers
                 .set("Host", Bytes::copy_from_slice(host_header.as_bytes()));
+            self.log.header(
+                lacquer_shm::Tag::BereqHeader,
+                b"Host",
+                host_header.as_bytes(),
+            );
         }
         self.headers.set("X-Varnish", self.xid.to_string());
         let mut head = Vec::with_capacity(256 + self.url.len());
+        self.write_head(&mut head);
+        head
+    }
+
+    /// Names itself to the backend (`X-Varnish`) and logs the request as
+    /// it stands, as varnishd logs a backend request before
+    /// `vcl_backend_fetch` runs: what VCL then changes is logged as it
+    /// changes, so the request as sent is not logged again.
+    pub fn before_fetch_vcl(&mut self) {
+        self.headers.set("X-Varnish", self.xid.to_string());
+        if self.log.active() {
+            let mut head = Vec::with_capacity(256 + self.url.len());
+            self.write_head(&mut head);
+            self.log.head(lacquer_shm::packed::HeadKind::Bereq, &head);
+        }
+    }
+
+    fn write_head(&self, head: &mut Vec<u8>) {
         head.extend_from_slice(&self.method);
         head.push(b' ');
         head.extend_from_slice(&self.url);
@@ -277,9 +300,8 @@ impl Bereq {
             // Backends are spoken to in HTTP/1.1 whatever the client spoke.
             Version::Http11 | Version::Http2 => b" HTTP/1.1\r\n",
         });
-        self.headers.write_to(&mut head);
+        self.headers.write_to(head);
         head.extend_from_slice(b"\r\n");
-        head
     }
 }
 

@@ -147,12 +147,19 @@ impl Resp {
             }
             return;
         }
+        // As varnishd's `set`: the fields of that name go, and the new one
+        // comes after every other, so a name set again moves to the end.
         let found = self
             .edits
-            .iter_mut()
-            .find(|(n, _)| name_eq(n, name.as_bytes()));
+            .iter()
+            .position(|(n, _)| name_eq(n, name.as_bytes()));
         match found {
-            Some((_, v)) => *v = value,
+            Some(i) if value.is_none() => self.edits[i].1 = None,
+            Some(i) => {
+                let mut e = self.edits.remove(i);
+                e.1 = value;
+                self.edits.push(e);
+            }
             None => {
                 if self.edits.capacity() == 0 {
                     self.edits.0 = spare_edits();
@@ -248,29 +255,21 @@ impl Resp {
                 let edit = self.edits.iter().position(|(n, _)| {
                     line.get(n.len()) == Some(&b':') && name_eq(n, &line[..n.len()])
                 });
-                let Some(i) = edit else {
+                if edit.is_none() {
                     continue;
-                };
-                match (written.mark(i), &self.edits[i].1) {
-                    (false, Some(v)) => {
-                        let value = line_at + self.edits[i].0.len() + 2;
-                        let value_end = line_end.saturating_sub(2).max(value);
-                        out.splice(value..value_end, v.iter().copied());
-                        shift += v.len() as isize - (value_end - value) as isize;
-                    }
-                    _ => {
-                        out.drain(line_at..line_end);
-                        shift -= (line_end - line_at) as isize;
-                    }
                 }
+                // An edited name's fields go from their place: a new value
+                // comes after the fields VCL left alone.
+                out.drain(line_at..line_end);
+                shift -= (line_end - line_at) as isize;
             }
         });
         self.write_unwritten(&mut written, out);
     }
 
-    /// Writes the object's headers with the edits applied: a new value
-    /// takes the place of the first field of its name, as `set` does on a
-    /// header set; new names come last.
+    /// Writes the object's headers with the edits applied: the fields of
+    /// an edited name go, and the new values come last, in the order they
+    /// were set, as varnishd's `set` leaves them.
     fn write_edited<'f>(
         &self,
         base: impl Iterator<Item = (&'f [u8], lacquer_cache::FieldValue<'f>)>,
@@ -278,21 +277,14 @@ impl Resp {
     ) {
         let mut written = Written::new(self.edits.len());
         for (name, value) in base {
-            let edit = self.edits.iter().position(|(n, _)| name_eq(n, name));
-            match edit {
-                None => line(out, name, &value.bytes()),
-                Some(i) => {
-                    if let (false, Some(v)) = (written.mark(i), &self.edits[i].1) {
-                        line(out, name, v);
-                    }
-                }
+            if !self.edits.iter().any(|(n, _)| name_eq(n, name)) {
+                line(out, name, &value.bytes());
             }
         }
         self.write_unwritten(&mut written, out);
     }
 
-    /// Writes the edits with a value that took no field's place: new
-    /// names come last.
+    /// Writes the edits that set a value, after the object's fields.
     fn write_unwritten(&self, written: &mut Written, out: &mut Vec<u8>) {
         for (i, (name, value)) in self.edits.iter().enumerate() {
             if let (false, Some(v)) = (written.mark(i), value) {
@@ -558,7 +550,7 @@ mod tests {
         let edited = head(&resp);
         assert_eq!(
             edited,
-            "HTTP/1.1 200 Fine\r\nX-Dup: new\r\nContent-Type: text/html\r\nX-Cache: HIT\r\n"
+            "HTTP/1.1 200 Fine\r\nContent-Type: text/html\r\nx-dup: new\r\nX-Cache: HIT\r\n"
         );
         // The same changes on a copy of the headers give the same head.
         let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers());
@@ -572,7 +564,7 @@ mod tests {
             Some(b"HTTP/1.1 304 Not Modified\r\n"),
             &mut not_modified,
         );
-        assert!(not_modified.starts_with(b"HTTP/1.1 304 Not Modified\r\nX-Dup: new\r\n"));
+        assert!(not_modified.starts_with(b"HTTP/1.1 304 Not Modified\r\nContent-Type: "));
     }
 
     /// A head's fields with `edits` applied, as written out.
@@ -630,7 +622,7 @@ mod tests {
         }
         assert_eq!(
             edited(&packed, edit_sets[6]),
-            "X-Dupe: prefix\r\nServer: s\r\nX-Dup: z\r\nContent-Type: text/html\r\nNew: n\r\n"
+            "X-Dupe: prefix\r\nContent-Type: text/html\r\nX-Dup: z\r\nServer: s\r\nNew: n\r\n"
         );
         assert_eq!(
             edited(&packed, edit_sets[7]),
@@ -647,7 +639,7 @@ mod tests {
         assert!(!text.writes_fields_as_read());
         assert_eq!(
             edited(&text, &[("x-dup", Some("2")), ("X-Cache", Some("HIT"))]),
-            "Server: origin\r\nX-Dup: 2\r\nX-Cache: HIT\r\n"
+            "Server: origin\r\nx-dup: 2\r\nX-Cache: HIT\r\n"
         );
     }
 
@@ -701,7 +693,8 @@ mod tests {
             );
         }
         assert_eq!(head.matches("X-Dup").count(), 1);
-        assert!(head.contains("X-Dup: one\r\nContent-Type"));
+        // Set last, written last.
+        assert!(head.ends_with("\r\nX-69: 69\r\nX-Dup: one\r\n"), "{head}");
     }
 
     #[test]
