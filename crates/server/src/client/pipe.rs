@@ -36,8 +36,7 @@ pub(crate) async fn pipe(
     req: &mut Req,
     conn: ConnInfo,
 ) -> Piped {
-    let mut headers = req.backend_headers();
-    headers.set("Connection", "close");
+    let headers = req.backend_headers();
     let mut bereq = Bereq::from_req(
         sh,
         vcl,
@@ -47,6 +46,11 @@ pub(crate) async fn pipe(
         &lacquer_shm::record::txn::PIPE,
     );
     bereq.uncacheable = true;
+    // As varnishd builds it: the client's fields, the request's name,
+    // then the close that ends the pipe with its connection.
+    bereq.headers.set("X-Varnish", bereq.xid.to_string());
+    bereq.headers.set("Connection", "close");
+    bereq.log_as_built();
     crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {
         let mut host = backend_host::BackendHost {
@@ -64,7 +68,13 @@ pub(crate) async fn pipe(
     }
     crate::host::vsl::vcl_return(&mut req.log, &action);
     match action {
-        Action::Pipe => {}
+        Action::Pipe => {
+            let now = lacquer_core::time::now();
+            req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
+            bereq
+                .log
+                .timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
+        }
         Action::Synth { status, reason } => return Piped::Synth(status, reason),
         _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
     }
@@ -94,6 +104,23 @@ pub(crate) async fn pipe(
             return Piped::Done(Outcome::Close(CloseReason::TxError));
         }
     };
+    bereq
+        .log
+        .timestamp(&lacquer_shm::packed::stamp::CONNECTED, be.connected_at());
+    let socket = be.socket();
+    if let Some((fd, local)) = socket.filter(|_| bereq.log.active()) {
+        bereq.log.fmt(
+            lacquer_shm::Tag::BackendOpen,
+            format_args!(
+                "{fd} {} {} {} {} {} connect",
+                backend.name,
+                backend.addr.ip().ip(),
+                backend.addr.ip().port(),
+                local.ip(),
+                local.port(),
+            ),
+        );
+    }
     let Some((mut stream, _, _slot)) = be.detach() else {
         return Piped::Synth(503, None);
     };
@@ -115,8 +142,9 @@ pub(crate) async fn pipe(
     {
         return Piped::Done(Outcome::Close(CloseReason::TxPipe));
     }
-    req.log
-        .timestamp(&lacquer_shm::packed::stamp::PIPE, lacquer_core::time::now());
+    let now = lacquer_core::time::now();
+    bereq.log.timestamp(&lacquer_shm::packed::stamp::BEREQ, now);
+    req.log.timestamp(&lacquer_shm::packed::stamp::PIPE, now);
     let idle = Params::duration(sh.params.pipe_timeout());
     let started = Instant::now();
     let last = AtomicU64::new(0);
@@ -191,6 +219,16 @@ pub(crate) async fn pipe(
         lacquer_shm::Tag::PipeAcct,
         &[hdr_rx, head.len() as u64, from_client, to_client],
     );
+    // The backend side: its connection ends with the pipe.
+    if let Some((fd, _)) = socket.filter(|_| bereq.log.active()) {
+        bereq.log.fmt(
+            lacquer_shm::Tag::BackendClose,
+            format_args!("{fd} {} close Piped transaction", backend.name),
+        );
+    }
+    // What was piped is the client's PipeAcct; varnishd's backend side
+    // of a pipe counts nothing.
+    crate::host::vsl::numbers(&mut bereq.log, lacquer_shm::Tag::BereqAcct, &[0; 6]);
     Piped::Done(Outcome::Close(CloseReason::TxPipe))
 }
 

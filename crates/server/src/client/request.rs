@@ -199,18 +199,26 @@ async fn client_steps(
     };
     c.sess = req.sess;
     let a = req.acct;
-    vsl::numbers(
-        &mut req.log,
-        Tag::ReqAcct,
-        &[
-            a.hdr_rx,
-            a.body_rx,
-            a.hdr_rx + a.body_rx,
-            a.hdr_tx,
-            a.body_tx,
-            a.hdr_tx + a.body_tx,
-        ],
+    // A piped request's bytes are in its PipeAcct, as varnishd counts
+    // them: no ReqAcct.
+    let piped = matches!(
+        outcome,
+        Outcome::Close(lacquer_core::close::CloseReason::TxPipe)
     );
+    if !piped {
+        vsl::numbers(
+            &mut req.log,
+            Tag::ReqAcct,
+            &[
+                a.hdr_rx,
+                a.body_rx,
+                a.hdr_rx + a.body_rx,
+                a.hdr_tx,
+                a.body_tx,
+                a.hdr_tx + a.body_tx,
+            ],
+        );
+    }
     req.log.end();
     outcome
 }

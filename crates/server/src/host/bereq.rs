@@ -149,7 +149,11 @@ impl Bereq {
             req.log.link(&txn::BEREQ, xid, reason);
             // In varnishd's order: the program, then the start.
             log.begin(&txn::BEREQ, req.xid, reason, now);
-            log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+            // A pipe's backend side runs no VCL of its own (vcl_pipe is
+            // the client's), and varnishd names no program there.
+            if reason.as_str() != txn::PIPE.as_str() {
+                log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+            }
             log.timestamp(&lacquer_shm::packed::stamp::START, now);
         }
         Bereq {
@@ -284,6 +288,12 @@ impl Bereq {
     /// changes, so the request as sent is not logged again.
     pub fn before_fetch_vcl(&mut self) {
         self.headers.set("X-Varnish", self.xid.to_string());
+        self.log_as_built();
+    }
+
+    /// Logs the request as it stands (`BereqMethod`, `BereqURL`,
+    /// `BereqProtocol`, a `BereqHeader` each).
+    pub fn log_as_built(&mut self) {
         if self.log.active() {
             let mut head = Vec::with_capacity(256 + self.url.len());
             self.write_head(&mut head);
