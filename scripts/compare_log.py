@@ -365,6 +365,10 @@ def run(lacquer, verbose, minimum):
                 tally[side] = (agreed + (ra == rb), seen + 1)
             if verbose or len(ta) != len(tb):
                 print("    %d transactions against %d" % (len(ta), len(tb)))
+                for label, extra in (("varnishd", ta[len(tb):]), ("lacquer ", tb[len(ta):])):
+                    for recs in extra if verbose else []:
+                        shown = " | ".join("%s %s" % (t, v) for _, t, v in recs)
+                        print("    %s only: %s" % (label, shown))
             for x, (ra, rb) in enumerate(zip(ta, tb)):
                 if ra == rb:
                     continue

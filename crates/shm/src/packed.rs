@@ -36,6 +36,7 @@ pub mod stamp {
     pub const CONNECTED: Word = Word::new("Connected");
     pub const BEREQ: Word = Word::new("Bereq");
     pub const RESTART: Word = Word::new("Restart");
+    pub const RETRY: Word = Word::new("Retry");
     pub const BERESP: Word = Word::new("Beresp");
     pub const BERESP_BODY: Word = Word::new("BerespBody");
     pub const ERROR: Word = Word::new("Error");

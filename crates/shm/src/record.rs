@@ -25,6 +25,7 @@ pub mod txn {
     pub const BGFETCH: Word = Word::new("bgfetch");
     pub const PASS: Word = Word::new("pass");
     pub const PIPE: Word = Word::new("pipe");
+    pub const RETRY: Word = Word::new("retry");
 }
 
 /// Bytes before a record's payload.

@@ -107,6 +107,7 @@ enum Unused<D> {
 
 /// What `action` means for a response VCL did not take.
 fn unused<M: FetchMode>(
+    sh: &Shared,
     action: Action,
     bereq: &mut Bereq,
     mode: &mut M,
@@ -114,7 +115,7 @@ fn unused<M: FetchMode>(
 ) -> Unused<M::Done> {
     match action {
         Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-            bereq.retry();
+            bereq.retry(sh);
             Unused::Retry
         }
         Action::Abandon | Action::Fail => Unused::Done(mode.abandoned(bereq)),
@@ -217,7 +218,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                         // A 304 has no body: its connection carries on.
                         conn.finish(resp.framing == Framing::None);
                         mode.forget_invalidated(bereq);
-                        match unused(other, bereq, mode, max_retries) {
+                        match unused(sh, other, bereq, mode, max_retries) {
                             Unused::Retry => continue 'fetch,
                             Unused::Done(done) => return done,
                             Unused::Failed(status, reason) => break 'attempt (status, reason),
@@ -294,7 +295,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             // Its Beresp time is logged already.
             attempted = false;
             conn.finish(reusable);
-            match unused(action, bereq, mode, max_retries) {
+            match unused(sh, action, bereq, mode, max_retries) {
                 Unused::Retry => continue 'fetch,
                 Unused::Done(done) => return done,
                 Unused::Failed(status, reason) => break 'attempt (status, reason),
@@ -307,7 +308,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             backend_host::call_method(Method::BackendError, sh, vcl, bereq, Some(&mut beresp));
         match action {
             Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-                bereq.retry();
+                bereq.retry(sh);
                 continue;
             }
             Action::Deliver | Action::Retry => {}

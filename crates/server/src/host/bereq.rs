@@ -199,8 +199,40 @@ impl Bereq {
     /// a pass alike. Not counted in `MAIN.backend_retry`: as in Varnish,
     /// that counts the one automatic retry of a request whose pooled
     /// connection turned out closed.
-    pub fn retry(&mut self) {
+    ///
+    /// As in varnishd, each attempt is a transaction of its own: this one
+    /// ends with a `Retry` time and a link to the next (`bereq N retry`),
+    /// which logs the request as it stands and gives it its new name
+    /// (`X-Varnish`). Objects and their `X-Varnish` name the attempt
+    /// that made them.
+    pub fn retry(&mut self, sh: &Shared) {
         self.retries += 1;
+        let now = lacquer_core::time::now();
+        let xid = lacquer_core::ids::next_vxid();
+        let mut log = sh.txn(xid, Side::Backend);
+        if log.active() {
+            log.begin(&txn::BEREQ, self.xid, &txn::RETRY, now);
+            log.timestamp(&lacquer_shm::packed::stamp::START, now);
+        }
+        self.log.timestamp(&lacquer_shm::packed::stamp::RETRY, now);
+        self.log.link(&txn::BEREQ, xid, &txn::RETRY);
+        let mut done = std::mem::replace(&mut self.log, log);
+        done.end();
+        self.xid = xid;
+        self.acct = Acct::default();
+        self.log_as_built();
+        let logging = self.log.active();
+        let log = &mut self.log;
+        let name = self
+            .headers
+            .set_named_noting("X-Varnish", xid.to_string().into(), |old| {
+                if logging {
+                    log.header(Tag::BereqUnset, &old.name, &old.value)
+                }
+            });
+        if logging {
+            log.header(Tag::BereqHeader, b"X-Varnish", name);
+        }
     }
 
     /// The timeouts of this fetch: the backend's own, else the
