@@ -104,23 +104,8 @@ pub(crate) async fn pipe(
             return Piped::Done(Outcome::Close(CloseReason::TxError));
         }
     };
-    bereq
-        .log
-        .timestamp(&lacquer_shm::packed::stamp::CONNECTED, be.connected_at());
+    crate::fetch::backend_steps::log_open(&mut bereq.log, &backend, &be);
     let socket = be.socket();
-    if let Some((fd, local)) = socket.filter(|_| bereq.log.active()) {
-        bereq.log.fmt(
-            lacquer_shm::Tag::BackendOpen,
-            format_args!(
-                "{fd} {} {} {} {} {} connect",
-                backend.name,
-                backend.addr.ip().ip(),
-                backend.addr.ip().port(),
-                local.ip(),
-                local.port(),
-            ),
-        );
-    }
     let Some((mut stream, _, _slot)) = be.detach() else {
         return Piped::Synth(503, None);
     };

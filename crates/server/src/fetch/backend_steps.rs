@@ -453,8 +453,24 @@ pub(crate) fn log_exchange(
     if !log.active() {
         return;
     }
+    log_open(log, backend, conn);
+    if conn.sent_at() > 0.0 {
+        log.timestamp(&lacquer_shm::packed::stamp::BEREQ, conn.sent_at());
+    }
+    log.timestamp(&lacquer_shm::packed::stamp::BERESP, now);
+    vsl::beresp(log, resp);
+}
+
+/// The `Connected` time and the `BackendOpen` record of a connection:
+/// descriptor, backend, its address and port, ours, and whether it was
+/// opened for this request or taken from the pool.
+pub(crate) fn log_open(
+    log: &mut Txn,
+    backend: &lacquer_backend::Backend,
+    conn: &lacquer_backend::Conn<'_>,
+) {
     log.timestamp(&lacquer_shm::packed::stamp::CONNECTED, conn.connected_at());
-    if let Some((fd, local)) = conn.socket() {
+    if let Some((fd, local)) = conn.socket().filter(|_| log.active()) {
         log.fmt(
             Tag::BackendOpen,
             format_args!(
@@ -468,11 +484,6 @@ pub(crate) fn log_exchange(
             ),
         );
     }
-    if conn.sent_at() > 0.0 {
-        log.timestamp(&lacquer_shm::packed::stamp::BEREQ, conn.sent_at());
-    }
-    log.timestamp(&lacquer_shm::packed::stamp::BERESP, now);
-    vsl::beresp(log, resp);
 }
 
 /// The object `vcl_backend_error` built.
