@@ -254,6 +254,9 @@ def normalise(tag, payload):
         return name + ":" + value.strip()
     if tag in ("TTL", "Hit", "HitMiss", "HitPass"):
         return " ".join(w for w in p.split() if not re.match(r"^-?[0-9.]+$", w))
+    if tag == "Gzip":
+        # Compressed sizes and bit offsets are the compressor's own.
+        return " ".join(p.split()[:4])
     if tag == "Fetch_Body":
         return " ".join(p.split()[1:])
     if tag == "FetchError":

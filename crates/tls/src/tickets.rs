@@ -227,8 +227,13 @@ mod tests {
                 let t = t.clone();
                 std::thread::spawn(move || {
                     for n in 0..200u64 {
-                        // Time moving on under them: rotations race.
-                        let at = start + n / 50;
+                        // Time moving on under them: rotations race. The
+                        // threads' clocks stay within one period of each
+                        // other, as one clock read by all keeps them: a
+                        // thread that others had left two rotations
+                        // behind would hold a ticket whose key is gone,
+                        // as a ticket that old would be.
+                        let at = start + n / 100;
                         let plain = format!("{i}/{n}");
                         let sealed = t.seal_at(plain.as_bytes(), at).unwrap();
                         assert_eq!(t.open_at(&sealed, at).unwrap(), plain.as_bytes());

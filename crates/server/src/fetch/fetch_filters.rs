@@ -153,7 +153,12 @@ impl FetchFilters {
 
     /// Whether the stored length differs from the backend's.
     pub fn changes_length(&self) -> bool {
-        matches!(self.zip, Zip::Gzip(_) | Zip::Gunzip(_)) || self.esi.is_some()
+        self.recodes() || self.esi.is_some()
+    }
+
+    /// Whether the body is compressed or inflated on its way in.
+    pub fn recodes(&self) -> bool {
+        matches!(self.zip, Zip::Gzip(_) | Zip::Gunzip(_))
     }
 
     /// Bytes held for the ESI parse so far (storage is charged for them

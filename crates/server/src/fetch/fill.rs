@@ -67,7 +67,11 @@ pub(crate) fn begin<'c>(
         do_gzip: beresp.do_gzip,
         do_gunzip: beresp.do_gunzip,
     };
+    let before = bereq.log.active().then(|| headers.clone());
     let filters = FetchFilters::choose(p, want, &mut headers, framing == Framing::None);
+    if let Some(before) = before {
+        log_filter_edits(bereq, &before, &headers, filters.recodes());
+    }
     let expected = match framing {
         _ if filters.changes_length() => None,
         Framing::Length(n) => Some(n),
@@ -382,6 +386,33 @@ fn make_object(
         vary,
         timers: beresp.timers,
     }))
+}
+
+/// The changes the fetch filters made to the response's fields, as
+/// varnishd logs them before `Storage`: its length unset when the body
+/// is compressed or inflated, each field they removed or replaced unset, then each they
+/// added (`Content-Encoding: gzip`, `Vary`, a weakened `ETag`).
+fn log_filter_edits(
+    bereq: &mut Bereq,
+    before: &lacquer_http::Headers,
+    after: &lacquer_http::Headers,
+    length_changes: bool,
+) {
+    let log = &mut bereq.log;
+    let kept = |h: &lacquer_http::headers::Header, other: &lacquer_http::Headers| {
+        other
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&h.name) && o.value == h.value)
+    };
+    for h in before.iter() {
+        let length = h.name.eq_ignore_ascii_case(b"content-length");
+        if (length && length_changes) || (!length && !kept(h, after)) {
+            log.header(Tag::BerespUnset, &h.name, &h.value);
+        }
+    }
+    for h in after.iter().filter(|h| !kept(h, before)) {
+        log.header(Tag::BerespHeader, &h.name, &h.value);
+    }
 }
 
 /// The `Storage` record: which store holds the object.
