@@ -229,9 +229,6 @@ def corpus():
     return k
 
 
-SKIP_TAGS = set()
-
-
 def normalise(tag, payload):
     """A record as compared: what does not name this run or this server."""
     p = payload.strip()
@@ -351,8 +348,8 @@ def run(lacquer, verbose, minimum):
         same = 0
         tally = {}
         for i, (name, _) in enumerate(kinds):
-            a = [(lvl, t, normalise(t, p)) for lvl, t, p in vg.get(i, []) if t not in SKIP_TAGS]
-            b = [(lvl, t, normalise(t, p)) for lvl, t, p in lg.get(i, []) if t not in SKIP_TAGS]
+            a = [(lvl, t, normalise(t, p)) for lvl, t, p in vg.get(i, [])]
+            b = [(lvl, t, normalise(t, p)) for lvl, t, p in lg.get(i, [])]
             if a and a == b:
                 same += 1
                 print("same      %s" % name)
