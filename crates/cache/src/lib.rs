@@ -19,6 +19,7 @@ mod lru;
 pub mod object;
 mod packed;
 pub mod persist;
+pub mod rendition;
 mod slot;
 pub mod space;
 pub mod store;

@@ -135,11 +135,13 @@ pub struct Object {
     /// Its place in the expiry queue's heap ([`NOT_QUEUED`]: none),
     /// written under the queue's lock.
     exp_slot: AtomicU32,
-    /// The status (below 1024) and, in the top two bits, the kind: one
-    /// byte less, which is what keeps the object in 168 bytes.
+    /// The status (below 1024), [`OTHER_CODING`] and, in the top two
+    /// bits, the kind: one byte less, which is what keeps the object in
+    /// 168 bytes.
     status_kind: u16,
     /// [`REMOVED`], [`INDEXED`], [`LRU_PROTECTED`], [`ESI_EXPECTED`],
-    /// and what its head says once: [`ACCEPT_RANGES`], [`GZIPPED`].
+    /// [`NO_RENDITION`], and what its head says once: [`ACCEPT_RANGES`],
+    /// [`GZIPPED`].
     flags: AtomicU8,
 }
 
@@ -156,6 +158,12 @@ const ACCEPT_RANGES: u8 = 16;
 /// The stored body is gzip'd (`Content-Encoding: gzip`), read once
 /// rather than on every delivery.
 const GZIPPED: u8 = 32;
+/// No rendition of it is to be made in any coding (its body, type or
+/// status does not suit): found once, so later hits do not look again.
+const NO_RENDITION: u8 = 64;
+/// In `status_kind`: the stored body has a `Content-Encoding` other than
+/// gzip (br, zstd, or one Lacquer does not know); delivery reads which.
+const OTHER_CODING: u16 = 1 << 10;
 /// Charged to its store ([`crate::Cache::attach`]): from then on the
 /// store counts it, and its drop gives the store its bytes back.
 const ATTACHED: u8 = 128;
@@ -169,6 +177,9 @@ pub(crate) struct Extra {
     /// For a body stored gzip'd: its bits, CRC and length, known once
     /// the fetch has checked it.
     gzip: OnceLock<Attr>,
+    /// Its body in other codings (br, zstd), made once when first asked
+    /// for ([`crate::rendition`]).
+    pub(crate) renditions: [crate::rendition::Slot; crate::rendition::SLOTS],
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
     /// Where a persistent store wrote its record, plus one (0: nowhere;
@@ -316,9 +327,16 @@ impl Object {
                 encoding.get_or_insert(value);
             }
         }
-        let gzipped = encoding.is_some_and(|v| lacquer_http::headers::is_gzip(&v.bytes()));
+        let coding = encoding.map(|v| v.bytes());
+        let gzipped = coding
+            .as_deref()
+            .is_some_and(lacquer_http::headers::is_gzip);
+        let other = !gzipped && coding.is_some_and(|v| !v.trim_ascii().is_empty());
         let flags =
             if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
+        if other {
+            obj.status_kind |= OTHER_CODING;
+        }
         *obj.flags.get_mut() = flags;
         obj
     }
@@ -395,6 +413,28 @@ impl Object {
     #[inline]
     pub fn gzipped(&self) -> bool {
         self.flag(GZIPPED)
+    }
+
+    /// Whether the stored body has a `Content-Encoding` other than gzip.
+    #[inline]
+    pub fn other_coding(&self) -> bool {
+        self.status_kind & OTHER_CODING != 0
+    }
+
+    /// Whether renditions of it were found not to suit.
+    #[inline]
+    pub fn no_rendition(&self) -> bool {
+        self.flag(NO_RENDITION)
+    }
+
+    /// Marks it as not to have renditions.
+    pub fn set_no_rendition(&self) {
+        self.flags.fetch_or(NO_RENDITION, Ordering::Release);
+    }
+
+    /// What few objects have, if made.
+    pub(crate) fn extra_if_made(&self) -> Option<&Extra> {
+        self.extra.get()
     }
 
     #[inline]

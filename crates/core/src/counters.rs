@@ -222,6 +222,12 @@ counter_table! {
     n_gzip: Counter, "Gzip operations.";
     n_gunzip: Counter, "Gunzip operations.";
     n_test_gunzip: Counter, "Test gunzip operations (checks of gzip bodies stored as they came).";
+    n_brotli: Counter, "Brotli operations (renditions made, bodies and ESI pages compressed).";
+    n_unbrotli: Counter, "Brotli decompressions (bodies stored br delivered to clients that do not take it, or inflated on their way in).";
+    n_zstd: Counter, "Zstd operations (renditions made, bodies and ESI pages compressed).";
+    n_unzstd: Counter, "Zstd decompressions (bodies stored zstd delivered to clients that do not take it, or inflated on their way in).";
+    n_compress_fail: Counter, "br and zstd renditions given up: the body would not decompress, the rendition was no smaller, or the store had no room for it.";
+    g_renditions: Gauge, "br and zstd renditions held beside cached objects.";
     fetch_no_thread: Counter, "Fetches that could not be started.";
     s_sess: Counter, "Client sessions.";
     n_purges: Counter, "Purge operations executed.";

@@ -259,6 +259,8 @@ param_table! {
         "How long the ban lurker sleeps after examining ban_lurker_batch objects. 0 disables the ban lurker.";
     between_bytes_timeout: Seconds, "60", "seconds", min Some("0"), max None,
         "How long to wait between two reads of a backend response body before the fetch fails.";
+    brotli_level: Count, "5", "", min Some("0"), max Some("11"),
+        "Brotli quality of the br renditions Lacquer makes of cached objects, and of ESI pages compressed as they are delivered: 0=fast, 11=best. Lacquer-only.";
     cc_command: Text, "exec $CC $CFLAGS %w -shared -o %o %s", "", min None, max None,
         "Accepted for varnishd command lines: VCL is interpreted, never compiled to C.";
     cc_warnings: Text, "-Wall -Werror", "", min None, max None,
@@ -271,6 +273,14 @@ param_table! {
         "Accepted for varnishd command lines: there is no child process whose clock could drift from the manager's.";
     clock_step: Seconds, "1", "seconds", min Some("0"), max None,
         "Accepted for varnishd command lines; see clock_skew.";
+    compress_jobs: Count, "2", "jobs", min Some("1"), max Some("256"),
+        "br and zstd renditions of cached objects made at once, off the request path; a request that finds every job busy is served gzip (or as stored) and a later one asks again. Lacquer-only.";
+    compress_max_size: Bytes, "16M", "bytes", min Some("1k"), max None,
+        "Largest object (as stored, and once inflated) a br or zstd rendition is made of: the work spent on one object is bounded. Lacquer-only.";
+    compress_min_size: Bytes, "256b", "bytes", min Some("0b"), max None,
+        "Smallest object a br or zstd rendition is made of. Lacquer-only.";
+    compress_types: Text, "text/* application/javascript application/x-javascript application/json application/*+json application/xml application/*+xml application/wasm image/svg+xml image/x-icon font/ttf font/otf application/vnd.ms-fontobject", "", min None, max None,
+        "The media types (of Content-Type, without parameters; * matches any run of characters) that get br and zstd renditions. Lacquer-only.";
     connect_timeout: Seconds, "3.5", "seconds", min Some("0"), max None,
         "How long to wait for a backend connection to be established.";
     critbit_cooloff: Seconds, "180", "seconds", min Some("60"), max Some("254"),
@@ -327,6 +337,8 @@ param_table! {
         "How long an HTTP/2 stream may wait for the client to open its flow-control window before the stream is reset.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),
         "Accepted for varnishd command lines: a response goes out in gathered writes of at most 16 pieces each.";
+    http_encodings: Text, "zstd,br,gzip", "", min None, max None,
+        "The content codings served, most preferred first (of zstd, br and gzip): a client gets the one its Accept-Encoding gives the highest q-value, the earlier here on a tie. zstd and br are made once per cached object from what is stored (see compress_types) and kept beside it; gzip is Varnish's http_gzip_support. \"gzip\" alone serves as varnishd does. Needs http_gzip_support. Lacquer-only.";
     http_gzip_support: Bool, "on", "bool", min None, max None,
         "Enable gzip support. When enabled, objects are requested compressed from the backend and stored compressed; clients that do not accept gzip get them uncompressed on delivery. Accept-Encoding of clients that accept gzip is rewritten to \"gzip\", and removed for those that do not. When off, beresp.do_gzip and beresp.do_gunzip have no effect.";
     http_max_hdr: Count, "64", "header lines", min Some("32"), max Some("65535"),
@@ -473,6 +485,8 @@ param_table! {
         "Accepted for varnishd command lines: sessions have no fixed workspace.";
     workspace_thread: Bytes, "2k", "bytes", min Some("256b"), max Some("8k"),
         "Accepted for varnishd command lines: there are no thread workspaces.";
+    zstd_level: Count, "3", "", min Some("1"), max Some("19"),
+        "zstd level of the zstd renditions Lacquer makes of cached objects, and of ESI pages compressed as they are delivered (levels past 19 would need windows larger than HTTP's 8 MiB). Lacquer-only.";
 }
 
 /// The live parameter values.
@@ -509,7 +523,7 @@ impl Default for Params {
                     .kind
                     .parse(spec.default)
                     .unwrap_or_else(|e| panic!("default of {} does not parse: {e}", spec.name));
-                AtomicU64::new(raw)
+                AtomicU64::new(raw | text_raw(spec.name, spec.default))
             })
             .collect();
         let texts = PARAMS
@@ -547,6 +561,7 @@ impl Params {
         if spec.kind == Kind::Text {
             let text = text.trim();
             check_text(name, text).map_err(invalid)?;
+            self.values[index].store(text_raw(name, text), Ordering::Relaxed);
             *self.texts[index].write().unwrap_or_else(|e| e.into_inner()) = Arc::from(text);
             return Ok(());
         }
@@ -735,6 +750,7 @@ fn check_text(name: &str, text: &str) -> Result<(), String> {
             })
     };
     match name {
+        "http_encodings" => encoding_order(text).map(|_| ()),
         "vsl_mask" | "debug" | "experimental" if !flags(text) => {
             Err(format!("\"{text}\" is not a list of +name and -name"))
         }
@@ -752,6 +768,46 @@ fn check_text(name: &str, text: &str) -> Result<(), String> {
             _ => Err(format!("\"{text}\" is not a number from 0 to 1")),
         },
         _ => Ok(()),
+    }
+}
+
+/// The content codings `http_encodings` may list, in the numbers its
+/// packed form uses.
+pub const ENCODINGS: [(&str, u64); 3] = [("gzip", 1), ("br", 2), ("zstd", 3)];
+
+/// `http_encodings` packed four bits a coding, the first in the lowest
+/// (see [`ENCODINGS`]).
+fn encoding_order(text: &str) -> Result<u64, String> {
+    let mut packed = 0u64;
+    let names = text
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    for (seen, name) in names.enumerate() {
+        let Some(&(_, n)) = ENCODINGS.iter().find(|(e, _)| e.eq_ignore_ascii_case(name)) else {
+            return Err(format!("\"{name}\" is not one of zstd, br and gzip"));
+        };
+        if (0..seen).any(|i| (packed >> (4 * i)) & 15 == n) {
+            return Err(format!("\"{name}\" is listed twice"));
+        }
+        packed |= n << (4 * seen);
+    }
+    Ok(packed)
+}
+
+/// The number a text parameter keeps beside its text, for what reads it
+/// per request without the text's lock: `http_encodings` packed.
+fn text_raw(name: &str, text: &str) -> u64 {
+    match name {
+        "http_encodings" => encoding_order(text).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Params {
+    /// `http_encodings` packed (see [`ENCODINGS`]): read per request.
+    pub fn encoding_order(&self) -> u64 {
+        self.values[ParamId::http_encodings as usize].load(Ordering::Relaxed)
     }
 }
 

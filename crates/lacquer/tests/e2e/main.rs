@@ -11,6 +11,7 @@ mod cli;
 mod client_side;
 mod daemon;
 mod dashboard;
+mod encodings;
 mod h2_origin;
 mod harness;
 mod hostile;

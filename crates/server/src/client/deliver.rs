@@ -8,6 +8,7 @@
 use crate::client::conditional::{
     not_modified, open_range, range, Range, Validators, UNKNOWN_TOTAL,
 };
+use crate::client::encodings;
 use crate::client::esi;
 use crate::host::filters::Filters;
 use crate::host::req::can_gzip;
@@ -55,7 +56,7 @@ pub(crate) fn is_gzipped(headers: &Headers) -> bool {
 }
 
 /// Removes every `name:` line from a serialised head.
-fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
+pub(crate) fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
     let mut out = Vec::with_capacity(head.len());
     for line in head.split_inclusive(|&b| b == b'\n') {
         let matches = line.len() > name.len()
@@ -70,7 +71,7 @@ fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
 
 /// Makes the head's `ETag` weak (`W/"…"`): the body goes out transformed
 /// (inflated), so it is no longer the bytes a strong validator names.
-fn weaken_etag_line(head: &mut Vec<u8>) {
+pub(crate) fn weaken_etag_line(head: &mut Vec<u8>) {
     const NAME: &[u8] = b"etag:";
     let mut at = 0;
     for line in head.split_inclusive(|&b| b == b'\n') {
@@ -171,21 +172,41 @@ pub(crate) async fn object(
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
     let bodyless = cond || status == 204 || status == 304 || status < 200;
-    let filters = Filters::for_delivery(p, req, obj, status);
-    let esi = !bodyless && filters.esi;
-    let gunzip = !bodyless && filters.gunzip;
+    let mut filters = Filters::for_delivery(p, req, obj, status);
+    if bodyless {
+        filters = Filters::only(false, false, false);
+    }
+    let (esi, gunzip) = (filters.esi, filters.gunzip);
+    // The body in the client's coding, made once (else, when the client
+    // would get one, the first to ask has it made for later hits).
+    let rendition = match filters.encode {
+        Some(c) if !esi => obj.rendition(encodings::slot(c)),
+        _ => None,
+    };
+    if rendition.is_none() && !bodyless && filters.encode.is_none() {
+        if let Some(c) = encodings::wanted(p, req, obj, status) {
+            encodings::ask(sh, obj, c);
+        }
+    }
+    // Compressed as it goes out (an ESI page, or as VCL asked).
+    let encode = filters.encode.filter(|_| rendition.is_none());
     // The length is not the stored one: chunked framing, and only a closed
     // range (`bytes a-b/*`) of what comes out.
-    let filtered = esi || gunzip;
-    let known = if filtered {
-        None
-    } else {
-        obj.body().known_len()
+    let filtered = esi || gunzip || filters.decode.is_some() || encode.is_some();
+    let known = match rendition {
+        Some(r) => Some(r.body.len() as u64),
+        None if filtered => None,
+        None => obj.body().known_len(),
     };
     let mut window = None;
     if filtered && filters.range && status == 200 && !is_head {
         window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
-    } else if !bodyless && !filtered && status == 200 && p.http_range_support() {
+    } else if !bodyless
+        && !filtered
+        && rendition.is_none()
+        && status == 200
+        && p.http_range_support()
+    {
         if let Some(total) = known {
             match range(&req.head.headers, obj, total) {
                 Range::Full => {}
@@ -210,18 +231,25 @@ pub(crate) async fn object(
     c.wbuf.clear();
     match resp.filter(|r| r.changed) {
         Some(r) => r.write_head(obj, status_line, &mut c.wbuf),
-        None => match status_line {
-            Some(line) => {
+        None => match (status_line, rendition) {
+            (Some(line), _) => {
                 c.wbuf.extend_from_slice(line);
                 obj.write_fields(&mut c.wbuf);
             }
-            None => obj.write_head(&mut c.wbuf),
+            (None, Some(r)) => c.wbuf.extend_from_slice(&r.head),
+            (None, None) => obj.write_head(&mut c.wbuf),
         },
     }
-    if gunzip {
-        remove_header_line(&mut c.wbuf, b"content-encoding");
+    match filters.encode {
+        // A rendition's own head has its coding already.
+        Some(_) if rendition.is_some() && !resp.is_some_and(|r| r.changed) => {}
+        Some(coding) => encodings::recode_head(&mut c.wbuf, coding),
+        None if gunzip || filters.decode.is_some() => {
+            remove_header_line(&mut c.wbuf, b"content-encoding");
+        }
+        None => {}
     }
-    if gunzip || esi {
+    if gunzip || esi || filters.decode.is_some() {
         // The body goes out transformed (inflated, includes expanded).
         weaken_etag_line(&mut c.wbuf);
     }
@@ -265,6 +293,7 @@ pub(crate) async fn object(
         // Once, as Varnish forces it: not beside the backend's own.
         accept_ranges: status == 200
             && !d.synthetic
+            && filters.encode.is_none()
             && p.http_range_support()
             && match resp.filter(|r| r.changed) {
                 Some(r) => !r.has_accept_ranges(obj),
@@ -278,7 +307,11 @@ pub(crate) async fn object(
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-    Filters::log(&mut req.log, esi, gunzip, window.is_some());
+    Filters {
+        range: window.is_some(),
+        ..filters
+    }
+    .log(&mut req.log);
     req.log.head(HeadKind::Resp, &c.wbuf);
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let shape = Shape {
@@ -286,8 +319,9 @@ pub(crate) async fn object(
         wire,
         bodyless,
         is_head,
-        esi,
-        gunzip,
+        filters,
+        encode,
+        rendition: rendition.map(|r| &r.body),
     };
     let outcome = send(c, sh, req, obj, shape, d).await;
     req.log
@@ -306,15 +340,17 @@ pub(crate) async fn object(
 }
 
 /// What goes on the wire after the head.
-struct Shape {
+struct Shape<'o> {
     window: Option<(u64, u64, u64)>,
     wire: WireBody,
     bodyless: bool,
     is_head: bool,
-    /// The body is an ESI program to run.
-    esi: bool,
-    /// The body is inflated on the way out.
-    gunzip: bool,
+    /// What the body goes through on the way out.
+    filters: Filters,
+    /// It is compressed as it goes (no rendition of it was at hand).
+    encode: Option<lacquer_filters::coding::Coding>,
+    /// The object's rendition in the client's coding, sent instead.
+    rendition: Option<&'o Bytes>,
 }
 
 /// The send clock of a delivery that began at `start`.
@@ -333,7 +369,7 @@ async fn send(
     sh: &Arc<Shared>,
     req: &mut Req,
     obj: &Object,
-    shape: Shape,
+    shape: Shape<'_>,
     d: Delivery<'_>,
 ) -> Option<Outcome> {
     let Shape {
@@ -341,25 +377,35 @@ async fn send(
         wire,
         bodyless,
         is_head,
-        esi,
-        gunzip,
+        filters,
+        encode,
+        rendition,
     } = shape;
     let clock = send_clock(&sh.params, req, d.now);
     let send_body = !(bodyless || is_head);
-    if send_body && (esi || gunzip) {
+    let transformed = filters.esi || filters.gunzip || filters.decode.is_some() || encode.is_some();
+    if let (true, Some(body)) = (send_body, rendition) {
+        if let Err(e) = c.send_head(wire, std::slice::from_ref(body), &clock).await {
+            return Some(Outcome::from(e));
+        }
+        req.acct.count_sent(c, body.len() as u64);
+    } else if send_body && transformed {
         if let Err(e) = c.send_head(wire, &[], &clock).await {
             return Some(Outcome::from(e));
         }
         // Boxed, as every rare path here: an ESI page's or an inflated
         // body's state would otherwise grow every connection's task.
         c.window = window.map(|(start, end, _)| (start, end - start + 1));
+        if let Some(coding) = encode {
+            c.encoder = encodings::live_encoder(&sh.params, coding);
+        }
         let top = Filters {
-            esi,
-            gunzip,
             range: false,
+            ..filters
         };
         let r = boxed_in_place!(filtered_body(c, sh, req, obj, d, &clock, Some(top))).await;
         c.window = None;
+        c.encoder = None;
         if let Err(outcome) = r {
             return Some(outcome);
         }
@@ -450,6 +496,16 @@ async fn filtered_body(
     );
     if gunzip {
         stream_gunzip(c, req, obj, clock).await?;
+        return finish_body(c, clock).await;
+    }
+    // An include stored br or zstd is spliced into its page decoded.
+    let decode = match top {
+        Some(f) => f.decode,
+        None if obj.other_coding() => encodings::stored(obj).filter(|c| c.is_rendition()),
+        None => None,
+    };
+    if let Some(coding) = decode {
+        encodings::stream_decoded(c, req, obj, coding, clock).await?;
         return finish_body(c, clock).await;
     }
     stream(c, obj, 0, u64::MAX, clock, &mut req.acct).await

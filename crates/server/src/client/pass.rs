@@ -493,7 +493,7 @@ async fn stream_response(
         c.wbuf.clear();
     } else {
         COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-        crate::host::filters::Filters::log(&mut req.log, false, gunzip, false);
+        crate::host::filters::Filters::only(false, gunzip, false).log(&mut req.log);
         req.log.head(HeadKind::Resp, &c.wbuf);
         req.acct.hdr_tx += c.wbuf.len() as u64;
     }

@@ -50,8 +50,10 @@ pub(super) fn set_forwarded_proto(req: &mut Req, c: &Client) {
 /// On the way to a lookup, as Varnish does with `http_gzip_support`:
 /// `Accept-Encoding` becomes `gzip` for a client that takes it and goes
 /// for one that does not (the cache keeps one gzip'd variant and
-/// inflates on delivery).
-pub(super) fn normalise_accept_encoding(req: &mut Req) {
+/// inflates on delivery). The client's own coding (br, zstd) is chosen
+/// first, from the field as it came out of `vcl_recv`.
+pub(super) fn normalise_accept_encoding(p: &lacquer_core::params::Params, req: &mut Req) {
+    crate::client::encodings::choose(p, req);
     let current = req.head.headers.get("accept-encoding").cloned();
     let gzip = crate::host::req::can_gzip(&req.head.headers);
     if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {

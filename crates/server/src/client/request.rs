@@ -293,7 +293,7 @@ async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
     // a request that goes to the backend as it came.
     let lookup_bound = !matches!(action, Action::Pass(_) | Action::Pipe);
     if lookup_bound && cx.sh.params.http_gzip_support() {
-        req_headers::normalise_accept_encoding(req);
+        req_headers::normalise_accept_encoding(&cx.sh.params, req);
     }
     // vcl_hash runs whatever vcl_recv chose, as in Varnish: what it sets
     // on the request is there for pass, pipe, synth and restarts too.

@@ -410,6 +410,8 @@ pub(crate) fn beresp_from(
         do_esi: false,
         do_gzip: false,
         do_gunzip: false,
+        encode: None,
+        decode: None,
         filters_set: false,
         was_304: false,
         backend: BackendRef::Backend(index),

@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::{Feature, Params};
+use lacquer_filters::coding::{Coding, CodingError, Decoder, Encoder};
 use lacquer_filters::esi::{self, Options, Program};
 use lacquer_filters::gzip::{is_gzip, Gunzip, Gzip, GzipError, INFLATE_SLICE};
 use lacquer_filters::splice::{self, GzipBits, Scan, Scanned};
@@ -21,10 +22,35 @@ pub(crate) struct Wanted {
     pub do_esi: bool,
     pub do_gzip: bool,
     pub do_gunzip: bool,
+    /// `beresp.filters` named br or zstd.
+    pub encode: Option<Coding>,
+    /// `beresp.filters` named unbr or unzstd.
+    pub decode: Option<Coding>,
+}
+
+/// What a fetch does with br and zstd, given what VCL asked and the
+/// body's coding (`coded`, from `Content-Encoding`): a br or zstd body
+/// is decoded for an ESI parse or when VCL named its `un` filter (else
+/// stored as it came); a plain body is compressed when VCL named br or
+/// zstd (not for an ESI page, which is parsed as text).
+pub(crate) fn recoding(
+    do_esi: bool,
+    encode: Option<Coding>,
+    decode: Option<Coding>,
+    coded: Option<Coding>,
+    plain: bool,
+) -> (Option<Coding>, Option<Coding>) {
+    let decode = coded.filter(|&c| c.is_rendition() && (do_esi || decode == Some(c)));
+    let encode = encode.filter(|_| plain && !do_esi);
+    (decode, encode)
 }
 
 enum Zip {
     None,
+    /// A br or zstd body decoded.
+    Decode(Box<Decoder>, Coding),
+    /// A plain body compressed with br or zstd.
+    Encode(Box<Encoder>, Coding),
     Gzip(Box<Gzip>),
     Gunzip(Box<Gunzip>),
     /// Inflated only to check it and find its block bits; the stored
@@ -58,6 +84,18 @@ pub(crate) struct Finished {
     pub program: Option<Program>,
     /// For a body stored gzip'd: its bits, CRC and length.
     pub gzip: Option<Scanned>,
+}
+
+fn coding_error(e: CodingError) -> GzipError {
+    GzipError(e.0)
+}
+
+/// The level `beresp.filters` br and zstd compress at.
+fn level_of(p: &Params, c: Coding) -> i32 {
+    match c {
+        Coding::Zstd => p.zstd_level() as i32,
+        _ => p.brotli_level() as i32,
+    }
 }
 
 /// `W/` in front of a strong ETag: the stored bytes are no longer the
@@ -107,6 +145,37 @@ impl FetchFilters {
         let gzipped = encoding.as_deref().is_some_and(is_gzip);
         let plain = encoding.is_none();
         let support = p.http_gzip_support();
+        let coded = encoding.as_deref().and_then(Coding::from_token);
+        let (decode, encode) = recoding(want.do_esi, want.encode, want.decode, coded, plain);
+        if let Some(c) = decode {
+            headers.remove("content-encoding");
+            weaken_etag(headers);
+            return FetchFilters {
+                zip: Zip::Decode(Box::new(Decoder::new(c).expect("br and zstd decode")), c),
+                esi: want.do_esi.then(Vec::new),
+                esi_gzip: None,
+            };
+        }
+        if let Some(c) = encode {
+            match Encoder::new(c, level_of(p, c), None) {
+                Ok(e) => {
+                    headers.set("Content-Encoding", Bytes::from_static(c.token().as_bytes()));
+                    vary_accept_encoding(headers);
+                    weaken_etag(headers);
+                    return FetchFilters {
+                        zip: Zip::Encode(Box::new(e), c),
+                        esi: None,
+                        esi_gzip: None,
+                    };
+                }
+                Err(_) => COUNTERS.inc(Counter::n_compress_fail),
+            }
+        }
+        // Stored br or zstd as it came, decoded for whoever does not
+        // take it: the response varies by Accept-Encoding.
+        if support && coded.is_some_and(Coding::is_rendition) {
+            vary_accept_encoding(headers);
+        }
         // ESI needs the text: a gzip'd page is inflated to be parsed, and
         // stored gzip'd again (in pieces that splice) unless VCL asked
         // for it plain; a plain page is compressed so with do_gzip.
@@ -158,7 +227,10 @@ impl FetchFilters {
 
     /// Whether the body is compressed or inflated on its way in.
     pub fn recodes(&self) -> bool {
-        matches!(self.zip, Zip::Gzip(_) | Zip::Gunzip(_))
+        matches!(
+            self.zip,
+            Zip::Gzip(_) | Zip::Gunzip(_) | Zip::Decode(..) | Zip::Encode(..)
+        )
     }
 
     /// Bytes held for the ESI parse so far (storage is charged for them
@@ -230,6 +302,15 @@ impl FetchFilters {
                 z.push(chunk)?;
                 (chunk.len(), None, false)
             }
+            Zip::Decode(d, _) => {
+                let (used, out, more) = d.push_some(chunk, INFLATE_SLICE).map_err(coding_error)?;
+                (used, Some(out), more)
+            }
+            Zip::Encode(e, _) => (
+                chunk.len(),
+                Some(e.push(chunk).map_err(coding_error)?),
+                false,
+            ),
         };
         let bytes: &[u8] = out.as_deref().unwrap_or(&chunk[..used]);
         let piece = match &mut self.esi {
@@ -275,6 +356,21 @@ impl FetchFilters {
                 let (tail, scanned) = z.finish()?;
                 gzip_record(log, 'U', esi_flag, i, o + tail.len() as u64, scanned.bits);
                 Some(tail)
+            }
+            Zip::Decode(d, c) => {
+                d.finish().map_err(coding_error)?;
+                COUNTERS.inc(match c {
+                    Coding::Zstd => Counter::n_unzstd,
+                    _ => Counter::n_unbrotli,
+                });
+                None
+            }
+            Zip::Encode(e, c) => {
+                COUNTERS.inc(match c {
+                    Coding::Zstd => Counter::n_zstd,
+                    _ => Counter::n_brotli,
+                });
+                Some(e.finish().map_err(coding_error)?)
             }
             Zip::Test(z) => {
                 COUNTERS.inc(Counter::n_test_gunzip);

@@ -66,6 +66,8 @@ pub(crate) fn begin<'c>(
         do_esi: beresp.do_esi,
         do_gzip: beresp.do_gzip,
         do_gunzip: beresp.do_gunzip,
+        encode: beresp.encode,
+        decode: beresp.decode,
     };
     let before = bereq.log.active().then(|| headers.clone());
     let filters = FetchFilters::choose(p, want, &mut headers, framing == Framing::None);

@@ -110,6 +110,12 @@ pub(crate) struct Beresp {
     pub do_esi: bool,
     pub do_gzip: bool,
     pub do_gunzip: bool,
+    /// `beresp.filters` named `br` or `zstd`: a plain body is stored
+    /// compressed so.
+    pub encode: Option<lacquer_filters::coding::Coding>,
+    /// `beresp.filters` named `unbr` or `unzstd`: a body the backend
+    /// sent so is stored decoded.
+    pub decode: Option<lacquer_filters::coding::Coding>,
     /// VCL set `beresp.filters`: the `do_*` flags no longer change.
     pub filters_set: bool,
     pub was_304: bool,
@@ -350,9 +356,18 @@ impl Bereq {
 /// `beresp.filters` as the `do_*` flags make it: the fetch filters in
 /// order, with Varnish's names.
 pub(crate) fn filter_list(r: &Beresp) -> String {
+    use lacquer_filters::coding::Coding;
     let mut words = Vec::new();
     if r.do_gunzip {
         words.push("gunzip");
+    }
+    match r.decode {
+        Some(Coding::Br) => words.push("unbr"),
+        Some(Coding::Zstd) => words.push("unzstd"),
+        _ => {}
+    }
+    if let Some(c) = r.encode {
+        words.push(c.token());
     }
     match (r.do_esi, r.do_gzip) {
         (true, true) => words.push("esi_gzip"),
@@ -396,12 +411,31 @@ pub(crate) fn logged_filter_list(r: &Beresp, p: &lacquer_core::params::Params) -
     if is_gzip && !gunzip && !r.do_esi {
         list.push_str(" testgunzip");
     }
+    let coded = encoding.and_then(|e| lacquer_filters::coding::Coding::from_token(e));
+    let (decode, encode) =
+        crate::fetch::fetch_filters::recoding(r.do_esi, r.encode, r.decode, coded, plain);
+    if let Some(c) = decode {
+        list.insert_str(
+            0,
+            if c.token() == "br" {
+                " unbr"
+            } else {
+                " unzstd"
+            },
+        );
+    }
+    if let Some(c) = encode {
+        list.push(' ');
+        list.push_str(c.token());
+    }
     list
 }
 
 /// Sets the fetch filters by name: the flags follow, and stay as set.
 pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String> {
+    use lacquer_filters::coding::Coding;
     let (mut esi, mut gzip, mut gunzip) = (false, false, false);
+    let (mut encode, mut decode) = (None, None);
     for word in list
         .split(|b| b.is_ascii_whitespace())
         .filter(|w| !w.is_empty())
@@ -412,6 +446,10 @@ pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String>
             b"gzip" => gzip = true,
             b"gunzip" => gunzip = true,
             b"testgunzip" => {}
+            b"br" => encode = Some(Coding::Br),
+            b"zstd" => encode = Some(Coding::Zstd),
+            b"unbr" => decode = Some(Coding::Br),
+            b"unzstd" => decode = Some(Coding::Zstd),
             other => {
                 return Err(format!(
                     "Filter '{}' not found",
@@ -421,6 +459,7 @@ pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String>
         }
     }
     (r.do_esi, r.do_gzip, r.do_gunzip, r.filters_set) = (esi, gzip, gunzip, true);
+    (r.encode, r.decode) = (encode, decode);
     Ok(())
 }
 
@@ -453,6 +492,8 @@ impl Beresp {
             do_esi: false,
             do_gzip: false,
             do_gunzip: false,
+            encode: None,
+            decode: None,
             filters_set: false,
             was_304: false,
             backend,

@@ -72,6 +72,14 @@ pub(crate) struct Req {
     pub ws_used: u64,
     /// `resp.filters` as VCL set them (bits of [`crate::client::deliver::Filters`]).
     pub resp_filters: Option<u8>,
+    /// The content coding this client is served in, of `http_encodings`,
+    /// chosen from its `Accept-Encoding` as `vcl_recv` left it (identity
+    /// until then, and for a pass or a pipe).
+    pub coding: lacquer_filters::coding::Coding,
+    /// The codings its `Accept-Encoding` accepts (bits of
+    /// [`crate::client::encodings::accepted`]): a body stored br or zstd
+    /// goes to it as stored when it takes that coding.
+    pub accepted: u8,
     /// Set on an ESI include: its depth, the top request, its ancestors.
     pub include: Option<Arc<IncludeCtx>>,
     /// An include's headers as it began, before `vcl_recv` (what its own
@@ -137,6 +145,8 @@ impl Req {
             sess: Default::default(),
             esi_enabled: true,
             resp_filters: None,
+            coding: lacquer_filters::coding::Coding::Identity,
+            accepted: 0,
             ws_used: 0,
             include: None,
             initial: None,

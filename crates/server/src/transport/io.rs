@@ -93,6 +93,9 @@ pub(crate) struct Client {
     /// A byte range of a body made on the way out (an ESI page, an
     /// inflated body): bytes still to skip, bytes still to send.
     pub window: Option<(u64, u64)>,
+    /// The body being sent is compressed on its way out (br, zstd): what
+    /// is sent goes through this, and its end goes with the body's.
+    pub encoder: Option<Box<lacquer_filters::coding::Encoder>>,
     /// The timer bounding waits for a request head (see [`WaitTimer`]).
     head_timer: WaitTimer,
 }
@@ -137,6 +140,7 @@ impl Client {
             key: spare::take(KEY_ROOM),
             chunked: false,
             window: None,
+            encoder: None,
             head_timer: WaitTimer::default(),
         }
     }
@@ -157,6 +161,7 @@ impl Client {
             key: spare::take(KEY_ROOM),
             chunked: false,
             window: None,
+            encoder: None,
             head_timer: WaitTimer::default(),
         }
     }
@@ -187,6 +192,7 @@ impl Client {
             sess: parent.sess,
             chunked: false,
             window: None,
+            encoder: None,
             head_timer: WaitTimer::default(),
         }
     }
@@ -265,6 +271,24 @@ impl Client {
         last: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
+        let encoded;
+        let pieces = match self.encoder.as_mut() {
+            Some(enc) => {
+                let mut out = Vec::with_capacity(pieces.len() + 1);
+                for p in pieces {
+                    out.push(enc.push(p).map_err(|_| SendError::Io)?);
+                }
+                if last {
+                    if let Some(enc) = self.encoder.take() {
+                        out.push(enc.finish().map_err(|_| SendError::Io)?);
+                    }
+                }
+                out.retain(|p| !p.is_empty());
+                encoded = out;
+                &encoded[..]
+            }
+            None => pieces,
+        };
         let windowed;
         let pieces = match self.window.as_mut() {
             Some(w) => {
@@ -273,7 +297,6 @@ impl Client {
             }
             None => pieces,
         };
-        let chunked = self.chunked;
         let size: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         if size == 0 {
             if last {
@@ -281,6 +304,19 @@ impl Client {
             }
             return Ok(0);
         }
+        self.send_pieces(pieces, size, last, clock).await
+    }
+
+    /// Writes `size` bytes of body pieces framed as the head said, the
+    /// body's end with them when `last`.
+    async fn send_pieces(
+        &mut self,
+        pieces: &[Bytes],
+        size: u64,
+        last: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        let chunked = self.chunked;
         if last {
             self.chunked = false;
         }
@@ -324,6 +360,13 @@ impl Client {
         trailers: &[(Bytes, Bytes)],
         clock: &SendClock,
     ) -> Result<(), SendError> {
+        if let Some(enc) = self.encoder.take() {
+            let tail = enc.finish().map_err(|_| SendError::Io)?;
+            if !tail.is_empty() {
+                let n = tail.len() as u64;
+                self.send_pieces(&[tail], n, false, clock).await?;
+            }
+        }
         if let Wire::H2(h2) = &mut self.wire {
             return h2.finish_with(trailers);
         }

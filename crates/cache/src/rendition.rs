@@ -1,0 +1,126 @@
+//! Renditions: an object's body in another content coding (br, zstd),
+//! made once, off the request path, by whoever first asks, and kept
+//! beside the object: charged to its store, gone when it goes (evicted,
+//! purged, banned, replaced). Each coding has a slot whose state says
+//! whether the rendition is there, being made, or not worth making, so
+//! that however many clients ask at once, one makes it.
+
+use crate::object::Object;
+use crate::Cache;
+use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Slots an object has: one per coding the daemon makes renditions in.
+pub const SLOTS: usize = 2;
+
+/// Nobody made it yet.
+const IDLE: u8 = 0;
+/// Someone is making it.
+const MAKING: u8 = 1;
+/// It is there.
+const READY: u8 = 2;
+/// Not to be made: the body does not suit, or making it failed.
+const DECLINED: u8 = 3;
+
+/// One coding's slot.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    state: AtomicU8,
+    made: OnceLock<Rendition>,
+}
+
+/// A body in another coding, with the head that goes with it.
+#[derive(Debug)]
+pub struct Rendition {
+    /// The status line and fields (each line ending in CRLF, no blank
+    /// line), as the object's head with its coding's `Content-Encoding`,
+    /// a weak `ETag` and `Vary: Accept-Encoding`.
+    pub head: Bytes,
+    pub body: Bytes,
+}
+
+impl Drop for Rendition {
+    fn drop(&mut self) {
+        COUNTERS.dec(Counter::g_renditions);
+    }
+}
+
+/// What a request finds in an object's slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// It is there: deliver it.
+    Ready,
+    /// The caller is to make it (and then [`Cache::keep_rendition`] or
+    /// [`Object::give_up_rendition`]).
+    Yours,
+    /// Someone is making it, or it is not to be made.
+    No,
+}
+
+impl Object {
+    /// The rendition in `slot`, once made.
+    #[inline]
+    pub fn rendition(&self, slot: usize) -> Option<&Rendition> {
+        self.extra_if_made()?.renditions.get(slot)?.made.get()
+    }
+
+    /// Whether the rendition in `slot` is there, or the caller is to make
+    /// it: the first to ask of an idle slot is (once).
+    pub fn claim_rendition(&self, slot: usize) -> Claim {
+        if self.rendition(slot).is_some() {
+            return Claim::Ready;
+        }
+        if slot >= SLOTS || self.is_removed() || self.no_rendition() {
+            return Claim::No;
+        }
+        let state = &self.extra().renditions[slot].state;
+        // Read first: a slot that is busy or declined is not written to.
+        if state.load(Ordering::Acquire) != IDLE {
+            return Claim::No;
+        }
+        match state.compare_exchange(IDLE, MAKING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Claim::Yours,
+            Err(READY) => Claim::Ready,
+            Err(_) => Claim::No,
+        }
+    }
+
+    /// The caller of a [`Claim::Yours`] did not make the rendition:
+    /// `for_good` says it is not to be tried again (the body does not
+    /// suit); else a later request may ask again.
+    pub fn give_up_rendition(&self, slot: usize, for_good: bool) {
+        if let Some(s) = self.extra_if_made().and_then(|e| e.renditions.get(slot)) {
+            let to = if for_good { DECLINED } else { IDLE };
+            let _ = s
+                .state
+                .compare_exchange(MAKING, to, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+}
+
+impl Cache {
+    /// Keeps a rendition the caller made of `obj` (after a
+    /// [`Claim::Yours`]), charging its bytes to the object's store,
+    /// evicting up to `nuke_limit` objects for room. False (and the slot
+    /// declined) when there is no room or the object left the cache.
+    pub fn keep_rendition(
+        &self,
+        obj: &Arc<Object>,
+        slot: usize,
+        r: Rendition,
+        nuke_limit: u64,
+    ) -> bool {
+        let cost = (r.head.len() + r.body.len()) as u64;
+        COUNTERS.inc(Counter::g_renditions);
+        let kept = !obj.is_removed() && self.grow(obj, cost, nuke_limit);
+        let s = &obj.extra().renditions[slot];
+        if kept && s.made.set(r).is_ok() {
+            s.state.store(READY, Ordering::Release);
+            return true;
+        }
+        s.state.store(DECLINED, Ordering::Release);
+        false
+    }
+}
