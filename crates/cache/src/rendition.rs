@@ -124,3 +124,59 @@ impl Cache {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{cache, stored_obj};
+
+    fn rendition(len: usize) -> Rendition {
+        Rendition {
+            head: Bytes::from_static(b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n"),
+            body: Bytes::from(vec![7u8; len]),
+        }
+    }
+
+    #[test]
+    fn one_asker_makes_it_and_the_store_is_charged() {
+        let c = cache(1 << 20);
+        let obj = stored_obj(&c, 60.0, 0.0, 1000.0);
+        assert!(c.attach(&obj, 100, 0));
+        let store = obj.store().unwrap().clone();
+        let before = store.used();
+        assert_eq!(obj.claim_rendition(0), Claim::Yours);
+        assert_eq!(obj.claim_rendition(0), Claim::No, "being made");
+        assert_eq!(obj.claim_rendition(1), Claim::Yours, "each coding its own");
+        assert!(c.keep_rendition(&obj, 0, rendition(1000), 0));
+        assert_eq!(obj.claim_rendition(0), Claim::Ready);
+        assert_eq!(obj.rendition(0).unwrap().body.len(), 1000);
+        let head_len = obj.rendition(0).unwrap().head.len() as u64;
+        assert_eq!(store.used(), before + 1000 + head_len);
+        // Given back: a later request may ask again; declined: never.
+        obj.give_up_rendition(1, false);
+        assert_eq!(obj.claim_rendition(1), Claim::Yours);
+        obj.give_up_rendition(1, true);
+        assert_eq!(obj.claim_rendition(1), Claim::No);
+        // The object's drop gives the rendition's bytes back too.
+        drop(obj);
+        assert_eq!(store.used(), 0);
+    }
+
+    #[test]
+    fn no_room_or_a_removed_object_keeps_nothing() {
+        let c = cache(4096);
+        let obj = stored_obj(&c, 60.0, 0.0, 1000.0);
+        assert!(c.attach(&obj, 100, 0));
+        assert_eq!(obj.claim_rendition(0), Claim::Yours);
+        assert!(!c.keep_rendition(&obj, 0, rendition(10_000), 0));
+        assert!(obj.rendition(0).is_none());
+        assert_eq!(obj.claim_rendition(0), Claim::No, "declined");
+        let other = stored_obj(&c, 60.0, 0.0, 1000.0);
+        assert!(c.attach(&other, 100, 0));
+        c.remove(&other, crate::Removal::Purged);
+        assert_eq!(other.claim_rendition(0), Claim::No);
+        let fresh = stored_obj(&c, 60.0, 0.0, 1000.0);
+        fresh.set_no_rendition();
+        assert_eq!(fresh.claim_rendition(1), Claim::No, "found not to suit");
+    }
+}

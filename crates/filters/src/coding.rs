@@ -7,8 +7,8 @@
 //! allows), so a bomb costs a stream's slice and window, never its size.
 //! Corrupt or truncated input is an error, never a panic.
 
-use brotli::enc::backward_references::{BrotliEncoderMode, BrotliEncoderParams};
-use brotli::{BrotliDecompressStream, BrotliResult, BrotliState, HeapAlloc, HuffmanCode};
+use brotli_decompressor::{BrotliDecompressStream, BrotliResult, BrotliState, StandardAlloc};
+use brotlic::{BrotliEncoderOptions, Quality, WindowSize};
 use bytes::Bytes;
 use std::io::Write;
 use zstd::stream::raw::{Decoder as ZstdRaw, InBuffer, Operation, OutBuffer};
@@ -33,7 +33,7 @@ pub const ZSTD_LEVEL_MAX: i32 = 19;
 
 /// The brotli window an encoder uses (4 MiB, the reference encoder's
 /// default).
-const BROTLI_LGWIN: i32 = 22;
+const BROTLI_LGWIN: u8 = 22;
 
 impl Coding {
     /// Its token, as `Accept-Encoding` and `Content-Encoding` spell it.
@@ -162,7 +162,7 @@ fn io_error(what: &str, e: std::io::Error) -> CodingError {
 
 /// A streaming brotli or zstd compressor.
 pub enum Encoder {
-    Br(Box<brotli::CompressorWriter<Vec<u8>>>),
+    Br(Box<brotlic::CompressorWriter<Vec<u8>>>),
     Zstd(Box<zstd::stream::write::Encoder<'static, Vec<u8>>>),
 }
 
@@ -173,15 +173,20 @@ impl Encoder {
     pub fn new(coding: Coding, level: i32, size: Option<u64>) -> Result<Encoder, CodingError> {
         match coding {
             Coding::Br => {
-                let params = BrotliEncoderParams {
-                    quality: level.clamp(0, 11),
-                    lgwin: BROTLI_LGWIN,
-                    mode: BrotliEncoderMode::BROTLI_MODE_GENERIC,
-                    size_hint: size.unwrap_or(0).min(usize::MAX as u64) as usize,
-                    ..BrotliEncoderParams::default()
-                };
+                let quality = Quality::new(level.clamp(0, 11) as u8)
+                    .map_err(|e| CodingError(format!("brotli: {e}")))?;
+                let window = WindowSize::new(BROTLI_LGWIN)
+                    .map_err(|e| CodingError(format!("brotli: {e}")))?;
+                let mut options = BrotliEncoderOptions::new();
+                options.quality(quality).window_size(window);
+                if let Some(n) = size {
+                    options.size_hint(n.min(u64::from(u32::MAX)) as u32);
+                }
+                let encoder = options
+                    .build()
+                    .map_err(|e| CodingError(format!("brotli: {e}")))?;
                 Ok(Encoder::Br(Box::new(
-                    brotli::CompressorWriter::with_params(Vec::new(), 16 * 1024, &params),
+                    brotlic::CompressorWriter::with_encoder(encoder, Vec::new()),
                 )))
             }
             Coding::Zstd => {
@@ -234,13 +239,16 @@ impl Encoder {
     /// Ends the stream; returns the rest of the output.
     pub fn finish(self) -> Result<Bytes, CodingError> {
         match self {
-            Encoder::Br(w) => Ok(Bytes::from(w.into_inner())),
+            Encoder::Br(w) => w
+                .into_inner()
+                .map(Bytes::from)
+                .map_err(|_| CodingError("brotli: the stream did not end".into())),
             Encoder::Zstd(w) => w.finish().map(Bytes::from).map_err(|e| io_error("zstd", e)),
         }
     }
 }
 
-type BrotliDecoderState = BrotliState<HeapAlloc<u8>, HeapAlloc<u32>, HeapAlloc<HuffmanCode>>;
+type BrotliDecoderState = BrotliState<StandardAlloc, StandardAlloc, StandardAlloc>;
 
 /// A streaming brotli or zstd decompressor that hands back bounded
 /// slices.
@@ -266,9 +274,9 @@ impl Decoder {
         match coding {
             Coding::Br => Ok(Decoder::Br {
                 state: Box::new(BrotliState::new(
-                    HeapAlloc::default(),
-                    HeapAlloc::default(),
-                    HeapAlloc::default(),
+                    StandardAlloc::default(),
+                    StandardAlloc::default(),
+                    StandardAlloc::default(),
                 )),
                 total: 0,
                 done: false,
