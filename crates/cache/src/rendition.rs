@@ -112,16 +112,37 @@ impl Cache {
         r: Rendition,
         nuke_limit: u64,
     ) -> bool {
+        let Some(r) = self.hold_rendition(obj, slot, r, nuke_limit) else {
+            return false;
+        };
+        if let Some(store) = obj.store() {
+            let remove = |victim: &Arc<Object>| self.remove(victim, crate::Removal::Nuked);
+            store
+                .engine()
+                .rendition_kept(obj, slot, &r.head, &r.body, &remove);
+        }
+        true
+    }
+
+    /// [`Cache::keep_rendition`] without telling the store's engine (a
+    /// rendition it restored).
+    pub(crate) fn hold_rendition<'o>(
+        &self,
+        obj: &'o Arc<Object>,
+        slot: usize,
+        r: Rendition,
+        nuke_limit: u64,
+    ) -> Option<&'o Rendition> {
         let cost = (r.head.len() + r.body.len()) as u64;
         COUNTERS.inc(Counter::g_renditions);
         let kept = !obj.is_removed() && self.grow(obj, cost, nuke_limit);
         let s = &obj.extra().renditions[slot];
         if kept && s.made.set(r).is_ok() {
             s.state.store(READY, Ordering::Release);
-            return true;
+            return s.made.get();
         }
         s.state.store(DECLINED, Ordering::Release);
-        false
+        None
     }
 }
 

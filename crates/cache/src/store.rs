@@ -107,6 +107,20 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         let _ = (time, text, remove);
     }
 
+    /// A rendition of the object (its body in another coding) was kept
+    /// beside it: an engine that keeps objects across restarts keeps it
+    /// too (pushing objects out through `remove` for room).
+    fn rendition_kept(
+        &self,
+        obj: &Arc<Object>,
+        slot: usize,
+        head: &[u8],
+        body: &[u8],
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        let _ = (obj, slot, head, body, remove);
+    }
+
     /// The object left the cache (purged, banned, replaced, evicted,
     /// expired): it must not come back.
     fn forget(&self, obj: &Object) {

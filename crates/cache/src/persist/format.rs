@@ -11,7 +11,10 @@
 //!   checksum), then the payload. A body
 //!   frame holds body bytes; an object frame the object (key, variant,
 //!   timers, head, where its body is and the body's checksum); a ban frame
-//!   a ban's time and text.
+//!   a ban's time and text; a rendition frame an object's body in another
+//!   coding (the object's frame and its segment's number, the slot, the
+//!   head and body). A build before renditions stops a segment's walk at
+//!   one (it loses what that segment holds after it, nothing else).
 //!
 //! A reader walks a segment's frames by their lengths, so body bytes are
 //! never read as a header. A frame whose sequence number is not its
@@ -32,6 +35,9 @@ const SEGMENT_MAGIC: &[u8; 8] = b"LQSEGMNT";
 pub const TAG_BODY: u8 = 1;
 pub const TAG_OBJECT: u8 = 2;
 pub const TAG_BAN: u8 = 3;
+/// An object's body in another coding (br, zstd), written after the
+/// object's record, naming the record by where it is.
+pub const TAG_RENDITION: u8 = 4;
 
 /// The state of a live frame, in the three high bytes of its tag word;
 /// a dead object frame's word is its tag alone.
@@ -449,6 +455,45 @@ pub fn encode_ban(time: f64, text: &str) -> Vec<u8> {
     let mut b = time.to_le_bytes().to_vec();
     put_bytes(&mut b, text.as_bytes());
     b
+}
+
+/// A rendition frame's payload.
+pub fn encode_rendition(obj_at: u64, obj_seq: u32, slot: u8, head: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(21 + head.len() + body.len());
+    b.extend_from_slice(&obj_at.to_le_bytes());
+    b.extend_from_slice(&obj_seq.to_le_bytes());
+    b.push(slot);
+    put_bytes(&mut b, head);
+    put_bytes(&mut b, body);
+    b
+}
+
+/// A rendition frame, read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RenditionFrame<'a> {
+    /// The object's frame.
+    pub obj_at: u64,
+    /// The number of the object's segment when it was written.
+    pub obj_seq: u32,
+    pub slot: u8,
+    pub head: &'a [u8],
+    pub body: &'a [u8],
+}
+
+pub fn decode_rendition(b: &[u8]) -> Option<RenditionFrame<'_>> {
+    let mut r = Reader { b, at: 0 };
+    let obj_at = r.u64()?;
+    let obj_seq = r.u32()?;
+    let slot = r.take(1)?[0];
+    let head = r.bytes()?;
+    let body = r.bytes()?;
+    (r.at == b.len()).then_some(RenditionFrame {
+        obj_at,
+        obj_seq,
+        slot,
+        head,
+        body,
+    })
 }
 
 pub fn decode_ban(b: &[u8]) -> Option<(f64, String)> {

@@ -131,6 +131,9 @@ pub(crate) struct Log {
     reused: AtomicU64,
     /// Records a restart left asleep in the file.
     dormant: dormant::Dormant,
+    /// The rendition frames a restart found, by the object frame each
+    /// names: attached when the object is built.
+    renditions: Mutex<std::collections::HashMap<u64, Vec<u64>>>,
 }
 
 /// An object of which one half of what its record needs is known.
@@ -420,6 +423,50 @@ impl Log {
             .space
             .write_at(&payload[..format::TIMERS_END], payload_at)
             .and_then(|_| self.space.write_at(&sum.to_le_bytes(), frame_at + 12));
+    }
+
+    /// Writes a rendition of an object that has a record, after it (the
+    /// objects of a segment reused for room go through `remove`). Its
+    /// bytes stay in memory as well: a segment reused later only loses
+    /// it for the next start.
+    fn write_rendition(
+        &self,
+        obj: &Object,
+        slot: usize,
+        head: &[u8],
+        body: &[u8],
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        let state_at = obj.record();
+        if !(format::STATE_OFFSET..CLEARING).contains(&state_at) {
+            return;
+        }
+        let obj_at = state_at - format::STATE_OFFSET;
+        let obj_seq = format::short_seq(
+            self.segments[self.segment_of(obj_at)]
+                .seq
+                .load(Ordering::Acquire),
+        );
+        let payload = format::encode_rendition(obj_at, obj_seq, slot as u8, head, body);
+        let len = payload.len() as u64;
+        if len > self.capacity() {
+            return;
+        }
+        let secret = self.secret;
+        let mut frame_of = |_: u64, _: u64, seq: u64| {
+            format::sealed_frame(format::TAG_RENDITION, seq, &payload, secret)
+        };
+        for _ in 0..8 {
+            let mut evicted = Vec::new();
+            match self.reserve(false, len, len, &mut evicted, &mut frame_of).0 {
+                Reserve::At(..) => {
+                    self.content_written.fetch_add(len, Ordering::Relaxed);
+                    return;
+                }
+                Reserve::Evicting => evicted.iter().for_each(remove),
+                Reserve::Busy => return,
+            }
+        }
     }
 
     /// Writes the record of an object that is whole and in the index.
@@ -730,6 +777,17 @@ impl Engine for PersistEngine {
 
     fn forget(&self, obj: &Object) {
         self.log.tombstone(obj);
+    }
+
+    fn rendition_kept(
+        &self,
+        obj: &Arc<Object>,
+        slot: usize,
+        head: &[u8],
+        body: &[u8],
+        remove: &dyn Fn(&Arc<Object>),
+    ) {
+        self.log.write_rendition(obj, slot, head, body, remove);
     }
 
     fn retimed(&self, obj: &Object) {

@@ -8,7 +8,7 @@
 
 use super::format::{
     self, BadSuperblock, FrameHeader, Record, Superblock, FRAME_HEADER_LEN, LIVE,
-    SEGMENT_HEADER_LEN, SUPERBLOCK_LEN, TAG_BAN, TAG_BODY, TAG_OBJECT,
+    SEGMENT_HEADER_LEN, SUPERBLOCK_LEN, TAG_BAN, TAG_BODY, TAG_OBJECT, TAG_RENDITION,
 };
 use super::{Head, Log, PersistEngine, PersistSpec, Segment};
 use crate::file::open_file;
@@ -25,6 +25,8 @@ pub struct Recovery {
     pub(crate) objects: Vec<Found>,
     /// Bans (time, text), in the order they were written.
     pub bans: Vec<(f64, String)>,
+    /// Renditions: the object frame each names, and its own frame.
+    pub(crate) renditions: Vec<(u64, u64)>,
     /// Records left out as damaged.
     pub damaged: u64,
     /// Segments found written.
@@ -178,6 +180,7 @@ impl PersistEngine {
             damaged: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             dormant: super::dormant::Dormant::default(),
+            renditions: Mutex::new(std::collections::HashMap::new()),
         };
         let started = std::time::Instant::now();
         let mut recovery = log.scan();
@@ -242,6 +245,7 @@ impl Log {
         for (found, end) in parts {
             out.objects.extend(found.objects);
             out.bans.extend(found.bans);
+            out.renditions.extend(found.renditions);
             out.damaged += found.damaged;
             last_end = end;
         }
@@ -281,7 +285,7 @@ impl Log {
             let len = h.len as u64;
             let next = at + FRAME_HEADER_LEN + format::align(len);
             if h.seq != format::short_seq(seq)
-                || !matches!(h.tag, TAG_BODY | TAG_OBJECT | TAG_BAN)
+                || !matches!(h.tag, TAG_BODY | TAG_OBJECT | TAG_BAN | TAG_RENDITION)
                 || next > end
             {
                 break;
@@ -310,6 +314,10 @@ impl Log {
                         out.objects.push(f);
                     }
                     None => out.damaged += 1,
+                }
+            } else if h.tag == TAG_RENDITION {
+                if let Some(r) = format::decode_rendition(payload) {
+                    out.renditions.push((r.obj_at, at));
                 }
             } else if h.tag == TAG_BAN {
                 if let Some(ban) = format::decode_ban(payload) {

@@ -90,6 +90,12 @@ impl Cache {
             log.dormant.fill(tables, self.asleep.clone(), ban);
         }
         log.recovered.fetch_add(done.objects, Ordering::Relaxed);
+        {
+            let mut renditions = log.renditions.lock().unwrap_or_else(|e| e.into_inner());
+            for (obj_at, frame_at) in recovery.renditions {
+                renditions.entry(obj_at).or_default().push(frame_at);
+            }
+        }
         for digest in tagged {
             drop(self.lock_awake(digest, now));
         }
@@ -189,7 +195,58 @@ impl Cache {
         obj.set_record(at + STATE_OFFSET);
         self.attach(&obj, record.head.1 + record.body_len, 0);
         obj.set_ban(self.bans.at_time(record.inserted));
+        self.restore_renditions(log, &obj, at);
         Some((record.inserted, obj))
+    }
+
+    /// Attaches the renditions written of the object whose record is at
+    /// `at`: each still in a segment of the number it was written under,
+    /// naming the record's segment under the number it has now.
+    fn restore_renditions(&self, log: &Log, obj: &Arc<Object>, at: u64) {
+        let frames = log
+            .renditions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&at);
+        let seq = |i: usize| format::short_seq(log.segments[i].seq.load(Ordering::Acquire));
+        for frame_at in frames.unwrap_or_default() {
+            let seg = log.segment_of(frame_at);
+            let end = log.segment_start(seg) + log.segment_len;
+            if frame_at + FRAME_HEADER_LEN > end {
+                continue;
+            }
+            let raw = log.space.bytes(frame_at, FRAME_HEADER_LEN);
+            let h = FrameHeader::decode(raw);
+            if h.tag != format::TAG_RENDITION
+                || h.seq != seq(seg)
+                || frame_at + FRAME_HEADER_LEN + u64::from(h.len) > end
+            {
+                continue;
+            }
+            let payload = log
+                .space
+                .bytes(frame_at + FRAME_HEADER_LEN, u64::from(h.len));
+            if !h.verify(raw, payload, log.secret) {
+                continue;
+            }
+            let Some(f) = format::decode_rendition(payload) else {
+                continue;
+            };
+            let slot = usize::from(f.slot);
+            if f.obj_at != at || f.obj_seq != seq(log.segment_of(at)) {
+                continue;
+            }
+            if obj.claim_rendition(slot) != crate::rendition::Claim::Yours {
+                continue;
+            }
+            let r = crate::rendition::Rendition {
+                head: Bytes::copy_from_slice(f.head),
+                body: Bytes::copy_from_slice(f.body),
+            };
+            if self.hold_rendition(obj, slot, r, 0).is_none() {
+                obj.give_up_rendition(slot, false);
+            }
+        }
     }
 }
 

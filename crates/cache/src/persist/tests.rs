@@ -640,3 +640,50 @@ fn a_record_waits_for_whichever_half_comes_second() {
     drop(cache);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn renditions_come_back_with_their_objects() {
+    use crate::rendition::{Claim, Rendition};
+    let d = dir("renditions");
+    let path = d.join("store");
+    let kept = |cache: &Arc<Cache>, obj: &Arc<Object>, slot: usize, body: &'static [u8]| {
+        assert_eq!(obj.claim_rendition(slot), Claim::Yours);
+        let r = Rendition {
+            head: Bytes::from_static(b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n"),
+            body: Bytes::from_static(body),
+        };
+        assert!(cache.keep_rendition(obj, slot, r, 0));
+    };
+    {
+        let (cache, _, _) = open(&path, 8 << 20).unwrap();
+        let a = fetch(&cache, "/a", &[b"hello hello hello"], 120.0, "");
+        kept(&cache, &a, 0, b"br-of-a");
+        kept(&cache, &a, 1, b"zstd-of-a");
+        let b = fetch(&cache, "/b", &[b"bee bee bee"], 120.0, "");
+        kept(&cache, &b, 1, b"zstd-of-b");
+        // A purged object's rendition does not come back with another.
+        let gone = fetch(&cache, "/gone", &[b"gone gone"], 120.0, "");
+        kept(&cache, &gone, 0, b"br-of-gone");
+        assert_eq!(cache.purge(b"/gone"), 1);
+    }
+    let (cache, _, restored) = open(&path, 8 << 20).unwrap();
+    assert_eq!(restored.objects, 2);
+    let a = hit(&cache, "/a").expect("/a recovered");
+    assert_eq!(&a.rendition(0).unwrap().body[..], b"br-of-a");
+    assert_eq!(
+        &a.rendition(0).unwrap().head[..],
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\n"
+    );
+    assert_eq!(&a.rendition(1).unwrap().body[..], b"zstd-of-a");
+    let b = hit(&cache, "/b").expect("/b recovered");
+    assert!(b.rendition(0).is_none());
+    assert_eq!(
+        b.claim_rendition(0),
+        Claim::Yours,
+        "br of /b was never made"
+    );
+    assert_eq!(&b.rendition(1).unwrap().body[..], b"zstd-of-b");
+    assert!(hit(&cache, "/gone").is_none());
+    drop(cache);
+    let _ = std::fs::remove_dir_all(&d);
+}
