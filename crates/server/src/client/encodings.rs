@@ -130,12 +130,14 @@ pub(crate) fn ask(sh: &Arc<Shared>, obj: &Arc<Object>, c: Coding) {
     if !obj.body().is_complete() {
         return;
     }
-    if !suits(p, obj) {
-        obj.set_no_rendition();
-        return;
-    }
     let s = slot(c);
     if obj.claim_rendition(s) != Claim::Yours {
+        return;
+    }
+    // Judged once: an object that does not suit is marked for good.
+    if !suits(p, obj) {
+        obj.set_no_rendition();
+        obj.give_up_rendition(s, true);
         return;
     }
     if JOBS.fetch_add(1, Ordering::AcqRel) >= p.compress_jobs() {
