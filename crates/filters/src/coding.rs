@@ -112,36 +112,66 @@ fn q_value<'a>(params: impl Iterator<Item = &'a [u8]>) -> Option<f64> {
     Some(1.0)
 }
 
+/// What an `Accept-Encoding` field gives each coding Lacquer knows: its
+/// q-value where named, and the q-value of `*` for the others.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Accepts {
+    named: [Option<f64>; 4],
+    star: Option<f64>,
+}
+
+impl Accepts {
+    /// Reads a field (absent: nothing accepted but identity).
+    pub fn parse(field: Option<&[u8]>) -> Accepts {
+        let mut a = Accepts::default();
+        for item in field.unwrap_or_default().split(|&b| b == b',') {
+            let mut parts = item.split(|&b| b == b';');
+            let token = parts.next().unwrap_or_default().trim_ascii();
+            if token.is_empty() {
+                continue;
+            }
+            let Some(q) = q_value(parts) else { continue };
+            if token == b"*" {
+                a.star = Some(a.star.map_or(q, |s: f64| s.max(q)));
+            } else if let Some(c) = Coding::from_token(token) {
+                let slot = &mut a.named[c as usize];
+                *slot = Some(slot.map_or(q, |s| s.max(q)));
+            }
+        }
+        a
+    }
+
+    /// The q-value the field gives `c` (0: refused or not named).
+    pub fn q(&self, c: Coding) -> f64 {
+        self.named[c as usize].or(self.star).unwrap_or(0.0)
+    }
+
+    /// Whether the field accepts `c`.
+    pub fn takes(&self, c: Coding) -> bool {
+        self.q(c) > 0.0
+    }
+
+    /// Of the codings in `order` the field accepts, the one with the
+    /// highest q-value, the earlier in `order` on a tie; identity when
+    /// it accepts none.
+    pub fn best(&self, order: &[Coding]) -> Coding {
+        let mut best = (Coding::Identity, 0.0);
+        for &c in order {
+            let q = self.q(c);
+            if q > best.1 {
+                best = (c, q);
+            }
+        }
+        best.0
+    }
+}
+
 /// The coding a client gets: of those in `order` that its
 /// `Accept-Encoding` accepts (a q-value above zero, named or by `*`), the
 /// one with the highest q-value, the earlier in `order` on a tie;
 /// identity when it accepts none (or sent no field).
 pub fn negotiate(accept_encoding: Option<&[u8]>, order: &[Coding]) -> Coding {
-    let Some(field) = accept_encoding else {
-        return Coding::Identity;
-    };
-    // The q-value each coding of `order` was given (None: not named).
-    let mut named: [Option<f64>; 4] = [None; 4];
-    let mut star: Option<f64> = None;
-    for item in field.split(|&b| b == b',') {
-        let mut parts = item.split(|&b| b == b';');
-        let token = parts.next().unwrap_or_default().trim_ascii();
-        let Some(q) = q_value(parts) else { continue };
-        if token == b"*" {
-            star = Some(star.map_or(q, |s: f64| s.max(q)));
-        } else if let Some(c) = Coding::from_token(token) {
-            let slot = &mut named[c as usize];
-            *slot = Some(slot.map_or(q, |s| s.max(q)));
-        }
-    }
-    let mut best = (Coding::Identity, 0.0);
-    for &c in order {
-        let q = named[c as usize].or(star).unwrap_or(0.0);
-        if q > best.1 {
-            best = (c, q);
-        }
-    }
-    best.0
+    Accepts::parse(accept_encoding).best(order)
 }
 
 /// Why a brotli or zstd stream could not be read or written.

@@ -21,7 +21,7 @@ use lacquer_cache::Whole;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
-use lacquer_filters::coding::{self, Coding, Decoder, Encoder};
+use lacquer_filters::coding::{self, Accepts, Coding, Decoder, Encoder};
 use lacquer_filters::gzip::{Gunzip, INFLATE_SLICE};
 use lacquer_filters::splice::Scanned;
 use lacquer_shm::Tag;
@@ -41,28 +41,31 @@ pub(crate) fn bit(c: Coding) -> u8 {
 /// In [`Req::accepted`]: the coding was chosen (once a request).
 const CHOSEN: u8 = 0x80;
 
-/// The codings an `Accept-Encoding` value accepts (q-value above zero,
-/// by name or by `*`), as bits ([`bit`]).
-pub(crate) fn accepted(field: Option<&[u8]>) -> u8 {
-    let all = [Coding::Gzip, Coding::Br, Coding::Zstd];
-    all.iter()
-        .filter(|&&c| coding::negotiate(field, &[c]) == c)
+/// The codings an `Accept-Encoding` field accepts, as bits ([`bit`]).
+pub(crate) fn accepted(a: &Accepts) -> u8 {
+    [Coding::Gzip, Coding::Br, Coding::Zstd]
+        .iter()
+        .filter(|&&c| a.takes(c))
         .fold(0, |bits, &c| bits | bit(c))
 }
 
-/// `http_encodings`, most preferred first.
-pub(crate) fn order(p: &Params) -> Vec<Coding> {
+/// `http_encodings`, most preferred first: the codings and how many
+/// (on the stack: this runs for every request that looks up).
+pub(crate) fn order(p: &Params) -> ([Coding; 3], usize) {
     let packed = p.encoding_order();
-    (0..3)
-        .map(|i| (packed >> (4 * i)) & 15)
-        .take_while(|&n| n != 0)
-        .filter_map(|n| match n {
-            1 => Some(Coding::Gzip),
-            2 => Some(Coding::Br),
-            3 => Some(Coding::Zstd),
-            _ => None,
-        })
-        .collect()
+    let mut out = [Coding::Identity; 3];
+    let mut n = 0;
+    for i in 0..3 {
+        let c = match (packed >> (4 * i)) & 15 {
+            1 => Coding::Gzip,
+            2 => Coding::Br,
+            3 => Coding::Zstd,
+            _ => break,
+        };
+        out[n] = c;
+        n += 1;
+    }
+    (out, n)
 }
 
 /// Chooses the request's coding from its `Accept-Encoding` (before it is
@@ -72,9 +75,10 @@ pub(crate) fn choose(p: &Params, req: &mut Req) {
     if req.accepted & CHOSEN != 0 {
         return;
     }
-    let field = req.head.headers.get("accept-encoding");
-    req.coding = coding::negotiate(field.map(|f| &f[..]), &order(p));
-    req.accepted = accepted(field.map(|f| &f[..])) | CHOSEN;
+    let a = Accepts::parse(req.head.headers.get("accept-encoding").map(|f| &f[..]));
+    let (order, n) = order(p);
+    req.coding = a.best(&order[..n]);
+    req.accepted = accepted(&a) | CHOSEN;
 }
 
 /// Whether the client takes `c` (as its `Accept-Encoding` said when its
@@ -415,12 +419,10 @@ mod tests {
 
     #[test]
     fn accepted_codings_and_heads() {
-        assert_eq!(
-            accepted(Some(b"gzip, br")),
-            bit(Coding::Gzip) | bit(Coding::Br)
-        );
-        assert_eq!(accepted(Some(b"zstd;q=0, *")), 3);
-        assert_eq!(accepted(None), 0);
+        let of = |f: Option<&[u8]>| accepted(&Accepts::parse(f));
+        assert_eq!(of(Some(b"gzip, br")), bit(Coding::Gzip) | bit(Coding::Br));
+        assert_eq!(of(Some(b"zstd;q=0, *")), 3);
+        assert_eq!(of(None), 0);
         let mut head =
             b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nETag: \"a\"\r\nVary: Cookie\r\n"
                 .to_vec();
@@ -440,11 +442,17 @@ mod tests {
     #[test]
     fn the_order_reads_back() {
         let p = Params::default();
-        assert_eq!(order(&p), vec![Coding::Zstd, Coding::Br, Coding::Gzip]);
+        let of = |p: &Params| {
+            let (o, n) = order(p);
+            o[..n].to_vec()
+        };
+        assert_eq!(of(&p), vec![Coding::Zstd, Coding::Br, Coding::Gzip]);
         p.set("http_encodings", "gzip").unwrap();
-        assert_eq!(order(&p), vec![Coding::Gzip]);
+        assert_eq!(of(&p), vec![Coding::Gzip]);
         p.set("http_encodings", "br, gzip").unwrap();
-        assert_eq!(order(&p), vec![Coding::Br, Coding::Gzip]);
+        assert_eq!(of(&p), vec![Coding::Br, Coding::Gzip]);
+        p.set("http_encodings", "").unwrap();
+        assert_eq!(of(&p), vec![]);
         assert!(p.set("http_encodings", "br, deflate").is_err());
         assert!(p.set("http_encodings", "br,br").is_err());
     }
