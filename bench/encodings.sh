@@ -16,10 +16,11 @@
 #    client that takes neither: how far Lacquer's peak memory rises.
 #
 # Usage: bench/encodings.sh [SECONDS] [ROUNDS] [COPIES]   (default 5 3 40)
+#   PARTS=13 runs parts 1 and 3 only (default: 123).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
-SECS=${1:-5}; ROUNDS=${2:-3}; COPIES=${3:-40}
+SECS=${1:-5}; ROUNDS=${2:-3}; COPIES=${3:-40}; PARTS=${PARTS:-123}
 ensure varnishd wrk nginx taskset brotli zstd -- varnish wrk nginx util-linux brotli zstd
 build_lacquer
 
@@ -67,6 +68,7 @@ until_rendition() {
     echo "no $2 rendition of $1" >&2; exit 1
 }
 
+if [[ $PARTS == *1* ]]; then
 echo "== 1. hits: CPU per request (Lacquer and varnishd on CPU 0, wrk on CPU 1)"
 curl -s -o /dev/null -H "Accept-Encoding: gzip" "http://127.0.0.1:$VA_PORT/page.html"
 until_rendition /page.html br; until_rendition /page.html zstd
@@ -91,6 +93,9 @@ for c in br zstd varnishd-gzip; do
         'BEGIN { printf "  %-14s / Lacquer gzip hit: %.3f\n", n, b / a }'
 done
 
+fi
+
+if [[ $PARTS == *2* ]]; then
 echo "== 2. compression: CPU per input byte against the reference tools"
 BR_LEVEL=$("$LACQUER" adm -n "$WORK/lacquer" param.show brotli_level | awk '/Value is/ {print $3}')
 ZSTD_LEVEL=$("$LACQUER" adm -n "$WORK/lacquer" param.show zstd_level | awk '/Value is/ {print $3}')
@@ -127,6 +132,9 @@ PY
         printf "  %-4s Lacquer %.2f ns/byte, reference %.2f ns/byte: %.3f; output %d against %d bytes: %.4f\n", c, us, ref, us / ref, o, r, o / r }'
 done
 
+fi
+
+if [[ $PARTS == *3* ]]; then
 echo "== 3. a 1 GiB bomb from the origin, delivered decoded"
 for f in bomb.br bomb.zst; do
     before=$(awk '/VmHWM/ {print $2}' "/proc/$LQ_PID/status")
@@ -135,3 +143,4 @@ for f in bomb.br bomb.zst; do
     printf '  %-9s %5d KiB compressed, %d bytes delivered, peak memory +%d KiB\n' \
         "$f" "$(( $(stat -c %s "$WORK/www/$f") / 1024 ))" "$n" "$((after - before))"
 done
+fi
