@@ -29,6 +29,33 @@ fn tool(cmd: &str, args: &[&str], input: &[u8]) -> Vec<u8> {
     out.stdout
 }
 
+/// A request over HTTP/2 (prior knowledge) with curl, as it came: the
+/// response's `Content-Encoding` and body.
+fn h2_get(lq: &Lacquer, url: &str, accept_encoding: &str) -> (Option<String>, Vec<u8>) {
+    let head = std::env::temp_dir().join(format!(
+        "lacquer-e2e-h2-head-{}-{}",
+        std::process::id(),
+        url.replace('/', "_")
+    ));
+    let out = Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "-H", "Host: test", "-H"])
+        .arg(format!("Accept-Encoding: {accept_encoding}"))
+        .arg("-D")
+        .arg(&head)
+        .arg(format!("http://{}{url}", lq.addr))
+        .output()
+        .expect("curl runs (scripts/test installs it)");
+    let head_text = std::fs::read_to_string(&head).unwrap_or_default();
+    let _ = std::fs::remove_file(&head);
+    assert!(head_text.starts_with("HTTP/2 200"), "{head_text}");
+    let coding = head_text.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-encoding")
+            .then(|| v.trim().to_string())
+    });
+    (coding, out.stdout)
+}
+
 /// A page of text that compresses well.
 fn page(n: usize) -> Vec<u8> {
     let words = [
@@ -104,6 +131,10 @@ fn br_and_zstd_renditions_are_made_once_and_decode_with_the_reference_tools() {
         head.header("content-length"),
         Some(zstd.body.len().to_string().as_str())
     );
+    // Over HTTP/2 too.
+    let (coding, h2_body) = h2_get(&lq, "/p", "br");
+    assert_eq!(coding.as_deref(), Some("br"));
+    assert_eq!(tool("brotli", &["-d", "-c"], &h2_body), body);
     // curl's own decoders take what it asks for.
     let url = format!("http://{}/p", lq.addr);
     let out = Command::new("curl")
