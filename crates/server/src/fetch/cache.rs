@@ -79,9 +79,11 @@ pub(crate) fn spawn(
     for name in backend_host::NOT_FOR_CACHE_FETCH {
         headers.remove(name);
     }
+    let mut added_accept_encoding = false;
     if sh.params.http_gzip_support() {
         // Stored gzip'd whatever this client takes; delivery inflates
         // for the clients that do not.
+        added_accept_encoding = headers.get("accept-encoding").is_none();
         headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     if let Some(stale) = slot.stale().filter(|s| s.can_revalidate()) {
@@ -99,6 +101,11 @@ pub(crate) fn spawn(
         false => &lacquer_shm::record::txn::FETCH,
     };
     let mut bereq = Bereq::from_req(sh, vcl, req, headers, conn, reason);
+    bereq.forced = Some(crate::host::bereq::Forced {
+        method: req.head.method.clone(),
+        version: req.head.version,
+        added_accept_encoding,
+    });
     bereq.method = Bytes::from_static(b"GET");
     bereq.version = Version::Http11;
     bereq.is_bgfetch = kind.bgfetch;

@@ -45,6 +45,11 @@ pub(crate) struct Bereq {
     pub is_bgfetch: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// What a cache fetch changed of the client's request after copying
+    /// it (the method made GET, `Accept-Encoding: gzip` added, the
+    /// protocol made HTTP/1.1): its first log shows the copy, then each
+    /// change, as varnishd's does.
+    pub forced: Option<Forced>,
     /// A reused connection that fails before any response byte may be
     /// retried once on a fresh one (`bereq.retry_connect`).
     pub retry_connect: bool,
@@ -96,6 +101,16 @@ impl BereqBody {
             lacquer_http::Framing::None | lacquer_http::Framing::UntilClose => BereqBody::None,
         }
     }
+}
+
+/// What a cache fetch changed of the request it copied from the client's.
+#[derive(Debug, Clone)]
+pub(crate) struct Forced {
+    /// The client's method and protocol.
+    pub method: Bytes,
+    pub version: Version,
+    /// `Accept-Encoding: gzip` was added (the client's had none).
+    pub added_accept_encoding: bool,
 }
 
 /// The backend response as VCL may change it before it is stored.
@@ -182,6 +197,7 @@ impl Bereq {
             is_bgfetch: false,
             is_hitmiss: false,
             is_hitpass: false,
+            forced: None,
             retry_connect: true,
             transit_buffer: None,
             ws_used: 0,
@@ -330,12 +346,63 @@ impl Bereq {
     }
 
     /// Logs the request as it stands (`BereqMethod`, `BereqURL`,
-    /// `BereqProtocol`, a `BereqHeader` each).
+    /// `BereqProtocol`, a `BereqHeader` each); the first time, for a
+    /// cache fetch, as copied from the client's and then changed.
     pub fn log_as_built(&mut self) {
+        if let Some(forced) = self.forced.take() {
+            if self.log.active() {
+                self.log_forced(forced);
+            }
+            return;
+        }
         if self.log.active() {
             let mut head = Vec::with_capacity(256 + self.url.len());
             self.write_head(&mut head);
             self.log.head(lacquer_shm::packed::HeadKind::Bereq, &head);
+        }
+    }
+
+    /// Logs the client's request as a cache fetch copied it, then what
+    /// the fetch changed, in varnishd's order, then `X-Varnish`.
+    fn log_forced(&mut self, forced: Forced) {
+        let mut head = Vec::with_capacity(256 + self.url.len());
+        head.extend_from_slice(&forced.method);
+        head.push(b' ');
+        head.extend_from_slice(&self.url);
+        head.extend_from_slice(match forced.version {
+            Version::Http10 => b" HTTP/1.0\r\n",
+            Version::Http11 => b" HTTP/1.1\r\n",
+            Version::Http2 => b" HTTP/2.0\r\n",
+        });
+        let mut later = Vec::new();
+        for h in self.headers.iter() {
+            let added_ae =
+                forced.added_accept_encoding && h.name.eq_ignore_ascii_case(b"accept-encoding");
+            if added_ae || h.name.eq_ignore_ascii_case(b"x-varnish") {
+                later.push((h.name.clone(), h.value.clone()));
+                continue;
+            }
+            head.extend_from_slice(&h.name);
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(&h.value);
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        self.log.head(lacquer_shm::packed::HeadKind::Bereq, &head);
+        if forced.method != self.method {
+            self.log.bytes(Tag::BereqMethod, &self.method);
+        }
+        let (ae, xv): (Vec<_>, Vec<_>) = later
+            .into_iter()
+            .partition(|(n, _)| n.eq_ignore_ascii_case(b"accept-encoding"));
+        for (name, value) in &ae {
+            self.log.header(Tag::BereqHeader, name, value);
+        }
+        if forced.version != Version::Http11 && self.version == Version::Http11 {
+            self.log.bytes(Tag::BereqProtocol, b"HTTP/1.1");
+        }
+        for (name, value) in &xv {
+            self.log.header(Tag::BereqHeader, name, value);
         }
     }
 
