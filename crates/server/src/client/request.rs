@@ -121,7 +121,11 @@ pub(crate) async fn handle(
             b.push(b' ');
             b.extend_from_slice(a.listener.as_bytes());
         });
-        log.head(HeadKind::Req, &head.raw);
+        if head.version == lacquer_http::Version::Http2 {
+            log.head(HeadKind::Req, &as_http2(&head.raw));
+        } else {
+            log.head(HeadKind::Req, &head.raw);
+        }
     }
     let mut req = Req::new(xid, head, log, t_req, vcl);
     // One Cache-Control line, as Varnish folds them, for VCL to read.
@@ -140,6 +144,25 @@ pub(crate) async fn handle(
         )));
     }
     client_steps(c, sh, vcl, conn, &mut req).await
+}
+
+/// An HTTP/2 stream's request head (kept in HTTP/1.1's shape) with the
+/// protocol it came in, for the log (`ReqProtocol HTTP/2.0`, which
+/// `lacquer ncsa`'s `%H` and `%r` print, as varnishd logs it).
+fn as_http2(raw: &[u8]) -> Vec<u8> {
+    let line_end = memchr::memchr(b'\n', raw).map_or(raw.len(), |i| i + 1);
+    let (line, rest) = raw.split_at(line_end);
+    let line = line.strip_suffix(b"\r\n").unwrap_or(line);
+    let mut out = Vec::with_capacity(raw.len());
+    match line.strip_suffix(b"HTTP/1.1") {
+        Some(start) => {
+            out.extend_from_slice(start);
+            out.extend_from_slice(b"HTTP/2.0\r\n");
+        }
+        None => return raw.to_vec(),
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
