@@ -307,12 +307,16 @@ pub(crate) async fn object(
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-    Filters {
+    let logged_filters = Filters {
         range: window.is_some(),
         ..filters
+    };
+    if std::mem::take(&mut req.resp_logged) && d.synthetic {
+        log_synthetic_tail(req, &c.wbuf, wire, logged_filters);
+    } else {
+        logged_filters.log(&mut req.log);
+        req.log.head(HeadKind::Resp, &c.wbuf);
     }
-    .log(&mut req.log);
-    req.log.head(HeadKind::Resp, &c.wbuf);
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let shape = Shape {
         window,
@@ -337,6 +341,35 @@ pub(crate) async fn object(
             CloseReason::ReqClose
         })
     })
+}
+
+/// The end of a synthetic response's log, whose head was logged as built
+/// and changed by `vcl_synth` (see `Resp::log_as_built`): what delivery
+/// adds, as varnishd logs it — its length, where its body is kept, the
+/// filters, and the framing and connection fields.
+fn log_synthetic_tail(req: &mut Req, head: &[u8], wire: WireBody, filters: Filters) {
+    if !req.log.active() {
+        return;
+    }
+    if let WireBody::Length(n) = wire {
+        req.log
+            .header(Tag::RespHeader, b"Content-Length", n.to_string().as_bytes());
+    }
+    req.log.bytes(Tag::Storage, b"malloc Transient");
+    filters.log(&mut req.log);
+    for line in head.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        if name.eq_ignore_ascii_case(b"connection")
+            || name.eq_ignore_ascii_case(b"transfer-encoding")
+        {
+            let value = line[colon + 1..].trim_ascii_start();
+            req.log.header(Tag::RespHeader, name, value);
+        }
+    }
 }
 
 /// What goes on the wire after the head.

@@ -760,16 +760,24 @@ async fn synth_step(
     COUNTERS.inc(Counter::s_synth);
     let mut resp = Resp::synthetic(status, reason);
     let mut keep = keep;
+    // Logged as built, then each change vcl_synth makes, as varnishd logs
+    // it (an include's response is its page's, and not logged so).
+    req.resp_logged = req.log.active() && !c.is_fragment();
+    if req.resp_logged {
+        resp.log_as_built(&mut req.log, req.xid);
+    }
     match cx.call(Method::Synth, req, None, None, Some(&mut resp)) {
         Action::Deliver => {}
         Action::Restart if u64::from(req.restarts) <= cx.sh.params.max_restarts() => {
-            return Step::Restart
+            req.resp_logged = false;
+            return Step::Restart;
         }
         Action::Restart => {}
         _ => {
             resp = Resp::synthetic(500, None);
             resp.body = synth::page(500, "Internal Server Error", req.xid).into_bytes();
             keep = false;
+            req.resp_logged = false;
         }
     }
     let now = lacquer_core::time::now();

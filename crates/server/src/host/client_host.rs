@@ -351,12 +351,22 @@ impl Host for ClientHost<'_> {
                     r.changed = true;
                     r.reason =
                         Bytes::from_static(lacquer_http::reason_phrase(r.status % 1000).as_bytes());
+                    // Logged as it changes, where the response was logged
+                    // as built (as varnishd logs both).
+                    if req.resp_logged && req.log.active() {
+                        let status = (r.status % 1000).to_string();
+                        req.log.bytes(Tag::RespStatus, status.as_bytes());
+                        req.log.bytes(Tag::RespReason, &r.reason);
+                    }
                 }
             }
             Var::RespReason => {
                 if let Some(r) = self.resp.as_deref_mut() {
                     r.reason = Bytes::copy_from_slice(value.as_bytes());
                     r.changed = true;
+                    if req.resp_logged && req.log.active() {
+                        req.log.bytes(Tag::RespReason, &r.reason);
+                    }
                 }
             }
             Var::RespBody => {
@@ -468,8 +478,17 @@ impl Host for ClientHost<'_> {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
                 }
+                let req = &mut *self.req;
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.set(name, Some(value));
+                    if req.resp_logged && req.log.active() {
+                        let log = &mut req.log;
+                        r.set_noting(name, Some(value.clone()), |old| {
+                            log.header(Tag::RespUnset, &old.name, &old.value)
+                        });
+                        log.header(Tag::RespHeader, name.as_bytes(), &value);
+                    } else {
+                        r.set(name, Some(value));
+                    }
                 }
             }
             // The compiler lets no other headers be set on the client side;
@@ -494,6 +513,11 @@ impl Host for ClientHost<'_> {
             HttpKind::Resp => {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
+                }
+                if self.req.resp_logged && self.req.log.active() {
+                    self.req
+                        .log
+                        .header(Tag::RespHeader, name.as_bytes(), &value);
                 }
                 let obj = self.obj;
                 if let Some(r) = self.resp.as_deref_mut() {
@@ -522,8 +546,16 @@ impl Host for ClientHost<'_> {
                 if Self::is_delivery_header(name) {
                     self.own_delivery_headers();
                 }
+                let req = &mut *self.req;
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.set(name, None);
+                    if req.resp_logged && req.log.active() {
+                        let log = &mut req.log;
+                        r.set_noting(name, None, |old| {
+                            log.header(Tag::RespUnset, &old.name, &old.value)
+                        });
+                    } else {
+                        r.set(name, None);
+                    }
                 }
             }
             _ => {}

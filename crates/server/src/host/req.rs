@@ -76,6 +76,10 @@ pub(crate) struct Req {
     /// chosen from its `Accept-Encoding` as `vcl_recv` left it (identity
     /// until then, and for a pass or a pipe).
     pub coding: lacquer_filters::coding::Coding,
+    /// The response was logged as built, before its VCL method (a
+    /// synthetic one, as varnishd logs it): VCL's changes are logged as
+    /// they are made, and delivery logs only what it adds.
+    pub resp_logged: bool,
     /// The codings its `Accept-Encoding` accepts (bits of
     /// [`crate::client::encodings::accepted`]): a body stored br or zstd
     /// goes to it as stored when it takes that coding.
@@ -147,6 +151,7 @@ impl Req {
             resp_filters: None,
             coding: lacquer_filters::coding::Coding::Identity,
             accepted: 0,
+            resp_logged: false,
             ws_used: 0,
             include: None,
             initial: None,

@@ -138,6 +138,46 @@ impl Resp {
     }
 
     /// Sets a header to one value (`None` removes it).
+    /// [`Resp::set`] of a response with its own headers, telling `note`
+    /// of each field it removes (the log's `RespUnset`).
+    pub fn set_noting(
+        &mut self,
+        name: &str,
+        value: Option<Bytes>,
+        note: impl FnMut(&lacquer_http::headers::Header),
+    ) {
+        self.changed = true;
+        match (&mut self.headers, value) {
+            (Some(h), Some(v)) => {
+                h.set_named_noting(name, v, note);
+            }
+            (Some(h), None) => h.remove_noting(name, note),
+            (None, value) => self.set(name, value),
+        }
+    }
+
+    /// Logs it as built (`RespProtocol`, `RespStatus`, `RespReason`, a
+    /// `RespHeader` each, then `X-Varnish`), as varnishd logs a synthetic
+    /// response before `vcl_synth` runs.
+    pub fn log_as_built(&self, log: &mut lacquer_shm::Txn, xid: u64) {
+        if !log.active() {
+            return;
+        }
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(b"HTTP/1.1 ");
+        head.extend_from_slice((self.status % 1000).to_string().as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(&self.reason);
+        head.extend_from_slice(b"\r\n");
+        if let Some(h) = &self.headers {
+            h.write_to(&mut head);
+        }
+        head.extend_from_slice(b"X-Varnish: ");
+        head.extend_from_slice(xid.to_string().as_bytes());
+        head.extend_from_slice(b"\r\n\r\n");
+        log.head(lacquer_shm::packed::HeadKind::Resp, &head);
+    }
+
     pub fn set(&mut self, name: &str, value: Option<Bytes>) {
         self.changed = true;
         if let Some(h) = &mut self.headers {
