@@ -310,6 +310,10 @@ fn make(p: &Params, obj: &Object, c: Coding) -> Result<Rendition, Unmade> {
     let mut head = Vec::with_capacity(256);
     obj.write_head(&mut head);
     recode_head(&mut head, c);
+    // Kept for the object's life and charged by their length: no spare
+    // room beyond it.
+    head.shrink_to_fit();
+    out.shrink_to_fit();
     Ok(Rendition {
         head: Bytes::from(head),
         body: Bytes::from(out),
