@@ -10,7 +10,9 @@ use crate::client::conditional::{
 };
 use crate::client::encodings;
 use crate::client::esi;
+use crate::host::coding;
 use crate::host::filters::Filters;
+use crate::host::head_edits::{remove_header_line, weaken_etag_line};
 use crate::host::req::can_gzip;
 use crate::host::req::{Acct, Outcome, Req};
 use crate::host::resp::Resp;
@@ -53,42 +55,6 @@ pub(crate) struct Delivery<'a> {
 /// Whether the stored body is gzip'd.
 pub(crate) fn is_gzipped(headers: &Headers) -> bool {
     headers.get("content-encoding").is_some_and(|v| is_gzip(v))
-}
-
-/// Removes every `name:` line from a serialised head.
-pub(crate) fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
-    let mut out = Vec::with_capacity(head.len());
-    for line in head.split_inclusive(|&b| b == b'\n') {
-        let matches = line.len() > name.len()
-            && line[..name.len()].eq_ignore_ascii_case(name)
-            && line[name.len()] == b':';
-        if !matches {
-            out.extend_from_slice(line);
-        }
-    }
-    *head = out;
-}
-
-/// Makes the head's `ETag` weak (`W/"…"`): the body goes out transformed
-/// (inflated), so it is no longer the bytes a strong validator names.
-pub(crate) fn weaken_etag_line(head: &mut Vec<u8>) {
-    const NAME: &[u8] = b"etag:";
-    let mut at = 0;
-    for line in head.split_inclusive(|&b| b == b'\n') {
-        if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
-            let value = NAME.len()
-                + line[NAME.len()..]
-                    .iter()
-                    .take_while(|&&b| b == b' ' || b == b'\t')
-                    .count();
-            if !line[value..].starts_with(b"W/") {
-                let pos = at + value;
-                head.splice(pos..pos, *b"W/");
-            }
-            return;
-        }
-        at += line.len();
-    }
 }
 
 pub(crate) use crate::transport::io::WireBody;
@@ -180,11 +146,11 @@ pub(crate) async fn object(
     // The body in the client's coding, made once (else, when the client
     // would get one, the first to ask has it made for later hits).
     let rendition = match filters.encode {
-        Some(c) if !esi => obj.rendition(encodings::slot(c)),
+        Some(c) if !esi => obj.rendition(coding::slot(c)),
         _ => None,
     };
     if rendition.is_none() && !bodyless && filters.encode.is_none() {
-        if let Some(c) = encodings::wanted(p, req, obj, status) {
+        if let Some(c) = coding::wanted(p, req, obj, status) {
             encodings::ask(sh, obj, c);
         }
     }
@@ -243,7 +209,7 @@ pub(crate) async fn object(
     match filters.encode {
         // A rendition's own head has its coding already.
         Some(_) if rendition.is_some() && !resp.is_some_and(|r| r.changed) => {}
-        Some(coding) => encodings::recode_head(&mut c.wbuf, coding),
+        Some(coding) => coding::recode_head(&mut c.wbuf, coding),
         None if gunzip || filters.decode.is_some() => {
             remove_header_line(&mut c.wbuf, b"content-encoding");
         }
@@ -534,7 +500,7 @@ async fn filtered_body(
     // An include stored br or zstd is spliced into its page decoded.
     let decode = match top {
         Some(f) => f.decode,
-        None if obj.other_coding() => encodings::stored(obj).filter(|c| c.is_rendition()),
+        None if obj.other_coding() => coding::stored(obj).filter(|c| c.is_rendition()),
         None => None,
     };
     if let Some(coding) = decode {
@@ -701,22 +667,5 @@ async fn unsatisfiable(
         Ok(()) if keep => Outcome::KeepAlive,
         Ok(()) => Outcome::Close(CloseReason::ReqClose),
         Err(e) => Outcome::from(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_inflated_delivery_weakens_the_etag() {
-        let mut head = b"HTTP/1.1 200 OK\r\nETag: \"foo\"\r\nX: y\r\n".to_vec();
-        weaken_etag_line(&mut head);
-        assert_eq!(head, b"HTTP/1.1 200 OK\r\nETag: W/\"foo\"\r\nX: y\r\n");
-        weaken_etag_line(&mut head);
-        assert_eq!(
-            head, b"HTTP/1.1 200 OK\r\nETag: W/\"foo\"\r\nX: y\r\n",
-            "once"
-        );
     }
 }

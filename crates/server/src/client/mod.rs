@@ -3,8 +3,8 @@
 //! deliver) over the request state (`host::req`); `pass` and `pipe` are
 //! the steps that go to the backend for one client; `deliver` and `esi`
 //! put a response on the wire (`conditional` judges validators and
-//! ranges for it; `encodings` chooses its content coding and has br and
-//! zstd renditions made); `interim` hands a backend's 1xx responses
+//! ranges for it; `encodings` has br and zstd renditions made and
+//! compresses or decodes bodies on the way out); `interim` hands a backend's 1xx responses
 //! to the client; `invalidate` removes what a successful
 //! unsafe request changed; `req_headers` shapes a request's headers
 //! before VCL sees them; `answers` are what a request gets before VCL

@@ -53,7 +53,7 @@ pub(super) fn set_forwarded_proto(req: &mut Req, c: &Client) {
 /// inflates on delivery). The client's own coding (br, zstd) is chosen
 /// first, from the field as it came out of `vcl_recv`.
 pub(super) fn normalise_accept_encoding(p: &lacquer_core::params::Params, req: &mut Req) {
-    crate::client::encodings::choose(p, req);
+    crate::host::coding::choose(p, req);
     let current = req.head.headers.get("accept-encoding").cloned();
     let gzip = crate::host::req::can_gzip(&req.head.headers);
     if current.as_deref() == Some(b"gzip".as_slice()) || (current.is_none() && !gzip) {

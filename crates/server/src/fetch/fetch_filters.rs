@@ -6,6 +6,7 @@
 //! parse, which needs the whole body. Each leaves a `Gzip` record, and
 //! the ESI parse its `ESI_xmlerror` records and counters.
 
+use crate::host::coding::recoding;
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::{Feature, Params};
@@ -26,23 +27,6 @@ pub(crate) struct Wanted {
     pub encode: Option<Coding>,
     /// `beresp.filters` named unbr or unzstd.
     pub decode: Option<Coding>,
-}
-
-/// What a fetch does with br and zstd, given what VCL asked and the
-/// body's coding (`coded`, from `Content-Encoding`): a br or zstd body
-/// is decoded for an ESI parse or when VCL named its `un` filter (else
-/// stored as it came); a plain body is compressed when VCL named br or
-/// zstd (not for an ESI page, which is parsed as text).
-pub(crate) fn recoding(
-    do_esi: bool,
-    encode: Option<Coding>,
-    decode: Option<Coding>,
-    coded: Option<Coding>,
-    plain: bool,
-) -> (Option<Coding>, Option<Coding>) {
-    let decode = coded.filter(|&c| c.is_rendition() && (do_esi || decode == Some(c)));
-    let encode = encode.filter(|_| plain && !do_esi);
-    (decode, encode)
 }
 
 enum Zip {

@@ -480,7 +480,7 @@ pub(crate) fn logged_filter_list(r: &Beresp, p: &lacquer_core::params::Params) -
     }
     let coded = encoding.and_then(|e| lacquer_filters::coding::Coding::from_token(e));
     let (decode, encode) =
-        crate::fetch::fetch_filters::recoding(r.do_esi, r.encode, r.decode, coded, plain);
+        crate::host::coding::recoding(r.do_esi, r.encode, r.decode, coded, plain);
     if let Some(c) = decode {
         list.insert_str(
             0,

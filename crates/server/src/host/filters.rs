@@ -2,7 +2,7 @@
 //! (`esi gunzip unbr unzstd br zstd range`): those VCL set, else the ones
 //! the object and the request call for. Delivery runs them; VCL reads and sets them.
 
-use crate::client::encodings;
+use crate::host::coding as encodings;
 use crate::host::req::{can_gzip, Req};
 use lacquer_cache::object::Object;
 use lacquer_core::params::Params;

@@ -2,12 +2,16 @@
 //! `resp.*` are (`req`, `resp`) and mean at run time (`client_host`),
 //! `bereq.*` and `beresp.*` (`backend_host`), the actions VCL can take on
 //! the cache and on responses (`purge`, `synth`), the loaded programs
-//! (`vcl`), and the log records VCL's steps write (`vsl`).
+//! (`vcl`), the log records VCL's steps write (`vsl`), the delivery
+//! filters (`filters`), the content coding a client gets (`coding`), and
+//! edits to a written response head (`head_edits`).
 
 pub(crate) mod backend_host;
 pub(crate) mod bereq;
 pub(crate) mod client_host;
+pub(crate) mod coding;
 pub(crate) mod filters;
+pub(crate) mod head_edits;
 pub(crate) mod obj_vars;
 pub(crate) mod purge;
 pub(crate) mod req;

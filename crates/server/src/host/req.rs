@@ -81,7 +81,7 @@ pub(crate) struct Req {
     /// they are made, and delivery logs only what it adds.
     pub resp_logged: bool,
     /// The codings its `Accept-Encoding` accepts (bits of
-    /// [`crate::client::encodings::accepted`]): a body stored br or zstd
+    /// [`crate::host::coding::accepted`]): a body stored br or zstd
     /// goes to it as stored when it takes that coding.
     pub accepted: u8,
     /// Set on an ESI include: its depth, the top request, its ancestors.
