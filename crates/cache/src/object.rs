@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 pub use crate::floats::{AtomicF32, AtomicF64};
 
 mod head;
+pub(crate) mod slots;
 
 /// What an object is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,8 +179,8 @@ pub(crate) struct Extra {
     /// the fetch has checked it.
     gzip: OnceLock<Attr>,
     /// Its body in other codings (br, zstd), made once when first asked
-    /// for ([`crate::rendition`]).
-    pub(crate) renditions: [crate::rendition::Slot; crate::rendition::SLOTS],
+    /// for ([`crate::rendition`], [`slots`]).
+    pub(crate) renditions: [slots::Slot; slots::SLOTS],
     /// Its surrogate keys, once indexed under them.
     pub(crate) tags: OnceLock<Box<[Box<[u8]>]>>,
     /// Where a persistent store wrote its record, plus one (0: nowhere;

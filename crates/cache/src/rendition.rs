@@ -5,47 +5,13 @@
 //! whether the rendition is there, being made, or not worth making, so
 //! that however many clients ask at once, one makes it.
 
+pub use crate::object::slots::{Rendition, SLOTS};
+use crate::object::slots::{DECLINED, IDLE, MAKING, READY};
 use crate::object::Object;
 use crate::Cache;
-use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
-
-/// Slots an object has: one per coding the daemon makes renditions in.
-pub const SLOTS: usize = 2;
-
-/// Nobody made it yet.
-const IDLE: u8 = 0;
-/// Someone is making it.
-const MAKING: u8 = 1;
-/// It is there.
-const READY: u8 = 2;
-/// Not to be made: the body does not suit, or making it failed.
-const DECLINED: u8 = 3;
-
-/// One coding's slot.
-#[derive(Debug, Default)]
-pub(crate) struct Slot {
-    state: AtomicU8,
-    made: OnceLock<Rendition>,
-}
-
-/// A body in another coding, with the head that goes with it.
-#[derive(Debug)]
-pub struct Rendition {
-    /// The status line and fields (each line ending in CRLF, no blank
-    /// line), as the object's head with its coding's `Content-Encoding`,
-    /// a weak `ETag` and `Vary: Accept-Encoding`.
-    pub head: Bytes,
-    pub body: Bytes,
-}
-
-impl Drop for Rendition {
-    fn drop(&mut self) {
-        COUNTERS.dec(Counter::g_renditions);
-    }
-}
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What a request finds in an object's slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +30,18 @@ impl Object {
     #[inline]
     pub fn rendition(&self, slot: usize) -> Option<&Rendition> {
         self.extra_if_made()?.renditions.get(slot)?.made.get()
+    }
+
+    /// Whether the slot has nothing in it and nobody making it (or the
+    /// object has no slots yet): read without making any.
+    pub fn rendition_idle(&self, slot: usize) -> bool {
+        match self.extra_if_made() {
+            None => true,
+            Some(e) => e
+                .renditions
+                .get(slot)
+                .is_some_and(|s| s.state.load(Ordering::Acquire) == IDLE),
+        }
     }
 
     /// Whether the rendition in `slot` is there, or the caller is to make
@@ -150,6 +128,7 @@ impl Cache {
 mod tests {
     use super::*;
     use crate::tests::{cache, stored_obj};
+    use bytes::Bytes;
 
     fn rendition(len: usize) -> Rendition {
         Rendition {
@@ -167,6 +146,7 @@ mod tests {
         let before = store.used();
         assert_eq!(obj.claim_rendition(0), Claim::Yours);
         assert_eq!(obj.claim_rendition(0), Claim::No, "being made");
+        assert!(!obj.rendition_idle(0));
         assert_eq!(obj.claim_rendition(1), Claim::Yours, "each coding its own");
         assert!(c.keep_rendition(&obj, 0, rendition(1000), 0));
         assert_eq!(obj.claim_rendition(0), Claim::Ready);
@@ -197,6 +177,11 @@ mod tests {
         c.remove(&other, crate::Removal::Purged);
         assert_eq!(other.claim_rendition(0), Claim::No);
         let fresh = stored_obj(&c, 60.0, 0.0, 1000.0);
+        assert!(fresh.rendition_idle(1));
+        assert!(
+            !fresh.has_extra(),
+            "asking whether it is idle makes no slot"
+        );
         fresh.set_no_rendition();
         assert_eq!(fresh.claim_rendition(1), Claim::No, "found not to suit");
     }

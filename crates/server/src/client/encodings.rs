@@ -41,13 +41,17 @@ pub(crate) fn ask(sh: &Arc<Shared>, obj: &Arc<Object>, c: Coding) {
         return;
     }
     let s = slot(c);
-    if obj.claim_rendition(s) != Claim::Yours {
+    // A slot busy or declined is passed by without judging the object
+    // again; one that does not suit is marked for good, before any slot
+    // is made for it (an image a br client asks for gets none).
+    if !obj.rendition_idle(s) {
         return;
     }
-    // Judged once: an object that does not suit is marked for good.
     if !suits(p, obj) {
         obj.set_no_rendition();
-        obj.give_up_rendition(s, true);
+        return;
+    }
+    if obj.claim_rendition(s) != Claim::Yours {
         return;
     }
     if JOBS.fetch_add(1, Ordering::AcqRel) >= p.compress_jobs() {
