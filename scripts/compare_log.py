@@ -252,8 +252,10 @@ def normalise(tag, payload):
     if tag in ("TTL", "Hit", "HitMiss", "HitPass"):
         return " ".join(w for w in p.split() if not re.match(r"^-?[0-9.]+$", w))
     if tag == "Gzip":
-        # Compressed sizes and bit offsets are the compressor's own.
-        return " ".join(p.split()[:4])
+        # Compressed sizes and bit offsets are the compressor's own: what
+        # a gzip record (G) read, what a gunzip record (U) wrote.
+        w = p.split()
+        return " ".join(w[:4] if w[:1] == ["G"] else w[:3] + w[4:5])
     if tag == "Fetch_Body":
         return " ".join(p.split()[1:])
     if tag == "FetchError":

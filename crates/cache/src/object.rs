@@ -136,7 +136,7 @@ pub struct Object {
     /// Its place in the expiry queue's heap ([`NOT_QUEUED`]: none),
     /// written under the queue's lock.
     exp_slot: AtomicU32,
-    /// The status (below 1024), [`OTHER_CODING`] and, in the top two
+    /// The status (below 1024), [`OTHER_CODING`], [`HEAD_LENGTH`] and, in the top two
     /// bits, the kind: one byte less, which is what keeps the object in
     /// 168 bytes.
     status_kind: u16,
@@ -165,6 +165,10 @@ const NO_RENDITION: u8 = 64;
 /// In `status_kind`: the stored body has a `Content-Encoding` other than
 /// gzip (br, zstd, or one Lacquer does not know); delivery reads which.
 const OTHER_CODING: u16 = 1 << 10;
+/// In `status_kind`: the stored head has a `Content-Length` (the body's
+/// length, as the origin announced it; or, for an object fetched with a
+/// HEAD, the length that HEAD announced).
+const HEAD_LENGTH: u16 = 1 << 11;
 /// Charged to its store ([`crate::Cache::attach`]): from then on the
 /// store counts it, and its drop gives the store its bytes back.
 const ATTACHED: u8 = 128;
@@ -320,10 +324,12 @@ impl Object {
         };
         // Read once from the stored head, in one pass (what a restart
         // reads back too).
-        let (mut accept_ranges, mut encoding) = (false, None);
+        let (mut accept_ranges, mut encoding, mut length) = (false, None, false);
         for (name, value) in obj.fields() {
             if name.eq_ignore_ascii_case(b"accept-ranges") {
                 accept_ranges = true;
+            } else if name.eq_ignore_ascii_case(b"content-length") {
+                length = true;
             } else if name.eq_ignore_ascii_case(b"content-encoding") {
                 encoding.get_or_insert(value);
             }
@@ -337,6 +343,9 @@ impl Object {
             if accept_ranges { ACCEPT_RANGES } else { 0 } | if gzipped { GZIPPED } else { 0 };
         if other {
             obj.status_kind |= OTHER_CODING;
+        }
+        if length {
+            obj.status_kind |= HEAD_LENGTH;
         }
         *obj.flags.get_mut() = flags;
         obj
@@ -420,6 +429,12 @@ impl Object {
     #[inline]
     pub fn other_coding(&self) -> bool {
         self.status_kind & OTHER_CODING != 0
+    }
+
+    /// Whether the stored head has a `Content-Length`.
+    #[inline]
+    pub fn head_has_length(&self) -> bool {
+        self.status_kind & HEAD_LENGTH != 0
     }
 
     /// Whether renditions of it were found not to suit.

@@ -33,6 +33,7 @@ pub mod stamp {
     pub const PROCESS: Word = Word::new("Process");
     pub const RESP: Word = Word::new("Resp");
     pub const FETCH: Word = Word::new("Fetch");
+    pub const REQ_BODY: Word = Word::new("ReqBody");
     pub const CONNECTED: Word = Word::new("Connected");
     pub const BEREQ: Word = Word::new("Bereq");
     pub const RESTART: Word = Word::new("Restart");

@@ -148,6 +148,8 @@ impl Varnish {
             .arg(&self.workdir)
             .arg(&self.jail)
             .args(["-T", "127.0.0.1:0"])
+            // Debug records logged, as varnishtest has varnishd log them.
+            .args(["-p", "vsl_mask=+Debug"])
             .args(if own_listen {
                 &[][..]
             } else {

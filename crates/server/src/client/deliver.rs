@@ -15,7 +15,7 @@ use crate::host::filters::Filters;
 use crate::host::head_edits::{remove_header_line, weaken_etag_line};
 use crate::host::req::can_gzip;
 use crate::host::req::{Acct, Outcome, Req};
-use crate::host::resp::Resp;
+use crate::host::resp::{parse_length, LengthField, Resp};
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
 use crate::transport::io::Client;
@@ -66,6 +66,9 @@ pub(crate) struct DeliveryHeaders {
     pub age: u64,
     pub accept_ranges: bool,
     pub body: WireBody,
+    /// The head already says the body's length (the origin's, stored
+    /// with the object): no other is written.
+    pub length_in_head: bool,
     pub keep: bool,
     pub http10: bool,
     /// VCL set Age, X-Varnish and Via itself (or removed them).
@@ -99,6 +102,7 @@ pub(crate) fn write_delivery_headers(out: &mut Vec<u8>, sh: &Shared, d: &Deliver
         out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
     }
     match d.body {
+        WireBody::Length(_) if d.length_in_head => {}
         WireBody::Length(n) => {
             out.extend_from_slice(b"Content-Length: ");
             push_u64(out, n);
@@ -137,7 +141,7 @@ pub(crate) async fn object(
     let cond = status == 200
         && (is_head || req.head.method_is("GET"))
         && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
-    let bodyless = cond || status == 204 || status == 304 || status < 200;
+    let mut bodyless = cond || status == 204 || status == 304 || status < 200;
     let mut filters = Filters::for_delivery(p, req, obj, status);
     if bodyless {
         filters = Filters::only(false, false, false);
@@ -165,6 +169,9 @@ pub(crate) async fn object(
         None => obj.body().known_len(),
     };
     let mut window = None;
+    // The range asked for lies past the body: a 416 with the response's
+    // fields (as varnishd answers it) and no body.
+    let mut unsatisfiable = None;
     if filtered && filters.range && status == 200 && !is_head {
         window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
     } else if !bodyless
@@ -178,7 +185,8 @@ pub(crate) async fn object(
                 Range::Full => {}
                 Range::Partial { start, end, total } => window = Some((start, end, total)),
                 Range::Unsatisfiable { total } => {
-                    return Box::pin(unsatisfiable(c, sh, req, obj, total, keep, d.hit)).await;
+                    unsatisfiable = Some(total);
+                    bodyless = true;
                 }
             }
         } else if !is_head {
@@ -189,6 +197,8 @@ pub(crate) async fn object(
     }
     let status_line: Option<&[u8]> = if cond {
         Some(b"HTTP/1.1 304 Not Modified\r\n")
+    } else if unsatisfiable.is_some() {
+        Some(b"HTTP/1.1 416 Requested Range Not Satisfiable\r\n")
     } else if window.is_some() {
         Some(b"HTTP/1.1 206 Partial Content\r\n")
     } else {
@@ -206,6 +216,10 @@ pub(crate) async fn object(
             (None, None) => obj.write_head(&mut c.wbuf),
         },
     }
+    // What the transformations below take out of the head, for the log
+    // (where the head was logged as VCL saw it).
+    let logging_edits = req.resp_logged && !d.synthetic;
+    let before = logging_edits.then(|| HeadFields::of(&c.wbuf));
     match filters.encode {
         // A rendition's own head has its coding already.
         Some(_) if rendition.is_some() && !resp.is_some_and(|r| r.changed) => {}
@@ -228,13 +242,30 @@ pub(crate) async fn object(
         }
         None => {}
     }
+    if let Some(total) = unsatisfiable {
+        let _ = write!(c.wbuf, "Content-Range: bytes */{total}\r\n");
+    }
     // An object fetched with HEAD kept its announced length: a HEAD hears
     // it; anything else gets the (empty) body it has.
-    let head_fetched = known == Some(0) && obj.has_header("content-length");
-    if head_fetched && !is_head {
-        remove_header_line(&mut c.wbuf, b"content-length");
-    }
-    let wire = if bodyless {
+    // The stored length is the stored body's, but for an object fetched
+    // with a HEAD (its body empty) or parsed for ESI (its stored body not
+    // the origin's): read then.
+    let stored_is_body = || {
+        !(obj.esi_expected() || known == Some(0))
+            || obj.header("content-length").and_then(|v| parse_length(&v)) == known
+    };
+    let head_fetched = known == Some(0) && obj.head_has_length() && !stored_is_body();
+    let length_field = match resp.filter(|r| r.changed) {
+        // A head in another coding has no length of its own (its
+        // recoding took it out).
+        _ if filters.encode.is_some() => LengthField::Absent,
+        Some(r) => r.length_field(obj),
+        None if obj.head_has_length() => LengthField::Stored,
+        None => LengthField::Absent,
+    };
+    let wire = if unsatisfiable.is_some() {
+        WireBody::Length(0)
+    } else if bodyless {
         WireBody::Bodyless
     } else if head_fetched && is_head {
         WireBody::HeadUnknown
@@ -252,6 +283,21 @@ pub(crate) async fn object(
     if wire == WireBody::Close {
         keep = false;
     }
+    // The stored length goes out as it is when the whole stored body does
+    // (varnishd reuses it so); any other is replaced by the right one.
+    let length_in_head = match (length_field, wire) {
+        (LengthField::Absent, _) => false,
+        (LengthField::Stored, WireBody::Length(n)) => {
+            !filtered && window.is_none() && known == Some(n) && stored_is_body()
+        }
+        (LengthField::Set(v), WireBody::Length(n)) => v == Some(n),
+        // A HEAD told what a GET would get, or what VCL said it gets.
+        (_, WireBody::HeadUnknown) => true,
+        _ => false,
+    };
+    if length_field != LengthField::Absent && !length_in_head {
+        remove_header_line(&mut c.wbuf, b"content-length");
+    }
     let dh = DeliveryHeaders {
         xid: req.xid,
         obj_xid: d.hit.then_some(obj.xid()),
@@ -262,10 +308,13 @@ pub(crate) async fn object(
             && filters.encode.is_none()
             && p.http_range_support()
             && match resp.filter(|r| r.changed) {
-                Some(r) => !r.has_accept_ranges(obj),
+                // VCL saw it as one of the response's fields (and kept
+                // or removed it) once it touched any delivery field.
+                Some(r) => !r.own_delivery_headers && !r.has_accept_ranges(obj),
                 None => !obj.accept_ranges(),
             },
         body: wire,
+        length_in_head,
         keep,
         http10,
         own,
@@ -274,14 +323,28 @@ pub(crate) async fn object(
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
     let logged_filters = Filters {
-        range: window.is_some(),
+        range: window.is_some() || unsatisfiable.is_some(),
         ..filters
     };
-    if std::mem::take(&mut req.resp_logged) && d.synthetic {
-        log_synthetic_tail(req, &c.wbuf, wire, logged_filters);
-    } else {
-        logged_filters.log(&mut req.log);
-        req.log.head(HeadKind::Resp, &c.wbuf);
+    match (std::mem::take(&mut req.resp_logged), before) {
+        (true, None) => log_synthetic_tail(req, &c.wbuf, wire, logged_filters),
+        (true, Some(before)) => {
+            let tail = Tail {
+                before,
+                cond,
+                window,
+                unsatisfiable,
+                filters: logged_filters,
+                length_in_head,
+                wire,
+                h2: c.is_h2(),
+            };
+            log_object_tail(req, &c.wbuf, &tail);
+        }
+        (false, _) => {
+            logged_filters.log(&mut req.log);
+            req.log.head(HeadKind::Resp, &c.wbuf);
+        }
     }
     req.acct.hdr_tx += c.wbuf.len() as u64;
     let shape = Shape {
@@ -309,6 +372,197 @@ pub(crate) async fn object(
     })
 }
 
+/// Logs an object's response as `vcl_deliver` first sees it, as varnishd
+/// logs it: the stored status and fields (or the response's own), then
+/// `X-Varnish`, `Age`, `Via` and, for a 200 without one, `Accept-Ranges`.
+/// Its changes are logged from then on as they are made (VCL's edits, then
+/// what delivery does: see [`log_object_tail`]).
+pub(crate) fn log_as_built(req: &mut Req, sh: &Shared, obj: &Object, resp: &Resp, now: f64) {
+    let mut head = Vec::with_capacity(obj.head_len() * 4 + 160);
+    match &resp.headers {
+        Some(fields) => {
+            let status = resp.status % 1000;
+            let _ = write!(head, "HTTP/1.1 {status:03} ");
+            head.extend_from_slice(if resp.reason.is_empty() {
+                obj.reason()
+            } else {
+                &resp.reason
+            });
+            head.extend_from_slice(b"\r\n");
+            fields.write_to(&mut head);
+        }
+        None => obj.write_head(&mut head),
+    }
+    let accept_ranges =
+        resp.status % 1000 == 200 && sh.params.http_range_support() && !resp.has_accept_ranges(obj);
+    let obj_xid = resp.hit.then(|| obj.xid());
+    log_head_as_built(req, sh, head, obj_xid, obj.age(now), accept_ranges);
+}
+
+/// Logs `head` (a status line and fields) with the delivery fields
+/// varnishd adds before `vcl_deliver`: `X-Varnish`, `Age`, `Via` and,
+/// with `accept_ranges`, `Accept-Ranges`.
+pub(crate) fn log_head_as_built(
+    req: &mut Req,
+    sh: &Shared,
+    mut head: Vec<u8>,
+    obj_xid: Option<u64>,
+    age: u64,
+    accept_ranges: bool,
+) {
+    head.extend_from_slice(b"X-Varnish: ");
+    push_u64(&mut head, req.xid);
+    if let Some(xid) = obj_xid {
+        head.push(b' ');
+        push_u64(&mut head, xid);
+    }
+    head.extend_from_slice(b"\r\nAge: ");
+    push_u64(&mut head, age);
+    head.extend_from_slice(b"\r\nVia: ");
+    head.extend_from_slice(sh.via.as_bytes());
+    head.extend_from_slice(b"\r\n");
+    if accept_ranges {
+        head.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    req.log.head(HeadKind::Resp, &head);
+}
+
+/// The fields of a written head that delivery may change, as they were
+/// before it did.
+pub(crate) struct HeadFields {
+    etag: Option<Vec<u8>>,
+    encoding: Option<Vec<u8>>,
+    length: Option<Vec<u8>>,
+    accept_ranges: bool,
+}
+
+impl HeadFields {
+    pub(crate) fn of(head: &[u8]) -> HeadFields {
+        HeadFields {
+            etag: field_in(head, b"etag").map(<[u8]>::to_vec),
+            encoding: field_in(head, b"content-encoding").map(<[u8]>::to_vec),
+            length: field_in(head, b"content-length").map(<[u8]>::to_vec),
+            accept_ranges: field_in(head, b"accept-ranges").is_some(),
+        }
+    }
+}
+
+impl HeadFields {
+    /// The same, read from a list of fields.
+    pub(crate) fn of_fields(h: &Headers) -> HeadFields {
+        let value = |name: &str| h.get(name).map(|v| v.to_vec());
+        HeadFields {
+            etag: value("etag"),
+            encoding: value("content-encoding"),
+            length: value("content-length"),
+            accept_ranges: h.contains("accept-ranges"),
+        }
+    }
+}
+
+/// The value of the first `name` field of a written head.
+fn field_in<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
+    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let value = line.get(name.len() + 1..)?;
+        (line[..name.len()].eq_ignore_ascii_case(name) && line[name.len()] == b':')
+            .then(|| value.trim_ascii())
+    })
+}
+
+/// What delivery did to an object's response after `vcl_deliver`.
+pub(crate) struct Tail {
+    pub before: HeadFields,
+    /// Answered 304.
+    pub cond: bool,
+    pub window: Option<(u64, u64, u64)>,
+    /// Answered 416: the body's length.
+    pub unsatisfiable: Option<u64>,
+    pub filters: Filters,
+    pub length_in_head: bool,
+    pub wire: WireBody,
+    pub h2: bool,
+}
+
+/// The end of an object's response's log, whose head was logged as built
+/// and changed by `vcl_deliver` (see [`log_as_built`]): what delivery
+/// changes, in varnishd's order — the status of a 304, the filters and
+/// what they change (the coding, a weakened `ETag`, a range's status and
+/// `Content-Range`), the length, then the framing and connection fields.
+pub(crate) fn log_object_tail(req: &mut Req, head: &[u8], t: &Tail) {
+    let log = &mut req.log;
+    if !log.active() {
+        return;
+    }
+    let status = |log: &mut lacquer_shm::Txn, code: &[u8], reason: &[u8]| {
+        log.bytes(Tag::RespProtocol, b"HTTP/1.1");
+        log.bytes(Tag::RespStatus, code);
+        log.bytes(Tag::RespReason, reason);
+    };
+    if t.cond {
+        status(log, b"304", b"Not Modified");
+    }
+    t.filters.log(log);
+    let after = HeadFields::of(head);
+    if let (Some(old), false) = (&t.before.encoding, after.encoding == t.before.encoding) {
+        log.header(Tag::RespUnset, b"Content-Encoding", old);
+        if let Some(new) = &after.encoding {
+            log.header(Tag::RespHeader, b"Content-Encoding", new);
+        }
+    }
+    if let (Some(old), Some(new)) = (&t.before.etag, &after.etag) {
+        if old != new {
+            log.header(Tag::RespUnset, b"ETag", old);
+            log.header(Tag::RespHeader, b"ETag", new);
+        }
+    }
+    if let Some((start, end, total)) = t.window {
+        let range = if total == UNKNOWN_TOTAL {
+            format!("bytes {start}-{end}/*")
+        } else {
+            format!("bytes {start}-{end}/{total}")
+        };
+        log.header(Tag::RespHeader, b"Content-Range", range.as_bytes());
+        status(log, b"206", b"Partial Content");
+    }
+    if let Some(total) = t.unsatisfiable {
+        log.bytes(Tag::Debug, b"RANGE_FAIL low range beyond object");
+        let range = format!("bytes */{total}");
+        log.header(Tag::RespHeader, b"Content-Range", range.as_bytes());
+        status(log, b"416", b"Requested Range Not Satisfiable");
+    }
+    if t.before.accept_ranges && !after.accept_ranges {
+        log.header(Tag::RespUnset, b"Accept-Ranges", b"bytes");
+    }
+    if !t.length_in_head {
+        if let Some(old) = &t.before.length {
+            log.header(Tag::RespUnset, b"Content-Length", old);
+        }
+        if let WireBody::Length(n) = t.wire {
+            log.header(Tag::RespHeader, b"Content-Length", n.to_string().as_bytes());
+        }
+    }
+    if !t.h2 {
+        log_framing_fields(log, head);
+    }
+}
+
+/// Logs the head's `Connection` and `Transfer-Encoding` fields, which the
+/// HTTP/1 delivery adds last (in that order, as varnishd logs them).
+fn log_framing_fields(log: &mut lacquer_shm::Txn, head: &[u8]) {
+    for name in [&b"connection"[..], b"transfer-encoding"] {
+        if let Some(value) = field_in(head, name) {
+            let name: &[u8] = if name == b"connection" {
+                b"Connection"
+            } else {
+                b"Transfer-Encoding"
+            };
+            log.header(Tag::RespHeader, name, value);
+        }
+    }
+}
+
 /// The end of a synthetic response's log, whose head was logged as built
 /// and changed by `vcl_synth` (see `Resp::log_as_built`): what delivery
 /// adds, as varnishd logs it — its length, where its body is kept, the
@@ -323,19 +577,7 @@ fn log_synthetic_tail(req: &mut Req, head: &[u8], wire: WireBody, filters: Filte
     }
     req.log.bytes(Tag::Storage, b"malloc Transient");
     filters.log(&mut req.log);
-    for line in head.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let name = &line[..colon];
-        if name.eq_ignore_ascii_case(b"connection")
-            || name.eq_ignore_ascii_case(b"transfer-encoding")
-        {
-            let value = line[colon + 1..].trim_ascii_start();
-            req.log.header(Tag::RespHeader, name, value);
-        }
-    }
+    log_framing_fields(&mut req.log, head);
 }
 
 /// What goes on the wire after the head.
@@ -626,46 +868,5 @@ async fn stream(
         if done {
             return Ok(());
         }
-    }
-}
-
-async fn unsatisfiable(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    req: &mut Req,
-    obj: &Object,
-    total: u64,
-    keep: bool,
-    hit: bool,
-) -> Outcome {
-    c.wbuf.clear();
-    c.wbuf
-        .extend_from_slice(b"HTTP/1.1 416 Range Not Satisfiable\r\n");
-    let _ = write!(c.wbuf, "Content-Range: bytes */{total}\r\n");
-    lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
-        let _ = write!(c.wbuf, "Date: {d}\r\n");
-    });
-    let dh = DeliveryHeaders {
-        xid: req.xid,
-        obj_xid: hit.then_some(obj.xid()),
-        age: obj.age(lacquer_core::time::now()),
-        accept_ranges: true,
-        body: WireBody::Length(0),
-        keep,
-        http10: req.head.version == Version::Http10,
-        own: false,
-        synthetic: false,
-    };
-    write_delivery_headers(&mut c.wbuf, sh, &dh);
-    req.log.head(HeadKind::Resp, &c.wbuf);
-    req.acct.hdr_tx += c.wbuf.len() as u64;
-    let clock = SendClock::new(
-        Params::duration(sh.params.send_timeout()),
-        Params::duration(sh.params.idle_send_timeout()),
-    );
-    match c.send_head(WireBody::Length(0), &[], &clock).await {
-        Ok(()) if keep => Outcome::KeepAlive,
-        Ok(()) => Outcome::Close(CloseReason::ReqClose),
-        Err(e) => Outcome::from(e),
     }
 }

@@ -19,6 +19,7 @@ use crate::fetch::fill;
 use crate::host::backend_host::{Bereq, BereqBody, Beresp};
 use crate::host::client_host::{ClientHost, Resp};
 use crate::host::req::{ConnInfo, Outcome, Req};
+use crate::host::resp::{stored_head, HeadLength};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
@@ -243,6 +244,12 @@ impl FetchMode for PassFetch<'_> {
                 None => return Ok(Passed::Object(synth::fetch_failed(req.xid))),
             }
         } else {
+            // Straight through, yet logged as varnishd logs a pass: kept
+            // in transient storage, its body streamed.
+            if bereq.log.active() {
+                bereq.log.bytes(Tag::Storage, b"malloc Transient");
+                fill::log_fetch_body(bereq, resp.framing);
+            }
             PassBody::Stream(beresp)
         };
         let backend = Backend {
@@ -282,13 +289,16 @@ struct Backend<'a, 'b> {
     timeouts: &'a lacquer_backend::Timeouts,
 }
 
-/// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
-fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
-    // The response is in: the client side's `Fetch` time, as for a miss.
-    host.req.log.timestamp(
+/// The response is in: the client side's `Fetch` time, as for a miss.
+fn log_fetched(req: &mut Req) {
+    req.log.timestamp(
         &lacquer_shm::packed::stamp::FETCH,
         lacquer_core::time::now(),
     );
+}
+
+/// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
+fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
     crate::host::vsl::vcl_call(&mut host.req.log, Method::Deliver);
     let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
     crate::host::vsl::vcl_return(&mut host.req.log, &action);
@@ -337,12 +347,18 @@ async fn deliver_private(
         }
     }
     let mut resp = Resp::for_object(&obj, false);
+    log_fetched(req);
+    req.resp_logged = req.log.active() && !c.is_fragment();
+    if req.resp_logged {
+        deliver::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now());
+    }
     let mut host = ClientHost {
         obj: Some(&obj),
         resp: Some(&mut resp),
         ..ClientHost::new(Method::Deliver, sh, vcl, req, &conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
+        req.resp_logged = false;
         return Ok(other);
     }
     let d = Delivery {
@@ -360,6 +376,14 @@ async fn deliver_private(
         }
         None => delivery.await,
     }))
+}
+
+/// The backend's `Age`, in seconds.
+fn backend_age(resp: &ResponseHead) -> u64 {
+    resp.headers
+        .get("age")
+        .map(|v| lacquer_cache::ttl::parse_delta_seconds(lacquer_http::headers::trim(v)) as u64)
+        .unwrap_or(0)
 }
 
 /// Runs `vcl_deliver` on the response head, writes it and streams the
@@ -385,11 +409,30 @@ async fn stream_response(
     // filters): the body is neither checked nor inflated.
     let gzip_known = !beresp.filters_set;
     let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
+    log_fetched(req);
+    // Logged as built, then each change as it is made, as varnishd logs
+    // it (an include's response is its page's, and not logged so).
+    req.resp_logged = req.log.active() && !c.is_fragment();
+    if req.resp_logged {
+        let shown = ResponseHead {
+            version: beresp.version,
+            status: vresp.status % 1000,
+            reason: vresp.reason.clone(),
+            headers: vresp.headers.clone().unwrap_or_default(),
+            framing: resp.framing,
+            keep_alive: resp.keep_alive,
+            wire_len: resp.wire_len,
+        };
+        let head = stored_head(&shown, beresp.t_resp, &["age"], HeadLength::AsSkip);
+        let obj_xid = req.passed_from_hit.then_some(bereq.xid);
+        deliver::log_head_as_built(req, sh, head, obj_xid, backend_age(resp), false);
+    }
     let mut host = ClientHost {
         resp: Some(&mut vresp),
         ..ClientHost::new(Method::Deliver, sh, vcl, req, &conn)
     };
     if let Some(other) = deliver_or(vcl, &mut host) {
+        req.resp_logged = false;
         return other;
     }
     let is_head = req.is_head();
@@ -410,6 +453,9 @@ async fn stream_response(
         keep_alive: resp.keep_alive,
         wire_len: resp.wire_len,
     };
+    let before = req
+        .resp_logged
+        .then(|| deliver::HeadFields::of_fields(&amended.headers));
     // The client's own conditions hold for a passed 200 too (as in
     // Varnish): it gets a 304, and the backend's body is not read.
     let not_modified =
@@ -450,12 +496,6 @@ async fn stream_response(
             amended.headers.set("ETag", weak);
         }
     }
-    let block = crate::host::resp::stored_head(&amended, now, skip);
-    let age = resp
-        .headers
-        .get("age")
-        .map(|v| lacquer_cache::ttl::parse_delta_seconds(lacquer_http::headers::trim(v)) as u64)
-        .unwrap_or(0);
     let http10 = req.head.version == Version::Http10;
     let wire = match resp.framing {
         _ if bodyless => WireBody::Bodyless,
@@ -468,6 +508,17 @@ async fn stream_response(
         Framing::Chunked | Framing::UntilClose if http10 => WireBody::Close,
         Framing::Chunked | Framing::UntilClose => WireBody::Chunked,
     };
+    // The backend's length stays in its place when the body goes out as
+    // it came (as varnishd keeps it).
+    let (length, length_in_head) = match wire {
+        WireBody::Length(n) if !is_head => (
+            HeadLength::Of(n),
+            amended.headers.contains("content-length"),
+        ),
+        _ => (HeadLength::AsSkip, false),
+    };
+    let block = stored_head(&amended, now, skip, length);
+    let age = backend_age(resp);
     let keep = keep && wire != WireBody::Close;
     // An include hands its parent the status and the body alone, inflated.
     let mut inflate = (gunzip || fragment && crate::client::deliver::is_gzipped(&amended.headers))
@@ -483,6 +534,7 @@ async fn stream_response(
             age,
             accept_ranges: false,
             body: wire,
+            length_in_head,
             keep,
             http10,
             own: vresp.own_delivery_headers,
@@ -493,8 +545,26 @@ async fn stream_response(
         c.wbuf.clear();
     } else {
         COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-        crate::host::filters::Filters::only(false, gunzip, false).log(&mut req.log);
-        req.log.head(HeadKind::Resp, &c.wbuf);
+        let filters = crate::host::filters::Filters::only(false, gunzip, false);
+        match before {
+            Some(before) if std::mem::take(&mut req.resp_logged) => {
+                let tail = deliver::Tail {
+                    before,
+                    cond: not_modified,
+                    window: None,
+                    unsatisfiable: None,
+                    filters,
+                    length_in_head,
+                    wire,
+                    h2: c.is_h2(),
+                };
+                deliver::log_object_tail(req, &c.wbuf, &tail);
+            }
+            _ => {
+                filters.log(&mut req.log);
+                req.log.head(HeadKind::Resp, &c.wbuf);
+            }
+        }
         req.acct.hdr_tx += c.wbuf.len() as u64;
     }
     let clock = SendClock::new(
@@ -694,6 +764,8 @@ async fn send_with_body<'b>(
     if let Err(e) = conn.write_head(head, t).await {
         return Ok(Err(e));
     }
+    // Where varnishd keeps the body it passes on.
+    req.log.bytes(Tag::Storage, b"malloc Transient");
     if duplex && chunked && conn.multiplexed() {
         if let Err(e) = conn.flush(t).await {
             return Ok(Err(e));
@@ -744,6 +816,10 @@ async fn send_with_body<'b>(
             return Ok(Err(e));
         }
     }
+    req.log.timestamp(
+        &lacquer_shm::packed::stamp::REQ_BODY,
+        lacquer_core::time::now(),
+    );
     Ok(read_head(sh, req, conn, t).await)
 }
 

@@ -667,7 +667,17 @@ async fn deliver_resp(
     keep: bool,
 ) -> Step {
     let hit = resp.hit;
-    match cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp)) {
+    // Logged as built, then each change as it is made, as varnishd logs
+    // it (an include's response is its page's, and not logged so).
+    req.resp_logged = req.log.active() && !c.is_fragment();
+    if req.resp_logged {
+        deliver::log_as_built(req, cx.sh, &obj, &resp, lacquer_core::time::now());
+    }
+    let action = cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp));
+    if !matches!(action, Action::Deliver) {
+        req.resp_logged = false;
+    }
+    match action {
         Action::Deliver => {
             let now = lacquer_core::time::now();
             req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);

@@ -318,6 +318,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                 beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
             }
         }
+        log_error_tail(bereq, &beresp);
         return mode.failed(bereq, beresp);
     }
 }
@@ -344,6 +345,30 @@ fn log_error_head(log: &mut Txn, beresp: &Beresp, attempted: bool, now: f64) {
         line.extend_from_slice(&h.value);
         log.bytes(Tag::BerespHeader, &line);
     }
+}
+
+/// What varnishd logs once `vcl_backend_error` made its response: where
+/// it is kept, its length and the fetch's byte counts.
+fn log_error_tail(bereq: &mut Bereq, beresp: &Beresp) {
+    let a = bereq.acct;
+    let log = &mut bereq.log;
+    if !log.active() {
+        return;
+    }
+    log.bytes(Tag::Storage, b"malloc Transient");
+    vsl::numbers(log, Tag::Length, &[beresp.body.len() as u64]);
+    vsl::numbers(
+        log,
+        Tag::BereqAcct,
+        &[
+            a.hdr_tx,
+            a.body_tx,
+            a.hdr_tx + a.body_tx,
+            a.hdr_rx,
+            a.body_rx,
+            a.hdr_rx + a.body_rx,
+        ],
+    );
 }
 
 /// The backend a fetch goes to, through directors.

@@ -9,7 +9,7 @@
 use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch::fetch_filters::{FetchFilters, Wanted};
 use crate::host::backend_host::{Bereq, Beresp};
-use crate::host::resp::packed_stored_head;
+use crate::host::resp::{packed_stored_head, HeadLength};
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::body::SMALL_MAX;
@@ -84,18 +84,21 @@ pub(crate) fn begin<'c>(
     // A response to a HEAD (VCL made the fetch one) keeps the length it
     // announced: a HEAD answered from it says the same.
     let head_length = bereq.method.eq_ignore_ascii_case(b"HEAD");
+    // Otherwise the origin's length stays in its place when the body is
+    // stored as it came (as varnishd keeps it): a delivery of the whole
+    // body sends it as it is.
+    // An ESI page keeps the origin's too (as varnishd does), though its
+    // stored body is the parsed one: delivery reads it before it trusts it.
+    let length = if head_length || (filters.is_esi() && !filters.recodes()) {
+        StoredLength::AsAnnounced
+    } else if filters.changes_length() {
+        StoredLength::Dropped
+    } else {
+        StoredLength::OfBody
+    };
     let small = matches!(expected, Some(n) if n <= SMALL_MAX && store.engine().keeps_on_heap(n));
     let obj = make_object(
-        bereq.xid,
-        &store,
-        &beresp,
-        headers,
-        resp,
-        framing,
-        small,
-        body,
-        vary,
-        head_length,
+        bereq.xid, &store, &beresp, headers, resp, framing, small, body, vary, length,
     );
     if filters.is_esi() {
         obj.expect_esi();
@@ -104,15 +107,7 @@ pub(crate) fn begin<'c>(
     // full store is a clean 503 rather than a truncated delivery.
     let reserved = expected.unwrap_or(0);
     log_storage(bereq, &store);
-    if bereq.log.active() {
-        let mode: &[u8] = match framing {
-            Framing::None => b"0 none -",
-            Framing::Chunked => b"2 chunked stream",
-            Framing::Length(_) => b"3 length stream",
-            Framing::UntilClose => b"4 eof stream",
-        };
-        bereq.log.bytes(Tag::Fetch_Body, mode);
-    }
+    log_fetch_body(bereq, framing);
     let head = obj.head_charge() as u64;
     let Some(handle) = sh.cache.begin_fill(&obj, head, reserved, p.nuke_limit()) else {
         COUNTERS.inc(Counter::fetch_failed);
@@ -322,7 +317,16 @@ pub(crate) fn from_stale(
     let headers = std::mem::take(&mut beresp.headers);
     let framing = Framing::Length(len);
     let obj = make_object(
-        bereq.xid, &store, &beresp, headers, resp, framing, false, body, vary, false,
+        bereq.xid,
+        &store,
+        &beresp,
+        headers,
+        resp,
+        framing,
+        false,
+        body,
+        vary,
+        StoredLength::OfBody,
     );
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
@@ -341,10 +345,23 @@ pub(crate) fn from_stale(
     Some(obj)
 }
 
+/// What becomes of a response's `Content-Length` in the stored head.
+#[derive(Clone, Copy, PartialEq)]
+enum StoredLength {
+    /// Kept in its place with the body's length (the body is stored as
+    /// the origin sent it).
+    OfBody,
+    /// Kept as it came: the response to a HEAD, with no body stored, or
+    /// an ESI page's.
+    AsAnnounced,
+    /// Not kept: the stored body is not the one the origin sent.
+    Dropped,
+}
+
 /// The object for a response head as VCL left it, with `headers` (the
 /// filters may have changed them) and `body`, whose bytes are copied
-/// into allocations of their own when it is `small`; `head_length` keeps
-/// the `Content-Length` of a response to a HEAD.
+/// into allocations of their own when it is `small`; `length` says what
+/// becomes of its `Content-Length`.
 #[allow(clippy::too_many_arguments)]
 fn make_object(
     xid: u64,
@@ -356,7 +373,7 @@ fn make_object(
     small: bool,
     body: Body,
     vary: Option<VarySpec>,
-    head_length: bool,
+    length: StoredLength,
 ) -> Arc<Object> {
     let status = beresp.status % 1000;
     let head = ResponseHead {
@@ -369,11 +386,17 @@ fn make_object(
         wire_len: resp.wire_len,
     };
     let not_stored = match status {
-        _ if head_length => &NOT_STORED[1..],
         206 | 416 => NOT_STORED,
         _ => NOT_STORED_WHOLE,
     };
-    let block = packed_stored_head(&head, beresp.t_resp, not_stored);
+    let stored_length = match (length, framing) {
+        (StoredLength::AsAnnounced, _) => HeadLength::AsItCame,
+        (StoredLength::OfBody, Framing::Length(n)) => HeadLength::Of(n),
+        // `Content-Length: 0` (no body to read).
+        (StoredLength::OfBody, Framing::None) => HeadLength::Of(0),
+        _ => HeadLength::AsSkip,
+    };
+    let block = packed_stored_head(&head, beresp.t_resp, not_stored, stored_length);
     if small {
         body.copy_small();
     }
@@ -414,6 +437,19 @@ fn log_filter_edits(
     }
     for h in after.iter().filter(|h| !kept(h, before)) {
         log.header(Tag::BerespHeader, &h.name, &h.value);
+    }
+}
+
+/// The `Fetch_Body` record: how the body is framed, and that it streams.
+pub(crate) fn log_fetch_body(bereq: &mut Bereq, framing: Framing) {
+    if bereq.log.active() {
+        let mode: &[u8] = match framing {
+            Framing::None => b"0 none -",
+            Framing::Chunked => b"2 chunked stream",
+            Framing::Length(_) => b"3 length stream",
+            Framing::UntilClose => b"4 eof stream",
+        };
+        bereq.log.bytes(Tag::Fetch_Body, mode);
     }
 }
 

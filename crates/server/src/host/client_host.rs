@@ -98,7 +98,23 @@ impl<'a> ClientHost<'a> {
         if name.eq_ignore_ascii_case("via") {
             return Some(Bytes::copy_from_slice(self.sh.via.as_bytes()));
         }
+        if name.eq_ignore_ascii_case("accept-ranges") {
+            let obj = self.obj?;
+            if self.adds_accept_ranges(resp, obj) {
+                return Some(Bytes::from_static(b"bytes"));
+            }
+            return resp.get(Some(obj), name);
+        }
         None
+    }
+
+    /// Whether delivery adds `Accept-Ranges: bytes` to an object's
+    /// response (a 200 without one, as varnishd adds it before
+    /// `vcl_deliver`).
+    fn adds_accept_ranges(&self, resp: &Resp, obj: &Object) -> bool {
+        resp.status % 1000 == 200
+            && self.sh.params.http_range_support()
+            && !resp.has_accept_ranges(obj)
     }
 
     /// Moves Age, X-Varnish and Via into the response headers so that VCL
@@ -110,10 +126,13 @@ impl<'a> ClientHost<'a> {
         if resp.own_delivery_headers {
             return;
         }
-        let values: Vec<(&'static str, Bytes)> = ["Age", "X-Varnish", "Via"]
+        let mut values: Vec<(&'static str, Bytes)> = ["Age", "X-Varnish", "Via"]
             .iter()
             .filter_map(|n| self.delivery_header(n).map(|v| (*n, v)))
             .collect();
+        if self.obj.is_some_and(|o| self.adds_accept_ranges(resp, o)) {
+            values.push(("Accept-Ranges", Bytes::from_static(b"bytes")));
+        }
         let resp = self.resp.as_deref_mut().expect("checked above");
         for (n, v) in values {
             resp.set(n, Some(v));
@@ -122,7 +141,7 @@ impl<'a> ClientHost<'a> {
     }
 
     fn is_delivery_header(name: &str) -> bool {
-        ["age", "x-varnish", "via"]
+        ["age", "x-varnish", "via", "accept-ranges"]
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name))
     }
@@ -479,11 +498,12 @@ impl Host for ClientHost<'_> {
                     self.own_delivery_headers();
                 }
                 let req = &mut *self.req;
+                let obj = self.obj;
                 if let Some(r) = self.resp.as_deref_mut() {
                     if req.resp_logged && req.log.active() {
                         let log = &mut req.log;
-                        r.set_noting(name, Some(value.clone()), |old| {
-                            log.header(Tag::RespUnset, &old.name, &old.value)
+                        r.set_noting(obj, name, Some(value.clone()), |old| {
+                            log.header(Tag::RespUnset, old.0, old.1)
                         });
                         log.header(Tag::RespHeader, name.as_bytes(), &value);
                     } else {
@@ -547,11 +567,12 @@ impl Host for ClientHost<'_> {
                     self.own_delivery_headers();
                 }
                 let req = &mut *self.req;
+                let obj = self.obj;
                 if let Some(r) = self.resp.as_deref_mut() {
                     if req.resp_logged && req.log.active() {
                         let log = &mut req.log;
-                        r.set_noting(name, None, |old| {
-                            log.header(Tag::RespUnset, &old.name, &old.value)
+                        r.set_noting(obj, name, None, |old| {
+                            log.header(Tag::RespUnset, old.0, old.1)
                         });
                     } else {
                         r.set(name, None);

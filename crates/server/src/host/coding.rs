@@ -124,10 +124,12 @@ pub(crate) fn recoding(
 }
 
 /// Makes a stored head the head of the same body in coding `c`: its
-/// `Content-Encoding` replaced (removed for identity), its `ETag` weak,
+/// `Content-Encoding` replaced (removed for identity), its stored length
+/// gone (delivery writes the length of what it sends), its `ETag` weak,
 /// and `Accept-Encoding` in its `Vary`.
 pub(crate) fn recode_head(head: &mut Vec<u8>, c: Coding) {
     remove_header_line(head, b"content-encoding");
+    remove_header_line(head, b"content-length");
     weaken_etag_line(head);
     if c != Coding::Identity {
         head.extend_from_slice(b"Content-Encoding: ");

@@ -13,7 +13,7 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, RequestHead, Version};
-use lacquer_shm::Txn;
+use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::BackendRef;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -342,6 +342,8 @@ impl Req {
         }
         let limit = Params::duration(sh.params.timeout_idle());
         let mut body = Vec::new();
+        // Where varnishd keeps a body it reads.
+        self.log.bytes(Tag::Storage, b"malloc Transient");
         loop {
             match self.body.next(c, limit).await {
                 Ok(Some(piece)) => {
@@ -360,6 +362,10 @@ impl Req {
                 Err(BodyError::Gone) => return Err(CloseReason::RxBody),
             }
         }
+        self.log.timestamp(
+            &lacquer_shm::packed::stamp::REQ_BODY,
+            lacquer_core::time::now(),
+        );
         self.cached_body = Some(Bytes::from(body));
         Ok(BodyCache::Cached)
     }

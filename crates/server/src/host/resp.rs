@@ -8,6 +8,23 @@ use lacquer_cache::object::{Object, StoredHead};
 use lacquer_http::headers::name_eq;
 use lacquer_http::{Headers, ResponseHead};
 
+/// A `Content-Length` value, when it is one number.
+pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
+}
+
+/// What a response's head says of its body's length.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum LengthField {
+    /// Nothing.
+    Absent,
+    /// The object's stored `Content-Length`, as stored.
+    Stored,
+    /// One VCL or the response's own fields set: its value, if it is one
+    /// number.
+    Set(Option<u64>),
+}
+
 pub(crate) struct Resp {
     pub status: u16,
     pub reason: Bytes,
@@ -112,6 +129,26 @@ impl Resp {
         self.edit(name).map(|edited| edited.as_ref())
     }
 
+    /// What the head written for `obj` says of the body's length.
+    pub fn length_field(&self, obj: &Object) -> LengthField {
+        let parse = |v: &Bytes| parse_length(v);
+        if let Some(h) = &self.headers {
+            let mut all = h.get_all("content-length");
+            return match all.next() {
+                // More than one is never taken as the length.
+                Some(v) if all.next().is_none() => LengthField::Set(parse(v)),
+                Some(_) => LengthField::Set(None),
+                None => LengthField::Absent,
+            };
+        }
+        match self.edit("content-length") {
+            Some(Some(v)) => LengthField::Set(parse(v)),
+            Some(None) => LengthField::Absent,
+            None if obj.head_has_length() => LengthField::Stored,
+            None => LengthField::Absent,
+        }
+    }
+
     /// Whether the response carries Accept-Ranges: the object's recorded
     /// flag unless VCL edited that header.
     pub fn has_accept_ranges(&self, obj: &Object) -> bool {
@@ -137,22 +174,36 @@ impl Resp {
         }
     }
 
-    /// Sets a header to one value (`None` removes it).
-    /// [`Resp::set`] of a response with its own headers, telling `note`
-    /// of each field it removes (the log's `RespUnset`).
+    /// [`Resp::set`], telling `note` of each field it removes (name and
+    /// value: the log's `RespUnset`), whether the response has its own
+    /// fields or edits `obj`'s.
     pub fn set_noting(
         &mut self,
+        obj: Option<&Object>,
         name: &str,
         value: Option<Bytes>,
-        note: impl FnMut(&lacquer_http::headers::Header),
+        mut note: impl FnMut((&[u8], &[u8])),
     ) {
         self.changed = true;
         match (&mut self.headers, value) {
             (Some(h), Some(v)) => {
-                h.set_named_noting(name, v, note);
+                h.set_named_noting(name, v, |old| note((&old.name, &old.value)));
             }
-            (Some(h), None) => h.remove_noting(name, note),
-            (None, value) => self.set(name, value),
+            (Some(h), None) => h.remove_noting(name, |old| note((&old.name, &old.value))),
+            (None, value) => {
+                match self.edit(name) {
+                    Some(Some(v)) => note((name.as_bytes(), v)),
+                    Some(None) => {}
+                    None => {
+                        if let Some(o) = obj {
+                            for (n, v) in o.fields().filter(|(n, _)| name_eq(n, name.as_bytes())) {
+                                note((n, &v.bytes()));
+                            }
+                        }
+                    }
+                }
+                self.set(name, value)
+            }
         }
     }
 
@@ -178,6 +229,7 @@ impl Resp {
         log.head(lacquer_shm::packed::HeadKind::Resp, &head);
     }
 
+    /// Sets a header to one value (`None` removes it).
     pub fn set(&mut self, name: &str, value: Option<Bytes>) {
         self.changed = true;
         if let Some(h) = &mut self.headers {
@@ -462,15 +514,36 @@ impl Written {
     }
 }
 
+/// What a stored head keeps of the response's `Content-Length`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum HeadLength {
+    /// As `skip` says: dropped when it names `Content-Length` (the
+    /// stored body is not the one announced), else kept as it came.
+    AsSkip,
+    /// The first in its place, saying this length (the stored body's).
+    Of(u64),
+    /// Each as it came (a response to a HEAD: no body is stored).
+    AsItCame,
+}
+
 /// The head a cached or passed object keeps: the status line and the
-/// fields without hop-by-hop ones and those in `skip`, with a `Date`
-/// (`now`) when the response had none; each line ends in CRLF, without
-/// the blank line. Written at the end of `block`.
-fn write_stored_head(resp: &ResponseHead, now: f64, skip: &[&str], block: &mut Vec<u8>) {
+/// fields without hop-by-hop ones and those in `skip` (but for
+/// `Content-Length`, which `length` decides), with a `Date` (`now`) when
+/// the response had none; each line ends in CRLF, without the blank line.
+/// Written at the end of `block`.
+fn write_stored_head(
+    resp: &ResponseHead,
+    now: f64,
+    skip: &[&str],
+    length: HeadLength,
+    block: &mut Vec<u8>,
+) {
     let mut kept = resp.headers.clone();
     kept.remove_hop_by_hop();
     for name in skip {
-        kept.remove(name);
+        if length == HeadLength::AsSkip || !name.eq_ignore_ascii_case("content-length") {
+            kept.remove(name);
+        }
     }
     block.extend_from_slice(b"HTTP/1.1 ");
     block.extend_from_slice(resp.status.to_string().as_bytes());
@@ -487,7 +560,16 @@ fn write_stored_head(resp: &ResponseHead, now: f64, skip: &[&str], block: &mut V
         block.extend_from_slice(value);
         block.extend_from_slice(b"\r\n");
     };
+    let mut length_written = false;
     for h in kept.iter() {
+        if let (HeadLength::Of(n), true) = (length, name_eq(&h.name, b"content-length")) {
+            if !std::mem::replace(&mut length_written, true) {
+                let mut value = Vec::with_capacity(20);
+                lacquer_shm::record::push_u64(&mut value, n);
+                push(block, &h.name, &value);
+            }
+            continue;
+        }
         push(block, &h.name, &h.value);
     }
     if !kept.contains("date") {
@@ -496,23 +578,33 @@ fn write_stored_head(resp: &ResponseHead, now: f64, skip: &[&str], block: &mut V
 }
 
 /// The stored head's text (see [`write_stored_head`]), for a pass.
-pub(crate) fn stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> Vec<u8> {
+pub(crate) fn stored_head(
+    resp: &ResponseHead,
+    now: f64,
+    skip: &[&str],
+    length: HeadLength,
+) -> Vec<u8> {
     let mut block = Vec::with_capacity(resp.wire_len + 64);
-    write_stored_head(resp, now, skip, &mut block);
+    write_stored_head(resp, now, skip, length, &mut block);
     block
 }
 
 /// The stored head packed for an object (see [`write_stored_head`]):
 /// the text is written in room the thread keeps, so the packed head is
 /// the only allocation made, and nothing larger is let go after it.
-pub(crate) fn packed_stored_head(resp: &ResponseHead, now: f64, skip: &[&str]) -> StoredHead {
+pub(crate) fn packed_stored_head(
+    resp: &ResponseHead,
+    now: f64,
+    skip: &[&str],
+    length: HeadLength,
+) -> StoredHead {
     thread_local! {
         static ROOM: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     ROOM.with(|room| {
         let mut room = room.borrow_mut();
         room.clear();
-        write_stored_head(resp, now, skip, &mut room);
+        write_stored_head(resp, now, skip, length, &mut room);
         let head = StoredHead::pack(&room, resp.status);
         if room.capacity() > 64 * 1024 {
             *room = Vec::new();
@@ -768,7 +860,7 @@ mod tests {
             wire_len: 200,
         };
         let skip = ["content-length"];
-        let head = stored_head(&resp, 0.0, &skip);
+        let head = stored_head(&resp, 0.0, &skip, HeadLength::AsSkip);
         assert!(head.starts_with(b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: "));
         assert!(head.ends_with(b" GMT\r\n"), "no blank line");
         let text = String::from_utf8_lossy(&head).to_ascii_lowercase();

@@ -38,7 +38,12 @@ pub(crate) fn object_from(
         keep_alive: true,
         wire_len: 0,
     };
-    let block = crate::host::resp::packed_stored_head(&head, now, &["content-length", "age"]);
+    let block = crate::host::resp::packed_stored_head(
+        &head,
+        now,
+        &["content-length", "age"],
+        crate::host::resp::HeadLength::AsSkip,
+    );
     let len = body.len() as u64;
     let body = if body.is_empty() {
         Body::complete(Vec::new())

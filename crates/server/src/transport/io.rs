@@ -224,6 +224,11 @@ impl Client {
         }
     }
 
+    /// Whether this client is an HTTP/2 stream.
+    pub fn is_h2(&self) -> bool {
+        matches!(self.wire, Wire::H2(_))
+    }
+
     pub fn is_fragment(&self) -> bool {
         matches!(self.wire, Wire::Fragment(_))
     }
