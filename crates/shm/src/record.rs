@@ -26,6 +26,7 @@ pub mod txn {
     pub const PASS: Word = Word::new("pass");
     pub const PIPE: Word = Word::new("pipe");
     pub const RETRY: Word = Word::new("retry");
+    pub const RESTART: Word = Word::new("restart");
 }
 
 /// Bytes before a record's payload.

@@ -129,6 +129,13 @@ pub(crate) async fn object(
     resp: Option<&Resp>,
 ) -> Outcome {
     if c.is_fragment() {
+        if std::mem::take(&mut req.resp_logged) {
+            // An include's body goes into its page: what it passes
+            // through, as varnishd lists it.
+            let page_gzip = req.include.as_ref().is_some_and(|i| i.gzip);
+            let esi = obj.esi_expected() && req.esi_enabled;
+            Filters::only(esi, obj.gzipped() && !page_gzip, false).log(&mut req.log);
+        }
         return boxed_in_place!(fragment(c, sh, req, obj, d)).await;
     }
     let now = d.now;
@@ -327,7 +334,7 @@ pub(crate) async fn object(
         ..filters
     };
     match (std::mem::take(&mut req.resp_logged), before) {
-        (true, None) => log_synthetic_tail(req, &c.wbuf, wire, logged_filters),
+        (true, None) => log_synthetic_tail(req, &c.wbuf, wire, logged_filters, c.is_h2()),
         (true, Some(before)) => {
             let tail = Tail {
                 before,
@@ -543,7 +550,15 @@ pub(crate) fn log_object_tail(req: &mut Req, head: &[u8], t: &Tail) {
             log.header(Tag::RespHeader, b"Content-Length", n.to_string().as_bytes());
         }
     }
-    if !t.h2 {
+    log_transport_fields(log, head, t.h2);
+}
+
+/// What the transport changes last: HTTP/2 its protocol, HTTP/1 its
+/// framing and connection fields.
+fn log_transport_fields(log: &mut lacquer_shm::Txn, head: &[u8], h2: bool) {
+    if h2 {
+        log.bytes(Tag::RespProtocol, b"HTTP/2.0");
+    } else {
         log_framing_fields(log, head);
     }
 }
@@ -567,7 +582,7 @@ fn log_framing_fields(log: &mut lacquer_shm::Txn, head: &[u8]) {
 /// and changed by `vcl_synth` (see `Resp::log_as_built`): what delivery
 /// adds, as varnishd logs it — its length, where its body is kept, the
 /// filters, and the framing and connection fields.
-fn log_synthetic_tail(req: &mut Req, head: &[u8], wire: WireBody, filters: Filters) {
+fn log_synthetic_tail(req: &mut Req, head: &[u8], wire: WireBody, filters: Filters, h2: bool) {
     if !req.log.active() {
         return;
     }
@@ -577,7 +592,7 @@ fn log_synthetic_tail(req: &mut Req, head: &[u8], wire: WireBody, filters: Filte
     }
     req.log.bytes(Tag::Storage, b"malloc Transient");
     filters.log(&mut req.log);
-    log_framing_fields(&mut req.log, head);
+    log_transport_fields(&mut req.log, head, h2);
 }
 
 /// What goes on the wire after the head.

@@ -162,10 +162,10 @@ pub(crate) async fn deliver_page(
     let (ctx, base) = if todo.is_empty() {
         (None, Headers::new())
     } else {
-        (
-            Some(Arc::new(child_ctx(c, &out, req, level + 1, parallel))),
-            initial_headers(c, sh, req),
-        )
+        let base = initial_headers(c, sh, req);
+        let mut ctx = child_ctx(c, &out, req, level + 1, parallel);
+        ctx.dropped_encoding = base.get("accept-encoding").cloned();
+        (Some(Arc::new(ctx)), base)
     };
     let mut sink = Sink {
         splicer: (out.gzip && !c.is_fragment()).then(Splicer::new),
@@ -274,6 +274,7 @@ fn child_ctx(c: &Client, out: &Out<'_>, req: &Req, level: u32, parallel: usize) 
         level,
         top,
         gzip: out.gzip,
+        dropped_encoding: None,
         ahead,
     }
 }

@@ -248,7 +248,7 @@ impl FetchMode for PassFetch<'_> {
             // in transient storage, its body streamed.
             if bereq.log.active() {
                 bereq.log.bytes(Tag::Storage, b"malloc Transient");
-                fill::log_fetch_body(bereq, resp.framing);
+                fill::log_fetch_body(bereq, resp.framing, true);
             }
             PassBody::Stream(beresp)
         };

@@ -29,6 +29,36 @@ pub(crate) enum Piped {
     Synth(u16, Option<Bytes>),
 }
 
+/// The fields a pipe's backend request starts from: the client's without
+/// those for this hop alone, but for a `Connection: close` it sent, which
+/// stays in its place (varnishd copies it, then asks for the close the
+/// pipe ends with only where it is not there).
+fn pipe_headers(req: &Req) -> lacquer_http::Headers {
+    let filtered = req.backend_headers();
+    let mut sent = req.head.headers.get_all("connection");
+    let close = match (sent.next(), sent.next()) {
+        (Some(v), None) => lacquer_http::headers::trim(v).eq_ignore_ascii_case(b"close"),
+        _ => false,
+    };
+    if !close {
+        return filtered;
+    }
+    let mut out = lacquer_http::Headers::with_capacity(filtered.len() + 1);
+    let mut kept = filtered.iter().peekable();
+    for h in req.head.headers.iter() {
+        if h.name.eq_ignore_ascii_case(b"connection") {
+            out.push_raw(h.clone());
+        } else if kept.peek().is_some_and(|k| *k == h) {
+            out.push_raw(h.clone());
+            kept.next();
+        }
+    }
+    for rest in kept {
+        out.push_raw(rest.clone());
+    }
+    out
+}
+
 pub(crate) async fn pipe(
     c: &mut Client,
     sh: &Arc<Shared>,
@@ -36,7 +66,7 @@ pub(crate) async fn pipe(
     req: &mut Req,
     conn: ConnInfo,
 ) -> Piped {
-    let headers = req.backend_headers();
+    let headers = pipe_headers(req);
     let mut bereq = Bereq::from_req(
         sh,
         vcl,
@@ -49,7 +79,14 @@ pub(crate) async fn pipe(
     // As varnishd builds it: the client's fields, the request's name,
     // then the close that ends the pipe with its connection.
     bereq.headers.set("X-Varnish", bereq.xid.to_string());
-    bereq.headers.set("Connection", "close");
+    let closes = bereq.headers.get_all("connection").count() == 1
+        && bereq
+            .headers
+            .get("connection")
+            .is_some_and(|v| lacquer_http::headers::trim(v).eq_ignore_ascii_case(b"close"));
+    if !closes {
+        bereq.headers.set("Connection", "close");
+    }
     bereq.log_as_built();
     crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
     let action = {

@@ -92,6 +92,19 @@ impl Ctx<'_> {
     }
 }
 
+/// The `ReqStart` record: the client's address and port, and the
+/// listener's name.
+fn log_req_start(log: &mut Txn, c: &Client) {
+    log.with(Tag::ReqStart, |b| {
+        let a = &c.addrs;
+        b.extend_from_slice(a.client_ip.bytes());
+        b.push(b' ');
+        lacquer_shm::record::push_u64(b, u64::from(a.client.port()));
+        b.push(b' ');
+        b.extend_from_slice(a.listener.as_bytes());
+    });
+}
+
 /// Handles one parsed request, logging it as a transaction of the
 /// session's.
 pub(crate) async fn handle(
@@ -111,16 +124,13 @@ pub(crate) async fn handle(
         sess.link(&txn::REQ, xid, &txn::RXREQ);
         log.begin(&txn::REQ, sess.vxid(), &txn::RXREQ, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
+        if head.version == lacquer_http::Version::Http2 {
+            // As varnishd logs a stream's request: its protocol first.
+            log.bytes(Tag::ReqProtocol, b"HTTP/2.0");
+        }
         log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
         log.bytes(Tag::VCL_use, vcl.name.as_bytes());
-        log.with(Tag::ReqStart, |b| {
-            let a = &c.addrs;
-            b.extend_from_slice(a.client_ip.bytes());
-            b.push(b' ');
-            lacquer_shm::record::push_u64(b, u64::from(a.client.port()));
-            b.push(b' ');
-            b.extend_from_slice(a.listener.as_bytes());
-        });
+        log_req_start(&mut log, c);
         if head.version == lacquer_http::Version::Http2 {
             log.head(HeadKind::Req, &as_http2(&head.raw));
         } else {
@@ -180,10 +190,15 @@ pub(crate) async fn handle_include(
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
     if log.active() {
+        // As varnishd logs an include: its URL set on a copy of the page's
+        // request, its encoding taken out, then the request as it starts.
         log.begin(&txn::REQ, parent_xid, &txn::ESI, t_req);
         log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
-        log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
-        log.bytes(Tag::VCL_use, vcl.name.as_bytes());
+        log.bytes(Tag::ReqURL, &head.url);
+        if let Some(v) = &ctx.dropped_encoding {
+            log.header(Tag::ReqUnset, b"Accept-Encoding", v);
+        }
+        log_req_start(&mut log, c);
         log.head(HeadKind::Req, &head.raw);
     }
     let initial = head.headers.clone();
@@ -293,9 +308,39 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
                         Step::Restart => Outcome::Close(CloseReason::VclFailure),
                     };
                 }
+                restart_transaction(c, sh, req);
             }
         }
     }
+}
+
+/// A restart goes on as a transaction of its own, as varnishd logs it:
+/// this one ends with a link to the next, which starts with the request
+/// as it stands and has the next vxid (its `X-Varnish`).
+fn restart_transaction(c: &Client, sh: &Shared, req: &mut Req) {
+    let (old, new) = (req.xid, next_vxid());
+    let now = lacquer_core::time::now();
+    req.log.link(&txn::REQ, new, &txn::RESTART);
+    req.log.end();
+    req.log = sh.txn(new, Side::Client);
+    req.xid = new;
+    if !req.log.active() {
+        return;
+    }
+    req.log.begin(&txn::REQ, old, &txn::RESTART, now);
+    req.log.timestamp(&lacquer_shm::packed::stamp::START, now);
+    log_req_start(&mut req.log, c);
+    let h = &req.head;
+    let mut head = Vec::with_capacity(h.raw.len() + 64);
+    head.extend_from_slice(&h.method);
+    head.push(b' ');
+    head.extend_from_slice(&h.url);
+    head.push(b' ');
+    head.extend_from_slice(h.version.as_str().as_bytes());
+    head.extend_from_slice(b"\r\n");
+    h.headers.write_to(&mut head);
+    head.extend_from_slice(b"\r\n");
+    req.log.head(HeadKind::Req, &head);
 }
 
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
@@ -668,8 +713,8 @@ async fn deliver_resp(
 ) -> Step {
     let hit = resp.hit;
     // Logged as built, then each change as it is made, as varnishd logs
-    // it (an include's response is its page's, and not logged so).
-    req.resp_logged = req.log.active() && !c.is_fragment();
+    // it (an include's too, though its body alone goes into its page).
+    req.resp_logged = req.log.active();
     if req.resp_logged {
         deliver::log_as_built(req, cx.sh, &obj, &resp, lacquer_core::time::now());
     }

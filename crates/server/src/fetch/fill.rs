@@ -61,6 +61,7 @@ pub(crate) fn begin<'c>(
 ) -> Option<Filling<'c>> {
     let p = &sh.params;
     let framing = resp.framing;
+    let stream = beresp.do_stream && !beresp.do_esi;
     let mut headers = std::mem::take(&mut beresp.headers);
     let want = Wanted {
         do_esi: beresp.do_esi,
@@ -107,7 +108,7 @@ pub(crate) fn begin<'c>(
     // full store is a clean 503 rather than a truncated delivery.
     let reserved = expected.unwrap_or(0);
     log_storage(bereq, &store);
-    log_fetch_body(bereq, framing);
+    log_fetch_body(bereq, framing, stream);
     let head = obj.head_charge() as u64;
     let Some(handle) = sh.cache.begin_fill(&obj, head, reserved, p.nuke_limit()) else {
         COUNTERS.inc(Counter::fetch_failed);
@@ -441,15 +442,22 @@ fn log_filter_edits(
 }
 
 /// The `Fetch_Body` record: how the body is framed, and that it streams.
-pub(crate) fn log_fetch_body(bereq: &mut Bereq, framing: Framing) {
+/// `stream` is false where the body is read whole before anyone sees it
+/// (`beresp.do_stream = false`, an ESI page).
+pub(crate) fn log_fetch_body(bereq: &mut Bereq, framing: Framing, stream: bool) {
     if bereq.log.active() {
-        let mode: &[u8] = match framing {
-            Framing::None => b"0 none -",
-            Framing::Chunked => b"2 chunked stream",
-            Framing::Length(_) => b"3 length stream",
-            Framing::UntilClose => b"4 eof stream",
+        let mode = match framing {
+            Framing::None => "0 none",
+            Framing::Chunked => "2 chunked",
+            Framing::Length(_) => "3 length",
+            Framing::UntilClose => "4 eof",
         };
-        bereq.log.bytes(Tag::Fetch_Body, mode);
+        let how = if stream && framing != Framing::None {
+            "stream"
+        } else {
+            "-"
+        };
+        bereq.log.fmt(Tag::Fetch_Body, format_args!("{mode} {how}"));
     }
 }
 

@@ -264,6 +264,9 @@ pub(crate) struct IncludeCtx {
     /// The top page goes out gzip'd: hand it deflate data to splice
     /// where the body has it, plain bytes otherwise.
     pub gzip: bool,
+    /// The page request's `Accept-Encoding`, which its includes' requests
+    /// go without (logged as unset, as varnishd logs it).
+    pub dropped_encoding: Option<bytes::Bytes>,
     /// Includes fetched ahead of delivery, for the whole tree of pages
     /// under one top request: `esi_parallel` of them.
     pub ahead: Arc<Semaphore>,
