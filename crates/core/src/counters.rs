@@ -314,6 +314,11 @@ counter_table! {
     sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";
     sess_task_idle: Gauge, "Session tasks kept idle for the next connections.";
     sess_tasks: Gauge, "Session tasks: serving a connection or kept idle for the next one.";
+    transit_stored: Counter(Bytes), "Bytes of uncacheable responses (passes, hit-for-miss, hit-for-pass) kept whole on their way to the client (transit_buffer 0, or an ESI page).";
+    transit_buffered: Counter(Bytes), "Bytes of uncacheable responses passed on as the client took them, never more than transit_buffer ahead of it.";
+    http1_iovs_flush: Counter, "Extra writes a response needed because its pieces outnumbered what one write gathers (16).";
+    n_req: Gauge, "Client requests being handled now, ESI includes too (MEMPOOL.req0.live).";
+    n_bereq: Gauge, "Backend requests under way now, fetches and pipes (MEMPOOL.busyobj.live).";
     tls_acme_issued: Counter, "Certificates obtained from an ACME server and put in force.";
     tls_acme_fail: Counter, "ACME orders that failed (tried again after the section's retry time).";
     tls_acme_challenges: Counter, "ACME validations answered: TLS-ALPN-01 handshakes and HTTP-01 requests.";
@@ -331,9 +336,9 @@ counter_table! {
     n_vampireobject: Gauge, "Unresurrected objects of a persistent store (never: there is no persistent store yet).";
     bans_persisted_bytes: Gauge(Bytes), "Bytes of the ban list kept for a persistent store (never).";
     bans_persisted_fragmentation: Gauge(Bytes), "Unused bytes of that list (never).";
-    threads: Gauge, "Worker threads serving requests.";
-    threads_created: Counter, "Worker threads started.";
-    threads_destroyed: Counter, "Worker threads stopped.";
+    threads: Gauge, "Threads at work: the workers and the threads the runtimes start (blocking work, the control runtime).";
+    threads_created: Counter, "Threads started.";
+    threads_destroyed: Counter, "Threads stopped (a runtime's idle blocking threads end after a while).";
     threads_failed: Counter, "Worker threads that could not be started.";
     threads_limited: Counter, "Times a request found every place taken (thread_pools x thread_pool_max).";
     thread_queue_len: Gauge, "Requests waiting for a place among those at work.";
@@ -570,6 +575,26 @@ counter_table! {
     fail_other: Counter, "Connections that failed for another reason.";
     helddown: Counter, "Connections not attempted during the backend_local_error_holddown or backend_remote_error_holddown interval after a fundamental connection issue.";
     healthy: Gauge, "1 while the backend is healthy for directors and VCL (its probe or set_health, and not held down), 0 while sick: the up gauge of /metrics (Lacquer's).";
+}
+
+counter_table! {
+    /// One identifier per `MEMPOOL.<pool>` counter: varnishd's pools of
+    /// the memory a session (`sess0`), a request (`req0`) and a backend
+    /// request (`busyobj`) work in. Lacquer's are one pool each: a
+    /// session's state is a task, kept idle for the next connection; a
+    /// request's and a backend request's are made for each and let go.
+    enum PoolCounter; table MEMPOOL; block PoolCounters;
+    live: Gauge, "In use now.";
+    pool: Gauge, "Kept for reuse now (session tasks kept idle; requests are not kept).";
+    sz_wanted: Gauge(Bytes), "The size of one.";
+    sz_actual: Gauge(Bytes), "The size of one as made (the same).";
+    allocs: Counter, "Made, or taken from the pool.";
+    frees: Counter, "Given back, to the pool or let go.";
+    recycle: Counter, "Taken from the pool.";
+    timeout: Counter, "Let go from the pool for their age (never: a kept session task waits until it is needed).";
+    toosmall: Counter, "Too small to reuse (never: each pool's are one size).";
+    surplus: Counter, "Let go rather than kept: the pool was full.";
+    randry: Counter, "Asked of an empty pool, so made anew.";
 }
 
 counter_table! {

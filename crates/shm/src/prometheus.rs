@@ -20,6 +20,7 @@ fn label_names(family: &str) -> &'static [&'static str] {
     match family {
         "SMA" | "SMF" | "SMP" => &["store"],
         "VBE" => &["vcl", "backend"],
+        "MEMPOOL" => &["pool"],
         "MGT" => &[],
         _ => &["name"],
     }

@@ -702,6 +702,8 @@ async fn stream_response(
         }
     }
     backend_steps::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
+    // Passed on as the client took it: never more than a read ahead.
+    COUNTERS.add(Counter::transit_buffered, body);
     // Trailers go on with the body they end (gRPC's status is one); an
     // include's page has nowhere to put them.
     let trailers = if fragment {

@@ -4,7 +4,7 @@
 //! set and unset it, from the same tables the daemon and the compiler
 //! use. The Debian package makes man pages of them.
 
-use lacquer_core::counters::{CounterSpec, MAIN, MGT, SMA, SMF, SMP, VBE};
+use lacquer_core::counters::{CounterSpec, MAIN, MEMPOOL, MGT, SMA, SMF, SMP, VBE};
 use lacquer_vcl::types::scope;
 use lacquer_vcl::vars::{Versions, HEADER_FAMILIES, VARS};
 
@@ -26,6 +26,7 @@ pub fn counters() -> String {
     let mut out = String::new();
     counter_section(&mut out, "MAIN", MAIN);
     counter_section(&mut out, "MGT", MGT);
+    counter_section(&mut out, "MEMPOOL.<pool>", MEMPOOL);
     counter_section(&mut out, "SMA.<store>", SMA);
     counter_section(&mut out, "SMF.<store>", SMF);
     counter_section(&mut out, "SMP.<store>", SMP);

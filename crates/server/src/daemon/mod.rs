@@ -142,7 +142,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     // The management interface, the dashboard, probes and housekeeping;
     // clients are served by the workers (daemon::workers).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let runtime = workers::count_threads(&mut builder)
         .worker_threads(1)
         .thread_name("lacquer-control")
         .enable_all()
@@ -150,8 +151,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         .map_err(|e| format!("Cannot start the runtime: {e}"))?;
     let client_workers = workers::Workers::start(workers)?;
     COUNTERS.set(Counter::pools, 1);
-    COUNTERS.set(Counter::threads, workers as u64);
-    COUNTERS.set(Counter::threads_created, workers as u64);
     let (stores, recoveries) = storage::open_stores(&cfg.stores)?;
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
     storage::restore(&cache, recoveries);
@@ -349,6 +348,7 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
     snap.section("MGT".into(), MGT, |v| {
         v.extend([uptime, 1, 0, 0, 0, 0, panics]);
     });
+    add_pools(snap);
     let cache = &sh.cache;
     for store in cache.stores().iter().chain([cache.transient()]) {
         let section = store.engine().section();
@@ -369,6 +369,62 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
             b.stats.set(BackendCounter::healthy, u64::from(healthy));
             snap.section(prefix, VBE, |v| b.stats.snapshot(v));
         }
+    }
+}
+
+/// `MEMPOOL.sess0`, `MEMPOOL.req0` and `MEMPOOL.busyobj`, from the
+/// counts of session tasks, requests and backend requests: the session
+/// tasks kept idle are a pool; requests and backend requests are made
+/// anew each time (an empty pool, always dry).
+fn add_pools(snap: &mut Snapshot) {
+    use lacquer_core::counters::MEMPOOL;
+    let m = snap.main_values();
+    let g = |c: Counter| m[c as usize];
+    // live, pool, size, allocs, recycle, surplus, randry
+    let sess_live = g(Counter::sess_tasks).saturating_sub(g(Counter::sess_task_idle));
+    let sess_allocs = g(Counter::sess_task_created) + g(Counter::sess_task_reused);
+    let sess_ended = g(Counter::sess_task_created).saturating_sub(g(Counter::sess_tasks));
+    let sess = [
+        sess_live,
+        g(Counter::sess_task_idle),
+        crate::session::state_size() as u64,
+        sess_allocs,
+        g(Counter::sess_task_reused),
+        sess_ended,
+        g(Counter::sess_task_created),
+    ];
+    let req_allocs = g(Counter::client_req) + g(Counter::esi_req);
+    let bereq_allocs = g(Counter::s_fetch) + g(Counter::s_pipe);
+    let made = |live: u64, size: usize, allocs: u64| {
+        let frees = allocs.saturating_sub(live);
+        [live, 0, size as u64, allocs, 0, frees, allocs]
+    };
+    let pools = [
+        (
+            "MEMPOOL.busyobj",
+            made(
+                g(Counter::n_bereq),
+                std::mem::size_of::<crate::host::backend_host::Bereq>(),
+                bereq_allocs,
+            ),
+        ),
+        (
+            "MEMPOOL.req0",
+            made(
+                g(Counter::n_req),
+                std::mem::size_of::<crate::host::req::Req>(),
+                req_allocs,
+            ),
+        ),
+        ("MEMPOOL.sess0", sess),
+    ];
+    for (name, [live, pool, size, allocs, recycle, surplus, randry]) in pools {
+        let frees = allocs.saturating_sub(live);
+        snap.section(name.into(), MEMPOOL, |v| {
+            v.extend([
+                live, pool, size, size, allocs, frees, recycle, 0, 0, surplus, randry,
+            ]);
+        });
     }
 }
 

@@ -14,6 +14,7 @@
 //! health probes, the once-a-second housekeeping) runs on a separate
 //! small runtime, so that none of it takes a client worker's time.
 
+use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::mpsc;
 use tokio::runtime::Handle;
 
@@ -27,6 +28,10 @@ impl Workers {
     /// Starts `count` worker threads (at least one) and waits until each
     /// runs its event loop.
     pub fn start(count: usize) -> Result<Workers, String> {
+        // The workers themselves, counted as they start; the threads
+        // their runtimes start (for blocking work) count themselves.
+        COUNTERS.add(Counter::threads, count.max(1) as u64);
+        COUNTERS.add(Counter::threads_created, count.max(1) as u64);
         let count = count.max(1);
         let (tx, rx) = mpsc::channel();
         for index in 0..count {
@@ -70,7 +75,8 @@ impl Workers {
 /// A worker thread: builds its runtime, reports it, and runs it for the
 /// rest of the process's life.
 fn run_worker(index: usize, started: mpsc::Sender<(usize, Result<Handle, String>)>) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    let runtime = count_threads(&mut builder)
         // Workers gather their log records into batches, written when a
         // batch fills or the worker goes idle.
         .on_thread_park(|| {
@@ -119,4 +125,19 @@ mod tests {
         threads.dedup();
         assert_eq!(threads.len(), 3, "two workers shared a thread");
     }
+}
+
+/// Has a runtime count the threads it starts and stops (its blocking
+/// pool's, and a multi-threaded one's workers) in `MAIN.threads`,
+/// `threads_created` and `threads_destroyed`, as varnishd counts its pools'.
+pub(crate) fn count_threads(builder: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
+    builder
+        .on_thread_start(|| {
+            COUNTERS.inc(Counter::threads);
+            COUNTERS.inc(Counter::threads_created);
+        })
+        .on_thread_stop(|| {
+            COUNTERS.dec(Counter::threads);
+            COUNTERS.inc(Counter::threads_destroyed);
+        })
 }

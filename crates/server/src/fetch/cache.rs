@@ -543,6 +543,10 @@ async fn store(
         if !obj.body().is_complete() {
             return Some((slot, tx));
         }
+        if !cacheable {
+            // An uncacheable body kept whole before it goes out.
+            COUNTERS.add(Counter::transit_stored, obj.body().known_len().unwrap_or(0));
+        }
     }
     if cacheable {
         slot.insert(&obj, &bereq.headers);

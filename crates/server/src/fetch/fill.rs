@@ -228,6 +228,19 @@ pub(crate) async fn fill(
                     handle.obj().set_gzip(Arc::new(gzip));
                 }
                 let stored = handle.stored();
+                if private {
+                    // An uncacheable body: read no further ahead of its
+                    // client than transit_buffer, or kept whole.
+                    let paced = bereq.transit_buffer(p) > 0 && !whole;
+                    COUNTERS.add(
+                        if paced {
+                            Counter::transit_buffered
+                        } else {
+                            Counter::transit_stored
+                        },
+                        stored,
+                    );
+                }
                 handle.finish();
                 let now = lacquer_core::time::now();
                 log_body_end(bereq, &conn, received, stored, now);

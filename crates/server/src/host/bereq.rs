@@ -32,6 +32,8 @@ pub(crate) const NOT_FOR_CACHE_FETCH: &[&str] = &[
 
 /// The backend request being prepared.
 pub(crate) struct Bereq {
+    /// Counts it in `n_bereq` while it lives.
+    _live: lacquer_core::counters::Held,
     /// The vmods' state for this fetch.
     pub privs: lacquer_vcl::vmod::TaskPrivs,
     pub xid: u64,
@@ -178,6 +180,7 @@ impl Bereq {
             log.timestamp(&lacquer_shm::packed::stamp::START, now);
         }
         Bereq {
+            _live: lacquer_core::counters::COUNTERS.hold(lacquer_core::counters::Counter::n_bereq),
             privs: Default::default(),
             log,
             acct: Acct::default(),

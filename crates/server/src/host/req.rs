@@ -21,6 +21,8 @@ use tokio::sync::Semaphore;
 
 /// One client request in flight, with what VCL set on it.
 pub(crate) struct Req {
+    /// Counts it in `n_req` while it lives.
+    _live: lacquer_core::counters::Held,
     /// The vmods' state for this request (cookie, var, …).
     pub privs: lacquer_vcl::vmod::TaskPrivs,
     /// The request body, read whole into memory (`std.cache_req_body`,
@@ -119,6 +121,7 @@ impl Req {
     pub fn new(xid: u64, head: RequestHead, log: Txn, t_req: f64, vcl: &Loaded) -> Req {
         let body = ReqBody::new(head.framing);
         Req {
+            _live: COUNTERS.hold(Counter::n_req),
             privs: Default::default(),
             cached_body: None,
             hash_key: Bytes::new(),

@@ -295,6 +295,24 @@ async fn serve_requests(sh: &Arc<Shared>, c: &mut Client, log: &mut Txn) -> Clos
     }
 }
 
+/// The bytes of a session's state (its task's future): what one open
+/// connection holds (`MEMPOOL.sess0.sz_wanted`).
+#[allow(unreachable_code, clippy::diverging_sub_expression)]
+pub(crate) fn state_size() -> usize {
+    fn size<F: FnOnce() -> R, R>(_: &F) -> usize {
+        std::mem::size_of::<R>()
+    }
+    let session = || {
+        serve_connection(
+            unreachable!(),
+            unreachable!(),
+            unreachable!(),
+            unreachable!(),
+        )
+    };
+    size(&session)
+}
+
 /// Whether a request line has a third word that is no HTTP version
 /// (`GET / HTTP/9.9` and `GET /` are HTTP, if bad; `INVALID CONNECTION
 /// PREFACE` is not).
@@ -388,18 +406,7 @@ mod tests {
     #[test]
     #[allow(unreachable_code, clippy::diverging_sub_expression)]
     fn a_connections_state_stays_small() {
-        fn size<F: FnOnce() -> R, R>(_: &F) -> usize {
-            std::mem::size_of::<R>()
-        }
-        let session = || {
-            super::serve_connection(
-                unreachable!(),
-                unreachable!(),
-                unreachable!(),
-                unreachable!(),
-            )
-        };
-        let bytes = size(&session);
+        let bytes = super::state_size();
         assert!(bytes <= 6 * 1024 + 64, "a session's state is {bytes} bytes");
     }
 }

@@ -720,6 +720,7 @@ async fn write_gathered<B: AsRef<[u8]>>(
 ) -> Result<(), SendError> {
     let mut next = 0;
     let mut head_pending = !head.is_empty();
+    let mut first = true;
     loop {
         let mut batch = [IoSlice::new(&[]); IOV_BATCH];
         let mut n = 0;
@@ -738,6 +739,10 @@ async fn write_gathered<B: AsRef<[u8]>>(
         }
         if n == 0 {
             return Ok(());
+        }
+        if !std::mem::take(&mut first) {
+            // More pieces than one write gathers.
+            lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::http1_iovs_flush);
         }
         let mut rest: &mut [IoSlice<'_>] = &mut batch[..n];
         while !rest.is_empty() {
