@@ -2,8 +2,10 @@
 //! own log ring, grouped by request as `lacquer log -g request` reads it,
 //! and keeps what the page shows of it — each client request's response
 //! time (`Timestamp: Resp`, since the request began), the most requested
-//! URLs (counts that decay, as `lacquer top -i ReqURL` ranks them), and the
-//! live tails the page asks for with a VSL query. It costs the workers
+//! URLs (counts that decay, as `lacquer top -i ReqURL` ranks them), the
+//! responses by status class, each backend's response times (`Timestamp:
+//! Beresp`, since its fetch began, under the backend `BackendOpen` names),
+//! and the live tails the page asks for with a VSL query. It costs the workers
 //! nothing: they write the ring as always, and this thread reads it on its
 //! own. Everything it keeps is bounded, since URLs come from clients.
 
@@ -26,6 +28,11 @@ const MAX_URLS: usize = 4096;
 const MAX_URL_LEN: usize = 200;
 /// How much of a URL's count is left after a second (as `lacquer top`).
 const DECAY: f64 = 0.9;
+/// Backends whose times are kept at once (names come from programs, but
+/// the bound holds whatever they load).
+const MAX_BACKENDS: usize = 256;
+/// Times kept per backend between two samples.
+const MAX_BACKEND_TIMES: usize = 4096;
 /// Tails open at once.
 const MAX_TAILS: usize = 16;
 /// Transactions a tail holds for a page that reads slowly; past that
@@ -41,6 +48,11 @@ pub(crate) struct LogSample {
     pub p99: Option<f64>,
     /// The most requested URLs, most first, with their decayed counts.
     pub top: Vec<(String, f64)>,
+    /// Responses by status class: 1xx to 5xx (others are not counted).
+    pub status: [u64; 5],
+    /// Each backend that answered: its name and its response time
+    /// percentiles (p50, p99), in seconds, by name.
+    pub backends: Vec<(String, f64, f64)>,
 }
 
 /// A page's live tail: the transactions its query matches, formatted as
@@ -57,6 +69,8 @@ struct Kept {
     /// it filled).
     seen: u64,
     urls: HashMap<Box<[u8]>, f64>,
+    status: [u64; 5],
+    backends: HashMap<Box<str>, Vec<f64>>,
     tails: Vec<Tail>,
 }
 
@@ -114,11 +128,25 @@ impl LogWatch {
             *n *= DECAY;
         }
         kept.urls.retain(|_, n| *n >= 0.01);
+        let status = std::mem::take(&mut kept.status);
+        let mut backends: Vec<(String, f64, f64)> = kept
+            .backends
+            .drain()
+            .filter_map(|(name, mut times)| {
+                times.sort_by(f64::total_cmp);
+                let last = times.len().checked_sub(1)?;
+                let at = |q: f64| times[((last as f64) * q).round() as usize];
+                Some((name.into_string(), at(0.5), at(0.99)))
+            })
+            .collect();
+        backends.sort_by(|a, b| a.0.cmp(&b.0));
         LogSample {
             requests,
             p50,
             p99,
             top,
+            status,
+            backends,
         }
     }
 
@@ -143,31 +171,100 @@ struct Watcher {
     out: Vec<u8>,
 }
 
-/// The response time and URL of a client request transaction.
-fn request_facts(g: &Group) -> Option<(Option<f64>, Option<&[u8]>)> {
+/// What a client request transaction says: its response time, URL and
+/// final status.
+struct RequestFacts<'g> {
+    time: Option<f64>,
+    url: Option<&'g [u8]>,
+    status: Option<u16>,
+}
+
+/// The time since its transaction began that a `Timestamp` record of
+/// `label` gives.
+fn stamp(payload: &[u8], label: &[u8]) -> Option<f64> {
+    if !payload.starts_with(label) {
+        return None;
+    }
+    std::str::from_utf8(payload)
+        .ok()?
+        .split_whitespace()
+        .nth(2)?
+        .parse::<f64>()
+        .ok()
+}
+
+/// The facts of the group's client request transaction.
+fn request_facts(g: &Group) -> Option<RequestFacts<'_>> {
     let t = g.iter().find(|t| t.kind == Kind::Request)?;
-    let mut time = None;
-    let mut url = None;
+    let mut facts = RequestFacts {
+        time: None,
+        url: None,
+        status: None,
+    };
     for r in &t.records {
         match r.tag {
-            Tag::ReqURL if url.is_none() => url = Some(&r.payload[..]),
-            Tag::Timestamp if r.payload.starts_with(b"Resp:") => {
-                time = std::str::from_utf8(&r.payload)
+            Tag::ReqURL if facts.url.is_none() => facts.url = Some(&r.payload[..]),
+            // The last one: the status the client got.
+            Tag::RespStatus => {
+                facts.status = std::str::from_utf8(&r.payload)
                     .ok()
-                    .and_then(|s| s.split_whitespace().nth(2))
-                    .and_then(|f| f.parse::<f64>().ok());
+                    .and_then(|s| s.trim().parse().ok());
+            }
+            Tag::Timestamp => {
+                if let Some(t) = stamp(&r.payload, b"Resp:") {
+                    facts.time = Some(t);
+                }
             }
             _ => {}
         }
     }
-    Some((time, url))
+    Some(facts)
+}
+
+/// Each backend request transaction's backend and response time (from
+/// its start to the response's head).
+fn backend_times(g: &Group) -> impl Iterator<Item = (&str, f64)> {
+    g.iter().filter(|t| t.kind == Kind::BeReq).filter_map(|t| {
+        let mut name = None;
+        let mut time = None;
+        for r in &t.records {
+            match r.tag {
+                Tag::BackendOpen => {
+                    name = std::str::from_utf8(&r.payload)
+                        .ok()
+                        .and_then(|s| s.split_whitespace().nth(1));
+                }
+                Tag::Timestamp => {
+                    if let Some(t) = stamp(&r.payload, b"Beresp:") {
+                        time = Some(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some((name?, time?))
+    })
 }
 
 impl Sink for Watcher {
     fn group(&mut self, g: &Group) -> bool {
         let facts = request_facts(g);
         let mut kept = self.watch.lock();
-        if let Some((time, url)) = facts {
+        for (name, time) in backend_times(g) {
+            let room = kept.backends.len() < MAX_BACKENDS;
+            match kept.backends.get_mut(name) {
+                Some(times) if times.len() < MAX_BACKEND_TIMES => times.push(time),
+                Some(_) => {}
+                None if room => {
+                    kept.backends.insert(name.into(), vec![time]);
+                }
+                None => {}
+            }
+        }
+        if let Some(RequestFacts { time, url, status }) = facts {
+            if let Some(class @ 1..=5) = status.map(|s| s / 100) {
+                kept.status[usize::from(class) - 1] += 1;
+            }
             kept.seen += 1;
             if let Some(time) = time {
                 if kept.times.len() < MAX_TIMES {
@@ -270,6 +367,69 @@ mod tests {
         let s = w.watch.sample(10);
         assert_eq!((s.requests, s.p50), (0, None));
         assert!((s.top[0].1 - 67.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn statuses_are_counted_by_class_and_backend_times_by_name() {
+        let mut w = watcher();
+        for (i, (status, backend, beresp)) in [
+            ("200", "b1", "0.010"),
+            ("304", "b1", "0.030"),
+            ("503", "b2", "0.500"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (req, bereq) = (10 * i as u64 + 1, 10 * i as u64 + 2);
+            let mut grouper = Grouper::new(Grouping::Request, Duration::from_secs(5), 100);
+            let mut out = Vec::new();
+            let records = [
+                (req, Side::Client, Tag::Begin, "req 1 rxreq".to_string()),
+                (req, Side::Client, Tag::ReqURL, "/x".to_string()),
+                (req, Side::Client, Tag::Link, format!("bereq {bereq} fetch")),
+                (req, Side::Client, Tag::RespStatus, "200".to_string()),
+                // The status the client got is the last one logged.
+                (req, Side::Client, Tag::RespStatus, status.to_string()),
+                (req, Side::Client, Tag::End, String::new()),
+                (
+                    bereq,
+                    Side::Backend,
+                    Tag::Begin,
+                    format!("bereq {req} fetch"),
+                ),
+                (
+                    bereq,
+                    Side::Backend,
+                    Tag::BackendOpen,
+                    format!("25 {backend} 127.0.0.1 80 127.0.0.1 5000 connect"),
+                ),
+                (
+                    bereq,
+                    Side::Backend,
+                    Tag::Timestamp,
+                    format!("Beresp: 100.0 {beresp} 0.0"),
+                ),
+                (bereq, Side::Backend, Tag::End, String::new()),
+            ];
+            for (vxid, side, tag, payload) in records {
+                grouper.push(Record::new(vxid, tag, side, payload.as_bytes()), &mut out);
+            }
+            grouper.finish(&mut out);
+            for g in &out {
+                w.group(g);
+            }
+        }
+        let s = w.watch.sample(10);
+        assert_eq!(s.status, [0, 1, 1, 0, 1]);
+        assert_eq!(
+            s.backends,
+            vec![
+                ("b1".to_string(), 0.030, 0.030),
+                ("b2".to_string(), 0.5, 0.5)
+            ]
+        );
+        let s = w.watch.sample(10);
+        assert_eq!((s.status, s.backends.len()), ([0; 5], 0));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! takes differences for rates), each store's use, each backend of a warm
 //! program with its health and probe history, the programs loaded and
 //! which is active, and what the log said (response time percentiles,
-//! the most requested URLs). Names are the counters' own, so a number on
+//! the most requested URLs, responses by status class, each backend's
+//! response times). Names are the counters' own, so a number on
 //! the page is the one `lacquer stat` shows.
 
 use super::logwatch::LogSample;
@@ -172,7 +173,13 @@ pub(crate) fn build(sh: &Shared, now: f64, log: &LogSample) -> String {
         let sep = if i == 0 { "" } else { "," };
         let _ = write!(out, "{sep}[{},{n:.2}]", string(url));
     }
-    out.push_str("]}}");
+    let [s1, s2, s3, s4, s5] = log.status;
+    let _ = write!(out, "],\"status\":[{s1},{s2},{s3},{s4},{s5}],\"be\":{{");
+    for (i, (name, p50, p99)) in log.backends.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(out, "{sep}{}:[{p50:.6},{p99:.6}]", string(name));
+    }
+    out.push_str("}}}");
     out
 }
 
