@@ -4,7 +4,9 @@
 //! the steps that go to the backend for one client; `deliver` and `esi`
 //! put a response on the wire (`conditional` judges validators and
 //! ranges for it; `encodings` has br and zstd renditions made and
-//! compresses or decodes bodies on the way out); `interim` hands a backend's 1xx responses
+//! compresses or decodes bodies on the way out; `resp_log` logs a
+//! response as varnishd does, as built and then changed, and `req_log`
+//! a request's start, restarts and lookups); `interim` hands a backend's 1xx responses
 //! to the client; `invalidate` removes what a successful
 //! unsafe request changed; `req_headers` shapes a request's headers
 //! before VCL sees them; `answers` are what a request gets before VCL
@@ -20,4 +22,6 @@ pub(crate) mod invalidate;
 pub(crate) mod pass;
 pub(crate) mod pipe;
 pub(crate) mod req_headers;
+pub(crate) mod req_log;
 pub(crate) mod request;
+pub(crate) mod resp_log;

@@ -14,12 +14,13 @@
 use crate::client::conditional;
 use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
 use crate::client::interim;
+use crate::client::resp_log;
 use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
 use crate::fetch::fill;
 use crate::host::backend_host::{Bereq, BereqBody, Beresp};
 use crate::host::client_host::{ClientHost, Resp};
 use crate::host::req::{ConnInfo, Outcome, Req};
-use crate::host::resp::{stored_head, HeadLength};
+use crate::host::stored_head::{stored_head, HeadLength};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
@@ -350,7 +351,7 @@ async fn deliver_private(
     log_fetched(req);
     req.resp_logged = req.log.active() && !c.is_fragment();
     if req.resp_logged {
-        deliver::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now());
+        resp_log::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now());
     }
     let mut host = ClientHost {
         obj: Some(&obj),
@@ -425,7 +426,7 @@ async fn stream_response(
         };
         let head = stored_head(&shown, beresp.t_resp, &["age"], HeadLength::AsSkip);
         let obj_xid = req.passed_from_hit.then_some(bereq.xid);
-        deliver::log_head_as_built(req, sh, head, obj_xid, backend_age(resp), false);
+        resp_log::log_head_as_built(req, sh, head, obj_xid, backend_age(resp), false);
     }
     let mut host = ClientHost {
         resp: Some(&mut vresp),
@@ -455,7 +456,7 @@ async fn stream_response(
     };
     let before = req
         .resp_logged
-        .then(|| deliver::HeadFields::of_fields(&amended.headers));
+        .then(|| resp_log::HeadFields::of_fields(&amended.headers));
     // The client's own conditions hold for a passed 200 too (as in
     // Varnish): it gets a 304, and the backend's body is not read.
     let not_modified =
@@ -548,7 +549,7 @@ async fn stream_response(
         let filters = crate::host::filters::Filters::only(false, gunzip, false);
         match before {
             Some(before) if std::mem::take(&mut req.resp_logged) => {
-                let tail = deliver::Tail {
+                let tail = resp_log::Tail {
                     before,
                     cond: not_modified,
                     window: None,
@@ -558,7 +559,7 @@ async fn stream_response(
                     wire,
                     h2: c.is_h2(),
                 };
-                deliver::log_object_tail(req, &c.wbuf, &tail);
+                resp_log::object_tail(req, &c.wbuf, &tail);
             }
             _ => {
                 filters.log(&mut req.log);

@@ -9,6 +9,8 @@ use crate::client::interim;
 use crate::client::pass;
 use crate::client::pipe;
 use crate::client::req_headers;
+use crate::client::req_log;
+use crate::client::resp_log;
 use crate::fetch::cache::{self as fetch, FetchKind};
 use crate::host::client_host::{ClientHost, Resp};
 use crate::host::req::{BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
@@ -25,8 +27,6 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_http::RequestHead;
-use lacquer_shm::packed::HeadKind;
-use lacquer_shm::record::txn;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
@@ -92,19 +92,6 @@ impl Ctx<'_> {
     }
 }
 
-/// The `ReqStart` record: the client's address and port, and the
-/// listener's name.
-fn log_req_start(log: &mut Txn, c: &Client) {
-    log.with(Tag::ReqStart, |b| {
-        let a = &c.addrs;
-        b.extend_from_slice(a.client_ip.bytes());
-        b.push(b' ');
-        lacquer_shm::record::push_u64(b, u64::from(a.client.port()));
-        b.push(b' ');
-        b.extend_from_slice(a.listener.as_bytes());
-    });
-}
-
 /// Handles one parsed request, logging it as a transaction of the
 /// session's.
 pub(crate) async fn handle(
@@ -120,23 +107,7 @@ pub(crate) async fn handle(
     let xid = next_vxid();
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
-    if log.active() {
-        sess.link(&txn::REQ, xid, &txn::RXREQ);
-        log.begin(&txn::REQ, sess.vxid(), &txn::RXREQ, t_req);
-        log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
-        if head.version == lacquer_http::Version::Http2 {
-            // As varnishd logs a stream's request: its protocol first.
-            log.bytes(Tag::ReqProtocol, b"HTTP/2.0");
-        }
-        log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
-        log.bytes(Tag::VCL_use, vcl.name.as_bytes());
-        log_req_start(&mut log, c);
-        if head.version == lacquer_http::Version::Http2 {
-            log.head(HeadKind::Req, &as_http2(&head.raw));
-        } else {
-            log.head(HeadKind::Req, &head.raw);
-        }
-    }
+    req_log::received(&mut log, sess, c, &vcl.name, &head, t_req);
     let mut req = Req::new(xid, head, log, t_req, vcl);
     // One Cache-Control line, as Varnish folds them, for VCL to read.
     req.head.headers.collect("cache-control");
@@ -156,25 +127,6 @@ pub(crate) async fn handle(
     client_steps(c, sh, vcl, conn, &mut req).await
 }
 
-/// An HTTP/2 stream's request head (kept in HTTP/1.1's shape) with the
-/// protocol it came in, for the log (`ReqProtocol HTTP/2.0`, which
-/// `lacquer ncsa`'s `%H` and `%r` print, as varnishd logs it).
-fn as_http2(raw: &[u8]) -> Vec<u8> {
-    let line_end = memchr::memchr(b'\n', raw).map_or(raw.len(), |i| i + 1);
-    let (line, rest) = raw.split_at(line_end);
-    let line = line.strip_suffix(b"\r\n").unwrap_or(line);
-    let mut out = Vec::with_capacity(raw.len());
-    match line.strip_suffix(b"HTTP/1.1") {
-        Some(start) => {
-            out.extend_from_slice(start);
-            out.extend_from_slice(b"HTTP/2.0\r\n");
-        }
-        None => return raw.to_vec(),
-    }
-    out.extend_from_slice(rest);
-    out
-}
-
 /// Runs one ESI include as a request of its own (`req.esi_level` > 0),
 /// its response going to `c`'s parent.
 pub(crate) async fn handle_include(
@@ -189,18 +141,7 @@ pub(crate) async fn handle_include(
     COUNTERS.inc(Counter::esi_req);
     let t_req = lacquer_core::time::now();
     let mut log = sh.txn(xid, Side::Client);
-    if log.active() {
-        // As varnishd logs an include: its URL set on a copy of the page's
-        // request, its encoding taken out, then the request as it starts.
-        log.begin(&txn::REQ, parent_xid, &txn::ESI, t_req);
-        log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
-        log.bytes(Tag::ReqURL, &head.url);
-        if let Some(v) = &ctx.dropped_encoding {
-            log.header(Tag::ReqUnset, b"Accept-Encoding", v);
-        }
-        log_req_start(&mut log, c);
-        log.head(HeadKind::Req, &head.raw);
-    }
+    req_log::include_started(&mut log, c, &head, &ctx, parent_xid, t_req);
     let initial = head.headers.clone();
     let mut req = Req::new(xid, head, log, t_req, vcl);
     req.acct.hdr_rx = 0;
@@ -308,39 +249,10 @@ async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
                         Step::Restart => Outcome::Close(CloseReason::VclFailure),
                     };
                 }
-                restart_transaction(c, sh, req);
+                req_log::restart(c, sh, req);
             }
         }
     }
-}
-
-/// A restart goes on as a transaction of its own, as varnishd logs it:
-/// this one ends with a link to the next, which starts with the request
-/// as it stands and has the next vxid (its `X-Varnish`).
-fn restart_transaction(c: &Client, sh: &Shared, req: &mut Req) {
-    let (old, new) = (req.xid, next_vxid());
-    let now = lacquer_core::time::now();
-    req.log.link(&txn::REQ, new, &txn::RESTART);
-    req.log.end();
-    req.log = sh.txn(new, Side::Client);
-    req.xid = new;
-    if !req.log.active() {
-        return;
-    }
-    req.log.begin(&txn::REQ, old, &txn::RESTART, now);
-    req.log.timestamp(&lacquer_shm::packed::stamp::START, now);
-    log_req_start(&mut req.log, c);
-    let h = &req.head;
-    let mut head = Vec::with_capacity(h.raw.len() + 64);
-    head.extend_from_slice(&h.method);
-    head.push(b' ');
-    head.extend_from_slice(&h.url);
-    head.push(b' ');
-    head.extend_from_slice(h.version.as_str().as_bytes());
-    head.extend_from_slice(b"\r\n");
-    h.headers.write_to(&mut head);
-    head.extend_from_slice(b"\r\n");
-    req.log.head(HeadKind::Req, &head);
 }
 
 async fn recv(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Step {
@@ -505,16 +417,16 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
         };
         let hitmiss = matches!(lookup, Lookup::HitMiss { .. });
         if let Lookup::HitMiss { marker, .. } = &lookup {
-            log_hit(req, Tag::HitMiss, marker, now);
+            req_log::hit(req, Tag::HitMiss, marker, now);
         }
         match lookup {
             // Hits are counted by the lookup that makes them.
             Lookup::Hit(obj) => {
-                log_hit(req, Tag::Hit, &obj, now);
+                req_log::hit(req, Tag::Hit, &obj, now);
                 return hit_step(c, cx, req, key, obj, keep).await;
             }
             Lookup::Grace { obj, refresh } => {
-                log_hit(req, Tag::Hit, &obj, now);
+                req_log::hit(req, Tag::Hit, &obj, now);
                 if let Some(slot) = refresh {
                     COUNTERS.inc(Counter::s_bgfetch);
                     let kind = FetchKind {
@@ -537,7 +449,7 @@ async fn lookup(c: &mut Client, cx: &Ctx<'_>, req: &mut Req, key: &[u8], keep: b
             }
             Lookup::HitPass(marker) => {
                 COUNTERS.inc(Counter::cache_hitpass);
-                log_hit(req, Tag::HitPass, &marker, now);
+                req_log::hit(req, Tag::HitPass, &marker, now);
                 req.is_hitpass = true;
                 return pass_step(c, cx, req, key).await;
             }
@@ -716,7 +628,7 @@ async fn deliver_resp(
     // it (an include's too, though its body alone goes into its page).
     req.resp_logged = req.log.active();
     if req.resp_logged {
-        deliver::log_as_built(req, cx.sh, &obj, &resp, lacquer_core::time::now());
+        resp_log::log_as_built(req, cx.sh, &obj, &resp, lacquer_core::time::now());
     }
     let action = cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp));
     if !matches!(action, Action::Deliver) {
@@ -859,22 +771,6 @@ async fn synth_step(
         now,
     };
     Step::Done(deliver::object(c, cx.sh, req, &obj, d, None).await)
-}
-
-/// `Hit`, `HitMiss` or `HitPass`: the object found and its remaining
-/// times.
-fn log_hit(req: &mut Req, tag: Tag, obj: &Object, now: f64) {
-    if !req.log.wants(tag) {
-        return;
-    }
-    let t = obj.timers();
-    let left = t.t_origin + t.ttl - now;
-    let secs: &[f64] = if tag == Tag::Hit {
-        &[left, t.grace, t.keep]
-    } else {
-        &[left]
-    };
-    req.log.vxid_and_secs(tag, obj.xid(), secs);
 }
 
 /// An ESI include's request as a boxed future, for `esi` to run (the

@@ -99,6 +99,21 @@ fn run_worker(index: usize, started: mpsc::Sender<(usize, Result<Handle, String>
     runtime.block_on(std::future::pending::<()>());
 }
 
+/// Has a runtime count the threads it starts and stops (its blocking
+/// pool's, and a multi-threaded one's workers) in `MAIN.threads`,
+/// `threads_created` and `threads_destroyed`, as varnishd counts its pools'.
+pub(crate) fn count_threads(builder: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
+    builder
+        .on_thread_start(|| {
+            COUNTERS.inc(Counter::threads);
+            COUNTERS.inc(Counter::threads_created);
+        })
+        .on_thread_stop(|| {
+            COUNTERS.dec(Counter::threads);
+            COUNTERS.inc(Counter::threads_destroyed);
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,19 +140,4 @@ mod tests {
         threads.dedup();
         assert_eq!(threads.len(), 3, "two workers shared a thread");
     }
-}
-
-/// Has a runtime count the threads it starts and stops (its blocking
-/// pool's, and a multi-threaded one's workers) in `MAIN.threads`,
-/// `threads_created` and `threads_destroyed`, as varnishd counts its pools'.
-pub(crate) fn count_threads(builder: &mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder {
-    builder
-        .on_thread_start(|| {
-            COUNTERS.inc(Counter::threads);
-            COUNTERS.inc(Counter::threads_created);
-        })
-        .on_thread_stop(|| {
-            COUNTERS.dec(Counter::threads);
-            COUNTERS.inc(Counter::threads_destroyed);
-        })
 }

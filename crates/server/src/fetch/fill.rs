@@ -9,7 +9,7 @@
 use crate::fetch::backend_steps::{log_body_end, log_fetch_error};
 use crate::fetch::fetch_filters::{FetchFilters, Wanted};
 use crate::host::backend_host::{Bereq, Beresp};
-use crate::host::resp::{packed_stored_head, HeadLength};
+use crate::host::stored_head::{packed_stored_head, HeadLength};
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError, Timeouts};
 use lacquer_cache::body::SMALL_MAX;

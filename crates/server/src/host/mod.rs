@@ -3,8 +3,9 @@
 //! `bereq.*` and `beresp.*` (`backend_host`), the actions VCL can take on
 //! the cache and on responses (`purge`, `synth`), the loaded programs
 //! (`vcl`), the log records VCL's steps write (`vsl`), the delivery
-//! filters (`filters`), the content coding a client gets (`coding`), and
-//! edits to a written response head (`head_edits`).
+//! filters (`filters`), the content coding a client gets (`coding`),
+//! edits to a written response head (`head_edits`), and the head an
+//! object keeps (`stored_head`).
 
 pub(crate) mod backend_host;
 pub(crate) mod bereq;
@@ -16,6 +17,7 @@ pub(crate) mod obj_vars;
 pub(crate) mod purge;
 pub(crate) mod req;
 pub(crate) mod resp;
+pub(crate) mod stored_head;
 pub(crate) mod synth;
 pub(crate) mod vcl;
 pub(crate) mod vsl;

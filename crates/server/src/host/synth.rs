@@ -38,11 +38,11 @@ pub(crate) fn object_from(
         keep_alive: true,
         wire_len: 0,
     };
-    let block = crate::host::resp::packed_stored_head(
+    let block = crate::host::stored_head::packed_stored_head(
         &head,
         now,
         &["content-length", "age"],
-        crate::host::resp::HeadLength::AsSkip,
+        crate::host::stored_head::HeadLength::AsSkip,
     );
     let len = body.len() as u64;
     let body = if body.is_empty() {
