@@ -11,19 +11,17 @@
 //! and the error object goes back to the client state machine for
 //! `vcl_deliver`.
 
-use crate::client::conditional;
-use crate::client::deliver::{self, Delivery, DeliveryHeaders, WireBody};
+use crate::client::deliver::{self, Delivery};
 use crate::client::interim;
+use crate::client::pass_stream;
 use crate::client::resp_log;
 use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
 use crate::fetch::fill;
 use crate::host::backend_host::{Bereq, BereqBody, Beresp};
 use crate::host::client_host::{ClientHost, Resp};
 use crate::host::req::{ConnInfo, Outcome, Req};
-use crate::host::stored_head::{stored_head, HeadLength};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
-use crate::transport::deadline::SendClock;
 use crate::transport::io::{BodyError, Client};
 use crate::Shared;
 use bytes::Bytes;
@@ -32,9 +30,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
-use lacquer_filters::gzip::{Gunzip, INFLATE_SLICE};
-use lacquer_http::{Framing, ResponseHead, Version};
-use lacquer_shm::packed::HeadKind;
+use lacquer_http::{ResponseHead, Version};
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
@@ -259,13 +255,19 @@ impl FetchMode for PassFetch<'_> {
             conn: be,
             timeouts: t,
         };
+        let front = Front {
+            c,
+            sh,
+            vcl,
+            req,
+            conn,
+            keep,
+        };
         Ok(match body {
             PassBody::Private(filling) => {
-                deliver_private(c, sh, vcl, req, conn, filling, backend, keep, whole_first).await?
+                deliver_private(front, filling, backend, whole_first).await?
             }
-            PassBody::Stream(beresp) => {
-                stream_response(c, sh, vcl, req, conn, beresp, backend, keep).await
-            }
+            PassBody::Stream(beresp) => pass_stream::stream_response(front, beresp, backend).await,
         })
     }
 
@@ -282,16 +284,27 @@ enum PassBody<'c> {
     Stream(Beresp),
 }
 
+/// The client side of a pass, as its response goes out.
+pub(super) struct Front<'a> {
+    pub c: &'a mut Client,
+    pub sh: &'a Arc<Shared>,
+    pub vcl: &'a Arc<Loaded>,
+    pub req: &'a mut Req,
+    pub conn: ConnInfo,
+    /// The connection may be kept after it.
+    pub keep: bool,
+}
+
 /// The backend side of a response being passed.
-struct Backend<'a, 'b> {
-    bereq: &'a mut Bereq,
-    resp: &'a ResponseHead,
-    conn: Conn<'b>,
-    timeouts: &'a lacquer_backend::Timeouts,
+pub(super) struct Backend<'a, 'b> {
+    pub bereq: &'a mut Bereq,
+    pub resp: &'a ResponseHead,
+    pub conn: Conn<'b>,
+    pub timeouts: &'a lacquer_backend::Timeouts,
 }
 
 /// The response is in: the client side's `Fetch` time, as for a miss.
-fn log_fetched(req: &mut Req) {
+pub(super) fn log_fetched(req: &mut Req) {
     req.log.timestamp(
         &lacquer_shm::packed::stamp::FETCH,
         lacquer_core::time::now(),
@@ -299,7 +312,7 @@ fn log_fetched(req: &mut Req) {
 }
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
-fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
+pub(super) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
     crate::host::vsl::vcl_call(&mut host.req.log, Method::Deliver);
     let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
     crate::host::vsl::vcl_return(&mut host.req.log, &action);
@@ -325,18 +338,20 @@ fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
 /// (`beresp.do_stream = false`) the body is read whole first, so it goes
 /// out with its length, and a body that fails goes to vcl_backend_error
 /// (which may retry), as in Varnish.
-#[allow(clippy::too_many_arguments)]
 async fn deliver_private(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    vcl: &Arc<Loaded>,
-    req: &mut Req,
-    conn: ConnInfo,
+    front: Front<'_>,
     filling: fill::Filling<'_>,
     backend: Backend<'_, '_>,
-    keep: bool,
     whole_first: bool,
 ) -> Result<Passed, BodyFailed> {
+    let Front {
+        c,
+        sh,
+        vcl,
+        req,
+        conn,
+        keep,
+    } = front;
     let obj = filling.obj().clone();
     let mut pending = Some((filling, backend));
     if whole_first {
@@ -377,353 +392,6 @@ async fn deliver_private(
         }
         None => delivery.await,
     }))
-}
-
-/// The backend's `Age`, in seconds.
-fn backend_age(resp: &ResponseHead) -> u64 {
-    resp.headers
-        .get("age")
-        .map(|v| lacquer_cache::ttl::parse_delta_seconds(lacquer_http::headers::trim(v)) as u64)
-        .unwrap_or(0)
-}
-
-/// Runs `vcl_deliver` on the response head, writes it and streams the
-/// body through.
-#[allow(clippy::too_many_arguments)]
-async fn stream_response(
-    c: &mut Client,
-    sh: &Arc<Shared>,
-    vcl: &Loaded,
-    req: &mut Req,
-    conn: ConnInfo,
-    beresp: Beresp,
-    backend: Backend<'_, '_>,
-    keep: bool,
-) -> Passed {
-    let Backend {
-        bereq,
-        resp,
-        conn: mut be,
-        timeouts: t,
-    } = backend;
-    // VCL that set beresp.filters chose none (a streamed pass has no
-    // filters): the body is neither checked nor inflated.
-    let gzip_known = !beresp.filters_set;
-    let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
-    log_fetched(req);
-    // Logged as built, then each change as it is made, as varnishd logs
-    // it (an include's response is its page's, and not logged so).
-    req.resp_logged = req.log.active() && !c.is_fragment();
-    if req.resp_logged {
-        let shown = ResponseHead {
-            version: beresp.version,
-            status: vresp.status % 1000,
-            reason: vresp.reason.clone(),
-            headers: vresp.headers.clone().unwrap_or_default(),
-            framing: resp.framing,
-            keep_alive: resp.keep_alive,
-            wire_len: resp.wire_len,
-        };
-        let head = stored_head(&shown, beresp.t_resp, &["age"], HeadLength::AsSkip);
-        let obj_xid = req.passed_from_hit.then_some(bereq.xid);
-        resp_log::log_head_as_built(req, sh, head, obj_xid, backend_age(resp), false);
-    }
-    let mut host = ClientHost {
-        resp: Some(&mut vresp),
-        ..ClientHost::new(Method::Deliver, sh, vcl, req, &conn)
-    };
-    if let Some(other) = deliver_or(vcl, &mut host) {
-        req.resp_logged = false;
-        return other;
-    }
-    let is_head = req.is_head();
-    let now = beresp.t_resp;
-    let skip: &[&str] = match (is_head, vresp.own_delivery_headers) {
-        (true, false) => &["age"],
-        (true, true) => &[],
-        (false, false) => &["content-length", "age"],
-        (false, true) => &["content-length"],
-    };
-    let status = vresp.status % 1000;
-    let mut amended = ResponseHead {
-        version: beresp.version,
-        status,
-        reason: vresp.reason,
-        headers: vresp.headers.unwrap_or_default(),
-        framing: resp.framing,
-        keep_alive: resp.keep_alive,
-        wire_len: resp.wire_len,
-    };
-    let before = req
-        .resp_logged
-        .then(|| resp_log::HeadFields::of_fields(&amended.headers));
-    // The client's own conditions hold for a passed 200 too (as in
-    // Varnish): it gets a 304, and the backend's body is not read.
-    let not_modified =
-        !c.is_fragment() && status == 200 && (is_head || req.head.method_is("GET")) && {
-            let h = &amended.headers;
-            let validators = || conditional::Validators {
-                etag: h.get("etag").cloned(),
-                last_modified: match h.get("last-modified") {
-                    Some(v) => lacquer_core::time::parse_http_date(v),
-                    None => Some(now.floor()),
-                },
-            };
-            conditional::not_modified(&req.head.headers, validators, lacquer_core::time::now())
-        };
-    if not_modified {
-        amended.status = 304;
-        amended.reason = Bytes::from_static(b"Not Modified");
-    }
-    let status = amended.status;
-    let bodyless = status == 204 || status == 304 || status < 200;
-    let fragment = c.is_fragment();
-    // A gzip'd body goes out inflated to a client that does not take gzip
-    // (a backend may send it whatever was asked), as from the cache.
-    let gunzip = !fragment
-        && gzip_known
-        && !bodyless
-        && sh.params.http_gzip_support()
-        && crate::client::deliver::is_gzipped(&amended.headers)
-        && !crate::host::req::can_gzip(&req.head.headers);
-    if gunzip {
-        amended.headers.remove("content-encoding");
-        if let Some(etag) = amended
-            .headers
-            .get("etag")
-            .filter(|e| !e.starts_with(b"W/"))
-        {
-            let weak = [&b"W/"[..], etag].concat();
-            amended.headers.set("ETag", weak);
-        }
-    }
-    let http10 = req.head.version == Version::Http10;
-    let wire = match resp.framing {
-        _ if bodyless => WireBody::Bodyless,
-        Framing::Length(_) if gunzip && is_head => WireBody::HeadUnknown,
-        Framing::Length(_) if gunzip && http10 => WireBody::Close,
-        Framing::Length(_) if gunzip => WireBody::Chunked,
-        Framing::Length(n) => WireBody::Length(n),
-        Framing::None if is_head => WireBody::HeadUnknown,
-        Framing::None => WireBody::Length(0),
-        Framing::Chunked | Framing::UntilClose if http10 => WireBody::Close,
-        Framing::Chunked | Framing::UntilClose => WireBody::Chunked,
-    };
-    // The backend's length stays in its place when the body goes out as
-    // it came (as varnishd keeps it).
-    let (length, length_in_head) = match wire {
-        WireBody::Length(n) if !is_head => (
-            HeadLength::Of(n),
-            amended.headers.contains("content-length"),
-        ),
-        _ => (HeadLength::AsSkip, false),
-    };
-    let block = stored_head(&amended, now, skip, length);
-    let age = backend_age(resp);
-    let keep = keep && wire != WireBody::Close;
-    // An include hands its parent the status and the body alone, inflated.
-    let mut inflate = (gunzip || fragment && crate::client::deliver::is_gzipped(&amended.headers))
-        .then(Gunzip::new);
-    c.wbuf.clear();
-    c.wbuf.extend_from_slice(&block);
-    deliver::write_delivery_headers(
-        &mut c.wbuf,
-        sh,
-        &DeliveryHeaders {
-            xid: req.xid,
-            obj_xid: req.passed_from_hit.then_some(bereq.xid),
-            age,
-            accept_ranges: false,
-            body: wire,
-            length_in_head,
-            keep,
-            http10,
-            own: vresp.own_delivery_headers,
-            synthetic: false,
-        },
-    );
-    if fragment {
-        c.wbuf.clear();
-    } else {
-        COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
-        let filters = crate::host::filters::Filters::only(false, gunzip, false);
-        match before {
-            Some(before) if std::mem::take(&mut req.resp_logged) => {
-                let tail = resp_log::Tail {
-                    before,
-                    cond: not_modified,
-                    window: None,
-                    unsatisfiable: None,
-                    filters,
-                    length_in_head,
-                    wire,
-                    h2: c.is_h2(),
-                };
-                resp_log::object_tail(req, &c.wbuf, &tail);
-            }
-            _ => {
-                filters.log(&mut req.log);
-                req.log.head(HeadKind::Resp, &c.wbuf);
-            }
-        }
-        req.acct.hdr_tx += c.wbuf.len() as u64;
-    }
-    let clock = SendClock::new(
-        Params::duration(req.sess.send.or(sh.params.send_timeout())),
-        Params::duration(req.sess.idle_send.or(sh.params.idle_send_timeout())),
-    );
-    let mut reader = be.body(if bodyless {
-        Framing::None
-    } else {
-        resp.framing
-    });
-    // A gzip'd body is checked on its way through, as varnishd's
-    // testgunzip does: one that is corrupt, cut short or followed by junk
-    // ends the client's connection rather than reach it whole-looking.
-    let sends_body = !bodyless && !is_head && !not_modified;
-    let mut test = (!fragment
-        && gzip_known
-        && !gunzip
-        && sends_body
-        && sh.params.http_gzip_support()
-        && crate::client::deliver::is_gzipped(&amended.headers))
-    .then(|| Box::new(lacquer_filters::splice::Scan::new()));
-    // Body bytes that came with the response head go out with the head,
-    // in one write.
-    let mut first = None;
-    if !fragment && !gunzip && sends_body && be.body_buffered() {
-        first = Some(be.read_body(&mut reader, t).await);
-    }
-    // The backend body bytes read so far, once the head went out.
-    let head_sent = match first.take() {
-        Some(Ok(Some(piece))) => {
-            if let Some(Err(e)) = test.as_mut().map(|s| s.push(&piece)) {
-                backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
-                return Passed::Done(Outcome::Close(CloseReason::TxError));
-            }
-            let n = piece.len() as u64;
-            let sent = c.send_head_and_piece(wire, piece, &clock).await;
-            if let Ok(n) = sent {
-                COUNTERS.add(Counter::s_resp_bodybytes, n);
-                req.acct.body_tx += n;
-            }
-            sent.is_ok().then_some(n)
-        }
-        other => {
-            first = other;
-            let sent = c.send_head(wire, &[], &clock).await;
-            sent.is_ok().then_some(0)
-        }
-    };
-    let Some(mut body) = head_sent else {
-        return Passed::Done(Outcome::Close(CloseReason::TxError));
-    };
-    if not_modified {
-        // The body the backend is sending is not wanted: its connection
-        // cannot carry another request.
-        be.finish(false);
-        req.log
-            .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-        return Passed::Done(match keep {
-            true => Outcome::KeepAlive,
-            false if http10 => Outcome::Close(CloseReason::ReqHttp10),
-            false => Outcome::Close(CloseReason::ReqClose),
-        });
-    }
-    loop {
-        let next = match first.take() {
-            Some(next) => next,
-            None => be.read_body(&mut reader, t).await,
-        };
-        match next {
-            Ok(Some(piece)) => {
-                body += piece.len() as u64;
-                if let Some(Err(e)) = test.as_mut().map(|s| s.push(&piece)) {
-                    backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
-                    return Passed::Done(Outcome::Close(CloseReason::TxError));
-                }
-                // Inflated (for an include) a bounded slice at a time.
-                let mut slices = inflate.as_mut().map(|z| z.slices(&piece, INFLATE_SLICE));
-                let mut whole = Some(piece.clone());
-                loop {
-                    let out = match slices.as_mut().map(|s| s.next()) {
-                        None => whole.take(),
-                        Some(Ok(slice)) => slice,
-                        Some(Err(e)) => {
-                            backend_steps::log_fetch_error(
-                                &mut bereq.log,
-                                &FetchError::BadBody(e.0),
-                            );
-                            c.send_failed().await;
-                            return Passed::Done(Outcome::Close(CloseReason::TxError));
-                        }
-                    };
-                    let Some(out) = out else { break };
-                    let Ok(n) = c.send_body(&[out], &clock).await else {
-                        return Passed::Done(Outcome::Close(CloseReason::TxError));
-                    };
-                    if !fragment {
-                        COUNTERS.add(Counter::s_resp_bodybytes, n);
-                    }
-                    req.acct.body_tx += n;
-                }
-            }
-            Ok(None) => {
-                if let Some(Err(e)) = test.take().map(|s| s.finish()) {
-                    backend_steps::log_fetch_error(&mut bereq.log, &FetchError::BadBody(e.0));
-                    return Passed::Done(Outcome::Close(CloseReason::TxError));
-                }
-                if let Some(z) = inflate.take() {
-                    match z.finish() {
-                        Ok((tail, _)) => {
-                            let Ok(n) = c.send_body(&[tail], &clock).await else {
-                                return Passed::Done(Outcome::Close(CloseReason::TxError));
-                            };
-                            if !fragment {
-                                COUNTERS.add(Counter::s_resp_bodybytes, n);
-                            }
-                            req.acct.body_tx += n;
-                        }
-                        Err(e) => {
-                            let e = FetchError::BadBody(e.0);
-                            backend_steps::log_fetch_error(&mut bereq.log, &e);
-                            c.send_failed().await;
-                            return Passed::Done(Outcome::Close(CloseReason::TxError));
-                        }
-                    }
-                }
-                break;
-            }
-            Err(e) => {
-                COUNTERS.inc(Counter::fetch_failed);
-                backend_steps::log_fetch_error(&mut bereq.log, &e);
-                c.send_failed().await;
-                return Passed::Done(Outcome::Close(CloseReason::TxError));
-            }
-        }
-    }
-    backend_steps::log_body_end(bereq, &be, body, body, lacquer_core::time::now());
-    // Passed on as the client took it: never more than a read ahead.
-    COUNTERS.add(Counter::transit_buffered, body);
-    // Trailers go on with the body they end (gRPC's status is one); an
-    // include's page has nowhere to put them.
-    let trailers = if fragment {
-        Vec::new()
-    } else {
-        be.take_trailers()
-    };
-    be.finish(true);
-    if c.finish_body_with(&trailers, &clock).await.is_err() {
-        return Passed::Done(Outcome::Close(CloseReason::TxError));
-    }
-    req.log
-        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-    Passed::Done(match (keep, wire) {
-        (true, _) => Outcome::KeepAlive,
-        (false, WireBody::Close) => Outcome::Close(CloseReason::TxEof),
-        (false, _) if http10 => Outcome::Close(CloseReason::ReqHttp10),
-        _ => Outcome::Close(CloseReason::ReqClose),
-    })
 }
 
 /// Sends a request head and streams the client's body after it, then
