@@ -23,6 +23,7 @@ use crate::transport::io::Client;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
+use lacquer_cache::rendition::Rendition;
 use lacquer_cache::Whole;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -139,83 +140,235 @@ pub(crate) async fn object(
         }
         return boxed_in_place!(fragment(c, sh, req, obj, d)).await;
     }
-    let now = d.now;
-    let p = &sh.params;
-    let is_head = req.is_head();
-    let http10 = req.head.version == Version::Http10;
-    let mut keep = d.keep;
-    let status = resp.map_or(obj.status(), |r| r.status % 1000);
-    let own = resp.is_some_and(|r| r.own_delivery_headers);
-    let cond = status == 200
-        && (is_head || req.head.method_is("GET"))
-        && not_modified(&req.head.headers, || Validators::of(obj, resp), now);
-    let mut bodyless = cond || status == 204 || status == 304 || status < 200;
-    let mut filters = Filters::for_delivery(p, req, obj, status);
-    if bodyless {
-        filters = Filters::only(false, false, false);
-    }
-    let (esi, gunzip) = (filters.esi, filters.gunzip);
-    // The body in the client's coding, made once (else, when the client
-    // would get one, the first to ask has it made for later hits).
-    let rendition = match filters.encode {
-        Some(c) if !esi => obj.rendition(coding::slot(c)),
-        _ => None,
+    let plan = Plan::new(sh, req, obj, &d, resp);
+    write_head(c, sh, req, obj, &d, resp, &plan);
+    let shape = Shape {
+        window: plan.window,
+        wire: plan.wire,
+        bodyless: plan.bodyless,
+        is_head: plan.is_head,
+        filters: plan.filters,
+        encode: plan.encode,
+        rendition: plan.rendition.map(|r| &r.body),
     };
-    if rendition.is_none() && !bodyless && filters.encode.is_none() {
-        if let Some(c) = coding::wanted(p, req, obj, status) {
-            encodings::ask(sh, obj, c);
+    let outcome = send(c, sh, req, obj, shape, d).await;
+    req.log
+        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
+    outcome.unwrap_or(plan.outcome())
+}
+
+/// How one object's response goes out: its status, the filters its body
+/// goes through, the range of it, the framing, what becomes of the stored
+/// length, and whether the connection is kept. Decided once, from the
+/// object, the response VCL left and the request; the head and the body
+/// follow it.
+struct Plan<'o> {
+    status: u16,
+    /// The client's own conditions hold: a 304.
+    cond: bool,
+    bodyless: bool,
+    filters: Filters,
+    /// The body in the client's coding, made before.
+    rendition: Option<&'o Rendition>,
+    /// Compressed as it goes out (no rendition of it at hand).
+    encode: Option<lacquer_filters::coding::Coding>,
+    /// The part of the body asked for: start, end and total
+    /// ([`UNKNOWN_TOTAL`] while the body is still arriving).
+    window: Option<(u64, u64, u64)>,
+    /// The range asked for lies past the body (its length): a 416 with
+    /// the response's fields, as varnishd answers it, and no body.
+    unsatisfiable: Option<u64>,
+    wire: WireBody,
+    /// What the head says of the length, before delivery edits it.
+    length_field: LengthField,
+    /// The head's length is the one that goes out (reused as it is).
+    length_in_head: bool,
+    keep: bool,
+    http10: bool,
+    is_head: bool,
+}
+
+impl<'o> Plan<'o> {
+    fn new(
+        sh: &Arc<Shared>,
+        req: &Req,
+        obj: &'o Arc<Object>,
+        d: &Delivery<'_>,
+        resp: Option<&Resp>,
+    ) -> Plan<'o> {
+        let p = &sh.params;
+        let is_head = req.is_head();
+        let http10 = req.head.version == Version::Http10;
+        let status = resp.map_or(obj.status(), |r| r.status % 1000);
+        let cond = status == 200
+            && (is_head || req.head.method_is("GET"))
+            && not_modified(&req.head.headers, || Validators::of(obj, resp), d.now);
+        let mut bodyless = cond || status == 204 || status == 304 || status < 200;
+        let mut filters = Filters::for_delivery(p, req, obj, status);
+        if bodyless {
+            filters = Filters::only(false, false, false);
         }
-    }
-    // Compressed as it goes out (an ESI page, or as VCL asked).
-    let encode = filters.encode.filter(|_| rendition.is_none());
-    // The length is not the stored one: chunked framing, and only a closed
-    // range (`bytes a-b/*`) of what comes out.
-    let filtered = esi || gunzip || filters.decode.is_some() || encode.is_some();
-    let known = match rendition {
-        Some(r) => Some(r.body.len() as u64),
-        None if filtered => None,
-        None => obj.body().known_len(),
-    };
-    let mut window = None;
-    // The range asked for lies past the body: a 416 with the response's
-    // fields (as varnishd answers it) and no body.
-    let mut unsatisfiable = None;
-    if filtered && filters.range && status == 200 && !is_head {
-        window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
-    } else if !bodyless
-        && !filtered
-        && rendition.is_none()
-        && status == 200
-        && p.http_range_support()
-    {
-        if let Some(total) = known {
-            match range(&req.head.headers, obj, total) {
-                Range::Full => {}
-                Range::Partial { start, end, total } => window = Some((start, end, total)),
-                Range::Unsatisfiable { total } => {
-                    unsatisfiable = Some(total);
-                    bodyless = true;
-                }
+        let (esi, gunzip) = (filters.esi, filters.gunzip);
+        // The body in the client's coding, made once (else, when the client
+        // would get one, the first to ask has it made for later hits).
+        let rendition = match filters.encode {
+            Some(c) if !esi => obj.rendition(coding::slot(c)),
+            _ => None,
+        };
+        if rendition.is_none() && !bodyless && filters.encode.is_none() {
+            if let Some(c) = coding::wanted(p, req, obj, status) {
+                encodings::ask(sh, obj, c);
             }
-        } else if !is_head {
-            // Still arriving, its length unknown: a closed range is served
-            // as far as the body goes (`bytes a-b/*`), as varnishd does.
+        }
+        // Compressed as it goes out (an ESI page, or as VCL asked).
+        let encode = filters.encode.filter(|_| rendition.is_none());
+        // The length is not the stored one: chunked framing, and only a
+        // closed range (`bytes a-b/*`) of what comes out.
+        let filtered = esi || gunzip || filters.decode.is_some() || encode.is_some();
+        let known = match rendition {
+            Some(r) => Some(r.body.len() as u64),
+            None if filtered => None,
+            None => obj.body().known_len(),
+        };
+        let mut window = None;
+        let mut unsatisfiable = None;
+        if filtered && filters.range && status == 200 && !is_head {
             window = open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
+        } else if !bodyless
+            && !filtered
+            && rendition.is_none()
+            && status == 200
+            && p.http_range_support()
+        {
+            if let Some(total) = known {
+                match range(&req.head.headers, obj, total) {
+                    Range::Full => {}
+                    Range::Partial { start, end, total } => window = Some((start, end, total)),
+                    Range::Unsatisfiable { total } => {
+                        unsatisfiable = Some(total);
+                        bodyless = true;
+                    }
+                }
+            } else if !is_head {
+                // Still arriving, its length unknown: a closed range is
+                // served as far as the body goes (`bytes a-b/*`), as
+                // varnishd does.
+                window =
+                    open_range(&req.head.headers).map(|(start, end)| (start, end, UNKNOWN_TOTAL));
+            }
+        }
+        // The stored length is the stored body's, but for an object
+        // fetched with a HEAD (its body empty) or parsed for ESI (its
+        // stored body not the origin's): read then.
+        let stored_is_body = || {
+            !(obj.esi_expected() || known == Some(0))
+                || obj.header("content-length").and_then(|v| parse_length(&v)) == known
+        };
+        // An object fetched with HEAD kept its announced length: a HEAD
+        // hears it; anything else gets the (empty) body it has.
+        let head_fetched = known == Some(0) && obj.head_has_length() && !stored_is_body();
+        let length_field = match resp.filter(|r| r.changed) {
+            // A head in another coding has no length of its own (its
+            // recoding takes it out).
+            _ if filters.encode.is_some() => LengthField::Absent,
+            Some(r) => r.length_field(obj),
+            None if obj.head_has_length() => LengthField::Stored,
+            None => LengthField::Absent,
+        };
+        let wire = if unsatisfiable.is_some() {
+            WireBody::Length(0)
+        } else if bodyless {
+            WireBody::Bodyless
+        } else if head_fetched && is_head {
+            WireBody::HeadUnknown
+        } else if let Some((start, end, _)) = window.filter(|w| w.2 != UNKNOWN_TOTAL) {
+            WireBody::Length(end - start + 1)
+        } else if let Some(n) = known {
+            WireBody::Length(n)
+        } else if is_head {
+            WireBody::HeadUnknown
+        } else if http10 {
+            WireBody::Close
+        } else {
+            WireBody::Chunked
+        };
+        // The stored length goes out as it is when the whole stored body
+        // does (varnishd reuses it so); any other is replaced by the right
+        // one.
+        let length_in_head = match (length_field, wire) {
+            (LengthField::Absent, _) => false,
+            (LengthField::Stored, WireBody::Length(n)) => {
+                !filtered && window.is_none() && known == Some(n) && stored_is_body()
+            }
+            (LengthField::Set(v), WireBody::Length(n)) => v == Some(n),
+            // A HEAD told what a GET would get, or what VCL said it gets.
+            (_, WireBody::HeadUnknown) => true,
+            _ => false,
+        };
+        Plan {
+            status,
+            cond,
+            bodyless,
+            filters,
+            rendition,
+            encode,
+            window,
+            unsatisfiable,
+            wire,
+            length_field,
+            length_in_head,
+            keep: d.keep && wire != WireBody::Close,
+            http10,
+            is_head,
         }
     }
-    let status_line: Option<&[u8]> = if cond {
-        Some(b"HTTP/1.1 304 Not Modified\r\n")
-    } else if unsatisfiable.is_some() {
-        Some(b"HTTP/1.1 416 Requested Range Not Satisfiable\r\n")
-    } else if window.is_some() {
-        Some(b"HTTP/1.1 206 Partial Content\r\n")
-    } else {
-        None
-    };
+
+    /// The status line in place of the response's own, where delivery
+    /// changes the status.
+    fn status_line(&self) -> Option<&'static [u8]> {
+        if self.cond {
+            Some(b"HTTP/1.1 304 Not Modified\r\n")
+        } else if self.unsatisfiable.is_some() {
+            Some(b"HTTP/1.1 416 Requested Range Not Satisfiable\r\n")
+        } else if self.window.is_some() {
+            Some(b"HTTP/1.1 206 Partial Content\r\n")
+        } else {
+            None
+        }
+    }
+
+    /// How the connection goes on once the response is out.
+    fn outcome(&self) -> Outcome {
+        if self.keep {
+            return Outcome::KeepAlive;
+        }
+        Outcome::Close(if self.wire == WireBody::Close {
+            CloseReason::TxEof
+        } else if self.http10 {
+            CloseReason::ReqHttp10
+        } else {
+            CloseReason::ReqClose
+        })
+    }
+}
+
+/// Writes the planned head into `c.wbuf` (the stored one or VCL's, with
+/// the edits delivery makes and the delivery fields) and logs it.
+fn write_head(
+    c: &mut Client,
+    sh: &Shared,
+    req: &mut Req,
+    obj: &Object,
+    d: &Delivery<'_>,
+    resp: Option<&Resp>,
+    plan: &Plan<'_>,
+) {
+    let filters = plan.filters;
+    let edited = resp.filter(|r| r.changed);
     c.wbuf.clear();
-    match resp.filter(|r| r.changed) {
-        Some(r) => r.write_head(obj, status_line, &mut c.wbuf),
-        None => match (status_line, rendition) {
+    match edited {
+        Some(r) => r.write_head(obj, plan.status_line(), &mut c.wbuf),
+        None => match (plan.status_line(), plan.rendition) {
             (Some(line), _) => {
                 c.wbuf.extend_from_slice(line);
                 obj.write_fields(&mut c.wbuf);
@@ -224,24 +377,23 @@ pub(crate) async fn object(
             (None, None) => obj.write_head(&mut c.wbuf),
         },
     }
-    // What the transformations below take out of the head, for the log
-    // (where the head was logged as VCL saw it).
-    let logging_edits = req.resp_logged && !d.synthetic;
-    let before = logging_edits.then(|| HeadFields::of(&c.wbuf));
+    // What the edits below take out of the head, for the log (where the
+    // head was logged as VCL saw it).
+    let before = (req.resp_logged && !d.synthetic).then(|| HeadFields::of(&c.wbuf));
     match filters.encode {
         // A rendition's own head has its coding already.
-        Some(_) if rendition.is_some() && !resp.is_some_and(|r| r.changed) => {}
+        Some(_) if plan.rendition.is_some() && edited.is_none() => {}
         Some(coding) => coding::recode_head(&mut c.wbuf, coding),
-        None if gunzip || filters.decode.is_some() => {
+        None if filters.gunzip || filters.decode.is_some() => {
             remove_header_line(&mut c.wbuf, b"content-encoding");
         }
         None => {}
     }
-    if gunzip || esi || filters.decode.is_some() {
+    if filters.gunzip || filters.esi || filters.decode.is_some() {
         // The body goes out transformed (inflated, includes expanded).
         weaken_etag_line(&mut c.wbuf);
     }
-    match window {
+    match plan.window {
         Some((start, end, UNKNOWN_TOTAL)) => {
             let _ = write!(c.wbuf, "Content-Range: bytes {start}-{end}/*\r\n");
         }
@@ -250,101 +402,54 @@ pub(crate) async fn object(
         }
         None => {}
     }
-    if let Some(total) = unsatisfiable {
+    if let Some(total) = plan.unsatisfiable {
         let _ = write!(c.wbuf, "Content-Range: bytes */{total}\r\n");
     }
-    // An object fetched with HEAD kept its announced length: a HEAD hears
-    // it; anything else gets the (empty) body it has.
-    // The stored length is the stored body's, but for an object fetched
-    // with a HEAD (its body empty) or parsed for ESI (its stored body not
-    // the origin's): read then.
-    let stored_is_body = || {
-        !(obj.esi_expected() || known == Some(0))
-            || obj.header("content-length").and_then(|v| parse_length(&v)) == known
-    };
-    let head_fetched = known == Some(0) && obj.head_has_length() && !stored_is_body();
-    let length_field = match resp.filter(|r| r.changed) {
-        // A head in another coding has no length of its own (its
-        // recoding took it out).
-        _ if filters.encode.is_some() => LengthField::Absent,
-        Some(r) => r.length_field(obj),
-        None if obj.head_has_length() => LengthField::Stored,
-        None => LengthField::Absent,
-    };
-    let wire = if unsatisfiable.is_some() {
-        WireBody::Length(0)
-    } else if bodyless {
-        WireBody::Bodyless
-    } else if head_fetched && is_head {
-        WireBody::HeadUnknown
-    } else if let Some((start, end, _)) = window.filter(|w| w.2 != UNKNOWN_TOTAL) {
-        WireBody::Length(end - start + 1)
-    } else if let Some(n) = known {
-        WireBody::Length(n)
-    } else if is_head {
-        WireBody::HeadUnknown
-    } else if http10 {
-        WireBody::Close
-    } else {
-        WireBody::Chunked
-    };
-    if wire == WireBody::Close {
-        keep = false;
-    }
-    // The stored length goes out as it is when the whole stored body does
-    // (varnishd reuses it so); any other is replaced by the right one.
-    let length_in_head = match (length_field, wire) {
-        (LengthField::Absent, _) => false,
-        (LengthField::Stored, WireBody::Length(n)) => {
-            !filtered && window.is_none() && known == Some(n) && stored_is_body()
-        }
-        (LengthField::Set(v), WireBody::Length(n)) => v == Some(n),
-        // A HEAD told what a GET would get, or what VCL said it gets.
-        (_, WireBody::HeadUnknown) => true,
-        _ => false,
-    };
-    if length_field != LengthField::Absent && !length_in_head {
+    if plan.length_field != LengthField::Absent && !plan.length_in_head {
         remove_header_line(&mut c.wbuf, b"content-length");
     }
+    let p = &sh.params;
     let dh = DeliveryHeaders {
         xid: req.xid,
         obj_xid: d.hit.then_some(obj.xid()),
-        age: obj.age(now),
+        age: obj.age(d.now),
         // Once, as Varnish forces it: not beside the backend's own.
-        accept_ranges: status == 200
+        accept_ranges: plan.status == 200
             && !d.synthetic
             && filters.encode.is_none()
             && p.http_range_support()
-            && match resp.filter(|r| r.changed) {
+            && match edited {
                 // VCL saw it as one of the response's fields (and kept
                 // or removed it) once it touched any delivery field.
                 Some(r) => !r.own_delivery_headers && !r.has_accept_ranges(obj),
                 None => !obj.accept_ranges(),
             },
-        body: wire,
-        length_in_head,
-        keep,
-        http10,
-        own,
+        body: plan.wire,
+        length_in_head: plan.length_in_head,
+        keep: plan.keep,
+        http10: plan.http10,
+        own: resp.is_some_and(|r| r.own_delivery_headers),
         synthetic: d.synthetic,
     };
     write_delivery_headers(&mut c.wbuf, sh, &dh);
     COUNTERS.add(Counter::s_resp_hdrbytes, c.wbuf.len() as u64);
     let logged_filters = Filters {
-        range: window.is_some() || unsatisfiable.is_some(),
+        range: plan.window.is_some() || plan.unsatisfiable.is_some(),
         ..filters
     };
     match (std::mem::take(&mut req.resp_logged), before) {
-        (true, None) => resp_log::synthetic_tail(req, &c.wbuf, wire, logged_filters, c.is_h2()),
+        (true, None) => {
+            resp_log::synthetic_tail(req, &c.wbuf, plan.wire, logged_filters, c.is_h2())
+        }
         (true, Some(before)) => {
             let tail = resp_log::Tail {
                 before,
-                cond,
-                window,
-                unsatisfiable,
+                cond: plan.cond,
+                window: plan.window,
+                unsatisfiable: plan.unsatisfiable,
                 filters: logged_filters,
-                length_in_head,
-                wire,
+                length_in_head: plan.length_in_head,
+                wire: plan.wire,
                 h2: c.is_h2(),
             };
             resp_log::object_tail(req, &c.wbuf, &tail);
@@ -355,29 +460,6 @@ pub(crate) async fn object(
         }
     }
     req.acct.hdr_tx += c.wbuf.len() as u64;
-    let shape = Shape {
-        window,
-        wire,
-        bodyless,
-        is_head,
-        filters,
-        encode,
-        rendition: rendition.map(|r| &r.body),
-    };
-    let outcome = send(c, sh, req, obj, shape, d).await;
-    req.log
-        .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-    outcome.unwrap_or(if keep {
-        Outcome::KeepAlive
-    } else {
-        Outcome::Close(if wire == WireBody::Close {
-            CloseReason::TxEof
-        } else if http10 {
-            CloseReason::ReqHttp10
-        } else {
-            CloseReason::ReqClose
-        })
-    })
 }
 
 /// What goes on the wire after the head.
