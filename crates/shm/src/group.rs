@@ -86,7 +86,12 @@ pub struct Transaction {
     pub level: u32,
     pub records: Vec<Record>,
     parent: Option<(u64, bool)>,
+    /// Its children: first those it linked, in the order of its `Link`
+    /// records, then those only their own `Begin` named (not linked yet),
+    /// so that a group reads the same however its records were flushed.
     children: Vec<u64>,
+    /// How many of `children` its `Link` records named.
+    linked: usize,
     ended: bool,
     born: Instant,
 }
@@ -101,6 +106,7 @@ impl Transaction {
             records: Vec::with_capacity(32),
             parent: None,
             children: Vec::new(),
+            linked: 0,
             ended: false,
             born: Instant::now(),
         }
@@ -165,8 +171,17 @@ impl Grouper {
             }
             Tag::Link => {
                 if let Some(child) = parse_link(&rec.payload, t.kind, mode) {
-                    if !t.children.contains(&child) {
-                        t.children.push(child);
+                    match t.children.iter().position(|&c| c == child) {
+                        Some(at) if at < t.linked => {}
+                        Some(at) => {
+                            t.children.remove(at);
+                            t.children.insert(t.linked, child);
+                            t.linked += 1;
+                        }
+                        None => {
+                            t.children.insert(t.linked, child);
+                            t.linked += 1;
+                        }
                     }
                 }
             }
@@ -428,6 +443,31 @@ mod tests {
         ];
         let got = run(Grouping::Request, recs);
         assert_eq!(got, vec![vec![(2, 1, Kind::Request), (3, 2, Kind::BeReq)]]);
+    }
+
+    #[test]
+    fn children_come_in_the_order_their_parent_linked_them() {
+        // The include (4) and the fetch of the page (3) flushed their
+        // records before the page's links: the group reads as linked.
+        let recs = vec![
+            r(4, Tag::Begin, "req 2 esi"),
+            r(4, Tag::End, ""),
+            r(3, Tag::Begin, "bereq 2 fetch"),
+            r(3, Tag::End, ""),
+            r(2, Tag::Begin, "req 1 rxreq"),
+            r(2, Tag::Link, "bereq 3 fetch"),
+            r(2, Tag::Link, "req 4 esi"),
+            r(2, Tag::End, ""),
+        ];
+        let got = run(Grouping::Request, recs);
+        assert_eq!(
+            got,
+            vec![vec![
+                (2, 1, Kind::Request),
+                (3, 2, Kind::BeReq),
+                (4, 2, Kind::Request)
+            ]]
+        );
     }
 
     #[test]

@@ -365,21 +365,37 @@ fn write_head(
 ) {
     let filters = plan.filters;
     let edited = resp.filter(|r| r.changed);
-    c.wbuf.clear();
-    match edited {
-        Some(r) => r.write_head(obj, plan.status_line(), &mut c.wbuf),
-        None => match (plan.status_line(), plan.rendition) {
-            (Some(line), _) => {
-                c.wbuf.extend_from_slice(line);
-                obj.write_fields(&mut c.wbuf);
-            }
-            (None, Some(r)) => c.wbuf.extend_from_slice(&r.head),
-            (None, None) => obj.write_head(&mut c.wbuf),
-        },
+    // The object's head as logged before vcl_deliver is still in the
+    // buffer: where nothing changed it, it is the head sent.
+    let built = req.built_head.take() == Some((obj as *const Object as usize, c.wbuf.len()));
+    match (edited, plan.status_line(), plan.rendition) {
+        (None, None, None) if built => {}
+        (Some(r), line, _) => {
+            c.wbuf.clear();
+            r.write_head(obj, line, &mut c.wbuf);
+        }
+        (None, Some(line), _) => {
+            c.wbuf.clear();
+            c.wbuf.extend_from_slice(line);
+            obj.write_fields(&mut c.wbuf);
+        }
+        (None, None, Some(r)) => {
+            c.wbuf.clear();
+            c.wbuf.extend_from_slice(&r.head);
+        }
+        (None, None, None) => {
+            c.wbuf.clear();
+            obj.write_head(&mut c.wbuf);
+        }
     }
     // What the edits below take out of the head, for the log (where the
-    // head was logged as VCL saw it).
-    let before = (req.resp_logged && !d.synthetic).then(|| HeadFields::of(&c.wbuf));
+    // head was logged as VCL saw it): read only where there are edits.
+    let edits = filters.encode.is_some()
+        || filters.gunzip
+        || filters.esi
+        || filters.decode.is_some()
+        || (plan.length_field != LengthField::Absent && !plan.length_in_head);
+    let before = (req.resp_logged && edits).then(|| HeadFields::of(&c.wbuf));
     match filters.encode {
         // A rendition's own head has its coding already.
         Some(_) if plan.rendition.is_some() && edited.is_none() => {}
@@ -437,11 +453,15 @@ fn write_head(
         range: plan.window.is_some() || plan.unsatisfiable.is_some(),
         ..filters
     };
-    match (std::mem::take(&mut req.resp_logged), before) {
-        (true, None) => {
-            resp_log::synthetic_tail(req, &c.wbuf, plan.wire, logged_filters, c.is_h2())
-        }
-        (true, Some(before)) => {
+    let sent = resp_log::Sent {
+        wire: plan.wire,
+        keep: plan.keep,
+        http10: plan.http10,
+        h2: c.is_h2(),
+    };
+    match (std::mem::take(&mut req.resp_logged), d.synthetic) {
+        (true, true) => resp_log::synthetic_tail(req, logged_filters, sent),
+        (true, false) => {
             let tail = resp_log::Tail {
                 before,
                 cond: plan.cond,
@@ -449,8 +469,7 @@ fn write_head(
                 unsatisfiable: plan.unsatisfiable,
                 filters: logged_filters,
                 length_in_head: plan.length_in_head,
-                wire: plan.wire,
-                h2: c.is_h2(),
+                sent,
             };
             resp_log::object_tail(req, &c.wbuf, &tail);
         }

@@ -366,7 +366,7 @@ async fn deliver_private(
     log_fetched(req);
     req.resp_logged = req.log.active() && !c.is_fragment();
     if req.resp_logged {
-        resp_log::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now());
+        resp_log::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now(), &mut c.wbuf);
     }
     let mut host = ClientHost {
         obj: Some(&obj),

@@ -309,9 +309,9 @@ fn log_as_built(sh: &Shared, req: &mut Req, vresp: &Resp, from: &From<'_>, bereq
         keep_alive: from.resp.keep_alive,
         wire_len: from.resp.wire_len,
     };
-    let head = stored_head(&shown, from.t_resp, &["age"], HeadLength::AsSkip);
+    let mut head = stored_head(&shown, from.t_resp, &["age"], HeadLength::AsSkip);
     let obj_xid = req.passed_from_hit.then_some(bereq_xid);
-    resp_log::log_head_as_built(req, sh, head, obj_xid, backend_age(from.resp), false);
+    resp_log::log_head_as_built(req, sh, &mut head, obj_xid, backend_age(from.resp), false);
 }
 
 /// The backend's `Age`, in seconds.
@@ -359,14 +359,18 @@ fn write_head(
     match plan.before.take() {
         Some(before) if std::mem::take(&mut req.resp_logged) => {
             let tail = resp_log::Tail {
-                before,
+                before: Some(before),
                 cond: plan.not_modified,
                 window: None,
                 unsatisfiable: None,
                 filters,
                 length_in_head: plan.length_in_head,
-                wire: plan.wire,
-                h2: c.is_h2(),
+                sent: resp_log::Sent {
+                    wire: plan.wire,
+                    keep: plan.keep,
+                    http10: plan.http10,
+                    h2: c.is_h2(),
+                },
             };
             resp_log::object_tail(req, &c.wbuf, &tail);
         }

@@ -628,7 +628,14 @@ async fn deliver_resp(
     // it (an include's too, though its body alone goes into its page).
     req.resp_logged = req.log.active();
     if req.resp_logged {
-        resp_log::log_as_built(req, cx.sh, &obj, &resp, lacquer_core::time::now());
+        resp_log::log_as_built(
+            req,
+            cx.sh,
+            &obj,
+            &resp,
+            lacquer_core::time::now(),
+            &mut c.wbuf,
+        );
     }
     let action = cx.call(Method::Deliver, req, None, Some(&obj), Some(&mut resp));
     if !matches!(action, Action::Deliver) {

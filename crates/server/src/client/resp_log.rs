@@ -22,47 +22,64 @@ use std::io::Write;
 /// `X-Varnish`, `Age`, `Via` and, for a 200 without one, `Accept-Ranges`.
 /// Its changes are logged from then on as they are made (VCL's edits, then
 /// what delivery does: see [`object_tail`]).
-pub(crate) fn log_as_built(req: &mut Req, sh: &Shared, obj: &Object, resp: &Resp, now: f64) {
-    let mut head = Vec::with_capacity(obj.head_len() * 4 + 160);
+/// The head is written in `room` (the connection's write buffer, free
+/// until the response is written): nothing is allocated for it.
+pub(crate) fn log_as_built(
+    req: &mut Req,
+    sh: &Shared,
+    obj: &Object,
+    resp: &Resp,
+    now: f64,
+    room: &mut Vec<u8>,
+) {
+    room.clear();
+    req.built_head = None;
     match &resp.headers {
         Some(fields) => {
             let status = resp.status % 1000;
-            let _ = write!(head, "HTTP/1.1 {status:03} ");
-            head.extend_from_slice(if resp.reason.is_empty() {
+            let _ = write!(room, "HTTP/1.1 {status:03} ");
+            room.extend_from_slice(if resp.reason.is_empty() {
                 obj.reason()
             } else {
                 &resp.reason
             });
-            head.extend_from_slice(b"\r\n");
-            fields.write_to(&mut head);
+            room.extend_from_slice(b"\r\n");
+            fields.write_to(room);
         }
-        None => obj.write_head(&mut head),
+        None => obj.write_head(room),
     }
+    let written = room.len();
     let accept_ranges =
         resp.status % 1000 == 200 && sh.params.http_range_support() && !resp.has_accept_ranges(obj);
     let obj_xid = resp.hit.then(|| obj.xid());
-    log_head_as_built(req, sh, head, obj_xid, obj.age(now), accept_ranges);
+    log_head_as_built(req, sh, room, obj_xid, obj.age(now), accept_ranges);
+    // The object's head stays: its delivery, if nothing changes it, is
+    // written after it (see `deliver`).
+    room.truncate(written);
+    if resp.headers.is_none() {
+        req.built_head = Some((obj as *const Object as usize, written));
+    }
 }
 
 /// Logs `head` (a status line and fields) with the delivery fields
 /// varnishd adds before `vcl_deliver`: `X-Varnish`, `Age`, `Via` and,
-/// with `accept_ranges`, `Accept-Ranges`.
+/// with `accept_ranges`, `Accept-Ranges` (written after it in `head`).
 pub(crate) fn log_head_as_built(
     req: &mut Req,
     sh: &Shared,
-    mut head: Vec<u8>,
+    head: &mut Vec<u8>,
     obj_xid: Option<u64>,
     age: u64,
     accept_ranges: bool,
 ) {
     head.extend_from_slice(b"X-Varnish: ");
-    push_u64(&mut head, req.xid);
+    push_u64(head, req.xid);
     if let Some(xid) = obj_xid {
         head.push(b' ');
-        push_u64(&mut head, xid);
+        push_u64(head, xid);
     }
     head.extend_from_slice(b"\r\nAge: ");
-    push_u64(&mut head, age);
+    push_u64(head, age);
     head.extend_from_slice(b"\r\nVia: ");
     head.extend_from_slice(sh.via.as_bytes());
     head.extend_from_slice(b"\r\n");
@@ -70,7 +87,7 @@ pub(crate) fn log_head_as_built(
         head.extend_from_slice(b"Accept-Ranges: bytes\r\n");
     }
     head.extend_from_slice(b"\r\n");
-    req.log.head(HeadKind::Resp, &head);
+    req.log.head(HeadKind::Resp, head);
 }
 
 /// The fields of a written head that delivery may change, as they were
@@ -83,13 +100,35 @@ pub(crate) struct HeadFields {
 }
 
 impl HeadFields {
+    /// Read from a written head, in one pass over its lines.
     pub(crate) fn of(head: &[u8]) -> HeadFields {
-        HeadFields {
-            etag: field_in(head, b"etag").map(<[u8]>::to_vec),
-            encoding: field_in(head, b"content-encoding").map(<[u8]>::to_vec),
-            length: field_in(head, b"content-length").map(<[u8]>::to_vec),
-            accept_ranges: field_in(head, b"accept-ranges").is_some(),
+        let mut fields = HeadFields {
+            etag: None,
+            encoding: None,
+            length: None,
+            accept_ranges: false,
+        };
+        for line in head.split(|&b| b == b'\n').skip(1) {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Some(colon) = line.iter().position(|&b| b == b':') else {
+                continue;
+            };
+            let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+            let slot = if name.eq_ignore_ascii_case(b"etag") {
+                &mut fields.etag
+            } else if name.eq_ignore_ascii_case(b"content-encoding") {
+                &mut fields.encoding
+            } else if name.eq_ignore_ascii_case(b"content-length") {
+                &mut fields.length
+            } else {
+                fields.accept_ranges |= name.eq_ignore_ascii_case(b"accept-ranges");
+                continue;
+            };
+            if slot.is_none() {
+                *slot = Some(value.to_vec());
+            }
         }
+        fields
     }
 }
 
@@ -106,19 +145,11 @@ impl HeadFields {
     }
 }
 
-/// The value of the first `name` field of a written head.
-fn field_in<'h>(head: &'h [u8], name: &[u8]) -> Option<&'h [u8]> {
-    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let value = line.get(name.len() + 1..)?;
-        (line[..name.len()].eq_ignore_ascii_case(name) && line[name.len()] == b':')
-            .then(|| value.trim_ascii())
-    })
-}
-
 /// What delivery did to an object's response after `vcl_deliver`.
 pub(crate) struct Tail {
-    pub before: HeadFields,
+    /// The fields delivery may change, as they were, where it changes
+    /// any (None: it changes none of them).
+    pub before: Option<HeadFields>,
     /// Answered 304.
     pub cond: bool,
     pub window: Option<(u64, u64, u64)>,
@@ -126,8 +157,7 @@ pub(crate) struct Tail {
     pub unsatisfiable: Option<u64>,
     pub filters: Filters,
     pub length_in_head: bool,
-    pub wire: WireBody,
-    pub h2: bool,
+    pub sent: Sent,
 }
 
 /// The end of an object's response's log, whose head was logged as built
@@ -149,17 +179,23 @@ pub(crate) fn object_tail(req: &mut Req, head: &[u8], t: &Tail) {
         status(log, b"304", b"Not Modified");
     }
     t.filters.log(log);
-    let after = HeadFields::of(head);
-    if let (Some(old), false) = (&t.before.encoding, after.encoding == t.before.encoding) {
-        log.header(Tag::RespUnset, b"Content-Encoding", old);
-        if let Some(new) = &after.encoding {
-            log.header(Tag::RespHeader, b"Content-Encoding", new);
+    // What delivery changed, where it changed anything.
+    let changed = t
+        .before
+        .as_ref()
+        .map(|before| (before, HeadFields::of(head)));
+    if let Some((before, after)) = &changed {
+        if let (Some(old), false) = (&before.encoding, after.encoding == before.encoding) {
+            log.header(Tag::RespUnset, b"Content-Encoding", old);
+            if let Some(new) = &after.encoding {
+                log.header(Tag::RespHeader, b"Content-Encoding", new);
+            }
         }
-    }
-    if let (Some(old), Some(new)) = (&t.before.etag, &after.etag) {
-        if old != new {
-            log.header(Tag::RespUnset, b"ETag", old);
-            log.header(Tag::RespHeader, b"ETag", new);
+        if let (Some(old), Some(new)) = (&before.etag, &after.etag) {
+            if old != new {
+                log.header(Tag::RespUnset, b"ETag", old);
+                log.header(Tag::RespHeader, b"ETag", new);
+            }
         }
     }
     if let Some((start, end, total)) = t.window {
@@ -177,42 +213,50 @@ pub(crate) fn object_tail(req: &mut Req, head: &[u8], t: &Tail) {
         log.header(Tag::RespHeader, b"Content-Range", range.as_bytes());
         status(log, b"416", b"Requested Range Not Satisfiable");
     }
-    if t.before.accept_ranges && !after.accept_ranges {
-        log.header(Tag::RespUnset, b"Accept-Ranges", b"bytes");
+    if let Some((before, after)) = &changed {
+        if before.accept_ranges && !after.accept_ranges {
+            log.header(Tag::RespUnset, b"Accept-Ranges", b"bytes");
+        }
     }
     if !t.length_in_head {
-        if let Some(old) = &t.before.length {
+        if let Some(old) = changed
+            .as_ref()
+            .and_then(|(before, _)| before.length.as_ref())
+        {
             log.header(Tag::RespUnset, b"Content-Length", old);
         }
-        if let WireBody::Length(n) = t.wire {
+        if let WireBody::Length(n) = t.sent.wire {
             log.header(Tag::RespHeader, b"Content-Length", n.to_string().as_bytes());
         }
     }
-    log_transport_fields(log, head, t.h2);
+    log_transport_fields(log, t.sent);
 }
 
-/// What the transport changes last: HTTP/2 its protocol, HTTP/1 its
-/// framing and connection fields.
-fn log_transport_fields(log: &mut lacquer_shm::Txn, head: &[u8], h2: bool) {
-    if h2 {
+/// How the response went out, as the transport's last records say it.
+#[derive(Clone, Copy)]
+pub(crate) struct Sent {
+    pub wire: WireBody,
+    /// The connection is kept after it.
+    pub keep: bool,
+    pub http10: bool,
+    pub h2: bool,
+}
+
+/// What the transport changes last: HTTP/2 its protocol, HTTP/1 the
+/// `Connection` and `Transfer-Encoding` fields it adds (in that order, as
+/// varnishd logs them).
+fn log_transport_fields(log: &mut lacquer_shm::Txn, sent: Sent) {
+    if sent.h2 {
         log.bytes(Tag::RespProtocol, b"HTTP/2.0");
-    } else {
-        log_framing_fields(log, head);
+        return;
     }
-}
-
-/// Logs the head's `Connection` and `Transfer-Encoding` fields, which the
-/// HTTP/1 delivery adds last (in that order, as varnishd logs them).
-fn log_framing_fields(log: &mut lacquer_shm::Txn, head: &[u8]) {
-    for name in [&b"connection"[..], b"transfer-encoding"] {
-        if let Some(value) = field_in(head, name) {
-            let name: &[u8] = if name == b"connection" {
-                b"Connection"
-            } else {
-                b"Transfer-Encoding"
-            };
-            log.header(Tag::RespHeader, name, value);
-        }
+    if !sent.keep || sent.wire == WireBody::Close {
+        log.header(Tag::RespHeader, b"Connection", b"close");
+    } else if sent.http10 {
+        log.header(Tag::RespHeader, b"Connection", b"keep-alive");
+    }
+    if sent.wire == WireBody::Chunked {
+        log.header(Tag::RespHeader, b"Transfer-Encoding", b"chunked");
     }
 }
 
@@ -220,21 +264,15 @@ fn log_framing_fields(log: &mut lacquer_shm::Txn, head: &[u8]) {
 /// and changed by `vcl_synth` (see `Resp::log_as_built`): what delivery
 /// adds, as varnishd logs it — its length, where its body is kept, the
 /// filters, and the framing and connection fields.
-pub(crate) fn synthetic_tail(
-    req: &mut Req,
-    head: &[u8],
-    wire: WireBody,
-    filters: Filters,
-    h2: bool,
-) {
+pub(crate) fn synthetic_tail(req: &mut Req, filters: Filters, sent: Sent) {
     if !req.log.active() {
         return;
     }
-    if let WireBody::Length(n) = wire {
+    if let WireBody::Length(n) = sent.wire {
         req.log
             .header(Tag::RespHeader, b"Content-Length", n.to_string().as_bytes());
     }
     req.log.bytes(Tag::Storage, b"malloc Transient");
     filters.log(&mut req.log);
-    log_transport_fields(&mut req.log, head, h2);
+    log_transport_fields(&mut req.log, sent);
 }

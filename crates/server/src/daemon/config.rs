@@ -457,27 +457,7 @@ pub fn parse_storage(spec: &str, index: usize) -> Result<StoreSpec, String> {
 
 /// Parses the arguments that follow `lacquer serve`.
 pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
-    let params = Params::default();
-    let mut listen_specs = Vec::new();
-    let mut backend = None;
-    let mut vcl_files: Vec<PathBuf> = Vec::new();
-    let mut compile_only = false;
-    let mut start_stopped = false;
-    let mut workdir = None;
-    let mut stores: Vec<StoreSpec> = Vec::new();
-    let mut transient_budget = None;
-    let mut identity = None;
-    let mut pid_file = None;
-    let mut mgmt = DEFAULT_MGMT.to_string();
-    let mut secret = SecretSpec::Generate;
-    let mut metrics_listen = Vec::new();
-    let mut dashboard_listen = Vec::new();
-    let mut dashboard_secret = None;
-    let mut jail = Jail::Default;
-    let mut cli_file = None;
-    let mut reverse_cli = None;
-    let mut tls_file = None;
-    let mut read_only = Vec::new();
+    let mut seen = Args::default();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -491,14 +471,7 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                 }
                 None => return Err(format!("option --{long} needs a value")),
             };
-            match name {
-                "metrics" => metrics_listen.extend(parse_metrics(&value)?),
-                "dashboard-secret" => dashboard_secret = Some(PathBuf::from(value)),
-                "dashboard" => {
-                    dashboard_listen.extend(resolve("--dashboard", &value, "127.0.0.1", None)?)
-                }
-                _ => return Err(format!("unknown option \"--{name}\"")),
-            }
+            seen.long(name, value)?;
             continue;
         }
         let Some(flag) = arg.strip_prefix('-').and_then(|f| f.chars().next()) else {
@@ -522,58 +495,110 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
             }
             String::new()
         };
-        match option {
-            ServeOption::Listen => listen_specs.push(value),
-            ServeOption::TlsConf => tls_file = Some(PathBuf::from(value)),
-            ServeOption::Backend => backend = Some(parse_backend(&value)?),
-            ServeOption::VclFile => vcl_files.push(PathBuf::from(value)),
-            ServeOption::CompileOnly => compile_only = true,
-            ServeOption::Stopped => start_stopped = true,
-            ServeOption::Workdir => workdir = Some(PathBuf::from(value)),
-            ServeOption::Storage => {
-                let spec = parse_storage(&value, stores.len())?;
-                if spec.name == "Transient" && spec.kind != StoreKind::Malloc {
-                    return Err(format!("-s {value}: Transient must be malloc"));
-                }
-                if spec.name == "Transient" {
-                    transient_budget = Some(spec.budget);
-                } else {
-                    if stores.iter().any(|s| s.name == spec.name) {
-                        return Err(format!(
-                            "-s {value}: storage \"{}\" defined twice",
-                            spec.name
-                        ));
-                    }
-                    stores.push(spec);
-                }
+        if let Some(action) = seen.option(option, value)? {
+            return Ok(action);
+        }
+    }
+    seen.finish()
+}
+
+/// What `lacquer serve`'s options said, as they are read.
+struct Args {
+    params: Params,
+    listen_specs: Vec<String>,
+    backend: Option<BackendSpec>,
+    vcl_files: Vec<PathBuf>,
+    compile_only: bool,
+    start_stopped: bool,
+    workdir: Option<PathBuf>,
+    stores: Vec<StoreSpec>,
+    transient_budget: Option<u64>,
+    identity: Option<String>,
+    pid_file: Option<PathBuf>,
+    mgmt: String,
+    secret: SecretSpec,
+    metrics_listen: Vec<SocketAddr>,
+    dashboard_listen: Vec<SocketAddr>,
+    dashboard_secret: Option<PathBuf>,
+    jail: Jail,
+    cli_file: Option<PathBuf>,
+    reverse_cli: Option<String>,
+    tls_file: Option<PathBuf>,
+    read_only: Vec<String>,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            params: Params::default(),
+            listen_specs: Vec::new(),
+            backend: None,
+            vcl_files: Vec::new(),
+            compile_only: false,
+            start_stopped: false,
+            workdir: None,
+            stores: Vec::new(),
+            transient_budget: None,
+            identity: None,
+            pid_file: None,
+            mgmt: DEFAULT_MGMT.to_string(),
+            secret: SecretSpec::Generate,
+            metrics_listen: Vec::new(),
+            dashboard_listen: Vec::new(),
+            dashboard_secret: None,
+            jail: Jail::Default,
+            cli_file: None,
+            reverse_cli: None,
+            tls_file: None,
+            read_only: Vec::new(),
+        }
+    }
+}
+
+impl Args {
+    /// A `--name value` option (Lacquer's own).
+    fn long(&mut self, name: &str, value: String) -> Result<(), String> {
+        match name {
+            "metrics" => self.metrics_listen.extend(parse_metrics(&value)?),
+            "dashboard-secret" => self.dashboard_secret = Some(PathBuf::from(value)),
+            "dashboard" => {
+                self.dashboard_listen
+                    .extend(resolve("--dashboard", &value, "127.0.0.1", None)?)
             }
+            _ => return Err(format!("unknown option \"--{name}\"")),
+        }
+        Ok(())
+    }
+
+    /// One of varnishd's options; `Some` where it asks for something
+    /// else than serving (`-V`, `-x`).
+    fn option(
+        &mut self,
+        option: ServeOption,
+        value: String,
+    ) -> Result<Option<ServeAction>, String> {
+        let params = &self.params;
+        match option {
+            ServeOption::Listen => self.listen_specs.push(value),
+            ServeOption::TlsConf => self.tls_file = Some(PathBuf::from(value)),
+            ServeOption::Backend => self.backend = Some(parse_backend(&value)?),
+            ServeOption::VclFile => self.vcl_files.push(PathBuf::from(value)),
+            ServeOption::CompileOnly => self.compile_only = true,
+            ServeOption::Stopped => self.start_stopped = true,
+            ServeOption::Workdir => self.workdir = Some(PathBuf::from(value)),
+            ServeOption::Storage => self.add_store(&value)?,
             ServeOption::DefaultTtl => params
                 .set("default_ttl", &value)
                 .map_err(|e| format!("-t {value}: {e}"))?,
             ServeOption::Param => params
                 .set_pair(&value)
                 .map_err(|e| format!("-p {value}: {e}"))?,
-            ServeOption::Identity => identity = Some(value),
-            ServeOption::PidFile => pid_file = Some(PathBuf::from(value)),
+            ServeOption::Identity => self.identity = Some(value),
+            ServeOption::PidFile => self.pid_file = Some(PathBuf::from(value)),
             ServeOption::Foreground => {}
-            ServeOption::Version => return Ok(ServeAction::Version),
-            ServeOption::Describe => {
-                return Ok(ServeAction::Describe(match value.as_str() {
-                    "parameter" => Describe::Parameters,
-                    "vsl" => Describe::LogTags,
-                    "cli" => Describe::Commands,
-                    "builtin" => Describe::BuiltinVcl,
-                    "optstring" => Describe::OptString,
-                    "counters" => Describe::Counters,
-                    "vcl" => Describe::VclVariables,
-                    other => {
-                        return Err(format!(
-                        "-x {other}: one of parameter, vsl, cli, builtin, optstring, counters, vcl"
-                    ))
-                    }
-                }))
-            }
-            ServeOption::Jail => jail = parse_jail(&value)?,
+            ServeOption::Version => return Ok(Some(ServeAction::Version)),
+            ServeOption::Describe => return Ok(Some(ServeAction::Describe(describe(&value)?))),
+            ServeOption::Jail => self.jail = parse_jail(&value)?,
             ServeOption::LogSpace => {
                 // `-l vsl[,vsm[,…]]`: older versions sized more spaces.
                 let vsl = value.split(',').next().unwrap_or("");
@@ -598,21 +623,21 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     ));
                 }
             }
-            ServeOption::CliFile => cli_file = Some(PathBuf::from(value)),
+            ServeOption::CliFile => self.cli_file = Some(PathBuf::from(value)),
             ServeOption::ReverseCli => {
                 let (host, port) =
                     split_host_port(&value).map_err(|e| format!("-M {value}: {e}"))?;
                 if host.is_empty() || port.is_none() {
                     return Err(format!("-M {value}: give address:port"));
                 }
-                reverse_cli = Some(value)
+                self.reverse_cli = Some(value)
             }
             ServeOption::ReadOnly => {
                 for name in value.split(',').filter(|n| !n.is_empty()) {
                     if params.show(name).is_none() {
                         return Err(format!("-r {value}: unknown parameter \"{name}\""));
                     }
-                    read_only.push(name.to_string());
+                    self.read_only.push(name.to_string());
                 }
             }
             ServeOption::Extension => {
@@ -631,60 +656,123 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
                     "-g {value}: gone since Varnish 4.1: use -j unix,ccgroup={value}"
                 ))
             }
-            ServeOption::OldThreads => {
-                // Varnish 2's `-w min[,max[,timeout]]`.
-                let names = ["thread_pool_min", "thread_pool_max", "thread_pool_timeout"];
-                let parts: Vec<&str> = value.split(',').collect();
-                if parts.len() > 3 {
-                    return Err(format!("-w {value}: give min[,max[,timeout]]"));
-                }
-                for (name, v) in names.iter().zip(parts) {
-                    params
-                        .set(name, v)
-                        .map_err(|e| format!("-w {value}: {name}: {e}"))?;
-                }
-            }
-            ServeOption::Management => mgmt = value,
+            ServeOption::OldThreads => old_threads(params, &value)?,
+            ServeOption::Management => self.mgmt = value,
             ServeOption::Secret => {
-                secret = match value.as_str() {
+                self.secret = match value.as_str() {
                     "none" => SecretSpec::Disabled,
                     path => SecretSpec::File(PathBuf::from(path)),
                 }
             }
         }
+        Ok(None)
     }
-    // `-f ""` alone: no program yet; one may come from `-I`, and clients
-    // are served once one is active.
-    let wait_for_program = vcl_files.len() == 1 && vcl_files[0].as_os_str().is_empty();
-    if wait_for_program {
-        vcl_files.clear();
-        start_stopped = true;
-    }
-    if vcl_files.iter().any(|f| f.as_os_str().is_empty()) {
-        return Err("-f \"\" must be the only -f".to_string());
-    }
-    // Several -f: each is loaded, as boot0, boot1, …; the last is "boot".
-    let earlier_vcls = vcl_files
-        .len()
-        .checked_sub(1)
-        .map(|n| vcl_files[..n].to_vec())
-        .unwrap_or_default();
-    let vcl = match (backend, vcl_files.pop()) {
-        (Some(_), Some(_)) => return Err("only one of -b and -f can be given".to_string()),
-        (Some(b), None) => Some(crate::VclSource::Backend {
-            host: b.addr.ip().to_string(),
-            port: b.addr.port(),
-        }),
-        (None, Some(f)) => Some(crate::VclSource::File(f)),
-        (None, None) if start_stopped && !compile_only => None,
-        (None, None) => {
-            return Err("no backend given: use -b host[:port] or -f file.vcl".to_string())
+
+    /// `-s`: a store, or the Transient one's size.
+    fn add_store(&mut self, value: &str) -> Result<(), String> {
+        let spec = parse_storage(value, self.stores.len())?;
+        if spec.name == "Transient" {
+            if spec.kind != StoreKind::Malloc {
+                return Err(format!("-s {value}: Transient must be malloc"));
+            }
+            self.transient_budget = Some(spec.budget);
+            return Ok(());
         }
-    };
-    if listen_specs.is_empty() {
-        listen_specs.push(":6081".to_string());
+        if self.stores.iter().any(|s| s.name == spec.name) {
+            return Err(format!(
+                "-s {value}: storage \"{}\" defined twice",
+                spec.name
+            ));
+        }
+        self.stores.push(spec);
+        Ok(())
     }
-    let listens = listen_specs
+
+    /// The configuration the options make, once all are read.
+    fn finish(mut self) -> Result<ServeAction, String> {
+        // `-f ""` alone: no program yet; one may come from `-I`, and
+        // clients are served once one is active.
+        let wait_for_program =
+            self.vcl_files.len() == 1 && self.vcl_files[0].as_os_str().is_empty();
+        if wait_for_program {
+            self.vcl_files.clear();
+            self.start_stopped = true;
+        }
+        if self.vcl_files.iter().any(|f| f.as_os_str().is_empty()) {
+            return Err("-f \"\" must be the only -f".to_string());
+        }
+        // Several -f: each is loaded, as boot0, boot1, …; the last is
+        // "boot".
+        let earlier_vcls = self
+            .vcl_files
+            .len()
+            .checked_sub(1)
+            .map(|n| self.vcl_files[..n].to_vec())
+            .unwrap_or_default();
+        let vcl = match (self.backend, self.vcl_files.pop()) {
+            (Some(_), Some(_)) => return Err("only one of -b and -f can be given".to_string()),
+            (Some(b), None) => Some(crate::VclSource::Backend {
+                host: b.addr.ip().to_string(),
+                port: b.addr.port(),
+            }),
+            (None, Some(f)) => Some(crate::VclSource::File(f)),
+            (None, None) if self.start_stopped && !self.compile_only => None,
+            (None, None) => {
+                return Err("no backend given: use -b host[:port] or -f file.vcl".to_string())
+            }
+        };
+        let listens = listens(&self.listen_specs, self.tls_file.is_some())?;
+        if self.stores.is_empty() {
+            self.stores.push(StoreSpec {
+                name: "s0".to_string(),
+                budget: DEFAULT_STORE_SIZE,
+                kind: StoreKind::Malloc,
+            });
+        }
+        if self.dashboard_secret.is_some() && self.dashboard_listen.is_empty() {
+            return Err("--dashboard-secret needs --dashboard address:port".into());
+        }
+        let cfg = Box::new(ServeConfig {
+            listens,
+            vcl,
+            start_stopped: self.start_stopped,
+            workdir: self.workdir.unwrap_or_else(default_workdir),
+            stores: self.stores,
+            transient_budget: self.transient_budget,
+            params: self.params,
+            identity: self.identity.unwrap_or_else(hostname),
+            pid_file: self.pid_file,
+            mgmt_listen: parse_mgmt(&self.mgmt)?,
+            secret: self.secret,
+            metrics_listen: self.metrics_listen,
+            dashboard_listen: self.dashboard_listen,
+            dashboard_secret: self.dashboard_secret,
+            jail: self.jail,
+            cli_file: self.cli_file,
+            reverse_cli: self.reverse_cli,
+            read_only: self.read_only,
+            earlier_vcls,
+            wait_for_program,
+            tls_file: self.tls_file,
+        });
+        Ok(if self.compile_only {
+            ServeAction::Compile(cfg)
+        } else {
+            ServeAction::Run(cfg)
+        })
+    }
+}
+
+/// The listeners `-a` asks for (`:6081` without one): their names each
+/// once, and HTTPS only with certificates (`-A`).
+fn listens(specs: &[String], have_tls: bool) -> Result<Vec<ListenSpec>, String> {
+    let default = [":6081".to_string()];
+    let specs = if specs.is_empty() {
+        &default[..]
+    } else {
+        specs
+    };
+    let listens = specs
         .iter()
         .enumerate()
         .map(|(n, s)| parse_listen(s, n))
@@ -694,51 +782,47 @@ pub fn parse_args(args: &[String]) -> Result<ServeAction, String> {
         if !names.insert(l.name.clone()) {
             return Err(format!("-a: listen name \"{}\" used twice", l.name));
         }
-        if l.tls.is_some() && tls_file.is_none() {
+        if l.tls.is_some() && !have_tls {
             return Err(format!(
                 "-a {}: HTTPS needs certificates: give them with -A tls.conf",
                 l.name
             ));
         }
     }
-    if stores.is_empty() {
-        stores.push(StoreSpec {
-            name: "s0".to_string(),
-            budget: DEFAULT_STORE_SIZE,
-            kind: StoreKind::Malloc,
-        });
-    }
-    if dashboard_secret.is_some() && dashboard_listen.is_empty() {
-        return Err("--dashboard-secret needs --dashboard address:port".into());
-    }
-    let cfg = Box::new(ServeConfig {
-        listens,
-        vcl,
-        start_stopped,
-        workdir: workdir.unwrap_or_else(default_workdir),
-        stores,
-        transient_budget,
-        params,
-        identity: identity.unwrap_or_else(hostname),
-        pid_file,
-        mgmt_listen: parse_mgmt(&mgmt)?,
-        secret,
-        metrics_listen,
-        dashboard_listen,
-        dashboard_secret,
-        jail,
-        cli_file,
-        reverse_cli,
-        read_only,
-        earlier_vcls,
-        wait_for_program,
-        tls_file,
-    });
-    Ok(if compile_only {
-        ServeAction::Compile(cfg)
-    } else {
-        ServeAction::Run(cfg)
+    Ok(listens)
+}
+
+/// `-x WHAT`: which table to print.
+fn describe(what: &str) -> Result<Describe, String> {
+    Ok(match what {
+        "parameter" => Describe::Parameters,
+        "vsl" => Describe::LogTags,
+        "cli" => Describe::Commands,
+        "builtin" => Describe::BuiltinVcl,
+        "optstring" => Describe::OptString,
+        "counters" => Describe::Counters,
+        "vcl" => Describe::VclVariables,
+        other => {
+            return Err(format!(
+                "-x {other}: one of parameter, vsl, cli, builtin, optstring, counters, vcl"
+            ))
+        }
     })
+}
+
+/// Varnish 2's `-w min[,max[,timeout]]`: the thread pool parameters.
+fn old_threads(params: &Params, value: &str) -> Result<(), String> {
+    let names = ["thread_pool_min", "thread_pool_max", "thread_pool_timeout"];
+    let parts: Vec<&str> = value.split(',').collect();
+    if parts.len() > 3 {
+        return Err(format!("-w {value}: give min[,max[,timeout]]"));
+    }
+    for (name, v) in names.iter().zip(parts) {
+        params
+            .set(name, v)
+            .map_err(|e| format!("-w {value}: {name}: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

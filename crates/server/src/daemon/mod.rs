@@ -154,49 +154,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let (stores, recoveries) = storage::open_stores(&cfg.stores)?;
     let cache = Cache::new(stores, Store::transient(cfg.transient_budget));
     storage::restore(&cache, recoveries);
-    // With -d and no program, requests cannot come before `start`, and
-    // `start` needs a program loaded through the CLI: the built-in one
-    // only fills the slot until then and is never listed.
-    let (program, listed) = match &cfg.vcl {
-        Some(source) => (
-            source.compile(&cfg.params, cfg.store_names(), Vec::new())?,
-            true,
-        ),
-        None => (
-            crate::VclSource::Inline("vcl 4.1; backend default none;".into()).compile(
-                &cfg.params,
-                cfg.store_names(),
-                Vec::new(),
-            )?,
-            false,
-        ),
-    };
     let probes = lacquer_backend::probe::Probes::default();
-    let loaded = Arc::new(Loaded::new(
-        "boot",
-        program,
-        &cfg.params,
-        cache.bans(),
-        &probes,
-    )?);
-    let mut registry = if listed {
-        Registry::new(loaded.clone())
-    } else {
-        Registry::empty()
-    };
-    // Several -f: the files before the last are loaded too, as boot0,
-    // boot1, … (the last is the active "boot").
-    for (i, path) in cfg.earlier_vcls.iter().enumerate() {
-        let source = crate::VclSource::File(path.clone());
-        let program = source.compile(&cfg.params, cfg.store_names(), Vec::new())?;
-        let name = format!("boot{i}");
-        let earlier = Loaded::new(&name, program, &cfg.params, cache.bans(), &probes)?;
-        registry.entries.push(crate::host::vcl::VclEntry {
-            loaded: Arc::new(earlier),
-            state: crate::host::vcl::VclState::Auto,
-        });
-    }
-    registry.count();
+    let (loaded, registry) = load_programs(&cfg, &cache, &probes)?;
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
     crate::client::esi::run_includes_with(crate::client::request::include_request);
@@ -223,20 +182,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let handle = runtime.handle().clone();
     {
         let _in_runtime = handle.enter();
-        let active = shared.active.get();
-        crate::daemon::probe::start_probes(&shared, &active);
-        // The programs of earlier -f files probe their backends too.
-        let earlier: Vec<Arc<Loaded>> = {
-            let reg = shared.vcls.lock().unwrap_or_else(|p| p.into_inner());
-            reg.entries
-                .iter()
-                .filter(|e| !Arc::ptr_eq(&e.loaded, &active))
-                .map(|e| e.loaded.clone())
-                .collect()
-        };
-        for loaded in &earlier {
-            crate::daemon::probe::start_probes(&shared, loaded);
-        }
+        start_all_probes(&shared);
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();
@@ -322,6 +268,74 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         housekeeping(shared).await;
         Ok(())
     })
+}
+
+/// The programs `-f` (or `-b`) gives: the last is the active `boot`, and
+/// the files before it are loaded too, as `boot0`, `boot1`, …. With `-d`
+/// and no program, requests cannot come before `start`, and `start`
+/// needs a program loaded through the CLI: the built-in one only fills
+/// the slot until then and is never listed.
+fn load_programs(
+    cfg: &ServeConfig,
+    cache: &Cache,
+    probes: &lacquer_backend::probe::Probes,
+) -> Result<(Arc<Loaded>, Registry), String> {
+    let (program, listed) = match &cfg.vcl {
+        Some(source) => (
+            source.compile(&cfg.params, cfg.store_names(), Vec::new())?,
+            true,
+        ),
+        None => (
+            crate::VclSource::Inline("vcl 4.1; backend default none;".into()).compile(
+                &cfg.params,
+                cfg.store_names(),
+                Vec::new(),
+            )?,
+            false,
+        ),
+    };
+    let loaded = Arc::new(Loaded::new(
+        "boot",
+        program,
+        &cfg.params,
+        cache.bans(),
+        probes,
+    )?);
+    let mut registry = if listed {
+        Registry::new(loaded.clone())
+    } else {
+        Registry::empty()
+    };
+    for (i, path) in cfg.earlier_vcls.iter().enumerate() {
+        let source = crate::VclSource::File(path.clone());
+        let program = source.compile(&cfg.params, cfg.store_names(), Vec::new())?;
+        let name = format!("boot{i}");
+        let earlier = Loaded::new(&name, program, &cfg.params, cache.bans(), probes)?;
+        registry.entries.push(crate::host::vcl::VclEntry {
+            loaded: Arc::new(earlier),
+            state: crate::host::vcl::VclState::Auto,
+        });
+    }
+    registry.count();
+    Ok((loaded, registry))
+}
+
+/// Starts the probes of the active program's backends, and of the
+/// programs of earlier `-f` files (inside the control runtime).
+fn start_all_probes(shared: &Arc<Shared>) {
+    let active = shared.active.get();
+    crate::daemon::probe::start_probes(shared, &active);
+    let earlier: Vec<Arc<Loaded>> = {
+        let reg = shared.vcls.lock().unwrap_or_else(|p| p.into_inner());
+        reg.entries
+            .iter()
+            .filter(|e| !Arc::ptr_eq(&e.loaded, &active))
+            .map(|e| e.loaded.clone())
+            .collect()
+    };
+    for loaded in &earlier {
+        crate::daemon::probe::start_probes(shared, loaded);
+    }
 }
 
 /// What the daemon says at start-up about the caching rules that go

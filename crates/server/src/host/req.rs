@@ -82,6 +82,10 @@ pub(crate) struct Req {
     /// synthetic one, as varnishd logs it): VCL's changes are logged as
     /// they are made, and delivery logs only what it adds.
     pub resp_logged: bool,
+    /// The object head logged as built is still in the connection's write
+    /// buffer: which object's, and its length there. Delivery writes the
+    /// head after it rather than write it again, where nothing changed it.
+    pub built_head: Option<(usize, usize)>,
     /// The codings its `Accept-Encoding` accepts (bits of
     /// [`crate::host::coding::accepted`]): a body stored br or zstd
     /// goes to it as stored when it takes that coding.
@@ -155,6 +159,7 @@ impl Req {
             coding: lacquer_filters::coding::Coding::Identity,
             accepted: 0,
             resp_logged: false,
+            built_head: None,
             ws_used: 0,
             include: None,
             initial: None,
