@@ -190,7 +190,12 @@ pub(crate) async fn deliver_page(
                 break;
             }
             todo.pop_front();
-            if let Some(r) = start_include(c, sh, req, &base, ctx, inc, segment, &out, ahead) {
+            let page = Page {
+                base: &base,
+                ctx,
+                out: &out,
+            };
+            if let Some(r) = start_include(c, sh, req, &page, (segment, inc), ahead) {
                 running.push_back(r);
             }
         }
@@ -334,19 +339,24 @@ fn include_head(sh: &Shared, base: &Headers, inc: &Include) -> Option<RequestHea
         .flatten()
 }
 
-/// Starts an include on its own task.
-#[allow(clippy::too_many_arguments)]
+/// What a page's includes start from.
+struct Page<'p, 'o> {
+    /// The page request's fields as it arrived.
+    base: &'p Headers,
+    ctx: &'p Arc<IncludeCtx>,
+    out: &'p Out<'o>,
+}
+
+/// Starts an include (the page's `segment`th piece) on its own task.
 fn start_include(
     c: &Client,
     sh: &Arc<Shared>,
     req: &mut Req,
-    base: &Headers,
-    ctx: &Arc<IncludeCtx>,
-    inc: &Include,
-    segment: usize,
-    out: &Out<'_>,
+    page: &Page<'_, '_>,
+    (segment, inc): (usize, &Include),
     ahead: Option<OwnedSemaphorePermit>,
 ) -> Option<Running> {
+    let Page { base, ctx, out } = *page;
     let Some(mut head) = include_head(sh, base, inc) else {
         req.log.fmt(
             Tag::VCL_Error,

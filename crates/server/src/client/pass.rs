@@ -190,10 +190,9 @@ impl FetchMode for PassFetch<'_> {
         _bereq: &mut Bereq,
         conn: Conn<'b>,
         resp: ResponseHead,
-        index: usize,
-        now: f64,
+        came: backend_steps::Came,
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
-        let beresp = backend_steps::beresp_from(sh, &resp, &conn, index, now, true);
+        let beresp = backend_steps::beresp_from(sh, &resp, &conn, came.backend, came.at, true);
         Ok((conn, resp, beresp))
     }
 
@@ -396,7 +395,6 @@ async fn deliver_private(
 
 /// Sends a request head and streams the client's body after it, then
 /// reads the response head. No retry: the body cannot be replayed.
-#[allow(clippy::too_many_arguments)]
 async fn send_with_body<'b>(
     c: &mut Client,
     sh: &Shared,

@@ -524,7 +524,6 @@ async fn hit_step(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn miss_step(
     c: &mut Client,
     cx: &Ctx<'_>,

@@ -28,6 +28,14 @@ use std::sync::Arc;
 /// A body that had to be read whole could not be.
 pub(crate) struct BodyFailed;
 
+/// Which backend a response came from (its index in the program) and
+/// when.
+#[derive(Clone, Copy)]
+pub(crate) struct Came {
+    pub backend: usize,
+    pub at: f64,
+}
+
 /// What a fetch does where a cache fetch and a pass differ. A method that
 /// returns `Err(done)` ends the fetch with `done`.
 pub(crate) trait FetchMode {
@@ -66,15 +74,13 @@ pub(crate) trait FetchMode {
 
     /// The response as `vcl_backend_response` sees it, made from the
     /// head the backend sent.
-    #[allow(clippy::too_many_arguments)]
     fn response<'b>(
         &mut self,
         sh: &Shared,
         bereq: &mut Bereq,
         conn: Conn<'b>,
         resp: ResponseHead,
-        index: usize,
-        now: f64,
+        came: Came,
     ) -> Result<(Conn<'b>, ResponseHead, Beresp), Self::Done>;
 
     /// `vcl_backend_response` let the response through (`deliver`, or
@@ -226,11 +232,19 @@ pub(crate) async fn run_fetch<M: FetchMode>(
                     }
                 }
             }
-            let (mut conn, resp, mut beresp) =
-                match mode.response(sh, bereq, conn, resp, index, now) {
-                    Ok(x) => x,
-                    Err(done) => return done,
-                };
+            let (mut conn, resp, mut beresp) = match mode.response(
+                sh,
+                bereq,
+                conn,
+                resp,
+                Came {
+                    backend: index,
+                    at: now,
+                },
+            ) {
+                Ok(x) => x,
+                Err(done) => return done,
+            };
             let action = backend_host::call_method(
                 Method::BackendResponse,
                 sh,

@@ -283,8 +283,7 @@ impl FetchMode for CacheFetch<'_> {
         bereq: &mut Bereq,
         conn: lacquer_backend::Conn<'b>,
         resp: ResponseHead,
-        index: usize,
-        now: f64,
+        came: backend_steps::Came,
     ) -> Result<(lacquer_backend::Conn<'b>, ResponseHead, Beresp), ()> {
         // A 304 to a conditional fetch stands for the stale object, its
         // headers updated.
@@ -304,7 +303,7 @@ impl FetchMode for CacheFetch<'_> {
             }
             None => resp,
         };
-        let mut beresp = backend_steps::beresp_from(sh, &resp, &conn, index, now, false);
+        let mut beresp = backend_steps::beresp_from(sh, &resp, &conn, came.backend, came.at, false);
         beresp.was_304 = self.revalidated.is_some();
         vsl::ttl(
             &mut bereq.log,
@@ -350,6 +349,7 @@ impl FetchMode for CacheFetch<'_> {
         let source = Source {
             conn,
             revalidated: self.revalidated.take(),
+            timeouts: t,
         };
         let unfinished = store(
             self.sh,
@@ -357,10 +357,8 @@ impl FetchMode for CacheFetch<'_> {
             beresp,
             resp,
             hit_for_pass,
-            slot,
-            tx,
+            (slot, tx),
             source,
-            t,
         )
         .await;
         match unfinished {
@@ -450,20 +448,18 @@ struct Source<'a> {
     conn: lacquer_backend::Conn<'a>,
     /// The stale object a 304 revalidated: its body is reused.
     revalidated: Option<Arc<Object>>,
+    timeouts: &'a lacquer_backend::Timeouts,
 }
 
 /// Stores what `vcl_backend_response` let through, then streams the body.
-#[allow(clippy::too_many_arguments)]
 async fn store(
     sh: &Shared,
     bereq: &mut Bereq,
     beresp: Beresp,
     resp: ResponseHead,
     hit_for_pass: Option<f64>,
-    slot: FetchSlot,
-    tx: oneshot::Sender<Fetched>,
+    (slot, tx): (FetchSlot, oneshot::Sender<Fetched>),
     source: Source<'_>,
-    t: &lacquer_backend::Timeouts,
 ) -> Option<(FetchSlot, oneshot::Sender<Fetched>)> {
     let now = beresp.t_resp;
     let p = &sh.params;
@@ -515,7 +511,11 @@ async fn store(
             .as_deref()
             .map(|s| s.strip_prefix("storage.").unwrap_or(s)),
     );
-    let Source { conn, revalidated } = source;
+    let Source {
+        conn,
+        revalidated,
+        timeouts: t,
+    } = source;
     let (obj, filling) = match &revalidated {
         Some(stale) => {
             let obj = fill::from_stale(sh, bereq, beresp, &resp, vary.clone(), store, stale);

@@ -98,9 +98,15 @@ pub(crate) fn begin<'c>(
         StoredLength::OfBody
     };
     let small = matches!(expected, Some(n) if n <= SMALL_MAX && store.engine().keeps_on_heap(n));
-    let obj = make_object(
-        bereq.xid, &store, &beresp, headers, resp, framing, small, body, vary, length,
-    );
+    let parts = Parts {
+        headers,
+        framing,
+        small,
+        body,
+        vary,
+        length,
+    };
+    let obj = make_object(bereq.xid, &store, &beresp, resp, parts);
     if filters.is_esi() {
         obj.expect_esi();
     }
@@ -330,18 +336,15 @@ pub(crate) fn from_stale(
     };
     let headers = std::mem::take(&mut beresp.headers);
     let framing = Framing::Length(len);
-    let obj = make_object(
-        bereq.xid,
-        &store,
-        &beresp,
+    let parts = Parts {
         headers,
-        resp,
         framing,
-        false,
+        small: false,
         body,
         vary,
-        StoredLength::OfBody,
-    );
+        length: StoredLength::OfBody,
+    };
+    let obj = make_object(bereq.xid, &store, &beresp, resp, parts);
     if let Some(program) = stale.esi_attr() {
         obj.expect_esi();
         obj.set_esi(program.clone());
@@ -372,23 +375,36 @@ enum StoredLength {
     Dropped,
 }
 
-/// The object for a response head as VCL left it, with `headers` (the
-/// filters may have changed them) and `body`, whose bytes are copied
-/// into allocations of their own when it is `small`; `length` says what
-/// becomes of its `Content-Length`.
-#[allow(clippy::too_many_arguments)]
+/// What an object is made of besides the response it came in.
+struct Parts {
+    /// The fields as VCL and the filters left them.
+    headers: lacquer_http::Headers,
+    framing: Framing,
+    /// The body is small and on the heap: its bytes are copied into
+    /// allocations of their own.
+    small: bool,
+    body: Body,
+    vary: Option<VarySpec>,
+    /// What becomes of its `Content-Length`.
+    length: StoredLength,
+}
+
+/// The object for a response head as VCL left it, made of `parts`.
 fn make_object(
     xid: u64,
     store: &Arc<Store>,
     beresp: &Beresp,
-    headers: lacquer_http::Headers,
     resp: &ResponseHead,
-    framing: Framing,
-    small: bool,
-    body: Body,
-    vary: Option<VarySpec>,
-    length: StoredLength,
+    parts: Parts,
 ) -> Arc<Object> {
+    let Parts {
+        headers,
+        framing,
+        small,
+        body,
+        vary,
+        length,
+    } = parts;
     let status = beresp.status % 1000;
     let head = ResponseHead {
         version: beresp.version,
