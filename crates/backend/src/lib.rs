@@ -166,6 +166,9 @@ pub enum FetchError {
     NoStorage,
     /// At `.max_connections`, with no room or time left to wait.
     Busy(Refused),
+    /// No backend to ask: VCL chose none, or every one a director could
+    /// pick is sick (varnishd's "No backend").
+    NoBackend,
 }
 
 impl std::fmt::Display for FetchError {
@@ -183,6 +186,7 @@ impl std::fmt::Display for FetchError {
             FetchError::BadResponse(e) => write!(f, "http format error: {e}"),
             FetchError::BadBody(e) => write!(f, "body error: {e}"),
             FetchError::NoStorage => f.write_str("Could not get storage"),
+            FetchError::NoBackend => f.write_str("No backend"),
             FetchError::Busy(Refused::Busy) => f.write_str("backend busy"),
             FetchError::Busy(Refused::WaitTimeout) => {
                 f.write_str("backend busy: no connection within the wait timeout")

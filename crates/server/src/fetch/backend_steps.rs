@@ -168,8 +168,7 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             );
             let Some((index, backend)) = pick_backend(sh, vcl, bereq) else {
                 COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::ConnectFailed("No backend".into());
-                log_fetch_error(&mut bereq.log, &e);
+                log_fetch_error(&mut bereq.log, &FetchError::NoBackend);
                 break 'attempt (503, None);
             };
             let body = match mode.body(bereq).await {

@@ -308,9 +308,8 @@ impl FetchMode for CacheFetch<'_> {
         vsl::ttl(
             &mut bereq.log,
             &vsl::TtlRecord {
-                source: "RFC",
+                source: vsl::TtlSource::Rfc(&resp.headers, sh.params.varnish_compat_ttl()),
                 timers: beresp.timers,
-                rfc: Some((&resp.headers, sh.params.varnish_compat_ttl())),
                 cacheable: true,
             },
         );

@@ -53,14 +53,13 @@ pub(crate) fn call_method(
         crate::host::vsl::ttl(
             &mut host.bereq.log,
             &crate::host::vsl::TtlRecord {
-                source: "HFP",
+                source: crate::host::vsl::TtlSource::Hfp,
                 timers: lacquer_cache::object::Timers {
                     ttl: ttl.unwrap_or(r.timers.ttl),
                     grace: 0.0,
                     keep: 0.0,
                     ..r.timers
                 },
-                rfc: None,
                 cacheable: false,
             },
         );
@@ -373,9 +372,8 @@ impl Host for BackendHost<'_> {
                     crate::host::vsl::ttl(
                         &mut b.log,
                         &crate::host::vsl::TtlRecord {
-                            source: "VCL",
+                            source: crate::host::vsl::TtlSource::Vcl,
                             timers: r.timers,
-                            rfc: None,
                             cacheable: !r.uncacheable,
                         },
                     );

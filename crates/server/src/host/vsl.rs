@@ -108,14 +108,34 @@ pub(crate) fn vcl_return(log: &mut Txn, action: &Action) {
     }
 }
 
+/// Where an object's times came from, as the `TTL` record names it.
+#[derive(Clone, Copy)]
+pub(crate) enum TtlSource<'a> {
+    /// The caching rules, from the backend's headers (and whether
+    /// varnishd's rules alone read them: `varnish_compat_ttl`).
+    Rfc(&'a Headers, bool),
+    /// VCL set them.
+    Vcl,
+    /// `return (pass(…))` made it a hit-for-pass.
+    Hfp,
+}
+
+impl TtlSource<'_> {
+    /// The record's first word.
+    fn word(self) -> &'static [u8] {
+        match self {
+            TtlSource::Rfc(..) => b"RFC",
+            TtlSource::Vcl => b"VCL",
+            TtlSource::Hfp => b"HFP",
+        }
+    }
+}
+
 /// A `TTL` record: source, ttl, grace, keep, reference time, and for the
 /// RFC source the time the age counts from, Date, Expires and max-age.
 pub(crate) struct TtlRecord<'a> {
-    pub source: &'static str,
+    pub source: TtlSource<'a>,
     pub timers: lacquer_cache::object::Timers,
-    /// The backend's headers, and whether Varnish's rules read them
-    /// (`varnish_compat_ttl`).
-    pub rfc: Option<(&'a Headers, bool)>,
     pub cacheable: bool,
 }
 
@@ -130,7 +150,7 @@ pub(crate) fn ttl(log: &mut Txn, r: &TtlRecord<'_>) {
         push_u64(b, v.abs() as u64);
     };
     log.with(Tag::TTL, |b| {
-        b.extend_from_slice(r.source.as_bytes());
+        b.extend_from_slice(r.source.word());
         for v in [
             r.timers.ttl,
             r.timers.grace,
@@ -140,7 +160,7 @@ pub(crate) fn ttl(log: &mut Txn, r: &TtlRecord<'_>) {
             b.push(b' ');
             int(b, v);
         }
-        if let Some((h, compat)) = r.rfc {
+        if let TtlSource::Rfc(h, compat) = r.source {
             let date = h.get("date").and_then(http_date).unwrap_or(0.0);
             let expires = h.get("expires").and_then(http_date).unwrap_or(0.0);
             let max_age = lacquer_cache::ttl::logged_max_age(h, compat);
