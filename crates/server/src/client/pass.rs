@@ -312,9 +312,13 @@ pub(super) fn log_fetched(req: &mut Req) {
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
 pub(super) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
-    crate::host::vsl::vcl_call(&mut host.req.log, Method::Deliver);
-    let action = lacquer_vcl::run(&vcl.program, Method::Deliver, host);
-    crate::host::vsl::vcl_return(&mut host.req.log, &action);
+    let action = crate::host::vsl::run_method(
+        &vcl.program,
+        Method::Deliver,
+        host,
+        |h| &mut h.req.log,
+        |_, _| {},
+    );
     match action {
         Action::Deliver => {
             host.req.log.timestamp(
@@ -325,10 +329,7 @@ pub(super) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Pass
         }
         Action::Synth { status, reason } => Some(Passed::Synth(status, reason)),
         Action::Restart => Some(Passed::Restart),
-        _ => {
-            COUNTERS.inc(Counter::vcl_fail);
-            Some(Passed::Fail)
-        }
+        _ => Some(Passed::Fail),
     }
 }
 

@@ -88,7 +88,7 @@ pub(crate) async fn pipe(
         bereq.headers.set("Connection", "close");
     }
     bereq.log_as_built();
-    crate::host::vsl::vcl_call(&mut req.log, Method::Pipe);
+    // vcl_pipe sees both requests; its records go to the client's.
     let action = {
         let mut host = backend_host::BackendHost {
             method: Method::Pipe,
@@ -98,12 +98,14 @@ pub(crate) async fn pipe(
             beresp: None,
             req: Some(req),
         };
-        lacquer_vcl::run(&vcl.program, Method::Pipe, &mut host)
+        crate::host::vsl::run_method(
+            &vcl.program,
+            Method::Pipe,
+            &mut host,
+            |h| &mut h.req.as_deref_mut().expect("vcl_pipe has its client").log,
+            |_, _| {},
+        )
     };
-    if action == Action::Fail {
-        COUNTERS.inc(Counter::vcl_fail);
-    }
-    crate::host::vsl::vcl_return(&mut req.log, &action);
     match action {
         Action::Pipe => {
             let now = lacquer_core::time::now();

@@ -71,7 +71,6 @@ impl Ctx<'_> {
         obj: Option<&Object>,
         resp: Option<&mut Resp>,
     ) -> Action {
-        vsl::vcl_call(&mut req.log, method);
         let mut host = ClientHost {
             method,
             sh: self.sh,
@@ -83,12 +82,13 @@ impl Ctx<'_> {
             obj,
             resp,
         };
-        let action = lacquer_vcl::run(&self.vcl.program, method, &mut host);
-        if action == Action::Fail {
-            COUNTERS.inc(Counter::vcl_fail);
-        }
-        vsl::vcl_return(&mut req.log, &action);
-        action
+        vsl::run_method(
+            &self.vcl.program,
+            method,
+            &mut host,
+            |h| &mut h.req.log,
+            |_, _| {},
+        )
     }
 }
 

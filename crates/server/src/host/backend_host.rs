@@ -22,7 +22,7 @@ pub(crate) struct BackendHost<'a> {
     pub beresp: Option<&'a mut Beresp>,
     /// The client request, in `vcl_pipe` (a client method that also sees
     /// `bereq`).
-    pub req: Option<&'a Req>,
+    pub req: Option<&'a mut Req>,
 }
 
 /// Runs a backend method.
@@ -33,7 +33,6 @@ pub(crate) fn call_method(
     bereq: &mut Bereq,
     beresp: Option<&mut Beresp>,
 ) -> Action {
-    crate::host::vsl::vcl_call(&mut bereq.log, method);
     let mut host = BackendHost {
         method,
         sh,
@@ -42,30 +41,32 @@ pub(crate) fn call_method(
         beresp,
         req: None,
     };
-    let action = lacquer_vcl::run(&vcl.program, method, &mut host);
-    if action == Action::Fail {
-        lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::vcl_fail);
-    }
-    if let (Action::Pass(ttl), Some(r)) = (&action, host.beresp.as_deref()) {
-        // `return (pass(…))` makes a hit-for-pass object for that long
-        // (bare, for beresp.ttl): logged as varnishd logs it, before the
-        // return.
-        crate::host::vsl::ttl(
-            &mut host.bereq.log,
-            &crate::host::vsl::TtlRecord {
-                source: crate::host::vsl::TtlSource::Hfp,
-                timers: lacquer_cache::object::Timers {
-                    ttl: ttl.unwrap_or(r.timers.ttl),
-                    grace: 0.0,
-                    keep: 0.0,
-                    ..r.timers
-                },
-                cacheable: false,
-            },
-        );
-    }
-    crate::host::vsl::vcl_return(&mut host.bereq.log, &action);
-    action
+    crate::host::vsl::run_method(
+        &vcl.program,
+        method,
+        &mut host,
+        |h| &mut h.bereq.log,
+        |host, action| {
+            if let (Action::Pass(ttl), Some(r)) = (action, host.beresp.as_deref()) {
+                // `return (pass(…))` makes a hit-for-pass object for that
+                // long (bare, for beresp.ttl): logged as varnishd logs
+                // it, before the return.
+                crate::host::vsl::ttl(
+                    &mut host.bereq.log,
+                    &crate::host::vsl::TtlRecord {
+                        source: crate::host::vsl::TtlSource::Hfp,
+                        timers: lacquer_cache::object::Timers {
+                            ttl: ttl.unwrap_or(r.timers.ttl),
+                            grace: 0.0,
+                            keep: 0.0,
+                            ..r.timers
+                        },
+                        cacheable: false,
+                    },
+                );
+            }
+        },
+    )
 }
 
 impl BackendHost<'_> {
@@ -97,7 +98,7 @@ impl Host for BackendHost<'_> {
     }
 
     fn get(&mut self, var: Var) -> Value {
-        if let Some(req) = self.req {
+        if let Some(req) = self.req.as_deref() {
             match var {
                 Var::ReqUrl | Var::ReqTopUrl => return Value::Str(req.head.url.clone()),
                 Var::ReqMethod | Var::ReqTopMethod => return Value::Str(req.head.method.clone()),
@@ -393,9 +394,10 @@ impl Host for BackendHost<'_> {
 
     fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes> {
         match kind {
-            HttpKind::Req | HttpKind::ReqTop => {
-                self.req.and_then(|r| r.head.headers.get(name).cloned())
-            }
+            HttpKind::Req | HttpKind::ReqTop => self
+                .req
+                .as_deref()
+                .and_then(|r| r.head.headers.get(name).cloned()),
             HttpKind::Bereq => self.bereq.headers.get(name).cloned(),
             HttpKind::Beresp => self
                 .beresp

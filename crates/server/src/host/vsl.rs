@@ -3,6 +3,7 @@
 //! connections, TTLs. The records themselves are buffered per
 //! transaction by `lacquer_shm::Txn`.
 
+use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_http::{Headers, ResponseHead, Version};
 use lacquer_shm::record::{default_mask, push_u64};
@@ -106,6 +107,27 @@ pub(crate) fn vcl_return(log: &mut Txn, action: &Action) {
     if log.active() {
         log.word(Tag::VCL_return, action.word());
     }
+}
+
+/// Runs one VCL method, the one way every method is run: `VCL_call`, the
+/// method, a failure counted in `MAIN.vcl_fail`, then `VCL_return` (after
+/// `before_return`, for what varnishd logs before it). `log` finds, in
+/// the host, the transaction the records go to.
+pub(crate) fn run_method<H: lacquer_vcl::Host>(
+    program: &lacquer_vcl::Program,
+    method: Method,
+    host: &mut H,
+    log: fn(&mut H) -> &mut Txn,
+    before_return: impl FnOnce(&mut H, &Action),
+) -> Action {
+    vcl_call(log(host), method);
+    let action = lacquer_vcl::run(program, method, host);
+    if action == Action::Fail {
+        COUNTERS.inc(Counter::vcl_fail);
+    }
+    before_return(host, &action);
+    vcl_return(log(host), &action);
+    action
 }
 
 /// Where an object's times came from, as the `TTL` record names it.
