@@ -64,7 +64,17 @@ pub(crate) struct Shared {
     pub admission: session::admission::Admission,
     /// The `-A` file's certificates, for the `tls.cert.*` commands.
     pub tls: Option<Arc<transport::tls::TlsState>>,
+    /// How an ESI page's includes run as requests of their own: the
+    /// client steps, which sit above ESI, handed over by the daemon.
+    pub includes: host::req::IncludeRunner,
+    /// What answers a GET for a URL before VCL runs, where something
+    /// does: the TLS side's ACME HTTP-01 challenges, registered when the
+    /// daemon has certificates (`-A`).
+    pub answer_first: Option<AnswerFirst>,
 }
+
+/// What answers a GET for a URL before VCL runs (its body), if anything.
+pub(crate) type AnswerFirst = fn(&[u8]) -> Option<String>;
 
 /// The machine's host name, as `server.hostname` gives it.
 pub(crate) fn hostname() -> String {

@@ -28,10 +28,8 @@ use lacquer_filters::splice::{PieceSlices, Splicer, GZIP_HEADER};
 use lacquer_http::{Headers, RequestHead};
 use lacquer_shm::Tag;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::os::fd::AsRawFd;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// How many pieces an include may have ready before it waits for the
@@ -380,7 +378,7 @@ fn start_include(
         xid,
         &lacquer_shm::record::txn::ESI,
     );
-    let task = tokio::spawn(include_task(
+    let task = tokio::spawn((sh.includes)(
         fc,
         sh.clone(),
         out.vcl.clone(),
@@ -396,45 +394,6 @@ fn start_include(
         onerror_continue: inc.onerror_continue,
         _ahead: ahead,
     })
-}
-
-/// Runs an include as a request of its own, through the whole client
-/// state machine, as a boxed future (the state machine runs includes
-/// inside itself, so its future type must not contain itself).
-pub(crate) type IncludeRunner = fn(
-    Client,
-    Arc<Shared>,
-    Arc<Loaded>,
-    RequestHead,
-    Arc<IncludeCtx>,
-    u64,
-    u64,
-) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// The client state machine sits above ESI and hands it its runner when
-/// the daemon starts, so that imports run one way.
-static INCLUDE_RUNNER: OnceLock<IncludeRunner> = OnceLock::new();
-
-/// Registers the runner of includes (once, at start).
-pub(crate) fn run_includes_with(runner: IncludeRunner) {
-    let _ = INCLUDE_RUNNER.set(runner);
-}
-
-/// An include's request as a future, by the registered runner (none
-/// registered: an include that yields nothing).
-fn include_task(
-    fc: Client,
-    sh: Arc<Shared>,
-    vcl: Arc<Loaded>,
-    head: RequestHead,
-    ctx: Arc<IncludeCtx>,
-    xid: u64,
-    parent: u64,
-) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
-    match INCLUDE_RUNNER.get() {
-        Some(run) => run(fc, sh, vcl, head, ctx, xid, parent),
-        None => Box::pin(async {}),
-    }
 }
 
 /// The next piece of an include, watching the client's socket meanwhile

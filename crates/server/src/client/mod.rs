@@ -2,7 +2,8 @@
 //! steps (recv, hash, lookup, hit, miss, pass, pipe, purge, synth,
 //! deliver) over the request state (`host::req`); `pass` and `pipe` are
 //! the steps that go to the backend for one client (`pass_stream` relays
-//! a pass's body straight through); `deliver` and `esi`
+//! a pass's body straight through, `pass_front` is what both ways of a
+//! pass share); `deliver` and `esi`
 //! put a response on the wire (`conditional` judges validators and
 //! ranges for it; `encodings` has br and zstd renditions made and
 //! compresses or decodes bodies on the way out; `resp_log` logs a
@@ -21,6 +22,7 @@ pub(crate) mod esi;
 pub(crate) mod interim;
 pub(crate) mod invalidate;
 pub(crate) mod pass;
+pub(crate) mod pass_front;
 pub(crate) mod pass_stream;
 pub(crate) mod pipe;
 pub(crate) mod req_headers;

@@ -13,6 +13,8 @@
 
 use crate::client::deliver::{self, Delivery};
 use crate::client::interim;
+pub(crate) use crate::client::pass_front::Passed;
+use crate::client::pass_front::{deliver_or, log_fetched, Backend, Front};
 use crate::client::pass_stream;
 use crate::client::resp_log;
 use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
@@ -24,9 +26,7 @@ use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::transport::io::{BodyError, Client};
 use crate::Shared;
-use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
-use lacquer_cache::object::Object;
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
@@ -34,18 +34,6 @@ use lacquer_http::{ResponseHead, Version};
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
-
-/// How a pass ended, and what the client state machine does next.
-pub(crate) enum Passed {
-    /// The response was streamed to the client.
-    Done(Outcome),
-    /// No response came through: deliver this error object.
-    Object(Arc<Object>),
-    /// `vcl_deliver` asked for these instead.
-    Synth(u16, Option<Bytes>),
-    Restart,
-    Fail,
-}
 
 /// Passes one request to the backend and its response to the client.
 pub(crate) async fn pass(
@@ -281,56 +269,6 @@ enum PassBody<'c> {
     Private(fill::Filling<'c>),
     /// Straight through, as the backend sends it.
     Stream(Beresp),
-}
-
-/// The client side of a pass, as its response goes out.
-pub(super) struct Front<'a> {
-    pub c: &'a mut Client,
-    pub sh: &'a Arc<Shared>,
-    pub vcl: &'a Arc<Loaded>,
-    pub req: &'a mut Req,
-    pub conn: ConnInfo,
-    /// The connection may be kept after it.
-    pub keep: bool,
-}
-
-/// The backend side of a response being passed.
-pub(super) struct Backend<'a, 'b> {
-    pub bereq: &'a mut Bereq,
-    pub resp: &'a ResponseHead,
-    pub conn: Conn<'b>,
-    pub timeouts: &'a lacquer_backend::Timeouts,
-}
-
-/// The response is in: the client side's `Fetch` time, as for a miss.
-pub(super) fn log_fetched(req: &mut Req) {
-    req.log.timestamp(
-        &lacquer_shm::packed::stamp::FETCH,
-        lacquer_core::time::now(),
-    );
-}
-
-/// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
-pub(super) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
-    let action = crate::host::vsl::run_method(
-        &vcl.program,
-        Method::Deliver,
-        host,
-        |h| &mut h.req.log,
-        |_, _| {},
-    );
-    match action {
-        Action::Deliver => {
-            host.req.log.timestamp(
-                &lacquer_shm::packed::stamp::PROCESS,
-                lacquer_core::time::now(),
-            );
-            None
-        }
-        Action::Synth { status, reason } => Some(Passed::Synth(status, reason)),
-        Action::Restart => Some(Passed::Restart),
-        _ => Some(Passed::Fail),
-    }
 }
 
 /// Runs `vcl_deliver` on a private object and delivers it as its body

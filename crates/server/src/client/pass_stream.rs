@@ -5,9 +5,9 @@
 //! length), the head is written, then the body is relayed as it comes,
 //! checked on the way when it is gzip'd, and its trailers after it.
 
-use super::pass::{deliver_or, log_fetched, Backend, Front, Passed};
 use crate::client::conditional;
 use crate::client::deliver::{self, DeliveryHeaders, WireBody};
+use crate::client::pass_front::{deliver_or, log_fetched, Backend, Front, Passed};
 use crate::client::resp_log::{self, HeadFields};
 use crate::fetch::backend_steps;
 use crate::host::backend_host::{Bereq, Beresp};

@@ -206,9 +206,11 @@ async fn client_steps(
 /// often as VCL asks and `max_restarts` allows.
 async fn steps(c: &mut Client, cx: &Ctx<'_>, req: &mut Req) -> Outcome {
     let sh = cx.sh;
-    if req.include.is_none() && &req.head.method[..] == b"GET" {
-        if let Some(answer) = lacquer_tls::acme::CHALLENGES.http_answer(&req.head.url) {
-            return crate::client::answers::acme_answer(c, sh, req, &answer).await;
+    if let (Some(answer_of), None) = (sh.answer_first, &req.include) {
+        if &req.head.method[..] == b"GET" {
+            if let Some(answer) = answer_of(&req.head.url) {
+                return crate::client::answers::acme_answer(c, sh, req, &answer).await;
+            }
         }
     }
     if let (Some(max), None) = (cx.vcl.program.cache_req_body, &req.include) {
@@ -780,7 +782,7 @@ async fn synth_step(
 }
 
 /// An ESI include's request as a boxed future, for `esi` to run (the
-/// daemon registers this with `esi::run_includes_with`).
+/// daemon hands it to ESI as `Shared::includes`).
 pub(crate) fn include_request(
     mut fc: Client,
     sh: Arc<Shared>,

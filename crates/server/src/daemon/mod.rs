@@ -158,7 +158,6 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let (loaded, registry) = load_programs(&cfg, &cache, &probes)?;
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
-    crate::client::esi::run_includes_with(crate::client::request::include_request);
     let shared = Arc::new(Shared {
         // Kept for the process's life: transactions borrow it.
         log: Some(log.leak()),
@@ -170,7 +169,11 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         identity: cfg.identity,
         probes,
         admission: Default::default(),
+        answer_first: tls
+            .as_ref()
+            .map(|_| crate::transport::acme::http01_answer as _),
         tls,
+        includes: crate::client::request::include_request,
     });
     let lurker_shared = shared.clone();
     std::thread::Builder::new()

@@ -264,6 +264,20 @@ pub(crate) struct TopReq {
     pub socket: Option<OwnedFd>,
 }
 
+/// Runs an include as a request of its own, through the whole client
+/// state machine, as a boxed future (the state machine runs includes
+/// inside itself, so its future type must not contain itself).
+pub(crate) type IncludeRunner =
+    fn(
+        crate::transport::io::Client,
+        Arc<crate::Shared>,
+        Arc<crate::host::vcl::Loaded>,
+        lacquer_http::RequestHead,
+        Arc<IncludeCtx>,
+        u64,
+        u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
+
 /// What an include knows of the page it belongs to.
 pub(crate) struct IncludeCtx {
     /// `req.esi_level`.

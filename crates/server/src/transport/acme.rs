@@ -30,6 +30,13 @@ fn due(spec: &AcmeSpec, dir: &Path) -> i64 {
     }
 }
 
+/// The key authorization an ACME server's HTTP-01 request for `url`
+/// gets, while a challenge is pending (the daemon registers it as its
+/// answer before VCL, `Shared::answer_first`).
+pub(crate) fn http01_answer(url: &[u8]) -> Option<String> {
+    acme::CHALLENGES.http_answer(url)
+}
+
 /// Starts the thread when the `-A` file has `acme` sections. The ACME
 /// server's certificate is checked against the section's `ca-file`, else
 /// the `ssl_ca_file` parameter's bundle as it is at each attempt.
