@@ -66,56 +66,9 @@ pub(crate) async fn pipe(
     req: &mut Req,
     conn: ConnInfo,
 ) -> Piped {
-    let headers = pipe_headers(req);
-    let mut bereq = Bereq::from_req(
-        sh,
-        vcl,
-        req,
-        headers,
-        conn.clone(),
-        &lacquer_shm::record::txn::PIPE,
-    );
-    bereq.uncacheable = true;
-    // As varnishd builds it: the client's fields, the request's name,
-    // then the close that ends the pipe with its connection.
-    bereq.headers.set("X-Varnish", bereq.xid.to_string());
-    let closes = bereq.headers.get_all("connection").count() == 1
-        && bereq
-            .headers
-            .get("connection")
-            .is_some_and(|v| lacquer_http::headers::trim(v).eq_ignore_ascii_case(b"close"));
-    if !closes {
-        bereq.headers.set("Connection", "close");
-    }
-    bereq.log_as_built();
-    // vcl_pipe sees both requests; its records go to the client's.
-    let action = {
-        let mut host = backend_host::BackendHost {
-            method: Method::Pipe,
-            sh,
-            vcl,
-            bereq: &mut bereq,
-            beresp: None,
-            req: Some(req),
-        };
-        crate::host::vsl::run_method(
-            &vcl.program,
-            Method::Pipe,
-            &mut host,
-            |h| &mut h.req.as_deref_mut().expect("vcl_pipe has its client").log,
-            |_, _| {},
-        )
-    };
-    match action {
-        Action::Pipe => {
-            let now = lacquer_core::time::now();
-            req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
-            bereq
-                .log
-                .timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
-        }
-        Action::Synth { status, reason } => return Piped::Synth(status, reason),
-        _ => return Piped::Synth(503, Some(Bytes::from_static(b"VCL failed"))),
+    let mut bereq = pipe_bereq(sh, vcl, req, &conn);
+    if let Some(instead) = run_vcl_pipe(sh, vcl, req, &mut bereq) {
+        return instead;
     }
     COUNTERS.inc(Counter::s_pipe);
     // In `MAIN.n_pipe` for as long as the pipe is open.
@@ -224,35 +177,13 @@ pub(crate) async fn pipe(
         }
     }
     drop(backend_side);
-    // Bytes read from one side count as piped whether or not the other
-    // took them all before the end.
-    let (from_client, to_client) = (
-        from_client.load(Ordering::Relaxed),
-        to_client.load(Ordering::Relaxed),
-    );
-    COUNTERS.add(Counter::s_pipe_in, from_client);
-    COUNTERS.add(Counter::s_pipe_out, to_client);
-    vbe.add(BackendCounter::pipe_out, from_client);
-    vbe.add(BackendCounter::pipe_in, to_client);
-    req.log.timestamp(
-        &lacquer_shm::packed::stamp::PIPE_SESS,
-        lacquer_core::time::now(),
-    );
-    crate::host::vsl::numbers(
-        &mut req.log,
-        lacquer_shm::Tag::PipeAcct,
-        &[hdr_rx, head.len() as u64, from_client, to_client],
-    );
-    // The backend side: its connection ends with the pipe.
-    if let Some((fd, _)) = socket.filter(|_| bereq.log.active()) {
-        bereq.log.fmt(
-            lacquer_shm::Tag::BackendClose,
-            format_args!("{fd} {} close Piped transaction", backend.name),
-        );
-    }
-    // What was piped is the client's PipeAcct; varnishd's backend side
-    // of a pipe counts nothing.
-    crate::host::vsl::numbers(&mut bereq.log, lacquer_shm::Tag::BereqAcct, &[0; 6]);
+    let piped = PipeBytes {
+        hdr_rx,
+        head: head.len() as u64,
+        from_client: from_client.load(Ordering::Relaxed),
+        to_client: to_client.load(Ordering::Relaxed),
+    };
+    log_end(req, &mut bereq, &backend, socket.map(|(fd, _)| fd), piped);
     Piped::Done(Outcome::Close(CloseReason::TxPipe))
 }
 
@@ -337,6 +268,117 @@ impl<S: AsyncWrite + Unpin + ?Sized> AsyncWrite for Watched<'_, S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut *self.inner).poll_shutdown(cx)
     }
+}
+
+/// The backend request of a pipe, as varnishd builds it (the client's
+/// fields, the request's name, then the close that ends the pipe with its
+/// connection), logged as built.
+fn pipe_bereq(sh: &Arc<Shared>, vcl: &Arc<Loaded>, req: &mut Req, conn: &ConnInfo) -> Bereq {
+    let headers = pipe_headers(req);
+    let mut bereq = Bereq::from_req(
+        sh,
+        vcl,
+        req,
+        headers,
+        conn.clone(),
+        &lacquer_shm::record::txn::PIPE,
+    );
+    bereq.uncacheable = true;
+    bereq.headers.set("X-Varnish", bereq.xid.to_string());
+    let closes = bereq.headers.get_all("connection").count() == 1
+        && bereq
+            .headers
+            .get("connection")
+            .is_some_and(|v| lacquer_http::headers::trim(v).eq_ignore_ascii_case(b"close"));
+    if !closes {
+        bereq.headers.set("Connection", "close");
+    }
+    bereq.log_as_built();
+    bereq
+}
+
+/// Runs `vcl_pipe` (which sees both requests; its records go to the
+/// client's): None to pipe, else what the client gets instead.
+fn run_vcl_pipe(
+    sh: &Arc<Shared>,
+    vcl: &Arc<Loaded>,
+    req: &mut Req,
+    bereq: &mut Bereq,
+) -> Option<Piped> {
+    let action = {
+        let mut host = backend_host::BackendHost {
+            method: Method::Pipe,
+            sh,
+            vcl,
+            bereq,
+            beresp: None,
+            req: Some(req),
+        };
+        crate::host::vsl::run_method(
+            &vcl.program,
+            Method::Pipe,
+            &mut host,
+            |h| &mut h.req.as_deref_mut().expect("vcl_pipe has its client").log,
+            |_, _| {},
+        )
+    };
+    match action {
+        Action::Pipe => {
+            let now = lacquer_core::time::now();
+            req.log.timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
+            bereq
+                .log
+                .timestamp(&lacquer_shm::packed::stamp::PROCESS, now);
+            None
+        }
+        Action::Synth { status, reason } => Some(Piped::Synth(status, reason)),
+        _ => Some(Piped::Synth(503, Some(Bytes::from_static(b"VCL failed")))),
+    }
+}
+
+/// The bytes a pipe moved: the client's head, the backend request's
+/// head, and what went each way after them.
+struct PipeBytes {
+    hdr_rx: u64,
+    head: u64,
+    from_client: u64,
+    to_client: u64,
+}
+
+/// Counts and logs a pipe's end: the bytes each way (read from one side
+/// counts as piped whether or not the other took it all), the client's
+/// `PipeSess` and `PipeAcct`, the backend connection's close.
+fn log_end(
+    req: &mut Req,
+    bereq: &mut Bereq,
+    backend: &lacquer_backend::Backend,
+    fd: Option<i32>,
+    p: PipeBytes,
+) {
+    COUNTERS.add(Counter::s_pipe_in, p.from_client);
+    COUNTERS.add(Counter::s_pipe_out, p.to_client);
+    let vbe = &backend.stats;
+    vbe.add(BackendCounter::pipe_out, p.from_client);
+    vbe.add(BackendCounter::pipe_in, p.to_client);
+    req.log.timestamp(
+        &lacquer_shm::packed::stamp::PIPE_SESS,
+        lacquer_core::time::now(),
+    );
+    crate::host::vsl::numbers(
+        &mut req.log,
+        lacquer_shm::Tag::PipeAcct,
+        &[p.hdr_rx, p.head, p.from_client, p.to_client],
+    );
+    // The backend side: its connection ends with the pipe.
+    if let Some(fd) = fd.filter(|_| bereq.log.active()) {
+        bereq.log.fmt(
+            lacquer_shm::Tag::BackendClose,
+            format_args!("{fd} {} close Piped transaction", backend.name),
+        );
+    }
+    // What was piped is the client's PipeAcct; varnishd's backend side
+    // of a pipe counts nothing.
+    crate::host::vsl::numbers(&mut bereq.log, lacquer_shm::Tag::BereqAcct, &[0; 6]);
 }
 
 #[cfg(test)]
