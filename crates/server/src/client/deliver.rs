@@ -16,7 +16,7 @@ use crate::host::filters::Filters;
 use crate::host::head_edits::{remove_header_line, weaken_etag_line};
 use crate::host::req::can_gzip;
 use crate::host::req::{Acct, Outcome, Req};
-use crate::host::resp::{parse_length, LengthField, Resp};
+use crate::host::resp::{LengthField, Resp};
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
 use crate::transport::io::Client;
@@ -262,7 +262,9 @@ impl<'o> Plan<'o> {
         // stored body not the origin's): read then.
         let stored_is_body = || {
             !(obj.esi_expected() || known == Some(0))
-                || obj.header("content-length").and_then(|v| parse_length(&v)) == known
+                || obj.header("content-length").and_then(|v| {
+                    lacquer_http::parse_content_length(lacquer_http::headers::trim(&v))
+                }) == known
         };
         // An object fetched with HEAD kept its announced length: a HEAD
         // hears it; anything else gets the (empty) body it has.

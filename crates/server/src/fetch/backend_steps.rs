@@ -370,6 +370,11 @@ fn log_error_tail(bereq: &mut Bereq, beresp: &Beresp) {
     }
     log.bytes(Tag::Storage, b"malloc Transient");
     vsl::numbers(log, Tag::Length, &[beresp.body.len() as u64]);
+    log_bereq_acct(log, &a);
+}
+
+/// The `BereqAcct` record: bytes sent and received, heads and bodies.
+fn log_bereq_acct(log: &mut Txn, a: &crate::host::req::Acct) {
     vsl::numbers(
         log,
         Tag::BereqAcct,
@@ -563,16 +568,5 @@ pub(crate) fn log_body_end(
     }
     log.timestamp(&lacquer_shm::packed::stamp::BERESP_BODY, now);
     vsl::numbers(log, Tag::Length, &[length]);
-    vsl::numbers(
-        log,
-        Tag::BereqAcct,
-        &[
-            a.hdr_tx,
-            a.body_tx,
-            a.hdr_tx + a.body_tx,
-            a.hdr_rx,
-            a.body_rx,
-            a.hdr_rx + a.body_rx,
-        ],
-    );
+    log_bereq_acct(log, &a);
 }

@@ -8,11 +8,6 @@ use lacquer_cache::object::Object;
 use lacquer_http::headers::name_eq;
 use lacquer_http::Headers;
 
-/// A `Content-Length` value, when it is one number.
-pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
-    std::str::from_utf8(value).ok()?.trim().parse().ok()
-}
-
 /// What a response's head says of its body's length.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) enum LengthField {
@@ -131,7 +126,7 @@ impl Resp {
 
     /// What the head written for `obj` says of the body's length.
     pub fn length_field(&self, obj: &Object) -> LengthField {
-        let parse = |v: &Bytes| parse_length(v);
+        let parse = |v: &Bytes| lacquer_http::parse_content_length(lacquer_http::headers::trim(v));
         if let Some(h) = &self.headers {
             let mut all = h.get_all("content-length");
             return match all.next() {

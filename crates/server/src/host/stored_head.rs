@@ -113,13 +113,9 @@ mod tests {
     use bytes::Bytes;
     use lacquer_http::Headers;
 
-    #[test]
-    fn a_stored_head_is_its_status_line_and_the_fields_kept() {
-        let mut headers = Headers::new();
-        headers.append("Server", "origin");
-        headers.append("Content-Length", "6");
-        headers.append("Connection", "keep-alive");
-        let resp = ResponseHead {
+    /// A 200 with a six-byte body and these fields.
+    fn ok_of_six(headers: Headers) -> ResponseHead {
+        ResponseHead {
             version: lacquer_http::Version::Http11,
             status: 200,
             reason: Bytes::from_static(b"OK"),
@@ -127,7 +123,16 @@ mod tests {
             framing: lacquer_http::Framing::Length(6),
             keep_alive: true,
             wire_len: 200,
-        };
+        }
+    }
+
+    #[test]
+    fn a_stored_head_is_its_status_line_and_the_fields_kept() {
+        let mut headers = Headers::new();
+        headers.append("Server", "origin");
+        headers.append("Content-Length", "6");
+        headers.append("Connection", "keep-alive");
+        let resp = ok_of_six(headers);
         let skip = ["content-length"];
         let head = stored_head(&resp, 0.0, &skip, HeadLength::AsSkip);
         assert!(head.starts_with(b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: "));
@@ -143,15 +148,7 @@ mod tests {
         headers.append("Server", "origin");
         headers.append("Content-Length", "006");
         headers.append("X-After", "1");
-        let resp = ResponseHead {
-            version: lacquer_http::Version::Http11,
-            status: 200,
-            reason: Bytes::from_static(b"OK"),
-            headers,
-            framing: lacquer_http::Framing::Length(6),
-            keep_alive: true,
-            wire_len: 200,
-        };
+        let resp = ok_of_six(headers);
         let skip = ["content-length", "age"];
         let head = stored_head(&resp, 0.0, &skip, HeadLength::Of(6));
         let text = String::from_utf8_lossy(&head);
