@@ -9,8 +9,11 @@
 # HTTP/1.1), close (a connection a request), tls-ka, tls-close (a TLS
 # connection a request, ECDSA P-256, TLS 1.3 for every server (nginx's
 # packaged default would be 1.2); wrk resumes the session where the
-# server lets it, as each server here does by default), h2 (HTTP/2 by
-# prior knowledge, 10 streams a connection). For each mode and N it prints
+# server lets it, as each server here does by default), tls12-close (the
+# same over TLS 1.2, which wrk resumes with no key exchange at all),
+# tls-full (TLS 1.3 with resumption off in every server: a full
+# handshake a connection), h2 (HTTP/2 by prior knowledge, 10 streams a
+# connection). For each mode and N it prints
 # requests/s, p50, p99, the server's CPU time per request (user + system,
 # all its threads and processes) and how many cores it kept busy, then
 # Lacquer's ratios: CPU per request against the ceiling's, throughput
@@ -26,6 +29,7 @@
 # bundle's precompiled VCL names for a varnishd with no C compiler.
 #
 # Usage: [BUNDLE=DIR] bench/scale.sh ["1 2 4 8"] [seconds] ["ka close tls-ka tls-close h2"]
+#        (tls12-close and tls-full are run when named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CORES=$(nproc)
@@ -98,6 +102,18 @@ chmod -R a+rX "$WORK"
 ONE_K=$(head -c 1024 /dev/zero | tr '\0' 'a')
 PORT=$(free_port); TLS_PORT=$(free_port)
 
+# tls_settings nginx|lacquer: the mode's TLS versions and resumption, in
+# that server's words.
+tls_settings() {
+    case "$1:$MODE" in
+        nginx:tls12-close) echo "ssl_protocols TLSv1.2; ssl_session_cache shared:tls:10m;" ;;
+        nginx:tls-full) echo "ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache off; ssl_session_tickets off;" ;;
+        nginx:*) echo "ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:tls:10m;" ;;
+        lacquer:tls12-close) echo 'tls-protos = "TLSv1.2"' ;;
+        lacquer:tls-full) echo 'session-cache = "0"' ;;
+    esac
+}
+
 # nginx_conf NAME WORKERS SERVER-BODY: an nginx configuration listening
 # on PORT (and TLS_PORT) as the ceiling and the cache both do.
 nginx_conf() {
@@ -110,7 +126,7 @@ http { access_log off; keepalive_requests 10000000; $TEMP_PATHS
   server { listen 127.0.0.1:$PORT backlog=65535 reuseport deferred$h2;
     listen 127.0.0.1:$TLS_PORT ssl backlog=65535 reuseport deferred;
     ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem;
-    ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:tls:10m;
+    $(tls_settings nginx)
     $3 } }
 CONF
 }
@@ -131,7 +147,8 @@ start() {
             exec taskset -c "$cpus" nginx -c "$WORK/cache.conf" -p "$WORK" ;;
         lacquer)
             rm -rf "$WORK/lq"
-            printf 'frontend = "[127.0.0.1]:%s"\npem-file = "%s"\n' "$TLS_PORT" "$WORK/combined.pem" > "$WORK/lq-tls.conf"
+            printf 'frontend = "[127.0.0.1]:%s"\npem-file = "%s"\n%s\n' "$TLS_PORT" "$WORK/combined.pem" \
+                "$(tls_settings lacquer)" > "$WORK/lq-tls.conf"
             exec taskset -c "$cpus" "$LACQUER" serve -j none -a "127.0.0.1:$PORT" -A "$WORK/lq-tls.conf" \
                 -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lq" -T none -s malloc,1g -p workers="$2" ;;
         varnishd)
@@ -189,7 +206,7 @@ load() {
     case "$MODE" in
         close) args=(-H "Connection: close"); conns=$((threads * 16)) ;;
         tls-ka) url="https://127.0.0.1:$TLS_PORT/1k" ;;
-        tls-close)
+        tls-close | tls12-close | tls-full)
             url="https://127.0.0.1:$TLS_PORT/1k"; args=(-H "Connection: close"); conns=$((threads * 16)) ;;
     esac
     local before after t0 t1 out
@@ -217,7 +234,7 @@ load() {
 }
 
 echo "cores $CORES ($( [ "$SHARED" = 1 ] && echo "servers and load share them" || echo "server on the first N, load after" )), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-printf '%-10s %-9s %3s %11s %9s %9s %10s %6s\n' mode server N req/s p50 p99 cpu-us/req cores
+printf '%-11s %-9s %3s %11s %9s %9s %10s %6s\n' mode server N req/s p50 p99 cpu-us/req cores
 declare -A CPU RPS_OF
 for MODE in $MODES; do
     for n in $NS; do
@@ -227,7 +244,7 @@ for MODE in $MODES; do
             load "$n"
             stop
             CPU[$MODE:$server:$n]=$CPU_US; RPS_OF[$MODE:$server:$n]=$RPS
-            printf '%-10s %-9s %3s %11s %9s %9s %10s %6s\n' "$MODE" "$server" "$n" "$RPS" "$P50" "$P99" "$CPU_US" "$BUSY"
+            printf '%-11s %-9s %3s %11s %9s %9s %10s %6s\n' "$MODE" "$server" "$n" "$RPS" "$P50" "$P99" "$CPU_US" "$BUSY"
         done
     done
 done
