@@ -286,7 +286,7 @@ param_table! {
     critbit_cooloff: Seconds, "180", "seconds", min Some("60"), max Some("254"),
         "Accepted for varnishd command lines: the index is sharded hash tables, not a critbit tree.";
     debug: Text, "none", "", min None, max None,
-        "Accepted for varnishd command lines: varnishd's debugging switches reach its internals; any list of +name and -name is taken and none of them acts.";
+        "Debugging switches, a list of +name and -name. req_state logs each step of every client request as a Debug record (vxid N STP_NAME; vsl_mask must let Debug records through). Any other of varnishd's names is taken and does nothing: they reach its internals.";
     default_grace: Seconds, "10", "seconds", min Some("0"), max None,
         "Grace given to objects when neither the backend nor VCL sets one: how long a stale object may still be delivered while it is refreshed.";
     default_keep: Seconds, "0", "seconds", min Some("0"), max None,
@@ -800,11 +800,45 @@ fn encoding_order(text: &str) -> Result<u64, String> {
 fn text_raw(name: &str, text: &str) -> u64 {
     match name {
         "http_encodings" => encoding_order(text).unwrap_or(0),
+        "debug" => debug_bits(text),
         _ => 0,
     }
 }
 
+/// The `debug` switches Lacquer acts on, a bit each by position.
+const DEBUG_ACTED_ON: &[&str] = &["req_state"];
+
+/// The bits of [`DEBUG_ACTED_ON`] a `debug` value turns on: each name's
+/// last mention decides (`+name` or `name` on, `-name` off; `none` turns
+/// all off).
+fn debug_bits(text: &str) -> u64 {
+    let mut bits = 0;
+    for word in text.split(',').map(str::trim) {
+        if word == "none" {
+            bits = 0;
+            continue;
+        }
+        let (on, name) = match word.strip_prefix('-') {
+            Some(name) => (false, name),
+            None => (true, word.strip_prefix('+').unwrap_or(word)),
+        };
+        if let Some(bit) = DEBUG_ACTED_ON.iter().position(|n| *n == name) {
+            match on {
+                true => bits |= 1 << bit,
+                false => bits &= !(1 << bit),
+            }
+        }
+    }
+    bits
+}
+
 impl Params {
+    /// `debug=+req_state`: each client step is logged (`Debug`), as
+    /// varnishd logs them. Read per request.
+    pub fn debug_req_state(&self) -> bool {
+        self.values[ParamId::debug as usize].load(Ordering::Relaxed) & 1 != 0
+    }
+
     /// `http_encodings` packed (see [`ENCODINGS`]): read per request.
     pub fn encoding_order(&self) -> u64 {
         self.values[ParamId::http_encodings as usize].load(Ordering::Relaxed)

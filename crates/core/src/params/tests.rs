@@ -39,6 +39,14 @@ fn a_packaged_varnishd_command_line_is_accepted() {
     assert_eq!(&*p.vsl_mask(), "+Hash,-Debug");
     assert_eq!(p.show("vsl_mask").as_deref(), Some("+Hash,-Debug"));
     p.set("debug", "+syncvsl").unwrap();
+    assert!(!p.debug_req_state());
+    p.set("debug", "+syncvsl,+req_state").unwrap();
+    assert!(p.debug_req_state());
+    p.set("debug", "req_state,-req_state").unwrap();
+    assert!(!p.debug_req_state());
+    p.set("debug", "+req_state,none").unwrap();
+    assert!(!p.debug_req_state());
+    p.set("debug", "+syncvsl").unwrap();
     p.set("pool_req", "10,100,10").unwrap();
     p.set("cc_command", "exec cc %s").unwrap();
     assert!(p.set("pool_req", "ten").is_err());

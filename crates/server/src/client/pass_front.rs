@@ -3,6 +3,7 @@
 //! side and the backend side it works with, how it ends, its `Fetch`
 //! time and its `vcl_deliver`.
 
+use crate::client::step;
 use crate::host::backend_host::Bereq;
 use crate::host::client_host::ClientHost;
 use crate::host::req::{ConnInfo, Outcome, Req};
@@ -56,7 +57,13 @@ pub(crate) fn log_fetched(req: &mut Req) {
 }
 
 /// Runs `vcl_deliver`: None to deliver, else what it asked for instead.
+/// A pass delivers within its own step: under `debug=+req_state` it logs
+/// the deliver and transmit steps it takes there.
 pub(crate) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Passed> {
+    let trace = host.sh.params.debug_req_state();
+    if trace {
+        step::log_start(host.req, step::Name::Deliver, &vcl.name);
+    }
     let action = crate::host::vsl::run_method(
         &vcl.program,
         Method::Deliver,
@@ -70,6 +77,9 @@ pub(crate) fn deliver_or(vcl: &Loaded, host: &mut ClientHost<'_>) -> Option<Pass
                 &lacquer_shm::packed::stamp::PROCESS,
                 lacquer_core::time::now(),
             );
+            if trace {
+                step::log_start(host.req, step::Name::Transmit, &vcl.name);
+            }
             None
         }
         Action::Synth { status, reason } => Some(Passed::Synth(status, reason)),

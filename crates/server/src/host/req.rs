@@ -40,8 +40,6 @@ pub(crate) struct Req {
     /// The head as it came (before `vcl_recv`), kept when the program
     /// calls `std.rollback`.
     pub original: Option<Box<(Bytes, Bytes, Headers)>>,
-    /// `return (vcl(label))`: the program to start over in.
-    pub switch_vcl: Option<Arc<Loaded>>,
     /// The request has switched program once already.
     pub switched: bool,
     pub xid: u64,
@@ -131,7 +129,6 @@ impl Req {
             hash_key: Bytes::new(),
             body_for_lookup: false,
             original: None,
-            switch_vcl: None,
             switched: false,
             acct: Acct {
                 hdr_rx: head.wire_len as u64,
