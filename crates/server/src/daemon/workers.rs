@@ -82,8 +82,9 @@ fn run_worker(index: usize, started: mpsc::Sender<(usize, Result<Handle, String>
         .on_thread_park(|| {
             lacquer_shm::batch::flush_this_thread();
             lacquer_shm::batch::batch_on_this_thread();
-            // No place for a request waits on a thread with nothing to do.
-            crate::session::admission::give_back_lease();
+            // No place for a request waits on a thread with nothing to do
+            // when places run short.
+            crate::session::admission::idle_lease();
         })
         .enable_all()
         .build();

@@ -13,11 +13,15 @@
 //! places from the shared count [`LEASE`] at a time and keeps the ones it
 //! frees, so that a request writes no memory other workers write: the
 //! count is touched once per lease, not twice per request. A thread gives
-//! its lease back as it goes idle (tokio's park hook), and at once when a
-//! request waits for a place. The bound still holds exactly (a lease is
-//! taken only when it fits under it); near it, up to a lease per busy
-//! worker is held free, which is why a small bound (a test's few places)
-//! takes no leases at all.
+//! its lease back at once when a request waits for a place, and as it
+//! goes idle (tokio's park hook) once more than three quarters of the
+//! bound are taken: below that, an idle thread keeps its free places, so
+//! that a worker that serves a few requests between naps (many workers,
+//! each a fraction of a core) does not write the shared count twice a nap.
+//! The bound still holds exactly (a lease is taken only when it fits under
+//! it); what idle threads keep (two leases each at most) is far less than
+//! the quarter left free, and near the bound they give it back. A small
+//! bound (a test's few places) takes no leases at all.
 
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
@@ -76,6 +80,8 @@ impl Count {
 struct Lease {
     of: Arc<Count>,
     free: u64,
+    /// The bound its places were last taken under.
+    max: u64,
 }
 
 impl Drop for Lease {
@@ -102,6 +108,7 @@ fn with_lease<T>(count: &Arc<Count>, f: impl FnOnce(&mut Lease) -> T) -> Option<
                 *held = Some(Lease {
                     of: count.clone(),
                     free: 0,
+                    max: u64::MAX,
                 });
             }
             held.as_mut().map(f)
@@ -118,6 +125,23 @@ pub(crate) fn give_back_lease() {
             if let Some(lease) = held.as_mut() {
                 let free = std::mem::take(&mut lease.free);
                 lease.of.give_back(free);
+            }
+        }
+    });
+}
+
+/// As the thread goes idle: gives its free places back once more than
+/// three quarters of the bound are taken, and keeps them otherwise (see
+/// the module's description).
+pub(crate) fn idle_lease() {
+    let _ = LEASE_HELD.try_with(|held| {
+        if let Ok(mut held) = held.try_borrow_mut() {
+            if let Some(lease) = held.as_mut() {
+                let active = lease.of.active.load(Ordering::Relaxed);
+                if lease.free > 0 && active > lease.max - lease.max / 4 {
+                    let free = std::mem::take(&mut lease.free);
+                    lease.of.give_back(free);
+                }
             }
         }
     });
@@ -227,6 +251,7 @@ impl Admission {
             return count.try_take(max, 1).then_some(false);
         }
         let from_lease = with_lease(count, |lease| {
+            lease.max = max;
             // A free place is counted already; under a bound lowered since
             // it was leased it stays free.
             if lease.free > 0 && count.active.load(Ordering::Relaxed) <= max {
@@ -321,6 +346,23 @@ mod tests {
         drop(held);
         give_back_lease();
         assert_eq!(a.active(), 0);
+    }
+
+    /// An idle thread keeps its free places while most of the bound is
+    /// free, and gives them back once more than three quarters are taken.
+    #[test]
+    fn an_idle_thread_keeps_its_lease_until_places_run_short() {
+        let p = params("1", "2048", "10");
+        let a = Admission::default();
+        drop(a.try_admit(&p).expect("a place"));
+        assert_eq!(a.active(), LEASE);
+        idle_lease();
+        assert_eq!(a.active(), LEASE, "kept, far from the bound");
+        // Others' requests take most of the places.
+        a.0.active.fetch_add(1600, Ordering::SeqCst);
+        idle_lease();
+        assert_eq!(a.active(), 1600, "given back near the bound");
+        a.0.active.fetch_sub(1600, Ordering::SeqCst);
     }
 
     /// Leases never take the count past the bound: near it, places are
