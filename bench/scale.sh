@@ -28,6 +28,11 @@
 # runs on a bare machine; the origin is then on port 18090, which the
 # bundle's precompiled VCL names for a varnishd with no C compiler.
 #
+# With PROFILE=DIR (and perf installed, or in the bundle) each case's
+# measured load is also sampled on the server's cores (perf, cpu-clock,
+# with call chains), and the hottest symbols, kernel and user, written to
+# DIR/profile.txt: where CPU per request goes, and how it grows with N.
+#
 # Usage: [BUNDLE=DIR] bench/scale.sh ["1 2 4 8"] [seconds] ["ka close tls-ka tls-close h2"]
 #        (tls12-close and tls-full are run when named)
 set -euo pipefail
@@ -209,7 +214,12 @@ load() {
         tls-close | tls12-close | tls-full)
             url="https://127.0.0.1:$TLS_PORT/1k"; args=(-H "Connection: close"); conns=$((threads * 16)) ;;
     esac
-    local before after t0 t1 out
+    local before after t0 t1 out perf_pid=""
+    if [ -n "${PROFILE:-}" ]; then
+        mkdir -p "$PROFILE"
+        perf record -q -e cpu-clock -F 1999 -g -C "$(server_cpus "$1")" -o "$WORK/perf.data" \
+            -- sleep "$DURATION" >/dev/null 2>&1 & perf_pid=$!
+    fi
     if [ "$MODE" = h2 ]; then
         taskset -c "$cpus" h2load -t"$threads" -c"$conns" -m 10 -D 1 "$url" >/dev/null 2>&1 || true
         before=$(tree_ticks "$SERVER_PID"); t0=$(date +%s.%N)
@@ -227,6 +237,16 @@ load() {
         RPS=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
         P50=$(awk '$1 == "50%" {print $2}' <<<"$out"); P99=$(awk '$1 == "99%" {print $2}' <<<"$out")
     fi
+    if [ -n "$perf_pid" ]; then
+        wait "$perf_pid" || true
+        {
+            echo "=== $MODE $SERVER_NAME N=$1"
+            perf report -i "$WORK/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+                grep -v '^#' | grep -v '^$' | head -8
+            perf report -i "$WORK/perf.data" --no-children --sort sym --stdio -g none \
+                --percent-limit 0.4 2>/dev/null | grep -v '^#' | grep -v '^$' | head -70
+        } >>"$PROFILE/profile.txt"
+    fi
     CPU_US=$(awk -v a="$before" -v b="$after" -v hz="$HZ" -v n="${REQS:-0}" \
         'BEGIN { if (n > 0) printf "%.2f", (b - a) / hz * 1e6 / n; else print "n/a" }')
     BUSY=$(awk -v a="$before" -v b="$after" -v hz="$HZ" -v t0="$t0" -v t1="$t1" \
@@ -241,6 +261,7 @@ for MODE in $MODES; do
         for server in ceiling lacquer nginx varnishd; do
             case "$server:$MODE" in varnishd:tls* | varnishd:h2) continue ;; esac
             start "$server" "$n" || continue
+            SERVER_NAME=$server
             load "$n"
             stop
             CPU[$MODE:$server:$n]=$CPU_US; RPS_OF[$MODE:$server:$n]=$RPS
