@@ -1,14 +1,17 @@
 //! The one backend state machine of vcl-step(7), for cache fetches and
-//! passes alike: `vcl_backend_fetch`, a backend picked (through
+//! passes alike, as the steps of `fetch::step` run by one loop
+//! ([`run_fetch`]): `vcl_backend_fetch`, a backend picked (through
 //! directors), the request sent with its body framed by construction, the
-//! response head read, `vcl_backend_response` — or `vcl_backend_error`
-//! when anything fails — and `return (retry)` starting over. Counters, log
+//! response head read, `vcl_backend_refresh` for a 304 that revalidates,
+//! `vcl_backend_response` and the body — or `vcl_backend_error` when
+//! anything fails — and `return (retry)` starting over. Counters, log
 //! records, retries and timeouts are the same on both paths because they
 //! are this one path. What differs is the [`FetchMode`]'s: where the body
 //! comes from and who waits for the response (a cache slot and its
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
+use crate::fetch::step::{self, Got, Name, OnConn, Step};
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
@@ -101,43 +104,79 @@ pub(crate) trait FetchMode {
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Self::Done;
 }
 
-/// Where a fetch goes when VCL did not take the response it had.
-enum Unused<D> {
-    /// `return (retry)`, and retries are left: start over.
-    Retry,
-    /// `abandon` or `fail`: the fetch ends.
-    Done(D),
-    /// On to `vcl_backend_error` with this status and reason.
-    Failed(u16, Option<Bytes>),
-}
-
-/// What `action` means for a response VCL did not take.
+/// Where a response VCL did not take leads: `return (retry)` while
+/// retries are left, the fetch's end for `abandon` or `fail`, else
+/// `vcl_backend_error` (`attempted`: the exchange's end is still to be
+/// logged).
 fn unused<M: FetchMode>(
-    sh: &Shared,
+    f: &Fetcher<'_>,
     action: Action,
     bereq: &mut Bereq,
     mode: &mut M,
-    max_retries: u32,
-) -> Unused<M::Done> {
+    attempted: bool,
+) -> Step<M::Done> {
     match action {
-        Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-            bereq.retry(sh);
-            Unused::Retry
-        }
-        Action::Abandon | Action::Fail => Unused::Done(mode.abandoned(bereq)),
-        Action::Error { status, reason } => Unused::Failed(status, reason),
-        _ => Unused::Failed(503, None),
+        Action::Retry if bereq.retries < f.max_retries && mode.may_retry() => Step::Retry,
+        Action::Abandon | Action::Fail => Step::Done(mode.abandoned(bereq)),
+        Action::Error { status, reason } => Step::Error {
+            status,
+            reason,
+            attempted,
+        },
+        _ => Step::Error {
+            status: 503,
+            reason: None,
+            attempted,
+        },
     }
 }
 
-/// Runs the backend side of one request to its end.
+/// What every step of one fetch reads: the daemon, the program, how often
+/// it may retry, and whether its steps are logged (`debug=+req_state`).
+struct Fetcher<'a> {
+    sh: &'a Shared,
+    vcl: &'a Loaded,
+    max_retries: u32,
+    trace: bool,
+}
+
+impl Fetcher<'_> {
+    /// Logs a step as it starts, where asked; in a debug build, checks
+    /// that it may follow the one before (`from`, where not checked
+    /// already).
+    fn entering(&self, bereq: &mut Bereq, from: Option<Name>, to: Name) {
+        if let Some(from) = from {
+            debug_assert!(from.may_lead_to(to), "backend step {from:?} led to {to:?}");
+        }
+        if self.trace && to != Name::Done {
+            step::log_start(bereq, to);
+        }
+    }
+}
+
+/// A failure on the way to a response: `vcl_backend_error` with a 503.
+fn failed<D>(attempted: bool) -> Step<D> {
+    Step::Error {
+        status: 503,
+        reason: None,
+        attempted,
+    }
+}
+
+/// Runs the backend side of one request to its end: the steps of
+/// `fetch::step`, from `Fetch` until one is `Done`.
 pub(crate) async fn run_fetch<M: FetchMode>(
     sh: &Shared,
     vcl: &Loaded,
     bereq: &mut Bereq,
     mode: &mut M,
 ) -> M::Done {
-    let max_retries = u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX);
+    let f = Fetcher {
+        sh,
+        vcl,
+        max_retries: u32::try_from(sh.params.max_retries()).unwrap_or(u32::MAX),
+        trace: sh.params.debug_req_state(),
+    };
     if vcl.program.uses_rollback && bereq.original.is_none() {
         bereq.original = Some(Box::new((
             bereq.method.clone(),
@@ -145,195 +184,310 @@ pub(crate) async fn run_fetch<M: FetchMode>(
             bereq.headers.clone(),
         )));
     }
-    'fetch: loop {
-        if bereq.retries == 0 {
-            bereq.before_fetch_vcl();
-        }
-        // Whether this attempt went to a backend (and so has a `Beresp`
-        // time to log when it fails).
-        let mut attempted = false;
-        let failure: (u16, Option<Bytes>) = 'attempt: {
-            match backend_host::call_method(Method::BackendFetch, sh, vcl, bereq, None) {
-                Action::Fetch => {}
-                // As in Varnish, a fetch VCL abandons or fails ends at
-                // once (the client side answers 503); only `error`
-                // goes to vcl_backend_error.
-                Action::Abandon | Action::Fail => return mode.abandoned(bereq),
-                Action::Error { status, reason } => break 'attempt (status, reason),
-                _ => break 'attempt (503, None),
-            }
-            bereq.log.timestamp(
-                &lacquer_shm::packed::stamp::FETCH,
-                lacquer_core::time::now(),
-            );
-            let Some((index, backend)) = pick_backend(sh, vcl, bereq) else {
-                COUNTERS.inc(Counter::fetch_failed);
-                log_fetch_error(&mut bereq.log, &FetchError::NoBackend);
-                break 'attempt (503, None);
-            };
-            let body = match mode.body(bereq).await {
-                Ok(body) => body,
-                Err(done) => return done,
-            };
-            let t = bereq.timeouts(vcl, index, &sh.params);
-            let limits = sh.response_limits();
-            let head = bereq.head(&backend.host_header, body);
-            attempted = true;
-            let answered = match mode
-                .exchange(bereq, &backend, &head, body, &t, &limits)
-                .await
-            {
-                Ok(answered) => answered,
-                Err(done) => return done,
-            };
-            let (conn, resp) = match answered {
-                Ok(x) => x,
-                Err(e) => {
-                    COUNTERS.inc(Counter::fetch_failed);
-                    log_fetch_error(&mut bereq.log, &e);
-                    break 'attempt (503, None);
-                }
-            };
-            let now = lacquer_core::time::now();
-            log_exchange(bereq, &backend, &conn, &head, &resp, now);
-            if resp.status == 304 && !mode.asked_conditionally() {
-                // A 304 stands for an object the fetch does not have.
-                COUNTERS.inc(Counter::fetch_failed);
-                let e = FetchError::BadResponse("304 response but not conditional fetch".into());
-                log_fetch_error(&mut bereq.log, &e);
-                conn.finish(false);
-                break 'attempt (503, None);
-            }
-            let mut resp = resp;
-            if resp.status == 304 && bereq.stale.is_some() {
-                // vcl_backend_refresh decides what the 304 makes of the
-                // stale object, seeing the 304 as beresp.
-                let mut refresh = beresp_from(sh, &resp, &conn, index, now, false);
-                let action = backend_host::call_method(
-                    Method::BackendRefresh,
-                    sh,
-                    vcl,
-                    bereq,
-                    Some(&mut refresh),
-                );
-                match action {
-                    Action::Merge => resp.headers = refresh.headers,
-                    Action::ObjStale => resp.headers = lacquer_http::Headers::new(),
-                    other => {
-                        // A 304 has no body: its connection carries on.
-                        conn.finish(resp.framing == Framing::None);
-                        mode.forget_invalidated(bereq);
-                        match unused(sh, other, bereq, mode, max_retries) {
-                            Unused::Retry => continue 'fetch,
-                            Unused::Done(done) => return done,
-                            Unused::Failed(status, reason) => break 'attempt (status, reason),
-                        }
-                    }
-                }
-            }
-            let (mut conn, resp, mut beresp) = match mode.response(
-                sh,
-                bereq,
-                conn,
-                resp,
-                Came {
-                    backend: index,
-                    at: now,
-                },
-            ) {
-                Ok(x) => x,
-                Err(done) => return done,
-            };
-            let action = backend_host::call_method(
-                Method::BackendResponse,
-                sh,
-                vcl,
-                bereq,
-                Some(&mut beresp),
-            );
-            if std::mem::take(&mut bereq.response_dropped) {
-                // `std.rollback(bereq)` in vcl_backend_response: the
-                // response no longer answers the request, so it is dropped
-                // with its connection and the fetch goes on as failed.
-                conn.forbid_reuse();
-                conn.finish(false);
-                break 'attempt (503, None);
-            }
-            if let Action::Deliver | Action::Pass(_) = action {
-                // A partial response (206, not 1206) is never run through
-                // the filters, as in Varnish: ESI on one fails the fetch,
-                // gzip and gunzip are left out.
-                if beresp.status == 206 {
-                    if beresp.do_esi {
-                        let e =
-                            FetchError::BadBody("Attempted ESI on partial (206) response".into());
-                        log_fetch_error(&mut bereq.log, &e);
-                        conn.finish(false);
-                        break 'attempt (503, None);
-                    }
-                    (beresp.do_gzip, beresp.do_gunzip) = (false, false);
-                }
-                if bereq.log.active() {
-                    bereq.log.timestamp(
-                        &lacquer_shm::packed::stamp::PROCESS,
-                        lacquer_core::time::now(),
-                    );
-                    let list = crate::host::bereq::logged_filter_list(&beresp, &sh.params);
-                    bereq.log.bytes(Tag::Filters, list.as_bytes());
-                }
-                // A response VCL left saying `Connection: close` ends its
-                // connection, as varnishd does.
-                if beresp.headers.has_token("connection", "close") {
-                    conn.forbid_reuse();
-                }
-                beresp.headers.remove_hop_by_hop();
-                match mode.respond(bereq, beresp, resp, conn, action, &t).await {
-                    Ok(done) => return done,
-                    Err(BodyFailed) => break 'attempt (503, None),
-                }
-            }
-            // The response is not used: its connection can carry the next
-            // request only if it had no body to read.
-            let reusable = resp.framing == Framing::None;
-            if let Some((fd, _)) = conn.socket().filter(|_| bereq.log.active()) {
-                let fate = match reusable {
-                    true => "recycle",
-                    false => "close Backend/VCL requested close",
-                };
-                bereq.log.fmt(
-                    Tag::BackendClose,
-                    format_args!("{fd} {} {fate}", conn.backend_name()),
-                );
-            }
-            // Its Beresp time is logged already.
-            attempted = false;
-            conn.finish(reusable);
-            match unused(sh, action, bereq, mode, max_retries) {
-                Unused::Retry => continue 'fetch,
-                Unused::Done(done) => return done,
-                Unused::Failed(status, reason) => break 'attempt (status, reason),
-            }
-        };
-        let now = lacquer_core::time::now();
-        let mut beresp = Beresp::error(failure.0, failure.1, now, bereq.backend);
-        log_error_head(&mut bereq.log, &beresp, attempted, now);
-        let action =
-            backend_host::call_method(Method::BackendError, sh, vcl, bereq, Some(&mut beresp));
-        match action {
-            Action::Retry if bereq.retries < max_retries && mode.may_retry() => {
-                bereq.retry(sh);
+    if f.trace {
+        step::log_start(bereq, Name::Fetch);
+    }
+    let mut step = Step::Fetch;
+    loop {
+        let from = step.name();
+        step = match step {
+            Step::Fetch => fetch(&f, bereq, mode),
+            Step::StartFetch => {
+                // It checked its own last transition, from a step on the
+                // connection.
+                step = start_fetch(&f, bereq, mode).await;
+                f.entering(bereq, None, step.name());
                 continue;
             }
-            Action::Deliver | Action::Retry => {}
-            Action::Abandon => return mode.abandoned(bereq),
-            _ => {
-                beresp = Beresp::error(503, None, now, bereq.backend);
-                beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
+            Step::Error {
+                status,
+                reason,
+                attempted,
+            } => error(&f, bereq, mode, status, reason, attempted),
+            Step::Retry => {
+                bereq.retry(sh);
+                Step::Fetch
+            }
+            Step::Done(done) => return done,
+        };
+        f.entering(bereq, Some(from), step.name());
+    }
+}
+
+/// `vcl_backend_fetch`: the request as VCL makes it.
+fn fetch<M: FetchMode>(f: &Fetcher<'_>, bereq: &mut Bereq, mode: &mut M) -> Step<M::Done> {
+    if bereq.retries == 0 {
+        bereq.before_fetch_vcl();
+    }
+    match backend_host::call_method(Method::BackendFetch, f.sh, f.vcl, bereq, None) {
+        Action::Fetch => {}
+        // As in Varnish, a fetch VCL abandons or fails ends at once (the
+        // client side answers 503); only `error` goes to
+        // vcl_backend_error.
+        Action::Abandon | Action::Fail => return Step::Done(mode.abandoned(bereq)),
+        Action::Error { status, reason } => {
+            return Step::Error {
+                status,
+                reason,
+                attempted: false,
             }
         }
-        log_error_tail(bereq, &beresp);
-        return mode.failed(bereq, beresp);
+        _ => return failed(false),
     }
+    bereq.log.timestamp(
+        &lacquer_shm::packed::stamp::FETCH,
+        lacquer_core::time::now(),
+    );
+    Step::StartFetch
+}
+
+/// A backend picked, the request and its body sent, the response head
+/// read; then the steps taken on its connection, which it borrows from
+/// the backend picked here.
+async fn start_fetch<M: FetchMode>(
+    f: &Fetcher<'_>,
+    bereq: &mut Bereq,
+    mode: &mut M,
+) -> Step<M::Done> {
+    let Some((index, backend)) = pick_backend(f.sh, f.vcl, bereq) else {
+        COUNTERS.inc(Counter::fetch_failed);
+        log_fetch_error(&mut bereq.log, &FetchError::NoBackend);
+        return failed(false);
+    };
+    let body = match mode.body(bereq).await {
+        Ok(body) => body,
+        Err(done) => return Step::Done(done),
+    };
+    let t = bereq.timeouts(f.vcl, index, &f.sh.params);
+    let limits = f.sh.response_limits();
+    let head = bereq.head(&backend.host_header, body);
+    let answered = match mode
+        .exchange(bereq, &backend, &head, body, &t, &limits)
+        .await
+    {
+        Ok(answered) => answered,
+        Err(done) => return Step::Done(done),
+    };
+    let (conn, resp) = match answered {
+        Ok(x) => x,
+        Err(e) => {
+            COUNTERS.inc(Counter::fetch_failed);
+            log_fetch_error(&mut bereq.log, &e);
+            return failed(true);
+        }
+    };
+    let now = lacquer_core::time::now();
+    log_exchange(bereq, &backend, &conn, &head, &resp, now);
+    if resp.status == 304 && !mode.asked_conditionally() {
+        // A 304 stands for an object the fetch does not have.
+        COUNTERS.inc(Counter::fetch_failed);
+        let e = FetchError::BadResponse("304 response but not conditional fetch".into());
+        log_fetch_error(&mut bereq.log, &e);
+        conn.finish(false);
+        return failed(true);
+    }
+    let revalidates = resp.status == 304 && bereq.stale.is_some();
+    let got = Got {
+        conn,
+        resp,
+        came: Came {
+            backend: index,
+            at: now,
+        },
+        t,
+    };
+    let mut step = match revalidates {
+        true => OnConn::CondFetch(got),
+        false => OnConn::Response(got),
+    };
+    f.entering(bereq, Some(Name::StartFetch), step.name());
+    loop {
+        let from = step.name();
+        step = match step {
+            OnConn::CondFetch(got) => cond_fetch(f, bereq, mode, got),
+            OnConn::Response(got) => response(f, bereq, mode, got),
+            OnConn::Body {
+                got,
+                beresp,
+                action,
+            } => match mode
+                .respond(bereq, beresp, got.resp, got.conn, action, &got.t)
+                .await
+            {
+                Ok(done) => OnConn::Then(Step::Done(done)),
+                Err(BodyFailed) => OnConn::Then(failed(true)),
+            },
+            OnConn::Then(next) => return next,
+        };
+        match step {
+            // Logged as the fetch goes on with it.
+            OnConn::Then(_) => debug_assert!(
+                from.may_lead_to(step.name()),
+                "backend step {from:?} led to {:?}",
+                step.name()
+            ),
+            _ => f.entering(bereq, Some(from), step.name()),
+        }
+    }
+}
+
+/// A 304 for the stale object a conditional fetch revalidates:
+/// `vcl_backend_refresh` decides what it makes of the stale object,
+/// seeing the 304 as `beresp`.
+fn cond_fetch<'b, M: FetchMode>(
+    f: &Fetcher<'_>,
+    bereq: &mut Bereq,
+    mode: &mut M,
+    got: Got<'b>,
+) -> OnConn<'b, M::Done> {
+    let Got {
+        conn,
+        mut resp,
+        came,
+        t,
+    } = got;
+    let mut refresh = beresp_from(f.sh, &resp, &conn, came.backend, came.at, false);
+    let action = backend_host::call_method(
+        Method::BackendRefresh,
+        f.sh,
+        f.vcl,
+        bereq,
+        Some(&mut refresh),
+    );
+    match action {
+        Action::Merge => resp.headers = refresh.headers,
+        Action::ObjStale => resp.headers = lacquer_http::Headers::new(),
+        other => {
+            // A 304 has no body: its connection carries on.
+            conn.finish(resp.framing == Framing::None);
+            mode.forget_invalidated(bereq);
+            return OnConn::Then(unused(f, other, bereq, mode, true));
+        }
+    }
+    OnConn::Response(Got {
+        conn,
+        resp,
+        came,
+        t,
+    })
+}
+
+/// `vcl_backend_response`, with the response made from the head the
+/// backend sent; a response it takes goes on to its body.
+fn response<'b, M: FetchMode>(
+    f: &Fetcher<'_>,
+    bereq: &mut Bereq,
+    mode: &mut M,
+    got: Got<'b>,
+) -> OnConn<'b, M::Done> {
+    let Got {
+        conn,
+        resp,
+        came,
+        t,
+    } = got;
+    let (mut conn, resp, mut beresp) = match mode.response(f.sh, bereq, conn, resp, came) {
+        Ok(x) => x,
+        Err(done) => return OnConn::Then(Step::Done(done)),
+    };
+    let action = backend_host::call_method(
+        Method::BackendResponse,
+        f.sh,
+        f.vcl,
+        bereq,
+        Some(&mut beresp),
+    );
+    if std::mem::take(&mut bereq.response_dropped) {
+        // `std.rollback(bereq)` in vcl_backend_response: the response no
+        // longer answers the request, so it is dropped with its
+        // connection and the fetch goes on as failed.
+        conn.forbid_reuse();
+        conn.finish(false);
+        return OnConn::Then(failed(true));
+    }
+    if let Action::Deliver | Action::Pass(_) = action {
+        // A partial response (206, not 1206) is never run through the
+        // filters, as in Varnish: ESI on one fails the fetch, gzip and
+        // gunzip are left out.
+        if beresp.status == 206 {
+            if beresp.do_esi {
+                let e = FetchError::BadBody("Attempted ESI on partial (206) response".into());
+                log_fetch_error(&mut bereq.log, &e);
+                conn.finish(false);
+                return OnConn::Then(failed(true));
+            }
+            (beresp.do_gzip, beresp.do_gunzip) = (false, false);
+        }
+        if bereq.log.active() {
+            bereq.log.timestamp(
+                &lacquer_shm::packed::stamp::PROCESS,
+                lacquer_core::time::now(),
+            );
+            let list = crate::host::bereq::logged_filter_list(&beresp, &f.sh.params);
+            bereq.log.bytes(Tag::Filters, list.as_bytes());
+        }
+        // A response VCL left saying `Connection: close` ends its
+        // connection, as varnishd does.
+        if beresp.headers.has_token("connection", "close") {
+            conn.forbid_reuse();
+        }
+        beresp.headers.remove_hop_by_hop();
+        let got = Got {
+            conn,
+            resp,
+            came,
+            t,
+        };
+        return OnConn::Body {
+            got,
+            beresp,
+            action,
+        };
+    }
+    // The response is not used: its connection can carry the next
+    // request only if it had no body to read.
+    let reusable = resp.framing == Framing::None;
+    if let Some((fd, _)) = conn.socket().filter(|_| bereq.log.active()) {
+        let fate = match reusable {
+            true => "recycle",
+            false => "close Backend/VCL requested close",
+        };
+        bereq.log.fmt(
+            Tag::BackendClose,
+            format_args!("{fd} {} {fate}", conn.backend_name()),
+        );
+    }
+    conn.finish(reusable);
+    // Its Beresp time is logged already.
+    OnConn::Then(unused(f, action, bereq, mode, false))
+}
+
+/// `vcl_backend_error`, with the status and reason the failure gave; what
+/// it builds ends the fetch, unless it retries.
+fn error<M: FetchMode>(
+    f: &Fetcher<'_>,
+    bereq: &mut Bereq,
+    mode: &mut M,
+    status: u16,
+    reason: Option<Bytes>,
+    attempted: bool,
+) -> Step<M::Done> {
+    let now = lacquer_core::time::now();
+    let mut beresp = Beresp::error(status, reason, now, bereq.backend);
+    log_error_head(&mut bereq.log, &beresp, attempted, now);
+    let action =
+        backend_host::call_method(Method::BackendError, f.sh, f.vcl, bereq, Some(&mut beresp));
+    match action {
+        Action::Retry if bereq.retries < f.max_retries && mode.may_retry() => return Step::Retry,
+        Action::Deliver | Action::Retry => {}
+        Action::Abandon => return Step::Done(mode.abandoned(bereq)),
+        _ => {
+            beresp = Beresp::error(503, None, now, bereq.backend);
+            beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
+        }
+    }
+    log_error_tail(bereq, &beresp);
+    Step::Done(mode.failed(bereq, beresp))
 }
 
 /// What varnishd logs as a fetch turns to `vcl_backend_error`: when the
