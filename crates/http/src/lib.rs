@@ -9,10 +9,12 @@ pub mod headers;
 pub mod proxy;
 pub mod request;
 pub mod response;
+pub mod status;
 
 pub use headers::{ConnectionOptions, Header, Headers};
 pub use request::{parse_request, RequestError, RequestHead, RequestLimits};
 pub use response::{parse_response, ResponseError, ResponseHead, ResponseLimits};
+pub use status::Status;
 
 /// Header slots parsed without a heap allocation (`http_max_hdr`'s default).
 pub(crate) const STACK_HEADERS: usize = 64;

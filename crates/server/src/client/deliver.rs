@@ -199,7 +199,7 @@ impl<'o> Plan<'o> {
         let p = &sh.params;
         let is_head = req.is_head();
         let http10 = req.head.version == Version::Http10;
-        let status = resp.map_or(obj.status(), |r| r.status % 1000);
+        let status = resp.map_or(obj.status(), |r| r.status.wire());
         let cond = status == 200
             && (is_head || req.head.method_is("GET"))
             && not_modified(&req.head.headers, || Validators::of(obj, resp), d.now);

@@ -212,7 +212,7 @@ impl FetchMode for PassFetch<'_> {
             vcl,
             req,
             conn.clone(),
-            beresp.status,
+            beresp.status.vcl(),
             &beresp.headers,
         );
         // (A HEAD has no body to wait for: its length is the backend's.)

@@ -71,7 +71,7 @@ impl Plan {
         let resp = from.resp;
         let mut head = ResponseHead {
             version: from.version,
-            status: vresp.status % 1000,
+            status: vresp.status.wire(),
             reason: vresp.reason,
             headers: vresp.headers.unwrap_or_default(),
             framing: resp.framing,
@@ -302,7 +302,7 @@ pub(super) async fn stream_response(
 fn log_as_built(sh: &Shared, req: &mut Req, vresp: &Resp, from: &From<'_>, bereq_xid: u64) {
     let shown = ResponseHead {
         version: from.version,
-        status: vresp.status % 1000,
+        status: vresp.status.wire(),
         reason: vresp.reason.clone(),
         headers: vresp.headers.clone().unwrap_or_default(),
         framing: from.resp.framing,

@@ -26,7 +26,7 @@ use lacquer_cache::object::{Object, Timers};
 use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
-use lacquer_http::RequestHead;
+use lacquer_http::{RequestHead, Status};
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
@@ -542,7 +542,7 @@ async fn synth_step(
         },
     };
     COUNTERS.inc(Counter::s_synth);
-    let mut resp = Resp::synthetic(status, reason);
+    let mut resp = Resp::synthetic(Status::new(status), reason);
     // Logged as built, then each change vcl_synth makes, as varnishd logs
     // it (an include's response is its page's, and not logged so).
     req.resp_logged = req.log.active() && !c.is_fragment();
@@ -561,7 +561,7 @@ async fn synth_step(
         }
         Action::Restart => {}
         _ => {
-            resp = Resp::synthetic(500, None);
+            resp = Resp::synthetic(Status::new(500), None);
             resp.body = synth::page(500, "Internal Server Error", req.xid).into_bytes();
             keep = false;
             req.resp_logged = false;

@@ -36,7 +36,7 @@ pub(crate) fn log_as_built(
     req.built_head = None;
     match &resp.headers {
         Some(fields) => {
-            let status = resp.status % 1000;
+            let status = resp.status.wire();
             let _ = write!(room, "HTTP/1.1 {status:03} ");
             room.extend_from_slice(if resp.reason.is_empty() {
                 obj.reason()
@@ -50,7 +50,7 @@ pub(crate) fn log_as_built(
     }
     let written = room.len();
     let accept_ranges =
-        resp.status % 1000 == 200 && sh.params.http_range_support() && !resp.has_accept_ranges(obj);
+        resp.status.wire() == 200 && sh.params.http_range_support() && !resp.has_accept_ranges(obj);
     let obj_xid = resp.hit.then(|| obj.xid());
     log_head_as_built(req, sh, room, obj_xid, obj.age(now), accept_ranges);
     // The object's head stays: its delivery, if nothing changes it, is

@@ -23,7 +23,7 @@ use lacquer_cache::object::Object;
 use lacquer_cache::store::Store;
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_http::{Framing, ResponseHead, ResponseLimits};
+use lacquer_http::{Framing, ResponseHead, ResponseLimits, Status};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::sync::Arc;
@@ -119,15 +119,11 @@ fn unused<M: FetchMode>(
         Action::Retry if bereq.retries < f.max_retries && mode.may_retry() => Step::Retry,
         Action::Abandon | Action::Fail => Step::Done(mode.abandoned(bereq)),
         Action::Error { status, reason } => Step::Error {
-            status,
+            status: Status::new(status),
             reason,
             attempted,
         },
-        _ => Step::Error {
-            status: 503,
-            reason: None,
-            attempted,
-        },
+        _ => failed(attempted),
     }
 }
 
@@ -157,7 +153,7 @@ impl Fetcher<'_> {
 /// A failure on the way to a response: `vcl_backend_error` with a 503.
 fn failed<D>(attempted: bool) -> Step<D> {
     Step::Error {
-        status: 503,
+        status: Status::SERVICE_UNAVAILABLE,
         reason: None,
         attempted,
     }
@@ -227,7 +223,7 @@ fn fetch<M: FetchMode>(f: &Fetcher<'_>, bereq: &mut Bereq, mode: &mut M) -> Step
         Action::Abandon | Action::Fail => return Step::Done(mode.abandoned(bereq)),
         Action::Error { status, reason } => {
             return Step::Error {
-                status,
+                status: Status::new(status),
                 reason,
                 attempted: false,
             }
@@ -409,7 +405,7 @@ fn response<'b, M: FetchMode>(
         // A partial response (206, not 1206) is never run through the
         // filters, as in Varnish: ESI on one fails the fetch, gzip and
         // gunzip are left out.
-        if beresp.status == 206 {
+        if beresp.status.vcl() == 206 {
             if beresp.do_esi {
                 let e = FetchError::BadBody("Attempted ESI on partial (206) response".into());
                 log_fetch_error(&mut bereq.log, &e);
@@ -468,7 +464,7 @@ fn error<M: FetchMode>(
     f: &Fetcher<'_>,
     bereq: &mut Bereq,
     mode: &mut M,
-    status: u16,
+    status: Status,
     reason: Option<Bytes>,
     attempted: bool,
 ) -> Step<M::Done> {
@@ -482,7 +478,7 @@ fn error<M: FetchMode>(
         Action::Deliver | Action::Retry => {}
         Action::Abandon => return Step::Done(mode.abandoned(bereq)),
         _ => {
-            beresp = Beresp::error(503, None, now, bereq.backend);
+            beresp = Beresp::error(Status::SERVICE_UNAVAILABLE, None, now, bereq.backend);
             beresp.body = synth::page(503, "Backend fetch failed", bereq.xid).into_bytes();
         }
     }
@@ -593,7 +589,7 @@ pub(crate) fn beresp_from(
     headers.collect("cache-control");
     headers.collect("vary");
     Beresp {
-        status: resp.status,
+        status: Status::new(resp.status),
         reason: if resp.reason.is_empty() {
             Bytes::from_static(lacquer_http::reason_phrase(resp.status).as_bytes())
         } else {

@@ -331,8 +331,8 @@ impl FetchMode for CacheFetch<'_> {
         // allows it stands in, and the error's body is not read (its
         // connection goes with it).
         if matches!(action, Action::Deliver)
-            && (500..=504).contains(&beresp.status)
-            && self.serve_stale_for(bereq, beresp.status)
+            && (500..=504).contains(&beresp.status.vcl())
+            && self.serve_stale_for(bereq, beresp.status.vcl())
         {
             drop(conn);
             return Ok(());
@@ -372,7 +372,7 @@ impl FetchMode for CacheFetch<'_> {
     }
 
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) {
-        if beresp.status >= 500 && self.serve_stale_for(bereq, beresp.status) {
+        if beresp.status.vcl() >= 500 && self.serve_stale_for(bereq, beresp.status.vcl()) {
             return;
         }
         let sh = self.sh;
@@ -469,7 +469,7 @@ async fn store(
         Ok(v) => (v, false),
         Err(_) => (None, true),
     };
-    let status = beresp.status % 1000;
+    let status = beresp.status.wire();
     let mut cacheable = !beresp.uncacheable && hit_for_pass.is_none() && !vary_star;
     if cacheable && status == 206 {
         // Part of a body is never stored as if it were the whole; the

@@ -405,7 +405,7 @@ fn make_object(
         vary,
         length,
     } = parts;
-    let status = beresp.status % 1000;
+    let status = beresp.status.wire();
     let head = ResponseHead {
         version: beresp.version,
         status,

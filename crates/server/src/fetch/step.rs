@@ -16,7 +16,7 @@ use crate::fetch::backend_steps::Came;
 use crate::host::backend_host::{Bereq, Beresp};
 use bytes::Bytes;
 use lacquer_backend::{Conn, Timeouts};
-use lacquer_http::ResponseHead;
+use lacquer_http::{ResponseHead, Status};
 use lacquer_vcl::Action;
 
 /// Where a fetch is: the step it is about to run.
@@ -29,7 +29,7 @@ pub(crate) enum Step<D> {
     /// `vcl_backend_error` with this status and reason (`attempted`: an
     /// exchange was tried, and its end is logged).
     Error {
-        status: u16,
+        status: Status,
         reason: Option<Bytes>,
         attempted: bool,
     },

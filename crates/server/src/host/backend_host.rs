@@ -10,7 +10,7 @@ use crate::host::req::Req;
 use crate::host::vcl::{param_value, proto_text, report_error, storage_value, Loaded};
 use crate::Shared;
 use bytes::Bytes;
-use lacquer_http::Version;
+use lacquer_http::{Status, Version};
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var};
 
@@ -172,7 +172,7 @@ impl Host for BackendHost<'_> {
             Var::BerespKeep => Value::Duration(r.map_or(0.0, |r| r.timers.keep)),
             Var::BerespProto => r.map_or(Value::Unset, |r| proto_text(r.version)),
             Var::BerespReason => r.map_or(Value::Unset, |r| Value::Str(r.reason.clone())),
-            Var::BerespStatus => Value::Int(r.map_or(0, |r| i64::from(r.status))),
+            Var::BerespStatus => Value::Int(r.map_or(0, |r| i64::from(r.status.vcl()))),
             Var::BerespStorage | Var::BerespStorageHint => r
                 .and_then(|r| r.storage.clone())
                 .map_or(Value::Unset, Value::Stevedore),
@@ -338,13 +338,11 @@ impl Host for BackendHost<'_> {
                     Var::BerespFilters => set_filter_list(r, value.as_bytes())?,
                     Var::BerespStatus => {
                         let s = value.as_i64();
-                        if !(100..=65535).contains(&s) || s % 1000 < 100 {
+                        let Some(status) = Status::settable(s) else {
                             return Err(format!("beresp.status: {s} is out of range"));
-                        }
-                        r.status = s as u16;
-                        r.reason = Bytes::from_static(
-                            lacquer_http::reason_phrase(r.status % 1000).as_bytes(),
-                        );
+                        };
+                        r.status = status;
+                        r.reason = Bytes::from_static(status.reason().as_bytes());
                         b.log.fmt(Tag::BerespStatus, format_args!("{}", r.status));
                         b.log.bytes(Tag::BerespReason, &r.reason);
                     }

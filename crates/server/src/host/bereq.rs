@@ -10,7 +10,7 @@ use bytes::Bytes;
 use lacquer_backend::Timeouts;
 use lacquer_cache::object::{Object, Timers};
 use lacquer_core::params::Params;
-use lacquer_http::{Headers, Version};
+use lacquer_http::{Headers, Status, Version};
 use lacquer_shm::record::txn;
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::BackendRef;
@@ -117,7 +117,7 @@ pub(crate) struct Forced {
 
 /// The backend response as VCL may change it before it is stored.
 pub(crate) struct Beresp {
-    pub status: u16,
+    pub status: Status,
     pub reason: Bytes,
     pub version: Version,
     pub headers: Headers,
@@ -535,7 +535,7 @@ pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String>
 
 impl Beresp {
     /// The response `vcl_backend_error` starts from.
-    pub fn error(status: u16, reason: Option<Bytes>, now: f64, backend: BackendRef) -> Beresp {
+    pub fn error(status: Status, reason: Option<Bytes>, now: f64, backend: BackendRef) -> Beresp {
         let mut headers = Headers::new();
         lacquer_core::time::with_date(now, |d| {
             headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
@@ -544,9 +544,9 @@ impl Beresp {
         Beresp {
             status,
             reason: reason.unwrap_or_else(|| {
-                Bytes::from_static(match status {
+                Bytes::from_static(match status.vcl() {
                     503 => "Backend fetch failed".as_bytes(),
-                    s => lacquer_http::reason_phrase(s % 1000).as_bytes(),
+                    _ => status.reason().as_bytes(),
                 })
             }),
             version: Version::Http11,
@@ -582,7 +582,7 @@ mod tests {
 
     /// A backend response with the given `Content-Encoding` and flags.
     fn beresp(encoding: Option<&'static str>, esi: bool, gzip: bool, gunzip: bool) -> Beresp {
-        let mut r = Beresp::error(200, None, 0.0, BackendRef::None);
+        let mut r = Beresp::error(Status::OK, None, 0.0, BackendRef::None);
         if let Some(e) = encoding {
             r.headers.append("Content-Encoding", e);
         }

@@ -11,7 +11,7 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_http::Version;
+use lacquer_http::{Status, Version};
 use lacquer_shm::Tag;
 use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
 
@@ -112,7 +112,7 @@ impl<'a> ClientHost<'a> {
     /// response (a 200 without one, as varnishd adds it before
     /// `vcl_deliver`).
     fn adds_accept_ranges(&self, resp: &Resp, obj: &Object) -> bool {
-        resp.status % 1000 == 200
+        resp.status.wire() == 200
             && self.sh.params.http_range_support()
             && !resp.has_accept_ranges(obj)
     }
@@ -228,7 +228,7 @@ impl Host for ClientHost<'_> {
             Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
             Var::RespFilters => match obj {
                 Some(o) => {
-                    let status = self.resp.as_deref().map_or(o.status(), |r| r.status % 1000);
+                    let status = self.resp.as_deref().map_or(o.status(), |r| r.status.wire());
                     let f = crate::host::filters::Filters::of(&self.sh.params, req, o, status);
                     Value::str(&f.names())
                 }
@@ -243,7 +243,11 @@ impl Host for ClientHost<'_> {
                 (_, Some(o)) => Value::Str(obj_reason(o)),
                 _ => Value::Unset,
             },
-            Var::RespStatus => Value::Int(self.resp.as_deref().map_or(0, |r| i64::from(r.status))),
+            Var::RespStatus => Value::Int(
+                self.resp
+                    .as_deref()
+                    .map_or(0, |r| i64::from(r.status.vcl())),
+            ),
             Var::RespTime => Value::Time(now()),
             // Backend-side and write-only variables: the checker keeps
             // them out of client methods.
@@ -362,18 +366,17 @@ impl Host for ClientHost<'_> {
             Var::SessTimeoutLinger => req.sess.linger = SessTimeout::set(value.as_f64()),
             Var::RespStatus => {
                 let s = value.as_i64();
-                if !(100..=65535).contains(&s) || s % 1000 < 100 {
+                let Some(status) = Status::settable(s) else {
                     return Err(format!("resp.status: {s} is out of range"));
-                }
+                };
                 if let Some(r) = self.resp.as_deref_mut() {
-                    r.status = s as u16;
+                    r.status = status;
                     r.changed = true;
-                    r.reason =
-                        Bytes::from_static(lacquer_http::reason_phrase(r.status % 1000).as_bytes());
+                    r.reason = Bytes::from_static(status.reason().as_bytes());
                     // Logged as it changes, where the response was logged
                     // as built (as varnishd logs both).
                     if req.resp_logged && req.log.active() {
-                        let status = (r.status % 1000).to_string();
+                        let status = r.status.wire().to_string();
                         req.log.bytes(Tag::RespStatus, status.as_bytes());
                         req.log.bytes(Tag::RespReason, &r.reason);
                     }

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use lacquer_cache::object::Object;
 use lacquer_http::headers::name_eq;
-use lacquer_http::Headers;
+use lacquer_http::{Headers, Status};
 
 /// What a response's head says of its body's length.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -21,7 +21,7 @@ pub(crate) enum LengthField {
 }
 
 pub(crate) struct Resp {
-    pub status: u16,
+    pub status: Status,
     pub reason: Bytes,
     /// The whole header set, when the response is not an object's (a
     /// synthetic or passed response). `None`: the object's, with `edits`.
@@ -52,7 +52,7 @@ fn reason_in(obj: &Object) -> &[u8] {
 impl Resp {
     pub fn for_object(obj: &Object, hit: bool) -> Resp {
         Resp {
-            status: obj.status(),
+            status: Status::new(obj.status()),
             reason: Bytes::new(),
             headers: None,
             edits: EditList::default(),
@@ -70,11 +70,11 @@ impl Resp {
         for h in fields.iter() {
             headers.append(h.name.clone(), h.value.clone());
         }
-        Resp::with_headers(obj.status(), obj_reason(obj), headers)
+        Resp::with_headers(Status::new(obj.status()), obj_reason(obj), headers)
     }
 
     /// A response with its own headers (a passed response's).
-    pub fn with_headers(status: u16, reason: Bytes, headers: Headers) -> Resp {
+    pub fn with_headers(status: Status, reason: Bytes, headers: Headers) -> Resp {
         Resp {
             status,
             reason,
@@ -87,10 +87,8 @@ impl Resp {
         }
     }
 
-    pub fn synthetic(status: u16, reason: Option<Bytes>) -> Resp {
-        let reason = reason.unwrap_or_else(|| {
-            Bytes::from_static(lacquer_http::reason_phrase(status % 1000).as_bytes())
-        });
+    pub fn synthetic(status: Status, reason: Option<Bytes>) -> Resp {
+        let reason = reason.unwrap_or_else(|| Bytes::from_static(status.reason().as_bytes()));
         let mut headers = Headers::new();
         lacquer_core::time::with_date(lacquer_core::time::now(), |d| {
             headers.append("Date", Bytes::copy_from_slice(d.as_bytes()))
@@ -211,7 +209,7 @@ impl Resp {
         }
         let mut head = Vec::with_capacity(256);
         head.extend_from_slice(b"HTTP/1.1 ");
-        head.extend_from_slice((self.status % 1000).to_string().as_bytes());
+        head.extend_from_slice((self.status.wire()).to_string().as_bytes());
         head.push(b' ');
         head.extend_from_slice(&self.reason);
         head.extend_from_slice(b"\r\n");
@@ -294,7 +292,7 @@ impl Resp {
         match status_line {
             Some(line) => out.extend_from_slice(line),
             None => {
-                let status = self.status % 1000;
+                let status = self.status.wire();
                 out.extend_from_slice(b"HTTP/1.1 ");
                 out.extend_from_slice(&[
                     b'0' + (status / 100) as u8,
@@ -581,7 +579,7 @@ mod tests {
             "HTTP/1.1 200 Fine\r\nContent-Type: text/html\r\nx-dup: new\r\nX-Cache: HIT\r\n"
         );
         // The same changes on a copy of the headers give the same head.
-        let mut copy = Resp::with_headers(200, Bytes::new(), obj.headers());
+        let mut copy = Resp::with_headers(Status::OK, Bytes::new(), obj.headers());
         copy.set("x-dup", Some(Bytes::from_static(b"new")));
         copy.set("X-Cache", Some(Bytes::from_static(b"HIT")));
         copy.set("server", None);

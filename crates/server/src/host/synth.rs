@@ -6,7 +6,7 @@ use bytes::Bytes;
 use lacquer_cache::object::{ObjKind, Object, ObjectInit, Timers};
 use lacquer_cache::store::Store;
 use lacquer_cache::Body;
-use lacquer_http::{Framing, Headers, ResponseHead, Version};
+use lacquer_http::{Framing, Headers, ResponseHead, Status, Version};
 use std::sync::Arc;
 
 /// The body of a synthetic error page when VCL could not build one.
@@ -20,7 +20,7 @@ pub(crate) fn page(status: u16, reason: &str, xid: u64) -> String {
 /// when it is to be cached.
 pub(crate) fn object_from(
     store: Option<Arc<Store>>,
-    status: u16,
+    status: Status,
     reason: &[u8],
     headers: Headers,
     body: Bytes,
@@ -28,7 +28,7 @@ pub(crate) fn object_from(
     timers: Timers,
 ) -> Arc<Object> {
     let now = lacquer_core::time::now();
-    let status = status % 1000;
+    let status = status.wire();
     let head = ResponseHead {
         version: Version::Http11,
         status,
@@ -79,7 +79,7 @@ pub(crate) fn object(status: u16, reason: &str, xid: u64) -> Arc<Object> {
     headers.append("Retry-After", "5");
     object_from(
         None,
-        status,
+        Status::new(status),
         reason.as_bytes(),
         headers,
         Bytes::from(page(status, reason, xid)),
