@@ -132,12 +132,14 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         let http2 = cfg.params.has(lacquer_core::params::Feature::http2);
         attach_tls(tls, &listens, &mut listeners, http2)?;
     }
-    let mgmt_listeners = match &cfg.mgmt_listen {
-        Some(addrs) => bind_some(addrs, "-T")?,
-        None => Vec::new(),
+    let control = ControlListeners {
+        mgmt: match &cfg.mgmt_listen {
+            Some(addrs) => bind_some(addrs, "-T")?,
+            None => Vec::new(),
+        },
+        metrics: bind_some(&cfg.metrics_listen, "--metrics")?,
+        dashboard: bind_some(&cfg.dashboard_listen, "--dashboard")?,
     };
-    let metrics_listeners = bind_some(&cfg.metrics_listen, "--metrics")?;
-    let dashboard_listeners = bind_some(&cfg.dashboard_listen, "--dashboard")?;
     let (secret, secret_path) = mgmt::load_secret(&cfg.secret, &cfg.workdir)?;
     let secret_path = secret_path.map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     // The management interface, the dashboard, probes and housekeeping;
@@ -192,28 +194,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         for l in &listeners {
             let _ = writeln!(out, "Listen {}", l.describe());
         }
-        let mut mgmt_addrs = Vec::new();
-        let mut mgmt_tokio = Vec::new();
-        for l in mgmt_listeners {
-            let local = l.local_addr().map_err(|e| e.to_string())?;
-            let _ = writeln!(out, "Management {} {}", local.ip(), local.port());
-            mgmt_addrs.push(local);
-            mgmt_tokio.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
-        }
-        mgmt::write_address_file(&workdir, &mgmt_addrs, secret_path.as_deref())?;
-        for l in metrics_listeners {
-            let local = l.local_addr().map_err(|e| e.to_string())?;
-            let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
-            let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
-            tokio::spawn(dashboard::accept_connections(shared.clone(), l, None));
-        }
-        let mut boards = Vec::new();
-        for l in dashboard_listeners {
-            let local = l.local_addr().map_err(|e| e.to_string())?;
-            let _ = writeln!(out, "Dashboard {} {}", local.ip(), local.port());
-            boards.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
-        }
-
+        let (mgmt_tokio, boards) =
+            announce_control(&mut out, control, &shared, &workdir, secret_path.as_deref())?;
         lacquer_shm::counters::spawn_publisher(lacquer_shm::counters::Publisher::create(
             &workdir,
             {
@@ -224,19 +206,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         let mgmt = Mgmt::new(shared.clone(), secret, listeners, client_workers)
             .with_read_only(cfg.read_only.clone());
         if !boards.is_empty() {
-            // Actions only with their own secret, read before any jail.
-            let actions = match &cfg.dashboard_secret {
-                Some(path) => {
-                    let secret = std::fs::read(path).map_err(|e| {
-                        format!(
-                            "Cannot open --dashboard-secret file ({}): {e}",
-                            path.display()
-                        )
-                    })?;
-                    Some(dashboard::actions::Actions::new(mgmt.clone(), secret))
-                }
-                None => None,
-            };
+            let actions = dashboard_actions(cfg.dashboard_secret.as_deref(), &mgmt)?;
             dashboard::spawn_boards(shared.clone(), workdir.clone(), boards, actions)?;
         }
         if let Some(user) = &jail_user {
@@ -271,6 +241,67 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         housekeeping(shared).await;
         Ok(())
     })
+}
+
+/// The control side's listening sockets (`-T`, `--metrics`,
+/// `--dashboard`), bound before any jail.
+struct ControlListeners {
+    mgmt: Vec<std::net::TcpListener>,
+    metrics: Vec<std::net::TcpListener>,
+    dashboard: Vec<std::net::TcpListener>,
+}
+
+/// Says where the control side listens (on standard output, and the
+/// management address in the work directory for the tools), starts
+/// serving metrics, and hands back the management and dashboard
+/// listeners, now the runtime's.
+fn announce_control(
+    out: &mut impl Write,
+    control: ControlListeners,
+    shared: &Arc<Shared>,
+    workdir: &std::path::Path,
+    secret_path: Option<&std::path::Path>,
+) -> Result<(Vec<TcpListener>, Vec<TcpListener>), String> {
+    let mut mgmt_addrs = Vec::new();
+    let mut mgmt_tokio = Vec::new();
+    for l in control.mgmt {
+        let local = l.local_addr().map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "Management {} {}", local.ip(), local.port());
+        mgmt_addrs.push(local);
+        mgmt_tokio.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
+    }
+    mgmt::write_address_file(workdir, &mgmt_addrs, secret_path)?;
+    for l in control.metrics {
+        let local = l.local_addr().map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "Metrics {} {}", local.ip(), local.port());
+        let l = TcpListener::from_std(l).map_err(|e| e.to_string())?;
+        tokio::spawn(dashboard::accept_connections(shared.clone(), l, None));
+    }
+    let mut boards = Vec::new();
+    for l in control.dashboard {
+        let local = l.local_addr().map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "Dashboard {} {}", local.ip(), local.port());
+        boards.push(TcpListener::from_std(l).map_err(|e| e.to_string())?);
+    }
+    Ok((mgmt_tokio, boards))
+}
+
+/// The dashboard's actions, only with their own secret (read before any
+/// jail).
+fn dashboard_actions(
+    secret: Option<&std::path::Path>,
+    mgmt: &Arc<Mgmt>,
+) -> Result<Option<dashboard::actions::Actions>, String> {
+    let Some(path) = secret else {
+        return Ok(None);
+    };
+    let secret = std::fs::read(path).map_err(|e| {
+        format!(
+            "Cannot open --dashboard-secret file ({}): {e}",
+            path.display()
+        )
+    })?;
+    Ok(Some(dashboard::actions::Actions::new(mgmt.clone(), secret)))
 }
 
 /// The programs `-f` (or `-b`) gives: the last is the active `boot`, and

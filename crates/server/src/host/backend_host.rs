@@ -92,6 +92,92 @@ impl BackendHost<'_> {
     }
 }
 
+impl BackendHost<'_> {
+    /// `beresp.*`: the response as VCL sees it (unset before there is one).
+    fn beresp_var(&self, var: Var) -> Value {
+        let b = &*self.bereq;
+        let r = self.beresp.as_deref();
+        let now = lacquer_core::time::now;
+        let p = &self.sh.params;
+        match var {
+            Var::Beresp => Value::Http(HttpKind::Beresp),
+            Var::BerespAge => {
+                Value::Duration(r.map_or(0.0, |r| (r.t_resp - r.timers.t_origin).max(0.0)))
+            }
+            Var::BerespBackend => Value::Backend(r.map_or(BackendRef::None, |r| r.backend)),
+            Var::BerespBackendIp => Value::Ip(r.and_then(|r| match r.backend {
+                BackendRef::Backend(i) => self.vcl.program.backends.get(i).and_then(|d| d.addr),
+                _ => None,
+            })),
+            Var::BerespBackendName => {
+                Value::str(r.map_or("", |r| self.vcl.program.backend_name(r.backend)))
+            }
+            Var::BerespDoEsi => Value::Bool(r.is_some_and(|r| r.do_esi)),
+            Var::BerespDoGunzip => Value::Bool(r.is_some_and(|r| r.do_gunzip)),
+            Var::BerespDoGzip => Value::Bool(r.is_some_and(|r| r.do_gzip)),
+            Var::BerespDoStream => Value::Bool(r.is_some_and(|r| r.do_stream)),
+            Var::BerespFilters => Value::str(&r.map(filter_list).unwrap_or_default()),
+            Var::BerespGrace => Value::Duration(r.map_or(0.0, |r| r.timers.grace)),
+            Var::BerespKeep => Value::Duration(r.map_or(0.0, |r| r.timers.keep)),
+            Var::BerespProto => r.map_or(Value::Unset, |r| proto_text(r.version)),
+            Var::BerespReason => r.map_or(Value::Unset, |r| Value::Str(r.reason.clone())),
+            Var::BerespStatus => Value::Int(r.map_or(0, |r| i64::from(r.status.vcl()))),
+            Var::BerespStorage | Var::BerespStorageHint => r
+                .and_then(|r| r.storage.clone())
+                .map_or(Value::Unset, Value::Stevedore),
+            Var::BerespTime => Value::Time(r.map_or_else(now, |r| r.t_resp)),
+            Var::BerespTransitBuffer => Value::Bytes(b.transit_buffer(p) as f64),
+            Var::BerespTtl => {
+                Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
+            }
+            Var::BerespUncacheable => Value::Bool(r.is_some_and(|r| r.uncacheable)),
+            Var::BerespWas304 => Value::Bool(r.is_some_and(|r| r.was_304)),
+            _ => Value::Unset,
+        }
+    }
+}
+
+/// `obj_stale.*`: the stale object a conditional fetch revalidates, read
+/// as `obj.*` reads an object.
+fn stale_var(stale: Option<&lacquer_cache::object::Object>, var: Var) -> Value {
+    match var {
+        Var::ObjStale => Value::Http(HttpKind::ObjStale),
+        Var::ObjStaleIsValid => Value::Bool(stale.is_some_and(|o| !o.is_removed())),
+        Var::ObjStaleAge
+        | Var::ObjStaleCanEsi
+        | Var::ObjStaleGrace
+        | Var::ObjStaleHits
+        | Var::ObjStaleKeep
+        | Var::ObjStaleProto
+        | Var::ObjStaleReason
+        | Var::ObjStaleStatus
+        | Var::ObjStaleStorage
+        | Var::ObjStaleTime
+        | Var::ObjStaleTtl
+        | Var::ObjStaleUncacheable => {
+            let same = match var {
+                Var::ObjStaleAge => Var::ObjAge,
+                Var::ObjStaleCanEsi => Var::ObjCanEsi,
+                Var::ObjStaleGrace => Var::ObjGrace,
+                Var::ObjStaleHits => Var::ObjHits,
+                Var::ObjStaleKeep => Var::ObjKeep,
+                Var::ObjStaleProto => Var::ObjProto,
+                Var::ObjStaleReason => Var::ObjReason,
+                Var::ObjStaleStatus => Var::ObjStatus,
+                Var::ObjStaleStorage => Var::ObjStorage,
+                Var::ObjStaleTime => Var::ObjTime,
+                Var::ObjStaleTtl => Var::ObjTtl,
+                _ => Var::ObjUncacheable,
+            };
+            match stale {
+                Some(o) => crate::host::obj_vars::obj_var(Some(o), same),
+                None => Value::Unset,
+            }
+        }
+        _ => Value::Unset,
+    }
+}
+
 impl Host for BackendHost<'_> {
     fn method(&self) -> Method {
         self.method
@@ -111,7 +197,6 @@ impl Host for BackendHost<'_> {
             }
         }
         let b = &*self.bereq;
-        let r = self.beresp.as_deref();
         let now = lacquer_core::time::now;
         let p = &self.sh.params;
         match var {
@@ -151,36 +236,31 @@ impl Host for BackendHost<'_> {
             Var::BereqTime => Value::Time(b.t_start),
             Var::BereqUncacheable => Value::Bool(b.uncacheable),
             Var::BereqUrl => Value::Str(b.url.clone()),
-            Var::Beresp => Value::Http(HttpKind::Beresp),
-            Var::BerespAge => {
-                Value::Duration(r.map_or(0.0, |r| (r.t_resp - r.timers.t_origin).max(0.0)))
-            }
-            Var::BerespBackend => Value::Backend(r.map_or(BackendRef::None, |r| r.backend)),
-            Var::BerespBackendIp => Value::Ip(r.and_then(|r| match r.backend {
-                BackendRef::Backend(i) => self.vcl.program.backends.get(i).and_then(|d| d.addr),
-                _ => None,
-            })),
-            Var::BerespBackendName => {
-                Value::str(r.map_or("", |r| self.vcl.program.backend_name(r.backend)))
-            }
-            Var::BerespDoEsi => Value::Bool(r.is_some_and(|r| r.do_esi)),
-            Var::BerespDoGunzip => Value::Bool(r.is_some_and(|r| r.do_gunzip)),
-            Var::BerespDoGzip => Value::Bool(r.is_some_and(|r| r.do_gzip)),
-            Var::BerespDoStream => Value::Bool(r.is_some_and(|r| r.do_stream)),
-            Var::BerespFilters => Value::str(&r.map(filter_list).unwrap_or_default()),
-            Var::BerespGrace => Value::Duration(r.map_or(0.0, |r| r.timers.grace)),
-            Var::BerespKeep => Value::Duration(r.map_or(0.0, |r| r.timers.keep)),
-            Var::BerespProto => r.map_or(Value::Unset, |r| proto_text(r.version)),
-            Var::BerespReason => r.map_or(Value::Unset, |r| Value::Str(r.reason.clone())),
-            Var::BerespStatus => Value::Int(r.map_or(0, |r| i64::from(r.status.vcl()))),
-            Var::BerespStorage | Var::BerespStorageHint => r
-                .and_then(|r| r.storage.clone())
-                .map_or(Value::Unset, Value::Stevedore),
-            Var::BerespTime => Value::Time(r.map_or_else(now, |r| r.t_resp)),
-            Var::BerespTransitBuffer => Value::Bytes(b.transit_buffer(p) as f64),
-            Var::ObjStale => Value::Http(HttpKind::ObjStale),
-            Var::ObjStaleIsValid => Value::Bool(b.stale.as_ref().is_some_and(|o| !o.is_removed())),
-            Var::ObjStaleAge
+            Var::Beresp
+            | Var::BerespAge
+            | Var::BerespBackend
+            | Var::BerespBackendIp
+            | Var::BerespBackendName
+            | Var::BerespDoEsi
+            | Var::BerespDoGunzip
+            | Var::BerespDoGzip
+            | Var::BerespDoStream
+            | Var::BerespFilters
+            | Var::BerespGrace
+            | Var::BerespKeep
+            | Var::BerespProto
+            | Var::BerespReason
+            | Var::BerespStatus
+            | Var::BerespStorage
+            | Var::BerespStorageHint
+            | Var::BerespTime
+            | Var::BerespTransitBuffer
+            | Var::BerespTtl
+            | Var::BerespUncacheable
+            | Var::BerespWas304 => self.beresp_var(var),
+            Var::ObjStale
+            | Var::ObjStaleIsValid
+            | Var::ObjStaleAge
             | Var::ObjStaleCanEsi
             | Var::ObjStaleGrace
             | Var::ObjStaleHits
@@ -191,31 +271,7 @@ impl Host for BackendHost<'_> {
             | Var::ObjStaleStorage
             | Var::ObjStaleTime
             | Var::ObjStaleTtl
-            | Var::ObjStaleUncacheable => {
-                let same = match var {
-                    Var::ObjStaleAge => Var::ObjAge,
-                    Var::ObjStaleCanEsi => Var::ObjCanEsi,
-                    Var::ObjStaleGrace => Var::ObjGrace,
-                    Var::ObjStaleHits => Var::ObjHits,
-                    Var::ObjStaleKeep => Var::ObjKeep,
-                    Var::ObjStaleProto => Var::ObjProto,
-                    Var::ObjStaleReason => Var::ObjReason,
-                    Var::ObjStaleStatus => Var::ObjStatus,
-                    Var::ObjStaleStorage => Var::ObjStorage,
-                    Var::ObjStaleTime => Var::ObjTime,
-                    Var::ObjStaleTtl => Var::ObjTtl,
-                    _ => Var::ObjUncacheable,
-                };
-                match b.stale.as_deref() {
-                    Some(o) => crate::host::obj_vars::obj_var(Some(o), same),
-                    None => Value::Unset,
-                }
-            }
-            Var::BerespTtl => {
-                Value::Duration(r.map_or(0.0, |r| r.timers.t_origin + r.timers.ttl - r.t_resp))
-            }
-            Var::BerespUncacheable => Value::Bool(r.is_some_and(|r| r.uncacheable)),
-            Var::BerespWas304 => Value::Bool(r.is_some_and(|r| r.was_304)),
+            | Var::ObjStaleUncacheable => stale_var(b.stale.as_deref(), var),
             // Client-side variables: the checker keeps them out of
             // backend methods.
             Var::Req

@@ -147,6 +147,43 @@ impl<'a> ClientHost<'a> {
     }
 }
 
+impl ClientHost<'_> {
+    /// `resp.*`: the response being delivered (an object's, with VCL's
+    /// changes, or a synthetic one).
+    fn resp_var(&self, var: Var) -> Value {
+        let req = &*self.req;
+        let obj = self.obj;
+        match var {
+            Var::Resp => Value::Http(HttpKind::Resp),
+            Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
+            Var::RespFilters => match obj {
+                Some(o) => {
+                    let status = self.resp.as_deref().map_or(o.status(), |r| r.status.wire());
+                    let f = crate::host::filters::Filters::of(&self.sh.params, req, o, status);
+                    Value::str(&f.names())
+                }
+                None => Value::str(""),
+            },
+            Var::RespIsStreaming => {
+                Value::Bool(obj.is_some_and(|o| o.body().known_len().is_none()))
+            }
+            Var::RespProto => proto_text(Version::Http11),
+            Var::RespReason => match (self.resp.as_deref(), obj) {
+                (Some(r), _) if !r.reason.is_empty() => Value::Str(r.reason.clone()),
+                (_, Some(o)) => Value::Str(obj_reason(o)),
+                _ => Value::Unset,
+            },
+            Var::RespStatus => Value::Int(
+                self.resp
+                    .as_deref()
+                    .map_or(0, |r| i64::from(r.status.vcl())),
+            ),
+            Var::RespTime => Value::Time(lacquer_core::time::now()),
+            _ => Value::Unset,
+        }
+    }
+}
+
 impl Host for ClientHost<'_> {
     fn method(&self) -> Method {
         self.method
@@ -224,31 +261,14 @@ impl Host for ClientHost<'_> {
             | Var::ObjTime
             | Var::ObjTtl
             | Var::ObjUncacheable => crate::host::obj_vars::obj_var(obj, var),
-            Var::Resp => Value::Http(HttpKind::Resp),
-            Var::RespDoEsi => Value::Bool(req.esi_enabled && obj.is_some_and(|o| o.esi_expected())),
-            Var::RespFilters => match obj {
-                Some(o) => {
-                    let status = self.resp.as_deref().map_or(o.status(), |r| r.status.wire());
-                    let f = crate::host::filters::Filters::of(&self.sh.params, req, o, status);
-                    Value::str(&f.names())
-                }
-                None => Value::str(""),
-            },
-            Var::RespIsStreaming => {
-                Value::Bool(obj.is_some_and(|o| o.body().known_len().is_none()))
-            }
-            Var::RespProto => proto_text(Version::Http11),
-            Var::RespReason => match (self.resp.as_deref(), obj) {
-                (Some(r), _) if !r.reason.is_empty() => Value::Str(r.reason.clone()),
-                (_, Some(o)) => Value::Str(obj_reason(o)),
-                _ => Value::Unset,
-            },
-            Var::RespStatus => Value::Int(
-                self.resp
-                    .as_deref()
-                    .map_or(0, |r| i64::from(r.status.vcl())),
-            ),
-            Var::RespTime => Value::Time(now()),
+            Var::Resp
+            | Var::RespDoEsi
+            | Var::RespFilters
+            | Var::RespIsStreaming
+            | Var::RespProto
+            | Var::RespReason
+            | Var::RespStatus
+            | Var::RespTime => self.resp_var(var),
             // Backend-side and write-only variables: the checker keeps
             // them out of client methods.
             Var::Bereq

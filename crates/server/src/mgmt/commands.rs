@@ -56,46 +56,12 @@ impl Mgmt {
                     Err(_) => Reply::with(status::PARAM, format!("Bad xid \"{v}\"\n")),
                 },
             },
-            Cmd::Ping => {
-                let pong = format!("PONG {} 1.0", lacquer_core::time::now() as u64);
-                if json {
-                    Reply::ok(format!(
-                        "{} {}\n]\n",
-                        json::head(2, args),
-                        json::string(&pong)
-                    ))
-                } else {
-                    Reply::ok(pong)
-                }
-            }
-            Cmd::Pid => {
-                let pid = std::process::id();
-                if json {
-                    Reply::ok(format!(
-                        "{} {{\"master\": {pid}, \"worker\": {pid}}}\n]\n",
-                        json::head(2, args)
-                    ))
-                } else {
-                    Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
-                }
-            }
+            Cmd::Ping | Cmd::Pid | Cmd::Status => self.about(spec.cmd, json, args),
             Cmd::Quit => Reply {
                 status: status::CLOSE,
                 body: "Closing CLI connection".to_string(),
                 close: true,
             },
-            Cmd::Status => {
-                let state = if self.running() { "running" } else { "stopped" };
-                if json {
-                    Reply::ok(format!(
-                        "{} {}\n]\n",
-                        json::head(2, args),
-                        json::string(state)
-                    ))
-                } else {
-                    Reply::ok(format!("Child in state {state}"))
-                }
-            }
             Cmd::Start if self.registry_is_empty() => Reply::with(status::CANT, "No VCL available"),
             Cmd::Start => match self.start_accepting() {
                 Ok(true) => Reply::ok(""),
@@ -126,28 +92,7 @@ impl Mgmt {
                     Some(spec) => self.param_set(&args[1], spec.default),
                 }
             }
-            Cmd::PanicShow => match crate::daemon::panics::last() {
-                None => Reply::with(
-                    status::CANT,
-                    "Child has not panicked or panic has been cleared",
-                ),
-                Some((when, text)) if json => Reply::ok(format!(
-                    "{} {}\n]\n",
-                    json::head(2, args),
-                    json::string(&format!("Panic at: {}\n{text}", http_date(when)))
-                )),
-                Some((when, text)) => Reply::ok(format!("Panic at: {}\n{text}", http_date(when))),
-            },
-            Cmd::PanicClear => {
-                if args.len() == 2 && args[1] != "-z" {
-                    return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
-                }
-                if crate::daemon::panics::clear() {
-                    Reply::ok("")
-                } else {
-                    Reply::with(status::CANT, "No panic to clear")
-                }
-            }
+            Cmd::PanicShow | Cmd::PanicClear => panic_command(spec.cmd, json, args),
             Cmd::StorageList => self.storage_list(json, args),
             Cmd::TlsCertCommit
             | Cmd::TlsCertDiscard
@@ -155,20 +100,7 @@ impl Mgmt {
             | Cmd::TlsCertLoad
             | Cmd::TlsCertReload
             | Cmd::TlsCertRollback => self.tls_cert(spec.cmd, json, args),
-            Cmd::Ban => {
-                let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
-                match lacquer_cache::ban::BanSpec::parse(&words) {
-                    Ok(spec) => {
-                        let now = lacquer_core::time::now();
-                        self.sh
-                            .cache
-                            .bans()
-                            .add(spec, now, self.sh.params.ban_dups());
-                        Reply::ok("")
-                    }
-                    Err(e) => Reply::with(status::PARAM, e),
-                }
-            }
+            Cmd::Ban => self.ban(args),
             Cmd::BanList => self.ban_list(json, args),
             Cmd::XkeyPurge | Cmd::XkeySoftpurge => {
                 let soft = spec.cmd == Cmd::XkeySoftpurge;
@@ -195,6 +127,64 @@ impl Mgmt {
             Cmd::VclState => self.vcl_state(&args[1], &args[2]),
             Cmd::BackendList => self.backend_list(args),
             Cmd::BackendSetHealth => self.backend_set_health(&args[1], &args[2]),
+        }
+    }
+
+    /// `ping`, `pid` and `status`: what the process says of itself.
+    fn about(&self, cmd: Cmd, json: bool, args: &[String]) -> Reply {
+        match cmd {
+            Cmd::Ping => {
+                let pong = format!("PONG {} 1.0", lacquer_core::time::now() as u64);
+                if json {
+                    Reply::ok(format!(
+                        "{} {}\n]\n",
+                        json::head(2, args),
+                        json::string(&pong)
+                    ))
+                } else {
+                    Reply::ok(pong)
+                }
+            }
+            Cmd::Pid => {
+                let pid = std::process::id();
+                if json {
+                    Reply::ok(format!(
+                        "{} {{\"master\": {pid}, \"worker\": {pid}}}\n]\n",
+                        json::head(2, args)
+                    ))
+                } else {
+                    Reply::ok(format!("Master: {pid:>10}\nWorker: {pid:>10}\n"))
+                }
+            }
+            Cmd::Status => {
+                let state = if self.running() { "running" } else { "stopped" };
+                if json {
+                    Reply::ok(format!(
+                        "{} {}\n]\n",
+                        json::head(2, args),
+                        json::string(state)
+                    ))
+                } else {
+                    Reply::ok(format!("Child in state {state}"))
+                }
+            }
+            _ => unknown(),
+        }
+    }
+
+    /// `ban`: a ban added from the CLI's words.
+    fn ban(&self, args: &[String]) -> Reply {
+        let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+        match lacquer_cache::ban::BanSpec::parse(&words) {
+            Ok(spec) => {
+                let now = lacquer_core::time::now();
+                self.sh
+                    .cache
+                    .bans()
+                    .add(spec, now, self.sh.params.ban_dups());
+                Reply::ok("")
+            }
+            Err(e) => Reply::with(status::PARAM, e),
         }
     }
 
@@ -458,4 +448,33 @@ fn param_json(p: &Params, i: usize) -> String {
 
 pub(crate) fn http_date(t: f64) -> String {
     lacquer_core::time::http_date(t)
+}
+
+/// `panic.show` and `panic.clear`: the last panic a worker had.
+fn panic_command(cmd: Cmd, json: bool, args: &[String]) -> Reply {
+    match cmd {
+        Cmd::PanicShow => match crate::daemon::panics::last() {
+            None => Reply::with(
+                status::CANT,
+                "Child has not panicked or panic has been cleared",
+            ),
+            Some((when, text)) if json => Reply::ok(format!(
+                "{} {}\n]\n",
+                json::head(2, args),
+                json::string(&format!("Panic at: {}\n{text}", http_date(when)))
+            )),
+            Some((when, text)) => Reply::ok(format!("Panic at: {}\n{text}", http_date(when))),
+        },
+        Cmd::PanicClear => {
+            if args.len() == 2 && args[1] != "-z" {
+                return Reply::with(status::PARAM, format!("Unknown option {}\n", args[1]));
+            }
+            if crate::daemon::panics::clear() {
+                Reply::ok("")
+            } else {
+                Reply::with(status::CANT, "No panic to clear")
+            }
+        }
+        _ => unknown(),
+    }
 }

@@ -171,17 +171,7 @@ async fn serve_with(
         upgraded,
     );
     let u32_of = |v: u64| v.min(u64::from(u32::MAX)) as u32;
-    let header_list = p.h2_max_header_list_size().min(p.http_req_size());
-    let mut builder = h2::server::Builder::new();
-    builder
-        .initial_window_size(u32_of(p.h2_initial_window_size()))
-        .max_frame_size(u32_of(p.h2_max_frame_size()).clamp(16_384, 16_777_215))
-        .max_concurrent_streams(u32_of(p.h2_max_concurrent_streams()))
-        .max_header_list_size(u32_of(header_list))
-        .header_table_size(u32_of(p.h2_header_table_size()))
-        .max_pending_accept_reset_streams(p.h2_rapid_reset_limit().clamp(1, 1000) as usize)
-        .max_local_error_reset_streams(Some(p.h2_rapid_reset_limit().clamp(1, 1000) as usize))
-        .max_send_buffer_size(64 * 1024);
+    let builder = server_builder(p);
     let idle = Params::duration(c.sess.idle.or(p.timeout_idle()));
     let mut conn = match tokio::time::timeout(idle, builder.handshake::<_, Bytes>(io)).await {
         Ok(Ok(conn)) => conn,
@@ -274,9 +264,38 @@ async fn serve_with(
     drop(streams);
     // What is written from here on (GOAWAY) goes at once.
     state.gathering.store(false, Ordering::Relaxed);
+    let idle = Params::duration(c.sess.idle.or(sh.params.timeout_idle()));
+    ended(conn, &state, event, idle).await
+}
+
+/// The HTTP/2 server side as the `h2_*` parameters set it.
+fn server_builder(p: &Params) -> h2::server::Builder {
+    let u32_of = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+    let header_list = p.h2_max_header_list_size().min(p.http_req_size());
+    let mut builder = h2::server::Builder::new();
+    builder
+        .initial_window_size(u32_of(p.h2_initial_window_size()))
+        .max_frame_size(u32_of(p.h2_max_frame_size()).clamp(16_384, 16_777_215))
+        .max_concurrent_streams(u32_of(p.h2_max_concurrent_streams()))
+        .max_header_list_size(u32_of(header_list))
+        .header_table_size(u32_of(p.h2_header_table_size()))
+        .max_pending_accept_reset_streams(p.h2_rapid_reset_limit().clamp(1, 1000) as usize)
+        .max_local_error_reset_streams(Some(p.h2_rapid_reset_limit().clamp(1, 1000) as usize))
+        .max_send_buffer_size(64 * 1024);
+    builder
+}
+
+/// How the connection ends once its loop has: a GOAWAY where it is owed
+/// (idle: graceful, within `idle`; calm: ENHANCE_YOUR_CALM), and why it
+/// closed.
+async fn ended<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut conn: h2::server::Connection<T, Bytes>,
+    state: &ConnState,
+    event: Event,
+    idle: Duration,
+) -> CloseReason {
     match event {
         Event::Idle => {
-            let idle = Params::duration(c.sess.idle.or(sh.params.timeout_idle()));
             conn.graceful_shutdown();
             let _ =
                 tokio::time::timeout(idle, std::future::poll_fn(|cx| conn.poll_closed(cx))).await;
