@@ -234,26 +234,7 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
     if status.is_partial() {
         return Err(RequestError::Bad("Bad Request"));
     }
-    let method = req.method.ok_or(RequestError::Bad("Bad Request"))?;
-    let path = req.path.ok_or(RequestError::Bad("Bad Request"))?;
-    let version = match req.version {
-        Some(0) => Version::Http10,
-        Some(1) => Version::Http11,
-        _ => {
-            return Err(RequestError::Bad(
-                "Bad Request: unsupported protocol version",
-            ))
-        }
-    };
-    if path.is_empty()
-        || !(path.starts_with('/')
-            || (path == "*" && method == "OPTIONS")
-            || starts_with_ignore_case(path.as_bytes(), b"http://")
-            || starts_with_ignore_case(path.as_bytes(), b"https://")
-            || method == "CONNECT")
-    {
-        return Err(RequestError::Bad("Bad Request: invalid URL"));
-    }
+    let (method, path, version) = request_line(&req)?;
     let mut headers = Headers::with_capacity(req.headers.len() + 2);
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
@@ -317,6 +298,57 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             "Bad Request: Connection names an end-to-end header",
         ));
     }
+    let framing = framing(method, version, chunked, content_length)?;
+    let url = target_url(&head, path, &mut headers)?;
+    Ok(RequestHead {
+        method: shared_or_static(&head, method.as_bytes(), common_method(method)),
+        url,
+        version,
+        headers,
+        framing,
+        wire_len: head.len(),
+        expect_continue: expect_continue && framing != Framing::None,
+        connection,
+        raw: head,
+    })
+}
+
+/// The request line: its method, target and version, the target one of
+/// the forms a proxy takes.
+fn request_line<'h>(
+    req: &httparse::Request<'_, 'h>,
+) -> Result<(&'h str, &'h str, Version), RequestError> {
+    let method = req.method.ok_or(RequestError::Bad("Bad Request"))?;
+    let path = req.path.ok_or(RequestError::Bad("Bad Request"))?;
+    let version = match req.version {
+        Some(0) => Version::Http10,
+        Some(1) => Version::Http11,
+        _ => {
+            return Err(RequestError::Bad(
+                "Bad Request: unsupported protocol version",
+            ))
+        }
+    };
+    if path.is_empty()
+        || !(path.starts_with('/')
+            || (path == "*" && method == "OPTIONS")
+            || starts_with_ignore_case(path.as_bytes(), b"http://")
+            || starts_with_ignore_case(path.as_bytes(), b"https://")
+            || method == "CONNECT")
+    {
+        return Err(RequestError::Bad("Bad Request: invalid URL"));
+    }
+    Ok((method, path, version))
+}
+
+/// How the body is delimited, from the fields that say so; refused where
+/// it could be read two ways.
+fn framing(
+    method: &str,
+    version: Version,
+    chunked: bool,
+    content_length: Option<u64>,
+) -> Result<Framing, RequestError> {
     let framing = if chunked {
         Framing::Chunked
     } else {
@@ -335,7 +367,13 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
     if method == "HEAD" && framing != Framing::None {
         return Err(RequestError::Bad("Bad Request: HEAD with a body"));
     }
-    let url = match absolute_form(path.as_bytes())? {
+    Ok(framing)
+}
+
+/// The URL as VCL sees it: the target, or for an absolute-form target
+/// its path (its authority becomes the `Host`, RFC 9112 §3.2.2).
+fn target_url(head: &Bytes, path: &str, headers: &mut Headers) -> Result<Bytes, RequestError> {
+    Ok(match absolute_form(path.as_bytes())? {
         Some((authority, target)) => {
             // RFC 9112 §3.2.2: the target's authority is the host.
             headers.set("Host", head.slice_ref(authority));
@@ -351,17 +389,6 @@ fn parse_head(head: Bytes, limits: &RequestLimits) -> Result<RequestHead, Reques
             }
         }
         None => head.slice_ref(path.as_bytes()),
-    };
-    Ok(RequestHead {
-        method: shared_or_static(&head, method.as_bytes(), common_method(method)),
-        url,
-        version,
-        headers,
-        framing,
-        wire_len: head.len(),
-        expect_continue: expect_continue && framing != Framing::None,
-        connection,
-        raw: head,
     })
 }
 

@@ -205,25 +205,7 @@ impl Compiler {
         for (d, is_builtin) in decls {
             match d {
                 Decl::Vcl { .. } => {}
-                Decl::Import { name, from: _ } => {
-                    if vmods::vmod(&name.name).is_none() {
-                        return Err(CompileError::new(
-                            format!(
-                                "Could not find VMOD {}: Lacquer carries the vmods {}",
-                                name.name,
-                                vmods::VMODS
-                                    .iter()
-                                    .map(|v| v.name)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                            name.span,
-                        ));
-                    }
-                    if !self.imports.contains(&name.name) {
-                        self.imports.push(name.name);
-                    }
-                }
+                Decl::Import { name, from: _ } => self.import(name)?,
                 Decl::Backend { name, fields } => {
                     self.define(&name, "backend")?;
                     backend_decls.push((name, fields));
@@ -236,37 +218,7 @@ impl Compiler {
                     self.define(&name, "acl")?;
                     acl_decls.push((name, entries, log));
                 }
-                Decl::Sub { name, body } => {
-                    let is_method = Method::by_name(&name.name).is_some();
-                    let exists = self.subs.iter().any(|s| s.name == name.name);
-                    // The built-in VCL's own subroutines (`vcl_req_cookie`
-                    // …) are concatenated to the program's, as methods are.
-                    let merged = is_builtin && exists;
-                    if !is_method && !merged {
-                        if exists {
-                            return Err(CompileError::new(
-                                format!("Subroutine '{}' redefined", name.name),
-                                name.span,
-                            )
-                            .note(
-                                "First defined here:",
-                                self.subs
-                                    .iter()
-                                    .find(|s| s.name == name.name)
-                                    .map(|s| s.span),
-                            ));
-                        }
-                        self.define(&name, "sub")?;
-                    }
-                    let i = self.sub_index(&name.name, name.span, is_builtin);
-                    if !is_builtin {
-                        self.subs[i].builtin_only = false;
-                        if self.subs[i].span == Span::default() {
-                            self.subs[i].span = name.span;
-                        }
-                    }
-                    self.subs[i].bodies.push(body);
-                }
+                Decl::Sub { name, body } => self.declare_sub(name, body, is_builtin)?,
             }
         }
         for (name, fields) in probe_decls {
@@ -295,40 +247,8 @@ impl Compiler {
             });
         }
         self.collect_objects()?;
-        let default_backend = if self.backends.is_empty() {
-            return Err(CompileError::general(
-                "No backends or directors found in VCL program, at least one is necessary.",
-            ));
-        } else {
-            // A backend called `default` is the default wherever it is
-            // declared (as in Varnish); otherwise the first.
-            let i = self
-                .backends
-                .iter()
-                .position(|b| b.def.name == "default")
-                .unwrap_or(0);
-            self.backends[i].used = true;
-            BackendRef::Backend(i)
-        };
-        let mut compiled = Vec::with_capacity(self.subs.len());
-        for i in 0..self.subs.len() {
-            self.current = i;
-            let bodies = std::mem::take(&mut self.subs[i].bodies);
-            let mut body = Vec::new();
-            for b in &bodies {
-                body.extend(self.block(b)?);
-            }
-            // A built-in subroutine no program added to runs natively.
-            if self.subs[i].builtin_only && opts.native_builtin {
-                if let Some(native) = crate::native::Native::for_builtin(&self.subs[i].name) {
-                    body = vec![crate::program::Stmt::Native(native)];
-                }
-            }
-            compiled.push(Sub {
-                name: self.subs[i].name.clone(),
-                body,
-            });
-        }
+        let default_backend = self.default_backend()?;
+        let compiled = self.compile_subs(opts)?;
         let reach = self.reach()?;
         self.check_uses(&reach)?;
         if opts.unused_is_error {
@@ -380,6 +300,110 @@ impl Compiler {
             labels_used: std::mem::take(&mut self.labels_used),
             flat,
         })
+    }
+
+    /// `import NAME;`: one of the vmods Lacquer carries.
+    fn import(&mut self, name: ast::Ident) -> CResult<()> {
+        if vmods::vmod(&name.name).is_none() {
+            return Err(CompileError::new(
+                format!(
+                    "Could not find VMOD {}: Lacquer carries the vmods {}",
+                    name.name,
+                    vmods::VMODS
+                        .iter()
+                        .map(|v| v.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                name.span,
+            ));
+        }
+        if !self.imports.contains(&name.name) {
+            self.imports.push(name.name);
+        }
+        Ok(())
+    }
+
+    /// A `sub` declaration: a method's or a built-in subroutine's body is
+    /// added to those before it, another subroutine is defined once.
+    fn declare_sub(
+        &mut self,
+        name: ast::Ident,
+        body: Vec<ast::Stmt>,
+        is_builtin: bool,
+    ) -> CResult<()> {
+        let is_method = Method::by_name(&name.name).is_some();
+        let exists = self.subs.iter().any(|s| s.name == name.name);
+        // The built-in VCL's own subroutines (`vcl_req_cookie`
+        // …) are concatenated to the program's, as methods are.
+        let merged = is_builtin && exists;
+        if !is_method && !merged {
+            if exists {
+                return Err(CompileError::new(
+                    format!("Subroutine '{}' redefined", name.name),
+                    name.span,
+                )
+                .note(
+                    "First defined here:",
+                    self.subs
+                        .iter()
+                        .find(|s| s.name == name.name)
+                        .map(|s| s.span),
+                ));
+            }
+            self.define(&name, "sub")?;
+        }
+        let i = self.sub_index(&name.name, name.span, is_builtin);
+        if !is_builtin {
+            self.subs[i].builtin_only = false;
+            if self.subs[i].span == Span::default() {
+                self.subs[i].span = name.span;
+            }
+        }
+        self.subs[i].bodies.push(body);
+        Ok(())
+    }
+
+    /// The program's default backend: one called `default` wherever it
+    /// is declared (as in Varnish), otherwise the first.
+    fn default_backend(&mut self) -> CResult<BackendRef> {
+        if self.backends.is_empty() {
+            return Err(CompileError::general(
+                "No backends or directors found in VCL program, at least one is necessary.",
+            ));
+        }
+        let i = self
+            .backends
+            .iter()
+            .position(|b| b.def.name == "default")
+            .unwrap_or(0);
+        self.backends[i].used = true;
+        Ok(BackendRef::Backend(i))
+    }
+
+    /// Each subroutine's bodies compiled into one; a built-in one no
+    /// program added to runs natively.
+    fn compile_subs(&mut self, opts: &Options) -> CResult<Vec<Sub>> {
+        let mut compiled = Vec::with_capacity(self.subs.len());
+        for i in 0..self.subs.len() {
+            self.current = i;
+            let bodies = std::mem::take(&mut self.subs[i].bodies);
+            let mut body = Vec::new();
+            for b in &bodies {
+                body.extend(self.block(b)?);
+            }
+            // A built-in subroutine no program added to runs natively.
+            if self.subs[i].builtin_only && opts.native_builtin {
+                if let Some(native) = crate::native::Native::for_builtin(&self.subs[i].name) {
+                    body = vec![crate::program::Stmt::Native(native)];
+                }
+            }
+            compiled.push(Sub {
+                name: self.subs[i].name.clone(),
+                body,
+            });
+        }
+        Ok(compiled)
     }
 
     fn define(&mut self, name: &ast::Ident, kind: &'static str) -> CResult<()> {

@@ -81,73 +81,15 @@ pub fn lex(text: &str, file: usize) -> Result<Vec<Token>, CompileError> {
                 span(i, i + 2),
             ));
         }
-        if c == b'{' && b.get(i + 1) == Some(&b'"') {
-            let Some(end) = text[i + 2..].find("\"}") else {
-                return Err(CompileError::new(
-                    "Unterminated long string {\" ... \"}",
-                    span(i, i + 2),
-                ));
-            };
-            let s = &text[i + 2..i + 2 + end];
-            out.push(Token {
-                tok: Tok::Str(s.to_string()),
-                span: span(i, i + 4 + end),
-            });
-            i += 4 + end;
-            continue;
-        }
-        if text[i..].starts_with("\"\"\"") {
-            let Some(end) = text[i + 3..].find("\"\"\"") else {
-                return Err(CompileError::new(
-                    "Unterminated string \"\"\" ... \"\"\"",
-                    span(i, i + 3),
-                ));
-            };
-            let s = &text[i + 3..i + 3 + end];
-            out.push(Token {
-                tok: Tok::Str(s.to_string()),
-                span: span(i, i + 6 + end),
-            });
-            i += 6 + end;
-            continue;
-        }
-        if c == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' && b[j] != b'\n' {
-                j += 1;
-            }
-            if j >= b.len() || b[j] != b'"' {
-                return Err(CompileError::new(
-                    "Unterminated string (a \"...\" string ends on its line; use {\"...\"} for several lines)",
-                    span(i, j),
-                ));
-            }
-            out.push(Token {
-                tok: Tok::Str(text[i + 1..j].to_string()),
-                span: span(i, j + 1),
-            });
-            i = j + 1;
+        if let Some((token, next)) = string_at(text, i, file)? {
+            out.push(token);
+            i = next;
             continue;
         }
         if c.is_ascii_digit() {
-            let mut j = i;
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-            let mut int = true;
-            if j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
-                int = false;
-                j += 1;
-                while j < b.len() && b[j].is_ascii_digit() {
-                    j += 1;
-                }
-            }
-            let value: f64 = text[i..j].parse().unwrap_or(f64::INFINITY);
-            out.push(Token {
-                tok: Tok::Num { value, int },
-                span: span(i, j),
-            });
-            i = j;
+            let (token, next) = number_at(text, i, file);
+            out.push(token);
+            i = next;
             continue;
         }
         if is_ident_start(c) {
@@ -204,6 +146,92 @@ pub fn lex(text: &str, file: usize) -> Result<Vec<Token>, CompileError> {
         span: span(b.len(), b.len()),
     });
     Ok(out)
+}
+
+/// A string literal at `i` (`"…"`, `{"…"}` or `"""…"""`), with where
+/// the text after it starts; None where none starts there.
+fn string_at(text: &str, i: usize, file: usize) -> Result<Option<(Token, usize)>, CompileError> {
+    let b = text.as_bytes();
+    let c = b[i];
+    let span = |s: usize, e: usize| Span::new(file, s, e);
+    if c == b'{' && b.get(i + 1) == Some(&b'"') {
+        let Some(end) = text[i + 2..].find("\"}") else {
+            return Err(CompileError::new(
+                "Unterminated long string {\" ... \"}",
+                span(i, i + 2),
+            ));
+        };
+        let s = &text[i + 2..i + 2 + end];
+        return Ok(Some((
+            Token {
+                tok: Tok::Str(s.to_string()),
+                span: span(i, i + 4 + end),
+            },
+            i + 4 + end,
+        )));
+    }
+    if text[i..].starts_with("\"\"\"") {
+        let Some(end) = text[i + 3..].find("\"\"\"") else {
+            return Err(CompileError::new(
+                "Unterminated string \"\"\" ... \"\"\"",
+                span(i, i + 3),
+            ));
+        };
+        let s = &text[i + 3..i + 3 + end];
+        return Ok(Some((
+            Token {
+                tok: Tok::Str(s.to_string()),
+                span: span(i, i + 6 + end),
+            },
+            i + 6 + end,
+        )));
+    }
+    if c == b'"' {
+        let mut j = i + 1;
+        while j < b.len() && b[j] != b'"' && b[j] != b'\n' {
+            j += 1;
+        }
+        if j >= b.len() || b[j] != b'"' {
+            return Err(CompileError::new(
+                "Unterminated string (a \"...\" string ends on its line; use {\"...\"} for several lines)",
+                span(i, j),
+            ));
+        }
+        return Ok(Some((
+            Token {
+                tok: Tok::Str(text[i + 1..j].to_string()),
+                span: span(i, j + 1),
+            },
+            j + 1,
+        )));
+    }
+    Ok(None)
+}
+
+/// The number at `i` (whole, or with a fraction), with where the text
+/// after it starts.
+fn number_at(text: &str, i: usize, file: usize) -> (Token, usize) {
+    let b = text.as_bytes();
+    let mut j = i;
+    while j < b.len() && b[j].is_ascii_digit() {
+        j += 1;
+    }
+    let mut int = true;
+    if j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
+        int = false;
+        j += 1;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+    }
+    let value: f64 = text[i..j].parse().unwrap_or(f64::INFINITY);
+    (
+        Token {
+            tok: Tok::Num { value, int },
+            span: Span::new(file, i, j),
+        },
+        j,
+    )
 }
 
 impl Tok {

@@ -88,76 +88,10 @@ impl Session<'_> {
         match w[0] {
             "txreq" => self.tx(conn, cmd, &w, true),
             "txresp" => self.tx(conn, cmd, &w, false),
-            "rxreq" => {
-                conn.rx_head(true)?;
-                conn.rx_body(true, false)
-            }
-            "rxresp" => {
-                conn.rx_head(false)?;
-                if w.get(1) == Some(&"-no_obj") {
-                    return Ok(());
-                }
-                let status: u16 = conn.resp.line[1].parse().unwrap_or(0);
-                if (100..200).contains(&status) || status == 204 || status == 304 {
-                    conn.resp.bodylen = Some(0);
-                    conn.resp.body.clear();
-                    return Ok(());
-                }
-                conn.rx_body(false, true)
-            }
-            "rxhdrs" => {
-                let request = self.server;
-                conn.rx_head(request)
-            }
-            "rxreqhdrs" => conn.rx_head(true),
-            "rxresphdrs" => conn.rx_head(false),
-            "rxbody" => {
-                let request = self.server;
-                conn.rx_body(request, !request)
-            }
-            "rxreqbody" => conn.rx_body(true, false),
-            "rxrespbody" => conn.rx_body(false, true),
-            "rxchunk" => conn.rx_chunk().map(|_| ()),
-            "chunked" => {
-                let data = arg(1)?.as_bytes();
-                let mut out = format!("{:x}\r\n", data.len()).into_bytes();
-                out.extend_from_slice(data);
-                out.extend_from_slice(b"\r\n");
-                conn.send("chunked", &out)
-            }
-            "chunkedlen" => {
-                let n = parse_num(arg(1)?)? as usize;
-                let mut out = format!("{n:x}\r\n").into_bytes();
-                if n > 0 {
-                    out.extend_from_slice(&synth_body(n));
-                }
-                out.extend_from_slice(b"\r\n");
-                conn.send("chunked", &out)
-            }
-            "send" => conn.send("send", arg(1)?.as_bytes()),
-            "send_n" => {
-                let n = parse_num(arg(1)?)? as usize;
-                let data = arg(2)?.as_bytes();
-                for _ in 0..n {
-                    conn.send("send_n", data)?;
-                }
-                Ok(())
-            }
-            "send_urgent" => send_urgent(conn, arg(1)?.as_bytes()),
-            "sendhex" => {
-                let hex: String = arg(1)?.split_whitespace().collect();
-                if hex.len() & 1 == 1 {
-                    fail!("sendhex: odd number of hex digits");
-                }
-                let mut out = Vec::new();
-                for i in (0..hex.len()).step_by(2) {
-                    out.push(
-                        u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| {
-                            Fail(format!("sendhex: bad hex \"{}\"", &hex[i..i + 2]))
-                        })?,
-                    );
-                }
-                conn.send("sendhex", &out)
+            "rxreq" | "rxresp" | "rxhdrs" | "rxreqhdrs" | "rxresphdrs" | "rxbody" | "rxreqbody"
+            | "rxrespbody" | "rxchunk" => receive(conn, &w, self.server),
+            "chunked" | "chunkedlen" | "send" | "send_n" | "send_urgent" | "sendhex" => {
+                send_command(conn, &w)
             }
             "recv" => {
                 let n = parse_num(arg(1)?)? as usize;
@@ -187,37 +121,7 @@ impl Session<'_> {
                 None => delay(&self.actor, arg(1)?),
             },
             "barrier" => self.world.barrier(arg(1)?)?.sync(&self.actor),
-            "close" => {
-                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-                log(3, &self.actor, "closing fd");
-                Ok(())
-            }
-            "shutdown" => {
-                // As varnishtest: both directions unless -read or -write.
-                let how = match (w.contains(&"-read"), w.contains(&"-write")) {
-                    (true, false) => std::net::Shutdown::Read,
-                    (false, true) => std::net::Shutdown::Write,
-                    _ => std::net::Shutdown::Both,
-                };
-                let _ = conn.stream.shutdown(how);
-                log(3, &self.actor, "Shutting down fd");
-                Ok(())
-            }
-            "accept" => {
-                let Some(l) = self.listener else {
-                    fail!("accept: only a server can accept");
-                };
-                // The current connection closes first, as in varnishtest:
-                // the peer sees it go before the next one is taken.
-                crate::h2::stop(conn, false);
-                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
-                let (stream, peer) = l
-                    .accept()
-                    .map_err(|e| Fail(format!("Accept failed: {e}")))?;
-                log(3, &self.actor, &format!("Accepted socket fd from {peer}"));
-                *conn = Conn::new(&self.actor, stream, conn.timeout);
-                Ok(())
-            }
+            "close" | "shutdown" | "accept" => self.connection_command(conn, &w),
             "loop" => {
                 let n = parse_num(arg(1)?)?;
                 let Some(Word { text, block: true }) = cmd.words.get(2) else {
@@ -254,6 +158,44 @@ impl Session<'_> {
                 Ok(())
             }
             other => fail!("Unknown command: \"{other}\""),
+        }
+    }
+
+    /// `close`, `shutdown` and `accept`: the connection itself.
+    fn connection_command(&mut self, conn: &mut Conn, w: &[&str]) -> Step {
+        match w[0] {
+            "close" => {
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+                log(3, &self.actor, "closing fd");
+                Ok(())
+            }
+            "shutdown" => {
+                // As varnishtest: both directions unless -read or -write.
+                let how = match (w.contains(&"-read"), w.contains(&"-write")) {
+                    (true, false) => std::net::Shutdown::Read,
+                    (false, true) => std::net::Shutdown::Write,
+                    _ => std::net::Shutdown::Both,
+                };
+                let _ = conn.stream.shutdown(how);
+                log(3, &self.actor, "Shutting down fd");
+                Ok(())
+            }
+            "accept" => {
+                let Some(l) = self.listener else {
+                    fail!("accept: only a server can accept");
+                };
+                // The current connection closes first, as in varnishtest:
+                // the peer sees it go before the next one is taken.
+                crate::h2::stop(conn, false);
+                let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+                let (stream, peer) = l
+                    .accept()
+                    .map_err(|e| Fail(format!("Accept failed: {e}")))?;
+                log(3, &self.actor, &format!("Accepted socket fd from {peer}"));
+                *conn = Conn::new(&self.actor, stream, conn.timeout);
+                Ok(())
+            }
+            _ => unreachable!("connection_command: {}", w[0]),
         }
     }
 
@@ -535,4 +477,95 @@ pub fn compare(lhs: &str, op: &str, rhs: &str) -> Step<bool> {
 /// before a final newline.
 pub fn matches(re: &regex::Regex, text: &str) -> bool {
     re.is_match(text) || text.strip_suffix('\n').is_some_and(|t| re.is_match(t))
+}
+
+/// The `rx…` commands: a head, a body or a chunk read (`server`: what
+/// comes is a request).
+fn receive(conn: &mut Conn, w: &[&str], server: bool) -> Step {
+    match w[0] {
+        "rxreq" => {
+            conn.rx_head(true)?;
+            conn.rx_body(true, false)
+        }
+        "rxresp" => {
+            conn.rx_head(false)?;
+            if w.get(1) == Some(&"-no_obj") {
+                return Ok(());
+            }
+            let status: u16 = conn.resp.line[1].parse().unwrap_or(0);
+            if (100..200).contains(&status) || status == 204 || status == 304 {
+                conn.resp.bodylen = Some(0);
+                conn.resp.body.clear();
+                return Ok(());
+            }
+            conn.rx_body(false, true)
+        }
+        "rxhdrs" => {
+            let request = server;
+            conn.rx_head(request)
+        }
+        "rxreqhdrs" => conn.rx_head(true),
+        "rxresphdrs" => conn.rx_head(false),
+        "rxbody" => {
+            let request = server;
+            conn.rx_body(request, !request)
+        }
+        "rxreqbody" => conn.rx_body(true, false),
+        "rxrespbody" => conn.rx_body(false, true),
+        "rxchunk" => conn.rx_chunk().map(|_| ()),
+        _ => unreachable!("receive: {}", w[0]),
+    }
+}
+
+/// The commands that send bytes as they are given: chunks, raw text,
+/// repeats, urgent data and hex.
+fn send_command(conn: &mut Conn, w: &[&str]) -> Step {
+    let arg = |i: usize| -> Step<&str> {
+        w.get(i)
+            .copied()
+            .ok_or_else(|| Fail(format!("{}: missing argument", w[0])))
+    };
+    match w[0] {
+        "chunked" => {
+            let data = arg(1)?.as_bytes();
+            let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+            out.extend_from_slice(data);
+            out.extend_from_slice(b"\r\n");
+            conn.send("chunked", &out)
+        }
+        "chunkedlen" => {
+            let n = parse_num(arg(1)?)? as usize;
+            let mut out = format!("{n:x}\r\n").into_bytes();
+            if n > 0 {
+                out.extend_from_slice(&synth_body(n));
+            }
+            out.extend_from_slice(b"\r\n");
+            conn.send("chunked", &out)
+        }
+        "send" => conn.send("send", arg(1)?.as_bytes()),
+        "send_n" => {
+            let n = parse_num(arg(1)?)? as usize;
+            let data = arg(2)?.as_bytes();
+            for _ in 0..n {
+                conn.send("send_n", data)?;
+            }
+            Ok(())
+        }
+        "send_urgent" => send_urgent(conn, arg(1)?.as_bytes()),
+        "sendhex" => {
+            let hex: String = arg(1)?.split_whitespace().collect();
+            if hex.len() & 1 == 1 {
+                fail!("sendhex: odd number of hex digits");
+            }
+            let mut out = Vec::new();
+            for i in (0..hex.len()).step_by(2) {
+                out.push(
+                    u8::from_str_radix(&hex[i..i + 2], 16)
+                        .map_err(|_| Fail(format!("sendhex: bad hex \"{}\"", &hex[i..i + 2])))?,
+                );
+            }
+            conn.send("sendhex", &out)
+        }
+        _ => unreachable!("send_command: {}", w[0]),
+    }
 }

@@ -433,70 +433,96 @@ pub fn obtain(
         .unwrap_or_default()
     {
         let authz = authz.as_str().ok_or("an authorization is no URL")?;
-        let (_, a) = s.post_json(authz, None)?;
-        if a.str_of("status") == Some("valid") {
-            continue;
-        }
-        let name = a
-            .get("identifier")
-            .and_then(|i| i.str_of("value"))
-            .ok_or_else(|| format!("{authz}: no identifier"))?
-            .to_ascii_lowercase();
-        let offered = a.get("challenges").map(Json::as_array).unwrap_or_default();
-        let (kind, challenge) = spec
-            .challenges
-            .iter()
-            .find_map(|k| {
-                offered
-                    .iter()
-                    .find(|c| c.str_of("type") == Some(k.name()))
-                    .map(|c| (*k, c))
-            })
-            .ok_or_else(|| format!("{name}: none of the challenges offered is one configured"))?;
-        let token = challenge
-            .str_of("token")
-            .ok_or("a challenge without a token")?;
-        if token.is_empty()
-            || !token
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(format!("{name}: a token that is not base64url"));
-        }
-        let challenge_url = challenge
-            .str_of("url")
-            .ok_or("a challenge without a URL")?
-            .to_string();
-        let key_authorization = format!("{token}.{thumbprint}");
-        let _pending = match kind {
-            ChallengeKind::Http01 => {
-                CHALLENGES.add(kind, token.to_string(), Answer::Http(key_authorization))
-            }
-            ChallengeKind::TlsAlpn01 => {
-                let cert = alpn_certificate(&name, &key_authorization)?;
-                CHALLENGES.add(kind, name.clone(), Answer::Alpn(cert))
-            }
-        };
-        say(&format!("{name}: answering {}", kind.name()));
-        s.post(&challenge_url, Some("{}"))?;
-        let done = s.poll(authz)?;
-        if done.str_of("status") != Some("valid") {
-            let why = done
-                .get("challenges")
-                .map(Json::as_array)
-                .unwrap_or_default()
-                .iter()
-                .find_map(|c| c.get("error").and_then(|e| e.str_of("detail")))
-                .unwrap_or("no reason given")
-                .to_string();
-            return Err(format!(
-                "{name}: {} failed ({}): {why}",
-                kind.name(),
-                done.str_of("status").unwrap_or("?")
-            ));
-        }
+        authorize(&mut s, spec, authz, &thumbprint, say)?;
     }
+    finalize(&mut s, spec, &order, &order_url, dir, say)
+}
 
+/// Has the CA validate one authorization of an order: the challenge
+/// configured first of those it offers, answered and waited for.
+fn authorize(
+    s: &mut Session,
+    spec: &AcmeSpec,
+    authz: &str,
+    thumbprint: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let (_, a) = s.post_json(authz, None)?;
+    if a.str_of("status") == Some("valid") {
+        return Ok(());
+    }
+    let name = a
+        .get("identifier")
+        .and_then(|i| i.str_of("value"))
+        .ok_or_else(|| format!("{authz}: no identifier"))?
+        .to_ascii_lowercase();
+    let offered = a.get("challenges").map(Json::as_array).unwrap_or_default();
+    let (kind, challenge) = spec
+        .challenges
+        .iter()
+        .find_map(|k| {
+            offered
+                .iter()
+                .find(|c| c.str_of("type") == Some(k.name()))
+                .map(|c| (*k, c))
+        })
+        .ok_or_else(|| format!("{name}: none of the challenges offered is one configured"))?;
+    let token = challenge
+        .str_of("token")
+        .ok_or("a challenge without a token")?;
+    if token.is_empty()
+        || !token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!("{name}: a token that is not base64url"));
+    }
+    let challenge_url = challenge
+        .str_of("url")
+        .ok_or("a challenge without a URL")?
+        .to_string();
+    let key_authorization = format!("{token}.{thumbprint}");
+    let _pending = match kind {
+        ChallengeKind::Http01 => {
+            CHALLENGES.add(kind, token.to_string(), Answer::Http(key_authorization))
+        }
+        ChallengeKind::TlsAlpn01 => {
+            let cert = alpn_certificate(&name, &key_authorization)?;
+            CHALLENGES.add(kind, name.clone(), Answer::Alpn(cert))
+        }
+    };
+    say(&format!("{name}: answering {}", kind.name()));
+    s.post(&challenge_url, Some("{}"))?;
+    let done = s.poll(authz)?;
+    if done.str_of("status") != Some("valid") {
+        let why = done
+            .get("challenges")
+            .map(Json::as_array)
+            .unwrap_or_default()
+            .iter()
+            .find_map(|c| c.get("error").and_then(|e| e.str_of("detail")))
+            .unwrap_or("no reason given")
+            .to_string();
+        return Err(format!(
+            "{name}: {} failed ({}): {why}",
+            kind.name(),
+            done.str_of("status").unwrap_or("?")
+        ));
+    }
+    Ok(())
+}
+
+/// Finalizes a validated order with a new key's request, fetches the
+/// certificate, and writes it with its key to the file kept for `spec`
+/// once they check out together.
+fn finalize(
+    s: &mut Session,
+    spec: &AcmeSpec,
+    order: &Json,
+    order_url: &str,
+    dir: &Path,
+    say: &mut dyn FnMut(&str),
+) -> Result<PathBuf, String> {
     // The certificate's own key, and the request for it.
     let cert_key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
     let mut params =
@@ -509,7 +535,7 @@ pub fn obtain(
         .str_of("finalize")
         .ok_or("the order has no finalize URL")?
         .to_string();
-    let ready = s.poll(&order_url)?;
+    let ready = s.poll(order_url)?;
     if ready.str_of("status") != Some("ready") {
         return Err(format!(
             "{order_url}: {} rather than ready",
@@ -520,7 +546,7 @@ pub fn obtain(
         &finalize,
         Some(&format!(r#"{{"csr":"{}"}}"#, b64url(csr.der()))),
     )?;
-    let done = s.poll(&order_url)?;
+    let done = s.poll(order_url)?;
     let cert_url = match (done.str_of("status"), done.str_of("certificate")) {
         (Some("valid"), Some(u)) => u.to_string(),
         (status, _) => {

@@ -135,42 +135,7 @@ impl StreamCtx {
                     reps.push(plain(name, &"x".repeat(n)));
                 }
                 "-idxHdr" => reps.push(Rep::Indexed(a.num(0)? as usize)),
-                "-litIdxHdr" => {
-                    let how = a.value()?;
-                    let how = Indexing::parse(how).ok_or_else(|| {
-                        Fail(format!(
-                            "first -litidxHdr arg can be inc, not, never (got: {how})"
-                        ))
-                    })?;
-                    let index = a.num(0)? as usize;
-                    let huff = a.huff("third -litIdxHdr")?;
-                    let value = a.value()?.as_bytes().to_vec();
-                    reps.push(Rep::LitIdx {
-                        how,
-                        index,
-                        value,
-                        huff,
-                    });
-                }
-                "-litHdr" => {
-                    let how = a.value()?;
-                    let how = Indexing::parse(how).ok_or_else(|| {
-                        Fail(format!(
-                            "first -litHdr arg can be inc, not, never (got: {how})"
-                        ))
-                    })?;
-                    let name_huff = a.huff("second -litHdr")?;
-                    let name = a.value()?.as_bytes().to_vec();
-                    let huff = a.huff("fourth -litHdr")?;
-                    let value = a.value()?.as_bytes().to_vec();
-                    reps.push(Rep::Lit {
-                        how,
-                        name,
-                        name_huff,
-                        value,
-                        huff,
-                    });
-                }
+                "-litIdxHdr" | "-litHdr" => reps.push(literal(&mut a, opt)?),
                 // Plain strings are what -hdr writes anyway.
                 "-nohuffman" => {}
                 "-nostrend" => flags &= !frame::END_STREAM,
@@ -233,17 +198,9 @@ impl StreamCtx {
         if !scheme {
             reps.push(plain(":scheme", "http"));
         }
-        if let Some((dep, exclusive, weight)) = prio {
+        if let Some(prio) = prio {
             flags |= frame::PRIORITY_FLAG;
-            let mut st = self.h2.state();
-            let s = st.stream(self.id);
-            s.weight = weight as u8;
-            s.dependency = dep;
-            log(4, &self.actor, &format!("stream->dependency: {dep}"));
-            log(4, &self.actor, &format!("stream->weight: {weight}"));
-            if exclusive {
-                st.exclusive(self.id);
-            }
+            self.set_priority(prio);
         }
         if padding.is_some() {
             flags |= frame::PADDED;
@@ -274,6 +231,20 @@ impl StreamCtx {
             self.h2.send(&self.actor, id, DATA, frame::END_STREAM, &b)?;
         }
         Ok(())
+    }
+
+    /// A stream's priority as `-dep`, `-ex` and `-weight` give it.
+    fn set_priority(&self, prio: (u32, bool, u32)) {
+        let (dep, exclusive, weight) = prio;
+        let mut st = self.h2.state();
+        let s = st.stream(self.id);
+        s.weight = weight as u8;
+        s.dependency = dep;
+        log(4, &self.actor, &format!("stream->dependency: {dep}"));
+        log(4, &self.actor, &format!("stream->weight: {weight}"));
+        if exclusive {
+            st.exclusive(self.id);
+        }
     }
 
     pub(super) fn txdata(&self, w: &[&str]) -> Step {
@@ -475,5 +446,45 @@ impl StreamCtx {
             0,
             &size.to_be_bytes(),
         )
+    }
+}
+
+/// A literal header representation (`-litIdxHdr`: an indexed name,
+/// `-litHdr`: a literal name), read from the spec's words.
+fn literal(a: &mut Args<'_>, opt: &str) -> Step<Rep> {
+    if opt == "-litIdxHdr" {
+        let how = a.value()?;
+        let how = Indexing::parse(how).ok_or_else(|| {
+            Fail(format!(
+                "first -litidxHdr arg can be inc, not, never (got: {how})"
+            ))
+        })?;
+        let index = a.num(0)? as usize;
+        let huff = a.huff("third -litIdxHdr")?;
+        let value = a.value()?.as_bytes().to_vec();
+        Ok(Rep::LitIdx {
+            how,
+            index,
+            value,
+            huff,
+        })
+    } else {
+        let how = a.value()?;
+        let how = Indexing::parse(how).ok_or_else(|| {
+            Fail(format!(
+                "first -litHdr arg can be inc, not, never (got: {how})"
+            ))
+        })?;
+        let name_huff = a.huff("second -litHdr")?;
+        let name = a.value()?.as_bytes().to_vec();
+        let huff = a.huff("fourth -litHdr")?;
+        let value = a.value()?.as_bytes().to_vec();
+        Ok(Rep::Lit {
+            how,
+            name,
+            name_huff,
+            value,
+            huff,
+        })
     }
 }

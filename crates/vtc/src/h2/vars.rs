@@ -133,62 +133,76 @@ pub fn resolve(st: &mut State, id: u32, spec: &str) -> Step<Option<String>> {
         });
     }
     if let Some(rest) = spec.strip_prefix("tbl.") {
-        let (table, rest) = match (rest.strip_prefix("dec"), rest.strip_prefix("enc")) {
-            (Some(r), _) => (&st.dec, r),
-            (_, Some(r)) => (&st.enc, r),
-            _ => return Ok(Some(spec.to_string())),
-        };
-        match rest {
-            ".size" => return Ok(Some(table.size().to_string())),
-            ".maxsize" => return Ok(Some(table.max_size().to_string())),
-            ".length" => return Ok(Some(table.len().to_string())),
-            _ => {}
-        }
-        // tbl.dec[N].key / .value: entry N of the dynamic table, from 1.
-        if let Some((n, what)) = rest
-            .strip_prefix('[')
-            .and_then(|r| r.split_once("]."))
-            .and_then(|(n, what)| Some((n.parse::<usize>().ok()?, what)))
-        {
-            let entry = table.get(n + 61).filter(|_| n > 0);
-            return Ok(match what {
-                "key" => entry.and_then(|e| text(&e.0)),
-                "value" => entry.and_then(|e| text(&e.1)),
-                _ => Some(spec.to_string()),
-            });
-        }
-        return Ok(Some(spec.to_string()));
+        return Ok(table_var(st, spec, rest));
     }
-    let request = spec.starts_with("req.");
-    let rest = spec
-        .strip_prefix("req.")
-        .or_else(|| spec.strip_prefix("resp."));
-    if let Some(rest) = rest {
-        let s = st.stream(id);
-        let headers = if request { &s.req } else { &s.resp };
-        let find = |name: &str| {
-            headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.clone())
-        };
-        return Ok(match rest {
-            "body" => text(&s.body),
-            "bodylen" => Some(s.body.len().to_string()),
-            "status" => find(":status"),
-            "url" => find(":path"),
-            "method" => find(":method"),
-            "authority" => find(":authority"),
-            "scheme" => find(":scheme"),
-            "proto" => Some("HTTP/2.0".to_string()),
-            _ => match rest.strip_prefix("http.") {
-                Some(h) => find(h),
-                None => None,
-            },
-        });
+    if let Some(value) = message_var(st, id, spec) {
+        return Ok(value);
     }
     if let Some(n) = frame::ERRORS.iter().position(|e| *e == spec) {
         return Ok(Some(n.to_string()));
     }
     Ok(Some(spec.to_string()))
+}
+
+/// `tbl.dec…` and `tbl.enc…`: the HPACK tables' size, bounds and entries.
+fn table_var(st: &State, spec: &str, rest: &str) -> Option<String> {
+    let text = |b: &[u8]| Some(String::from_utf8_lossy(b).into_owned());
+    let (table, rest) = match (rest.strip_prefix("dec"), rest.strip_prefix("enc")) {
+        (Some(r), _) => (&st.dec, r),
+        (_, Some(r)) => (&st.enc, r),
+        _ => return Some(spec.to_string()),
+    };
+    match rest {
+        ".size" => return Some(table.size().to_string()),
+        ".maxsize" => return Some(table.max_size().to_string()),
+        ".length" => return Some(table.len().to_string()),
+        _ => {}
+    }
+    // tbl.dec[N].key / .value: entry N of the dynamic table, from 1.
+    if let Some((n, what)) = rest
+        .strip_prefix('[')
+        .and_then(|r| r.split_once("]."))
+        .and_then(|(n, what)| Some((n.parse::<usize>().ok()?, what)))
+    {
+        let entry = table.get(n + 61).filter(|_| n > 0);
+        return match what {
+            "key" => entry.and_then(|e| text(&e.0)),
+            "value" => entry.and_then(|e| text(&e.1)),
+            _ => Some(spec.to_string()),
+        };
+    }
+    Some(spec.to_string())
+}
+
+/// `req.…` and `resp.…`: the stream's request or response; None for
+/// another name.
+fn message_var(st: &mut State, id: u32, spec: &str) -> Option<Option<String>> {
+    let text = |b: &[u8]| Some(String::from_utf8_lossy(b).into_owned());
+    let request = spec.starts_with("req.");
+    let rest = spec
+        .strip_prefix("req.")
+        .or_else(|| spec.strip_prefix("resp."));
+    let rest = rest?;
+    let s = st.stream(id);
+    let headers = if request { &s.req } else { &s.resp };
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    Some(match rest {
+        "body" => text(&s.body),
+        "bodylen" => Some(s.body.len().to_string()),
+        "status" => find(":status"),
+        "url" => find(":path"),
+        "method" => find(":method"),
+        "authority" => find(":authority"),
+        "scheme" => find(":scheme"),
+        "proto" => Some("HTTP/2.0".to_string()),
+        _ => match rest.strip_prefix("http.") {
+            Some(h) => find(h),
+            None => None,
+        },
+    })
 }
