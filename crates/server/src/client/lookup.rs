@@ -5,8 +5,8 @@
 
 use crate::client::interim;
 use crate::client::req_log;
-use crate::client::request::Walk;
 use crate::client::step::Step;
+use crate::client::walk::Walk;
 use crate::fetch::cache::{self as fetch, FetchKind};
 use crate::host::client_host::Resp;
 use crate::host::req::{Outcome, Req};

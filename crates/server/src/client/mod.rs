@@ -31,3 +31,4 @@ pub(crate) mod req_log;
 pub(crate) mod request;
 pub(crate) mod resp_log;
 pub(crate) mod step;
+mod walk;

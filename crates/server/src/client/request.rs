@@ -14,7 +14,8 @@ use crate::client::req_headers;
 use crate::client::req_log;
 use crate::client::resp_log;
 use crate::client::step::{self, Name, Step, Transmit};
-use crate::host::client_host::{ClientHost, Resp};
+use crate::client::walk::Walk;
+use crate::host::client_host::Resp;
 use crate::host::req::{BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
@@ -30,88 +31,6 @@ use lacquer_http::{RequestHead, Status};
 use lacquer_shm::{Side, Tag, Txn};
 use lacquer_vcl::{Action, Method};
 use std::sync::Arc;
-
-pub(super) struct Walk<'a> {
-    pub sh: &'a Arc<Shared>,
-    base: &'a Arc<Loaded>,
-    /// The program `return (vcl(label))` moved the request to.
-    switched: Option<Arc<Loaded>>,
-    pub conn: &'a ConnInfo,
-    /// The hash key `vcl_hash` made (emptied for each pass of `vcl_recv`).
-    pub key: Vec<u8>,
-    /// Whether the connection can carry another request, once the
-    /// request's body has been read or refused.
-    keep: Option<bool>,
-    /// VCL failed: whatever is answered, the connection then closes.
-    failed: bool,
-    /// Each step is logged (`debug=+req_state`).
-    trace: bool,
-}
-
-impl<'a> Walk<'a> {
-    /// The program the request runs.
-    pub fn vcl(&self) -> &Arc<Loaded> {
-        self.switched.as_ref().unwrap_or(self.base)
-    }
-
-    /// Runs a client method.
-    pub fn call(
-        &self,
-        method: Method,
-        req: &mut Req,
-        hash: Option<&mut Vec<u8>>,
-        obj: Option<&Object>,
-        resp: Option<&mut Resp>,
-    ) -> Action {
-        self.run(method, req, hash, None, obj, resp)
-    }
-
-    /// A call that knows the hash key looked up (`vcl_hit`, `vcl_miss`).
-    pub fn call_keyed(&self, method: Method, req: &mut Req, obj: Option<&Object>) -> Action {
-        self.run(method, req, None, Some(&self.key), obj, None)
-    }
-
-    fn run(
-        &self,
-        method: Method,
-        req: &mut Req,
-        hash: Option<&mut Vec<u8>>,
-        key: Option<&[u8]>,
-        obj: Option<&Object>,
-        resp: Option<&mut Resp>,
-    ) -> Action {
-        let vcl = self.vcl();
-        let mut host = ClientHost {
-            method,
-            sh: self.sh,
-            vcl,
-            req,
-            conn: self.conn,
-            hash,
-            key,
-            obj,
-            resp,
-        };
-        vsl::run_method(
-            &vcl.program,
-            method,
-            &mut host,
-            |h| &mut h.req.log,
-            |_, _| {},
-        )
-    }
-
-    /// Reads what is left of the request's body (or refuses it), once:
-    /// whether the connection can then carry another request.
-    pub async fn settle(&mut self, c: &mut Client, req: &mut Req) -> Result<bool, CloseReason> {
-        if let Some(keep) = self.keep {
-            return Ok(keep);
-        }
-        let keep = req.consume_body(c, self.sh).await?;
-        self.keep = Some(keep);
-        Ok(keep)
-    }
-}
 
 /// Handles one parsed request, logging it as a transaction of the
 /// session's.

@@ -11,6 +11,7 @@
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
+pub(crate) use crate::fetch::step::Came;
 use crate::fetch::step::{self, Got, Name, OnConn, Step};
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::host::synth;
@@ -30,14 +31,6 @@ use std::sync::Arc;
 
 /// A body that had to be read whole could not be.
 pub(crate) struct BodyFailed;
-
-/// Which backend a response came from (its index in the program) and
-/// when.
-#[derive(Clone, Copy)]
-pub(crate) struct Came {
-    pub backend: usize,
-    pub at: f64,
-}
 
 /// What a fetch does where a cache fetch and a pass differ. A method that
 /// returns `Err(done)` ends the fetch with `done`.

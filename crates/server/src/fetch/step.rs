@@ -12,7 +12,6 @@
 //! transition against it, and `docs/architecture-notes.md` ("The backend
 //! steps") draws it, kept in step by a test.
 
-use crate::fetch::backend_steps::Came;
 use crate::host::backend_host::{Bereq, Beresp};
 use bytes::Bytes;
 use lacquer_backend::{Conn, Timeouts};
@@ -38,6 +37,14 @@ pub(crate) enum Step<D> {
     Retry,
     /// The fetch's end, as its mode makes it.
     Done(D),
+}
+
+/// Which backend a response came from (its index in the program) and
+/// when.
+#[derive(Clone, Copy)]
+pub(crate) struct Came {
+    pub backend: usize,
+    pub at: f64,
 }
 
 /// A response head in hand, on the connection it came on.

@@ -8,7 +8,7 @@
 //! nothing of their own for HTTP/2.
 
 use super::deadline::SendClock;
-use super::io::{SendError, WireBody};
+use super::wire::{SendError, WireBody};
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};

@@ -9,6 +9,7 @@
 use super::deadline::{SendClock, SessTimeouts, WaitTimer};
 pub(crate) use super::req_body::{BodyError, ReqBody};
 pub(crate) use super::stream::{ClientStream, SessAddrs};
+pub(crate) use super::wire::{Piece, ReadError, SendError, WireBody};
 use bytes::{Bytes, BytesMut};
 use lacquer_core::spare;
 use std::future::Future;
@@ -17,36 +18,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-/// What an ESI sub-request hands its parent.
-#[derive(Debug)]
-pub(crate) enum Piece {
-    Data(Bytes),
-    /// Deflate data that ends on a byte and is not final, for a page
-    /// delivered gzip'd, with the CRC-32 and length of its text.
-    Deflated {
-        data: Vec<Bytes>,
-        crc: u32,
-        len: u64,
-    },
-    /// The body could not be delivered whole (its fetch failed).
-    Failed,
-}
-
-/// How a response body is delimited on the wire. The steps say which
-/// the response needs; the transport frames the body accordingly
-/// (HTTP/1 chunks, or nothing; an include's parent takes bare pieces).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WireBody {
-    /// No body and no length (204, 304, 1xx).
-    Bodyless,
-    Length(u64),
-    Chunked,
-    /// Delimited by closing the connection (HTTP/1.0, unknown length).
-    Close,
-    /// A HEAD response whose length is not known.
-    HeadUnknown,
-}
-
 /// Where a client's responses go.
 pub(crate) enum Wire {
     Stream(Box<dyn ClientStream>),
@@ -54,22 +25,6 @@ pub(crate) enum Wire {
     Fragment(mpsc::Sender<Piece>),
     /// One stream of an HTTP/2 connection.
     H2(Box<super::h2::H2Stream>),
-}
-
-/// Why a read from the client stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReadError {
-    Timeout,
-    Io,
-}
-
-/// Why a write to the client stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SendError {
-    /// The client went away or reset.
-    Io,
-    /// `send_timeout` or `idle_send_timeout` passed.
-    Timeout,
 }
 
 /// One client connection.
