@@ -10,10 +10,27 @@ use bytes::Bytes;
 use lacquer_core::regex::Regex;
 use std::cell::Cell;
 
-/// Why a method failed. Boxed: every statement and expression returns
-/// a `Result` with it, which a word-sized error keeps in registers.
+/// Why a method failed: what the `VCL_Error` record says, and the
+/// method then fails (`MAIN.vcl_fail`). The error of the host interface
+/// (a variable or header set out of bounds, a ban that does not parse),
+/// of vmod calls and of the interpreter alike. Boxed: every statement
+/// and expression returns a `Result` with it, which a word-sized error
+/// keeps in registers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VclFailure(pub Box<String>);
+
+impl VclFailure {
+    /// What the `VCL_Error` record says.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for VclFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 impl From<String> for VclFailure {
     fn from(msg: String) -> VclFailure {
@@ -100,13 +117,11 @@ impl<'a> Eval<'a> {
         match s {
             Stmt::Set(Place::Var(var), e) => {
                 let v = self.eval(e)?;
-                self.host.set(*var, v).map_err(VclFailure::from)?;
+                self.host.set(*var, v)?;
             }
             Stmt::Set(Place::Header(kind, name), e) => {
                 let b = self.eval_bytes(e)?;
-                self.host
-                    .set_header(*kind, name, b)
-                    .map_err(VclFailure::from)?;
+                self.host.set_header(*kind, name, b)?;
             }
             Stmt::Unset(place) => match place {
                 Place::Var(var) => self.host.unset(*var),
@@ -176,7 +191,7 @@ impl<'a> Eval<'a> {
             }
             Stmt::Block(b) => return self.block(b, depth),
             Stmt::Native(native) => {
-                if let Some(action) = native.call(self.host).map_err(VclFailure::from)? {
+                if let Some(action) = native.call(self.host)? {
                     self.returned = Some(action);
                     return Ok(Flow::Return);
                 }
@@ -389,7 +404,7 @@ impl<'a> Eval<'a> {
                     host: &mut *self.host,
                     method: self.method,
                 };
-                (f.call)(&mut ctx, &values).map_err(VclFailure::from)?
+                (f.call)(&mut ctx, &values)?
             }
             Expr::Method(o, m, args) => {
                 let values = self.args(args)?;
@@ -404,7 +419,7 @@ impl<'a> Eval<'a> {
                     host: &mut *self.host,
                     method: self.method,
                 };
-                (m.call)(obj.as_ref(), *o, &mut ctx, &values).map_err(VclFailure::from)?
+                (m.call)(obj.as_ref(), *o, &mut ctx, &values)?
             }
         })
     }

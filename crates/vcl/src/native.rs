@@ -48,7 +48,10 @@ impl Native {
 
     /// Runs the body: the action it returns, or None when it ends without
     /// one (its caller goes on); an error fails the method.
-    pub(crate) fn call(self, host: &mut dyn Host) -> Result<Option<Action>, String> {
+    pub(crate) fn call(
+        self,
+        host: &mut dyn Host,
+    ) -> Result<Option<Action>, crate::eval::VclFailure> {
         let pass = || Some(Action::Pass(None));
         Ok(match self {
             Native::ReqHost => {
@@ -174,7 +177,7 @@ impl Flat {
                 Ok(None) => {}
                 Ok(Some(action)) => return action,
                 Err(msg) => {
-                    host.error(&msg);
+                    host.error(msg.message());
                     return Action::Fail;
                 }
             }

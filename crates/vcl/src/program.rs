@@ -5,6 +5,7 @@
 
 use crate::acl::Acl;
 use crate::ast::BinOp;
+use crate::eval::VclFailure;
 use crate::source::Source;
 use crate::types::{ActionKind, BackendRef, HttpKind, Method, Type, Value};
 use crate::vars::{StorageField, Var};
@@ -228,7 +229,7 @@ pub trait Host {
     /// The method running now.
     fn method(&self) -> Method;
     fn get(&mut self, var: Var) -> Value;
-    fn set(&mut self, var: Var, value: Value) -> Result<(), String>;
+    fn set(&mut self, var: Var, value: Value) -> Result<(), VclFailure>;
     /// `unset bereq.body` and the like.
     fn unset(&mut self, var: Var);
     fn header(&mut self, kind: HttpKind, name: &str) -> Option<Bytes>;
@@ -242,11 +243,16 @@ pub trait Host {
     }
     /// Sets a header; an error (the task's workspace is used up) fails
     /// the VCL.
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String>;
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), VclFailure>;
     fn unset_header(&mut self, kind: HttpKind, name: &str);
     /// Adds a header line after those of its name (vmod header); a host
     /// without headers (`vcl_init`) has nothing to add to.
-    fn append_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) -> Result<(), String> {
+    fn append_header(
+        &mut self,
+        _kind: HttpKind,
+        _name: &str,
+        _value: Bytes,
+    ) -> Result<(), VclFailure> {
         Ok(())
     }
     /// Every value of a header, for `std.collect`.
@@ -265,7 +271,7 @@ pub trait Host {
     }
     /// Appends to the synthetic body.
     fn synthetic(&mut self, data: &[u8]);
-    fn ban(&mut self, expr: &[u8]) -> Result<(), String>;
+    fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure>;
     fn param(&self, index: usize) -> Value;
     fn storage(&self, name: &str, field: StorageField) -> Value;
     fn healthy(&self, backend: usize) -> bool;
@@ -279,7 +285,7 @@ pub trait Host {
     fn timestamp(&mut self, _label: &[u8]) {}
     /// `std.rollback`: `req` or `bereq` as it was first; an error fails
     /// the VCL (where a rollback cannot be).
-    fn rollback(&mut self, _kind: HttpKind) -> Result<(), String> {
+    fn rollback(&mut self, _kind: HttpKind) -> Result<(), VclFailure> {
         Ok(())
     }
     /// `std.cache_req_body`: whether the body (up to `max`) was kept.

@@ -1,5 +1,6 @@
 //! Checker and interpreter tests against a small in-memory host.
 
+use crate::eval::VclFailure;
 use crate::program::Host;
 use crate::types::{Action, BackendRef, HttpKind, Method, Value};
 use crate::vars::{StorageField, Var};
@@ -61,7 +62,7 @@ impl Host for TestHost {
     fn get(&mut self, var: Var) -> Value {
         self.vars.get(&var).cloned().unwrap_or(Value::Unset)
     }
-    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+    fn set(&mut self, var: Var, value: Value) -> Result<(), VclFailure> {
         self.vars.insert(var, value);
         Ok(())
     }
@@ -74,7 +75,7 @@ impl Host for TestHost {
             .find(|(k, n, _)| *k == kind && n.eq_ignore_ascii_case(name))
             .map(|(_, _, v)| v.clone())
     }
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), VclFailure> {
         self.unset_header(kind, name);
         self.headers.push((kind, name.to_string(), value));
         Ok(())
@@ -97,7 +98,7 @@ impl Host for TestHost {
     fn synthetic(&mut self, data: &[u8]) {
         self.body.extend_from_slice(data);
     }
-    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+    fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         self.logs
             .push(format!("ban {}", String::from_utf8_lossy(expr)));
         Ok(())

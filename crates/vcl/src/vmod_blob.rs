@@ -9,7 +9,7 @@ use crate::types::{Type, Value};
 use crate::vmod::{dflt, enm, req, Ctx, Dflt, FuncSpec, Param, Vmod};
 use bytes::Bytes;
 
-type R = Result<Value, String>;
+type R = Result<Value, crate::eval::VclFailure>;
 
 const CODINGS: &[&str] = &[
     "IDENTITY",
@@ -178,7 +178,8 @@ fn sub(_: &mut Ctx<'_>, a: &[Value]) -> R {
         None => Err(format!(
             "vmod blob error: size {len} from offset {off} requires more bytes than blob length {}",
             b.len()
-        )),
+        )
+        .into()),
     }
 }
 

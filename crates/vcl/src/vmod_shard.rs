@@ -17,7 +17,7 @@ use lacquer_core::ring::{self, Ring};
 use std::any::Any;
 use std::sync::RwLock;
 
-type R = Result<Value, String>;
+type R = Result<Value, crate::eval::VclFailure>;
 
 /// varnishd's default number of points a member of weight 1 gets.
 const DEFAULT_REPLICAS: u32 = 67;
@@ -393,15 +393,15 @@ fn shard_backend(o: &dyn VmodObject, idx: usize, c: &mut Ctx<'_>, a: &[Value]) -
     }
     let (key, blob) = (&a[1], &a[2]);
     if matches!(by, "HASH" | "URL") && !(key.is_unset() && blob.is_unset()) {
-        return Err(format!("shard.backend: by={by} takes no key"));
+        return Err(format!("shard.backend: by={by} takes no key").into());
     }
     let alt = a[3].as_i64();
     let Ok(alt) = usize::try_from(alt) else {
-        return Err(format!("shard.backend: invalid alt {alt}"));
+        return Err(format!("shard.backend: invalid alt {alt}").into());
     };
     let warmup = a[4].as_f64();
     if warmup != -1.0 && !(0.0..=1.0).contains(&warmup) {
-        return Err(format!("shard.backend: invalid warmup {warmup}"));
+        return Err(format!("shard.backend: invalid warmup {warmup}").into());
     }
     let key = match by {
         "KEY" if key.is_unset() => return Err("shard.backend: by=KEY needs a key".into()),

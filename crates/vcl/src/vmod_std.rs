@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Mutex, OnceLock};
 
-type R = Result<Value, String>;
+type R = Result<Value, crate::eval::VclFailure>;
 
 fn s(v: &Value) -> &[u8] {
     v.as_bytes()
@@ -46,7 +46,7 @@ fn fallback_or(name: &str, fallback: &Value, what: &str) -> R {
     if given(fallback) {
         Ok(fallback.clone())
     } else {
-        Err(format!("std.{name}: conversion failed ({what})"))
+        Err(format!("std.{name}: conversion failed ({what})").into())
     }
 }
 
@@ -353,7 +353,7 @@ thread_local! {
 fn ban(c: &mut Ctx<'_>, a: &[Value]) -> R {
     let r = c.host.ban(s(&a[0]));
     let ok = r.is_ok();
-    BAN_ERROR.with(|e| *e.borrow_mut() = r.err().unwrap_or_default());
+    BAN_ERROR.with(|e| *e.borrow_mut() = r.err().map(|e| e.to_string()).unwrap_or_default());
     Ok(Value::Bool(ok))
 }
 

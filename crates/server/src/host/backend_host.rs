@@ -12,7 +12,9 @@ use crate::Shared;
 use bytes::Bytes;
 use lacquer_http::{Status, Version};
 use lacquer_shm::Tag;
-use lacquer_vcl::{Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var};
+use lacquer_vcl::{
+    Action, BackendRef, Host, HttpKind, Method, StorageField, Value, Var, VclFailure,
+};
 
 pub(crate) struct BackendHost<'a> {
     pub method: Method,
@@ -74,7 +76,7 @@ impl BackendHost<'_> {
     /// (`workspace_backend`, which also holds the backend request's
     /// head): past it, the VCL fails, as varnishd's does on a workspace
     /// overflow.
-    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), String> {
+    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), VclFailure> {
         let cost = (name.len() + value.len() + 4) as u64;
         let b = &mut *self.bereq;
         let head: u64 = b.url.len() as u64
@@ -330,7 +332,7 @@ impl Host for BackendHost<'_> {
         }
     }
 
-    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+    fn set(&mut self, var: Var, value: Value) -> Result<(), VclFailure> {
         let b = &mut *self.bereq;
         match var {
             Var::BereqBackend => {
@@ -383,10 +385,9 @@ impl Host for BackendHost<'_> {
                     }
                     Var::BerespDoStream => r.do_stream = value.as_bool(),
                     Var::BerespDoEsi | Var::BerespDoGzip | Var::BerespDoGunzip if r.filters_set => {
-                        return Err(format!(
-                            "{}: beresp.filters are already set",
-                            var.spec().name
-                        ));
+                        return Err(
+                            format!("{}: beresp.filters are already set", var.spec().name).into(),
+                        );
                     }
                     Var::BerespDoEsi => r.do_esi = value.as_bool(),
                     Var::BerespDoGzip => r.do_gzip = value.as_bool(),
@@ -395,7 +396,7 @@ impl Host for BackendHost<'_> {
                     Var::BerespStatus => {
                         let s = value.as_i64();
                         let Some(status) = Status::settable(s) else {
-                            return Err(format!("beresp.status: {s} is out of range"));
+                            return Err(format!("beresp.status: {s} is out of range").into());
                         };
                         r.status = status;
                         r.reason = Bytes::from_static(status.reason().as_bytes());
@@ -417,7 +418,9 @@ impl Host for BackendHost<'_> {
                     Var::BerespBody => r.body = value.as_bytes().to_vec(),
                     // The compiler lets no other variable be set on the
                     // backend side; never a silent no-op if that changes.
-                    other => return Err(format!("{other:?} cannot be set on the backend side")),
+                    other => {
+                        return Err(format!("{other:?} cannot be set on the backend side").into())
+                    }
                 }
                 if matches!(
                     var,
@@ -478,7 +481,7 @@ impl Host for BackendHost<'_> {
         }
     }
 
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), VclFailure> {
         self.charge_workspace(name, &value)?;
         // What a `set` replaces is logged unset first, then the new
         // value, as varnishd logs them.
@@ -492,7 +495,7 @@ impl Host for BackendHost<'_> {
             },
             // The compiler lets no other headers be set on the backend side;
             // never a silent no-op if that changes.
-            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
+            other => return Err(format!("{}.http cannot be changed here", other.prefix()).into()),
         };
         let kept = headers.set_named_noting(name, value, |old| {
             if logging {
@@ -505,7 +508,7 @@ impl Host for BackendHost<'_> {
         Ok(())
     }
 
-    fn rollback(&mut self, kind: HttpKind) -> Result<(), String> {
+    fn rollback(&mut self, kind: HttpKind) -> Result<(), VclFailure> {
         if kind != HttpKind::Bereq {
             return Err("std.rollback: only bereq can be rolled back here".into());
         }
@@ -521,7 +524,12 @@ impl Host for BackendHost<'_> {
         Ok(())
     }
 
-    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+    fn append_header(
+        &mut self,
+        kind: HttpKind,
+        name: &str,
+        value: Bytes,
+    ) -> Result<(), VclFailure> {
         self.charge_workspace(name, &value)?;
         let tag = match kind {
             HttpKind::Bereq => Tag::BereqHeader,
@@ -540,7 +548,7 @@ impl Host for BackendHost<'_> {
             }
             // The compiler lets no other headers be set on the backend side;
             // never a silent no-op if that changes.
-            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
+            other => return Err(format!("{}.http cannot be changed here", other.prefix()).into()),
         }
         Ok(())
     }
@@ -571,7 +579,7 @@ impl Host for BackendHost<'_> {
         }
     }
 
-    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+    fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
     }
 

@@ -502,7 +502,7 @@ pub(crate) fn logged_filter_list(r: &Beresp, p: &lacquer_core::params::Params) -
 }
 
 /// Sets the fetch filters by name: the flags follow, and stay as set.
-pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String> {
+pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), lacquer_vcl::VclFailure> {
     use lacquer_filters::coding::Coding;
     let (mut esi, mut gzip, mut gunzip) = (false, false, false);
     let (mut encode, mut decode) = (None, None);
@@ -521,10 +521,7 @@ pub(crate) fn set_filter_list(r: &mut Beresp, list: &[u8]) -> Result<(), String>
             b"unbr" => decode = Some(Coding::Br),
             b"unzstd" => decode = Some(Coding::Zstd),
             other => {
-                return Err(format!(
-                    "Filter '{}' not found",
-                    String::from_utf8_lossy(other)
-                ))
+                return Err(format!("Filter '{}' not found", String::from_utf8_lossy(other)).into())
             }
         }
     }

@@ -13,7 +13,7 @@ use lacquer_cache::object::Object;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Status, Version};
 use lacquer_shm::Tag;
-use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var};
+use lacquer_vcl::{Host, HttpKind, Lent, Method, StorageField, Value, Var, VclFailure};
 
 pub(crate) struct ClientHost<'a> {
     pub method: Method,
@@ -41,7 +41,7 @@ impl<'a> ClientHost<'a> {
     /// Charges a header VCL sets to the request's workspace
     /// (`workspace_client`, which also holds the request head): past it,
     /// the VCL fails, as varnishd's does on a workspace overflow.
-    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), String> {
+    fn charge_workspace(&mut self, name: &str, value: &[u8]) -> Result<(), VclFailure> {
         let cost = (name.len() + value.len() + 4) as u64;
         let head = self.req.head.raw.len() as u64;
         if head + self.req.ws_used + cost > self.sh.params.workspace_client() {
@@ -330,7 +330,7 @@ impl Host for ClientHost<'_> {
         }
     }
 
-    fn set(&mut self, var: Var, value: Value) -> Result<(), String> {
+    fn set(&mut self, var: Var, value: Value) -> Result<(), VclFailure> {
         let req = &mut *self.req;
         match var {
             Var::ClientIdentity => req.identity = Some(Bytes::copy_from_slice(value.as_bytes())),
@@ -387,7 +387,7 @@ impl Host for ClientHost<'_> {
             Var::RespStatus => {
                 let s = value.as_i64();
                 let Some(status) = Status::settable(s) else {
-                    return Err(format!("resp.status: {s} is out of range"));
+                    return Err(format!("resp.status: {s} is out of range").into());
                 };
                 if let Some(r) = self.resp.as_deref_mut() {
                     r.status = status;
@@ -418,7 +418,7 @@ impl Host for ClientHost<'_> {
             }
             // The compiler lets no other variable be set on the client
             // side; never a silent no-op if that changes.
-            other => return Err(format!("{other:?} cannot be set on the client side")),
+            other => return Err(format!("{other:?} cannot be set on the client side").into()),
         }
         Ok(())
     }
@@ -500,7 +500,7 @@ impl Host for ClientHost<'_> {
         }
     }
 
-    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+    fn set_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), VclFailure> {
         self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Req => {
@@ -536,12 +536,17 @@ impl Host for ClientHost<'_> {
             }
             // The compiler lets no other headers be set on the client side;
             // never a silent no-op if that changes.
-            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
+            other => return Err(format!("{}.http cannot be changed here", other.prefix()).into()),
         }
         Ok(())
     }
 
-    fn append_header(&mut self, kind: HttpKind, name: &str, value: Bytes) -> Result<(), String> {
+    fn append_header(
+        &mut self,
+        kind: HttpKind,
+        name: &str,
+        value: Bytes,
+    ) -> Result<(), VclFailure> {
         self.charge_workspace(name, &value)?;
         match kind {
             HttpKind::Req => {
@@ -569,7 +574,7 @@ impl Host for ClientHost<'_> {
             }
             // The compiler lets no other headers be set on the client side;
             // never a silent no-op if that changes.
-            other => return Err(format!("{}.http cannot be changed here", other.prefix())),
+            other => return Err(format!("{}.http cannot be changed here", other.prefix()).into()),
         }
         Ok(())
     }
@@ -644,7 +649,7 @@ impl Host for ClientHost<'_> {
         }
     }
 
-    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+    fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
     }
 
@@ -673,7 +678,7 @@ impl Host for ClientHost<'_> {
         self.req.log.bytes(Tag::VCL_acl, record.as_bytes());
     }
 
-    fn rollback(&mut self, kind: HttpKind) -> Result<(), String> {
+    fn rollback(&mut self, kind: HttpKind) -> Result<(), VclFailure> {
         if kind != HttpKind::Req {
             return Err("std.rollback: only req can be rolled back here".into());
         }

@@ -11,7 +11,7 @@ use lacquer_backend::probe::{ProbeSpec, Probes};
 use lacquer_backend::{Address, Backend};
 use lacquer_cache::ban::{BanSpec, Bans};
 use lacquer_core::params::{Kind, Params};
-use lacquer_vcl::{HttpKind, Method, Program, StorageField, Value, Var};
+use lacquer_vcl::{HttpKind, Method, Program, StorageField, Value, Var, VclFailure};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -508,8 +508,9 @@ pub(crate) fn report_error(xid: u64, msg: &str) {
 }
 
 /// Adds a ban given as one string (`ban()`, `std.ban()`).
-pub(crate) fn add_ban(bans: &Bans, params: &Params, expr: &[u8]) -> Result<(), String> {
-    let text = std::str::from_utf8(expr).map_err(|_| "ban expression is not UTF-8".to_string())?;
+pub(crate) fn add_ban(bans: &Bans, params: &Params, expr: &[u8]) -> Result<(), VclFailure> {
+    let text =
+        std::str::from_utf8(expr).map_err(|_| VclFailure::from("ban expression is not UTF-8"))?;
     let spec = BanSpec::parse_str(text)?;
     bans.add(spec, lacquer_core::time::now(), params.ban_dups());
     Ok(())
@@ -534,14 +535,19 @@ impl lacquer_vcl::Host for InitHost<'_> {
             _ => Value::Unset,
         }
     }
-    fn set(&mut self, _var: Var, _value: Value) -> Result<(), String> {
+    fn set(&mut self, _var: Var, _value: Value) -> Result<(), VclFailure> {
         Ok(())
     }
     fn unset(&mut self, _var: Var) {}
     fn header(&mut self, _kind: HttpKind, _name: &str) -> Option<Bytes> {
         None
     }
-    fn set_header(&mut self, _kind: HttpKind, _name: &str, _value: Bytes) -> Result<(), String> {
+    fn set_header(
+        &mut self,
+        _kind: HttpKind,
+        _name: &str,
+        _value: Bytes,
+    ) -> Result<(), VclFailure> {
         Ok(())
     }
     fn unset_header(&mut self, _kind: HttpKind, _name: &str) {}
@@ -550,7 +556,7 @@ impl lacquer_vcl::Host for InitHost<'_> {
     }
     fn hash_data(&mut self, _data: &[u8]) {}
     fn synthetic(&mut self, _data: &[u8]) {}
-    fn ban(&mut self, expr: &[u8]) -> Result<(), String> {
+    fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         add_ban(self.bans, self.params, expr)
     }
     fn param(&self, index: usize) -> Value {
