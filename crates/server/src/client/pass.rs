@@ -33,6 +33,7 @@ use lacquer_core::params::Params;
 use lacquer_http::{ResponseHead, Version};
 use lacquer_shm::Tag;
 use lacquer_vcl::{Action, Method};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// Passes one request to the backend and its response to the client.
@@ -100,10 +101,10 @@ impl FetchMode for PassFetch<'_> {
     /// A pass revalidates nothing of its own.
     fn forget_invalidated(&mut self, _bereq: &mut Bereq) {}
 
-    async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Passed> {
+    async fn body(&mut self, bereq: &mut Bereq) -> ControlFlow<Passed, BereqBody> {
         if let Some(body) = &bereq.cached_body {
             // Read whole already: sent from memory, framed by its length.
-            return Ok(match bereq.body_unset || body.is_empty() {
+            return ControlFlow::Continue(match bereq.body_unset || body.is_empty() {
                 true => BereqBody::None,
                 false => BereqBody::Length(body.len() as u64),
             });
@@ -112,12 +113,12 @@ impl FetchMode for PassFetch<'_> {
             // VCL dropped the body: read it off the connection and send
             // none.
             if let Err(reason) = self.req.consume_body(self.c, self.sh).await {
-                return Err(Passed::Done(Outcome::Close(reason)));
+                return ControlFlow::Break(Passed::Done(Outcome::Close(reason)));
             }
         }
         // The framing comes from the body still to be sent, not from the
         // header list the client or VCL left.
-        Ok(match self.req.body.is_done() {
+        ControlFlow::Continue(match self.req.body.is_done() {
             true => BereqBody::None,
             false => BereqBody::of(self.req.head.framing),
         })
@@ -131,7 +132,7 @@ impl FetchMode for PassFetch<'_> {
         body: BereqBody,
         t: &lacquer_backend::Timeouts,
         limits: &lacquer_http::ResponseLimits,
-    ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Passed> {
+    ) -> ControlFlow<Passed, Result<(Conn<'b>, ResponseHead), FetchError>> {
         let (c, sh, req) = (&mut *self.c, self.sh, &mut *self.req);
         let in_memory = bereq
             .cached_body
@@ -153,9 +154,9 @@ impl FetchMode for PassFetch<'_> {
                     Tag::FetchError,
                     format_args!("abandoned: the client has gone"),
                 );
-                return Err(Passed::Done(Outcome::Close(CloseReason::RemClose)));
+                return ControlFlow::Break(Passed::Done(Outcome::Close(CloseReason::RemClose)));
             };
-            return Ok(result);
+            return ControlFlow::Continue(result);
         }
         if req.head.expect_continue {
             let idle = Params::duration(sh.params.idle_send_timeout());
@@ -163,13 +164,14 @@ impl FetchMode for PassFetch<'_> {
                 .await
                 .is_err()
             {
-                return Err(Passed::Done(Outcome::Close(CloseReason::TxError)));
+                return ControlFlow::Break(Passed::Done(Outcome::Close(CloseReason::TxError)));
             }
         }
         let chunked = body == BereqBody::Chunked;
-        send_with_body(c, sh, req, backend, head, t, chunked)
-            .await
-            .map_err(Passed::Done)
+        match send_with_body(c, sh, req, backend, head, t, chunked).await {
+            Ok(answered) => ControlFlow::Continue(answered),
+            Err(outcome) => ControlFlow::Break(Passed::Done(outcome)),
+        }
     }
 
     fn response<'b>(
@@ -179,9 +181,9 @@ impl FetchMode for PassFetch<'_> {
         conn: Conn<'b>,
         resp: ResponseHead,
         came: backend_steps::Came,
-    ) -> Result<(Conn<'b>, ResponseHead, Beresp), Passed> {
+    ) -> ControlFlow<Passed, (Conn<'b>, ResponseHead, Beresp)> {
         let beresp = backend_steps::beresp_from(sh, &resp, &conn, came.backend, came.at, true);
-        Ok((conn, resp, beresp))
+        ControlFlow::Continue((conn, resp, beresp))
     }
 
     async fn respond(

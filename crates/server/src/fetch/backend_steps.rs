@@ -27,13 +27,14 @@ use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_http::{Framing, ResponseHead, ResponseLimits, Status};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// A body that had to be read whole could not be.
 pub(crate) struct BodyFailed;
 
 /// What a fetch does where a cache fetch and a pass differ. A method that
-/// returns `Err(done)` ends the fetch with `done`.
+/// returns `ControlFlow::Break(done)` ends the fetch with `done`.
 pub(crate) trait FetchMode {
     /// What the fetch ends with.
     type Done;
@@ -55,7 +56,7 @@ pub(crate) trait FetchMode {
 
     /// Readies the request body once `vcl_backend_fetch` is done: what
     /// follows the head on the wire.
-    async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, Self::Done>;
+    async fn body(&mut self, bereq: &mut Bereq) -> ControlFlow<Self::Done, BereqBody>;
 
     /// Sends the request head and body, and reads the response head.
     async fn exchange<'b>(
@@ -66,7 +67,7 @@ pub(crate) trait FetchMode {
         body: BereqBody,
         t: &Timeouts,
         limits: &ResponseLimits,
-    ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Self::Done>;
+    ) -> ControlFlow<Self::Done, Result<(Conn<'b>, ResponseHead), FetchError>>;
 
     /// The response as `vcl_backend_response` sees it, made from the
     /// head the backend sent.
@@ -77,7 +78,7 @@ pub(crate) trait FetchMode {
         conn: Conn<'b>,
         resp: ResponseHead,
         came: Came,
-    ) -> Result<(Conn<'b>, ResponseHead, Beresp), Self::Done>;
+    ) -> ControlFlow<Self::Done, (Conn<'b>, ResponseHead, Beresp)>;
 
     /// `vcl_backend_response` let the response through (`deliver`, or
     /// `pass` with its hit-for-pass lifetime in `action`). `Err` when a
@@ -244,8 +245,8 @@ async fn start_fetch<M: FetchMode>(
         return failed(false);
     };
     let body = match mode.body(bereq).await {
-        Ok(body) => body,
-        Err(done) => return Step::Done(done),
+        ControlFlow::Continue(body) => body,
+        ControlFlow::Break(done) => return Step::Done(done),
     };
     let t = bereq.timeouts(f.vcl, index, &f.sh.params);
     let limits = f.sh.response_limits();
@@ -254,8 +255,8 @@ async fn start_fetch<M: FetchMode>(
         .exchange(bereq, &backend, &head, body, &t, &limits)
         .await
     {
-        Ok(answered) => answered,
-        Err(done) => return Step::Done(done),
+        ControlFlow::Continue(answered) => answered,
+        ControlFlow::Break(done) => return Step::Done(done),
     };
     let (conn, resp) = match answered {
         Ok(x) => x,
@@ -376,8 +377,8 @@ fn response<'b, M: FetchMode>(
         t,
     } = got;
     let (mut conn, resp, mut beresp) = match mode.response(f.sh, bereq, conn, resp, came) {
-        Ok(x) => x,
-        Err(done) => return OnConn::Then(Step::Done(done)),
+        ControlFlow::Continue(x) => x,
+        ControlFlow::Break(done) => return OnConn::Then(Step::Done(done)),
     };
     let action = backend_host::call_method(
         Method::BackendResponse,

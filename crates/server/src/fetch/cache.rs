@@ -25,6 +25,7 @@ use lacquer_http::{Headers, ResponseHead, Version};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::Action;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::task::Poll;
 use tokio::sync::oneshot;
@@ -218,8 +219,8 @@ impl FetchMode for CacheFetch<'_> {
         }
     }
 
-    async fn body(&mut self, bereq: &mut Bereq) -> Result<BereqBody, ()> {
-        Ok(match (&bereq.cached_body, bereq.body_unset) {
+    async fn body(&mut self, bereq: &mut Bereq) -> ControlFlow<(), BereqBody> {
+        ControlFlow::Continue(match (&bereq.cached_body, bereq.body_unset) {
             (Some(body), false) if !body.is_empty() => BereqBody::Length(body.len() as u64),
             _ => BereqBody::None,
         })
@@ -233,7 +234,7 @@ impl FetchMode for CacheFetch<'_> {
         body: BereqBody,
         t: &lacquer_backend::Timeouts,
         limits: &lacquer_http::ResponseLimits,
-    ) -> Result<Result<(lacquer_backend::Conn<'b>, ResponseHead), FetchError>, ()> {
+    ) -> ControlFlow<(), Result<(lacquer_backend::Conn<'b>, ResponseHead), FetchError>> {
         let bytes = match (body, &bereq.cached_body) {
             (BereqBody::Length(_), Some(b)) => b.clone(),
             _ => Bytes::new(),
@@ -245,7 +246,7 @@ impl FetchMode for CacheFetch<'_> {
         };
         let exchange = backend.exchange(head, &bytes, t, limits, ask);
         let Some(tx) = self.tx.as_mut().filter(|_| self.abandon_when_gone) else {
-            return Ok(exchange.await);
+            return ControlFlow::Continue(exchange.await);
         };
         // Once the request that started the fetch has gone (an HTTP/2
         // stream reset, a client that gave up on its hit-for-miss fetch)
@@ -268,13 +269,17 @@ impl FetchMode for CacheFetch<'_> {
             nobody.as_mut().poll(cx).map(|()| None)
         })
         .await;
-        answered.ok_or_else(|| {
-            COUNTERS.inc(Counter::fetch_failed);
-            bereq.log.fmt(
-                Tag::FetchError,
-                format_args!("abandoned: no request waits for this fetch"),
-            );
-        })
+        match answered {
+            Some(answered) => ControlFlow::Continue(answered),
+            None => {
+                COUNTERS.inc(Counter::fetch_failed);
+                bereq.log.fmt(
+                    Tag::FetchError,
+                    format_args!("abandoned: no request waits for this fetch"),
+                );
+                ControlFlow::Break(())
+            }
+        }
     }
 
     fn response<'b>(
@@ -284,7 +289,7 @@ impl FetchMode for CacheFetch<'_> {
         conn: lacquer_backend::Conn<'b>,
         resp: ResponseHead,
         came: backend_steps::Came,
-    ) -> Result<(lacquer_backend::Conn<'b>, ResponseHead, Beresp), ()> {
+    ) -> ControlFlow<(), (lacquer_backend::Conn<'b>, ResponseHead, Beresp)> {
         // A 304 to a conditional fetch stands for the stale object, its
         // headers updated.
         self.revalidated = self
@@ -314,7 +319,7 @@ impl FetchMode for CacheFetch<'_> {
             },
         );
         self.rfc_timers = beresp.timers;
-        Ok((conn, resp, beresp))
+        ControlFlow::Continue((conn, resp, beresp))
     }
 
     async fn respond(
