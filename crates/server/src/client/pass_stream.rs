@@ -113,10 +113,7 @@ impl Plan {
             && !crate::host::req::can_gzip(&req.head.headers);
         if gunzip {
             head.headers.remove("content-encoding");
-            if let Some(etag) = head.headers.get("etag").filter(|e| !e.starts_with(b"W/")) {
-                let weak = [&b"W/"[..], etag].concat();
-                head.headers.set("ETag", weak);
-            }
+            crate::host::head_edits::weaken_etag(&mut head.headers);
         }
         let http10 = req.head.version == Version::Http10;
         let wire = match resp.framing {

@@ -7,6 +7,7 @@
 //! the ESI parse its `ESI_xmlerror` records and counters.
 
 use crate::host::coding::recoding;
+use crate::host::head_edits::weaken_etag;
 use bytes::Bytes;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::{Feature, Params};
@@ -79,18 +80,6 @@ fn level_of(p: &Params, c: Coding) -> i32 {
     match c {
         Coding::Zstd => p.zstd_level() as i32,
         _ => p.brotli_level() as i32,
-    }
-}
-
-/// `W/` in front of a strong ETag: the stored bytes are no longer the
-/// backend's.
-fn weaken_etag(headers: &mut Headers) {
-    if let Some(etag) = headers.get("etag").cloned() {
-        if !etag.starts_with(b"W/") {
-            let mut weak = b"W/".to_vec();
-            weak.extend_from_slice(&etag);
-            headers.set("ETag", weak);
-        }
     }
 }
 

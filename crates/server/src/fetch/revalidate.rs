@@ -41,14 +41,8 @@ pub(crate) fn merged(stale: &Object, resp: &ResponseHead) -> ResponseHead {
     // A stored body Lacquer transformed (gzip'd, inflated) carries a weak
     // validator; the backend's 304 names its own bytes with a strong one,
     // which must be weakened the same way.
-    let stale_weak = stale.etag().is_some_and(|e| e.starts_with(b"W/"));
-    if let Some(etag) = headers
-        .get("etag")
-        .filter(|e| stale_weak && !e.starts_with(b"W/"))
-    {
-        let mut weak = b"W/".to_vec();
-        weak.extend_from_slice(etag);
-        headers.set("ETag", weak);
+    if stale.etag().is_some_and(|e| e.starts_with(b"W/")) {
+        crate::host::head_edits::weaken_etag(&mut headers);
     }
     ResponseHead {
         version: resp.version,

@@ -2,7 +2,21 @@
 //! line and fields, each line ending in CRLF): a field removed, an
 //! `ETag` made weak, `Accept-Encoding` added to `Vary`. Delivery makes
 //! them when the body goes out other than as stored (inflated, in
-//! another coding), and a rendition's head is made with them.
+//! another coding), and a rendition's head is made with them. The one
+//! weakening of an `ETag` held in a field list (a fetch's, a pass's, a
+//! revalidated head's) is here too, so that both forms say the same.
+
+use lacquer_http::Headers;
+
+/// Makes a field list's `ETag` weak (`W/"…"`) where it is strong: the
+/// body is, or goes out, transformed, so it is no longer the bytes a
+/// strong validator names.
+pub(crate) fn weaken_etag(headers: &mut Headers) {
+    if let Some(etag) = headers.get("etag").filter(|e| !e.starts_with(b"W/")) {
+        let weak = [&b"W/"[..], etag].concat();
+        headers.set("ETag", weak);
+    }
+}
 
 /// Removes every `name:` line from a serialised head.
 pub(crate) fn remove_header_line(head: &mut Vec<u8>, name: &[u8]) {
@@ -64,6 +78,19 @@ pub(crate) fn has_token(list: &[u8], token: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_lists_strong_etag_is_weakened_once() {
+        let mut h = Headers::new();
+        h.append("ETag", "\"x\"");
+        weaken_etag(&mut h);
+        assert_eq!(h.get("etag").unwrap().as_ref(), b"W/\"x\"");
+        weaken_etag(&mut h);
+        assert_eq!(h.get("etag").unwrap().as_ref(), b"W/\"x\"");
+        let mut none = Headers::new();
+        weaken_etag(&mut none);
+        assert!(none.get("etag").is_none());
+    }
 
     #[test]
     fn an_inflated_delivery_weakens_the_etag() {
