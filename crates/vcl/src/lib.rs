@@ -13,6 +13,7 @@ mod compile_call;
 mod compile_decl;
 mod compile_sub;
 pub mod eval;
+pub mod failure;
 pub mod lexer;
 pub mod native;
 pub mod parser;

@@ -51,7 +51,7 @@ impl Native {
     pub(crate) fn call(
         self,
         host: &mut dyn Host,
-    ) -> Result<Option<Action>, crate::eval::VclFailure> {
+    ) -> Result<Option<Action>, crate::failure::VclFailure> {
         let pass = || Some(Action::Pass(None));
         Ok(match self {
             Native::ReqHost => {

@@ -5,7 +5,7 @@
 
 use crate::acl::Acl;
 use crate::ast::BinOp;
-use crate::eval::VclFailure;
+use crate::failure::VclFailure;
 use crate::source::Source;
 use crate::types::{ActionKind, BackendRef, HttpKind, Method, Type, Value};
 use crate::vars::{StorageField, Var};

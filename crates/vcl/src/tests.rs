@@ -1,6 +1,6 @@
 //! Checker and interpreter tests against a small in-memory host.
 
-use crate::eval::VclFailure;
+use crate::failure::VclFailure;
 use crate::program::Host;
 use crate::types::{Action, BackendRef, HttpKind, Method, Value};
 use crate::vars::{StorageField, Var};

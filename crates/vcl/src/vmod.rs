@@ -128,9 +128,9 @@ pub struct Ctx<'a> {
     pub method: Method,
 }
 
-pub type FuncCall = fn(&mut Ctx<'_>, &[Value]) -> Result<Value, crate::eval::VclFailure>;
+pub type FuncCall = fn(&mut Ctx<'_>, &[Value]) -> Result<Value, crate::failure::VclFailure>;
 pub type MethodCall =
-    fn(&dyn VmodObject, usize, &mut Ctx<'_>, &[Value]) -> Result<Value, crate::eval::VclFailure>;
+    fn(&dyn VmodObject, usize, &mut Ctx<'_>, &[Value]) -> Result<Value, crate::failure::VclFailure>;
 pub type Constructor = fn(&str, &[Value]) -> Result<Box<dyn VmodObject>, String>;
 
 pub struct FuncSpec {
@@ -203,7 +203,7 @@ pub(crate) fn backend_arg(v: &Value) -> BackendRef {
 
 /// What a director's `.backend()` answers when it resolves later: the
 /// director itself, object `index`.
-pub(crate) fn me(index: usize) -> Result<Value, crate::eval::VclFailure> {
+pub(crate) fn me(index: usize) -> Result<Value, crate::failure::VclFailure> {
     Ok(Value::Backend(BackendRef::Director(index)))
 }
 

@@ -9,7 +9,7 @@ use crate::types::{Type, Value};
 use crate::vmod::{dflt, enm, req, Ctx, Dflt, FuncSpec, Param, Vmod};
 use bytes::Bytes;
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 const CODINGS: &[&str] = &[
     "IDENTITY",

@@ -8,7 +8,7 @@ use crate::types::scope::{CLIENT, HASH};
 use crate::types::{Type, Value};
 use crate::vmod::{dflt, req, Ctx, Dflt, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn body(c: &mut Ctx<'_>, what: &str) -> Option<bytes::Bytes> {
     let body = c.host.cached_req_body();

@@ -9,7 +9,7 @@ use crate::types::{Type, Value};
 use crate::vmod::{req, Ctx, FuncSpec, Vmod};
 use bytes::Bytes;
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 /// The cookies of one task, in the order they came.
 #[derive(Default)]

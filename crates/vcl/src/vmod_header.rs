@@ -8,7 +8,7 @@ use crate::types::scope::CLIENT_BACKEND;
 use crate::types::{HttpKind, Type, Value};
 use crate::vmod::{req, Ctx, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn header(v: &Value) -> Option<(HttpKind, &str)> {
     match v {

@@ -7,7 +7,7 @@
 use crate::types::Value;
 use crate::vmod::{Ctx, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 const ALPN: u8 = 0x01;
 const AUTHORITY: u8 = 0x02;

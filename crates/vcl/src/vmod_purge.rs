@@ -6,7 +6,7 @@ use crate::types::scope::{HIT, MISS};
 use crate::types::{Type, Value};
 use crate::vmod::{dflt, Ctx, Dflt, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn hard(c: &mut Ctx<'_>, _: &[Value]) -> R {
     Ok(Value::Int(c.host.purge(None)))

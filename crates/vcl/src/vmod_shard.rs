@@ -17,7 +17,7 @@ use lacquer_core::ring::{self, Ring};
 use std::any::Any;
 use std::sync::RwLock;
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 /// varnishd's default number of points a member of weight 1 gets.
 const DEFAULT_REPLICAS: u32 = 67;

@@ -9,7 +9,7 @@ use crate::types::{Type, Value};
 use crate::vmod::{dflt, req, Ctx, Dflt, FuncSpec, Vmod};
 use bytes::Bytes;
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn count(_: &mut Ctx<'_>, a: &[Value]) -> R {
     Ok(Value::Int(match &a[0] {

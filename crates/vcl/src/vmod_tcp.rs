@@ -9,7 +9,7 @@ use crate::types::scope::CLIENT;
 use crate::types::{Type, Value};
 use crate::vmod::{req, Ctx, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn socket<'c>(c: &'c mut Ctx<'_>, what: &str) -> Option<&'c dyn ClientSocket> {
     if c.host.client_socket().is_none() {

@@ -10,7 +10,7 @@
 use crate::types::Value;
 use crate::vmod::{Ctx, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn text(v: Option<&str>) -> Value {
     v.map_or(Value::Unset, Value::str)

@@ -8,7 +8,7 @@ use crate::types::scope::CLIENT;
 use crate::types::{Type, Value};
 use crate::vmod::{Ctx, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn credentials(c: &mut Ctx<'_>) -> Option<PeerCredentials> {
     let found = c.host.peer_credentials();

@@ -11,7 +11,7 @@ use crate::vmod::{dflt, func, req, Ctx, Dflt, FuncSpec, Param, Vmod};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 /// One bucket: its tokens when last looked at, and until when it blocks.
 struct Bucket {

@@ -8,7 +8,7 @@ use crate::types::scope::ALL;
 use crate::types::{Type, Value};
 use crate::vmod::{req, Ctx, FuncSpec, Vmod};
 
-type R = Result<Value, crate::eval::VclFailure>;
+type R = Result<Value, crate::failure::VclFailure>;
 
 fn purge(c: &mut Ctx<'_>, a: &[Value]) -> R {
     Ok(Value::Int(c.host.purge_tags(a[0].as_bytes(), false)))
