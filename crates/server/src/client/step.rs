@@ -187,16 +187,17 @@ pub(crate) const NEXT: &[(Name, &[Name])] = {
 };
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// The drawing of the client steps in the architecture notes: the
-    /// lines between its fences, `FROM -> TO, TO…`.
-    fn drawn() -> Vec<(String, Vec<String>)> {
+    /// A drawing of steps in the architecture notes: the lines of the
+    /// block fenced as `fence`, `FROM -> TO, TO…` (the backend steps'
+    /// test reads its drawing with it too).
+    pub(crate) fn drawn(fence: &str) -> Vec<(String, Vec<String>)> {
         let notes = include_str!("../../../../docs/architecture-notes.md");
         let start = notes
-            .find("```client-steps")
-            .expect("the notes draw the client steps");
+            .find(&format!("```{fence}"))
+            .unwrap_or_else(|| panic!("the notes draw {fence}"));
         let body = &notes[start..];
         let body = &body[body.find('\n').unwrap() + 1..];
         let body = &body[..body.find("```").unwrap()];
@@ -226,7 +227,7 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(drawn(), table);
+        assert_eq!(drawn("client-steps"), table);
     }
 
     #[test]

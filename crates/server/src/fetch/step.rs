@@ -168,25 +168,6 @@ pub(crate) const NEXT: &[(Name, &[Name])] = {
 mod tests {
     use super::*;
 
-    /// The drawing of the backend steps in the architecture notes.
-    fn drawn() -> Vec<(String, Vec<String>)> {
-        let notes = include_str!("../../../../docs/architecture-notes.md");
-        let start = notes
-            .find("```backend-steps")
-            .expect("the notes draw the backend steps");
-        let body = &notes[start..];
-        let body = &body[body.find('\n').unwrap() + 1..];
-        let body = &body[..body.find("```").unwrap()];
-        body.lines()
-            .filter(|l| l.contains("->"))
-            .map(|l| {
-                let (from, to) = l.split_once("->").unwrap();
-                let to = to.split(',').map(|s| s.trim().to_string()).collect();
-                (from.trim().to_string(), to)
-            })
-            .collect()
-    }
-
     #[test]
     fn the_drawing_of_the_backend_steps_is_the_table() {
         let table: Vec<(String, Vec<String>)> = NEXT
@@ -199,7 +180,7 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(drawn(), table);
+        assert_eq!(crate::client::step::tests::drawn("backend-steps"), table);
     }
 
     #[test]
