@@ -247,10 +247,13 @@ pub(crate) async fn fill(
                         stored,
                     );
                 }
-                handle.finish();
+                // The connection goes back to the pool before the body
+                // is marked complete: a client that waits for the end of
+                // the body (to close, or to ask again) then finds it there.
                 let now = lacquer_core::time::now();
                 log_body_end(bereq, &conn, received, stored, now);
                 conn.finish(true);
+                handle.finish();
                 return;
             }
             Err(e) => return body_failed(&mut bereq.log, &e),
