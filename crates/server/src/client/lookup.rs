@@ -11,6 +11,7 @@ use crate::fetch::cache::{self as fetch, FetchKind};
 use crate::host::client_host::Resp;
 use crate::host::req::{Outcome, Req};
 use crate::transport::io::Client;
+use crate::transport::wire::Transport;
 use crate::Shared;
 use lacquer_cache::ban::BanReq;
 use lacquer_cache::object::Object;
@@ -34,13 +35,12 @@ pub(super) async fn lookup(w: &mut Walk<'_>, req: &mut Req) -> Step {
     let mut relookups = 0;
     let wants = lookup_wants(sh, req);
     loop {
-        // A first lookup judges freshness when the request came, as
-        // varnishd's does (and reads no clock); one after a wait or a
-        // restart, now.
-        let now = match relookups == 0 && req.restarts == 0 {
-            true => req.t_req,
-            false => lacquer_core::time::now(),
-        };
+        // Freshness is judged at the time the request came, as
+        // varnishd's lookups judge it (and no clock is read): after a
+        // restart too, and after a wait, so that a request that waited
+        // on a fetch gets what it waited for even when that object's
+        // TTL is shorter than the wait for the lookup again.
+        let now = req.t_req;
         let lookup = if req.hash_always_miss {
             sh.cache.lookup_fresh_fetch(&w.key)
         } else {
@@ -197,7 +197,7 @@ pub(super) async fn miss(
     let kind = FetchKind {
         bgfetch: false,
         hitmiss,
-        abandon_when_gone: hitmiss || c.h2().is_some(),
+        abandon_when_gone: hitmiss || c.wire.multiplexed(),
         interim: sink,
     };
     let rx = fetch::spawn(w.sh, w.vcl(), req, w.conn.clone(), &w.key, slot, kind);
