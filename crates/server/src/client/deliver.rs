@@ -5,11 +5,10 @@
 //! inflated for clients that do not take gzip, run as an ESI program
 //! (see [`crate::client::esi`]), or handed to an include's parent.
 
-use crate::client::conditional::{
-    not_modified, open_range, range, Range, Validators, UNKNOWN_TOTAL,
-};
+use crate::client::conditional::{open_range, range, Range, Validators, UNKNOWN_TOTAL};
 use crate::client::encodings;
 use crate::client::esi;
+use crate::client::plan::{self, Framed};
 use crate::client::resp_log::{self, HeadFields};
 use crate::host::coding;
 use crate::host::filters::Filters;
@@ -20,6 +19,7 @@ use crate::host::resp::{LengthField, Resp};
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
 use crate::transport::io::Client;
+use crate::transport::wire::Transport;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::Object;
@@ -29,7 +29,7 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::params::Params;
 use lacquer_filters::gzip::{is_gzip, Gunzip, INFLATE_SLICE};
-use lacquer_http::{Headers, Version};
+use lacquer_http::Headers;
 use lacquer_shm::packed::HeadKind;
 use lacquer_shm::record::push_u64;
 use lacquer_shm::Tag;
@@ -130,7 +130,7 @@ pub(crate) async fn object(
     d: Delivery<'_>,
     resp: Option<&Resp>,
 ) -> Outcome {
-    if c.is_fragment() {
+    if c.wire.part_of_page() {
         if std::mem::take(&mut req.resp_logged) {
             // An include's body goes into its page: what it passes
             // through, as varnishd lists it.
@@ -144,7 +144,7 @@ pub(crate) async fn object(
     write_head(c, sh, req, obj, &d, resp, &plan);
     let shape = Shape {
         window: plan.window,
-        wire: plan.wire,
+        wire: plan.framed.wire,
         bodyless: plan.bodyless,
         is_head: plan.is_head,
         filters: plan.filters,
@@ -154,7 +154,7 @@ pub(crate) async fn object(
     let outcome = send(c, sh, req, obj, shape, d).await;
     req.log
         .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-    outcome.unwrap_or(plan.outcome())
+    outcome.unwrap_or(plan.framed.outcome())
 }
 
 /// How one object's response goes out: its status, the filters its body
@@ -178,13 +178,15 @@ struct Plan<'o> {
     /// The range asked for lies past the body (its length): a 416 with
     /// the response's fields, as varnishd answers it, and no body.
     unsatisfiable: Option<u64>,
-    wire: WireBody,
+    /// The framing, and how the connection goes on.
+    framed: Framed,
+    /// The body goes out transformed (inflated, includes expanded,
+    /// decoded): its ETag is weakened.
+    weaken_etag: bool,
     /// What the head says of the length, before delivery edits it.
     length_field: LengthField,
     /// The head's length is the one that goes out (reused as it is).
     length_in_head: bool,
-    keep: bool,
-    http10: bool,
     is_head: bool,
 }
 
@@ -197,13 +199,12 @@ impl<'o> Plan<'o> {
         resp: Option<&Resp>,
     ) -> Plan<'o> {
         let p = &sh.params;
-        let is_head = req.is_head();
-        let http10 = req.head.version == Version::Http10;
+        let ask = plan::Asked::of(req, d.keep, false);
+        let is_head = ask.is_head;
         let status = resp.map_or(obj.status(), |r| r.status.wire());
-        let cond = status == 200
-            && (is_head || req.head.method_is("GET"))
-            && not_modified(&req.head.headers, || Validators::of(obj, resp), d.now);
-        let mut bodyless = cond || status == 204 || status == 304 || status < 200;
+        let answer = plan::answer(&ask, status, || Validators::of(obj, resp), d.now);
+        let cond = answer.not_modified;
+        let mut bodyless = answer.bodyless;
         let mut filters = Filters::for_delivery(p, req, obj, status);
         if bodyless {
             filters = Filters::only(false, false, false);
@@ -277,23 +278,19 @@ impl<'o> Plan<'o> {
             None if obj.head_has_length() => LengthField::Stored,
             None => LengthField::Absent,
         };
-        let wire = if unsatisfiable.is_some() {
-            WireBody::Length(0)
-        } else if bodyless {
-            WireBody::Bodyless
+        // The length as it goes out: none for a 416, and not known to a
+        // HEAD of an object fetched with one.
+        let length = if unsatisfiable.is_some() {
+            Some(0)
         } else if head_fetched && is_head {
-            WireBody::HeadUnknown
+            None
         } else if let Some((start, end, _)) = window.filter(|w| w.2 != UNKNOWN_TOTAL) {
-            WireBody::Length(end - start + 1)
-        } else if let Some(n) = known {
-            WireBody::Length(n)
-        } else if is_head {
-            WireBody::HeadUnknown
-        } else if http10 {
-            WireBody::Close
+            Some(end - start + 1)
         } else {
-            WireBody::Chunked
+            known
         };
+        let framed = plan::frame(&ask, answer.bodyless, length);
+        let wire = framed.wire;
         // The stored length goes out as it is when the whole stored body
         // does (varnishd reuses it so); any other is replaced by the right
         // one.
@@ -307,7 +304,9 @@ impl<'o> Plan<'o> {
             (_, WireBody::HeadUnknown) => true,
             _ => false,
         };
+        let transformed = filters.gunzip || filters.esi || filters.decode.is_some();
         Plan {
+            weaken_etag: answer.weakens_etag(transformed),
             status,
             cond,
             bodyless,
@@ -316,11 +315,9 @@ impl<'o> Plan<'o> {
             encode,
             window,
             unsatisfiable,
-            wire,
+            framed,
             length_field,
             length_in_head,
-            keep: d.keep && wire != WireBody::Close,
-            http10,
             is_head,
         }
     }
@@ -337,20 +334,6 @@ impl<'o> Plan<'o> {
         } else {
             None
         }
-    }
-
-    /// How the connection goes on once the response is out.
-    fn outcome(&self) -> Outcome {
-        if self.keep {
-            return Outcome::KeepAlive;
-        }
-        Outcome::Close(if self.wire == WireBody::Close {
-            CloseReason::TxEof
-        } else if self.http10 {
-            CloseReason::ReqHttp10
-        } else {
-            CloseReason::ReqClose
-        })
     }
 }
 
@@ -407,8 +390,7 @@ fn write_head(
         }
         None => {}
     }
-    if filters.gunzip || filters.esi || filters.decode.is_some() {
-        // The body goes out transformed (inflated, includes expanded).
+    if plan.weaken_etag {
         weaken_etag_line(&mut c.wbuf);
     }
     match plan.window {
@@ -442,10 +424,10 @@ fn write_head(
                 Some(r) => !r.own_delivery_headers && !r.has_accept_ranges(obj),
                 None => !obj.accept_ranges(),
             },
-        body: plan.wire,
+        body: plan.framed.wire,
         length_in_head: plan.length_in_head,
-        keep: plan.keep,
-        http10: plan.http10,
+        keep: plan.framed.keep,
+        http10: plan.framed.http10,
         own: resp.is_some_and(|r| r.own_delivery_headers),
         synthetic: d.synthetic,
     };
@@ -456,10 +438,10 @@ fn write_head(
         ..filters
     };
     let sent = resp_log::Sent {
-        wire: plan.wire,
-        keep: plan.keep,
-        http10: plan.http10,
-        h2: c.is_h2(),
+        wire: plan.framed.wire,
+        keep: plan.framed.keep,
+        http10: plan.framed.http10,
+        protocol: c.wire.resp_protocol(),
     };
     match (std::mem::take(&mut req.resp_logged), d.synthetic) {
         (true, true) => resp_log::synthetic_tail(req, logged_filters, sent),
@@ -615,7 +597,7 @@ async fn filtered_body(
             return finish_body(c, clock).await;
         }
     }
-    if c.is_fragment() && splice && obj.gzipped() {
+    if c.wire.part_of_page() && splice && obj.gzipped() {
         wait_complete(obj).await?;
         let stripped = obj
             .gzip::<lacquer_filters::splice::Scanned>()
@@ -635,7 +617,7 @@ async fn filtered_body(
         }
     }
     let gunzip = top.map_or(
-        obj.gzipped() && (c.is_fragment() || !can_gzip(&req.head.headers)),
+        obj.gzipped() && (c.wire.part_of_page() || !can_gzip(&req.head.headers)),
         |f| f.gunzip,
     );
     if gunzip {

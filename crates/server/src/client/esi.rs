@@ -15,6 +15,7 @@ use crate::host::req::{forwarded_for, IncludeCtx, Outcome, Req, TopReq};
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SendClock;
 use crate::transport::io::{Client, Piece};
+use crate::transport::wire::Transport;
 use crate::Shared;
 use bytes::{Bytes, BytesMut};
 use lacquer_cache::object::Object;
@@ -166,7 +167,7 @@ pub(crate) async fn deliver_page(
         (Some(Arc::new(ctx)), base)
     };
     let mut sink = Sink {
-        splicer: (out.gzip && !c.is_fragment()).then(Splicer::new),
+        splicer: (out.gzip && !c.wire.part_of_page()).then(Splicer::new),
     };
     if sink.splicer.is_some() {
         send(c, req, &out, vec![Bytes::from_static(&GZIP_HEADER)]).await?;

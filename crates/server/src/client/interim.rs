@@ -7,6 +7,7 @@
 
 use crate::host::req::Req;
 use crate::transport::io::Client;
+use crate::transport::wire::Transport;
 use crate::Shared;
 use lacquer_backend::{InterimSink, MAX_INTERIM};
 use lacquer_core::params::Params;
@@ -18,7 +19,7 @@ use tokio::sync::mpsc;
 
 /// Whether this request's client may be sent interim responses.
 pub(crate) fn wanted(c: &Client, req: &Req) -> bool {
-    matches!(req.head.version, Version::Http11 | Version::Http2) && !c.is_fragment()
+    matches!(req.head.version, Version::Http11 | Version::Http2) && !c.wire.part_of_page()
 }
 
 /// The wire form of interim response heads.
@@ -43,19 +44,11 @@ pub(crate) async fn send(c: &mut Client, sh: &Shared, heads: &[ResponseHead]) ->
         return true;
     }
     let idle = Params::duration(sh.params.idle_send_timeout());
-    if c.h2().is_some() {
-        // A HEADERS frame each.
-        for head in heads {
-            if c.write_small(&wire(std::slice::from_ref(head)), idle)
-                .await
-                .is_err()
-            {
-                return false;
-            }
-        }
-        return true;
-    }
-    c.write_small(&wire(heads), idle).await.is_ok()
+    let texts: Vec<Vec<u8>> = heads
+        .iter()
+        .map(|h| wire(std::slice::from_ref(h)))
+        .collect();
+    c.wire.send_interim(&texts, idle).await.is_ok()
 }
 
 /// A way for a fetch's interim responses to reach the waiting client.

@@ -4,7 +4,9 @@
 //! the steps that go to the backend for one client (`pass_stream` relays
 //! a pass's body straight through, `pass_front` is what both ways of a
 //! pass share); `deliver` and `esi`
-//! put a response on the wire (`conditional` judges validators and
+//! put a response on the wire (`plan` decides, for a delivered object and
+//! a relayed pass alike, its 304, framing, ETag and connection's fate;
+//! `conditional` judges validators and
 //! ranges for it; `encodings` has br and zstd renditions made and
 //! compresses or decodes bodies on the way out; `resp_log` logs a
 //! response as varnishd does, as built and then changed, and `req_log`
@@ -26,6 +28,7 @@ pub(crate) mod pass;
 pub(crate) mod pass_front;
 pub(crate) mod pass_stream;
 pub(crate) mod pipe;
+pub(crate) mod plan;
 pub(crate) mod req_headers;
 pub(crate) mod req_log;
 pub(crate) mod request;

@@ -25,6 +25,7 @@ use crate::host::req::{ConnInfo, Outcome, Req};
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::transport::io::{BodyError, Client};
+use crate::transport::wire::Transport;
 use crate::Shared;
 use lacquer_backend::{Conn, FetchError};
 use lacquer_core::close::CloseReason;
@@ -304,7 +305,7 @@ async fn deliver_private(
     }
     let mut resp = Resp::for_object(&obj, false);
     log_fetched(req);
-    req.resp_logged = req.log.active() && !c.is_fragment();
+    req.resp_logged = req.log.active() && !c.wire.part_of_page();
     if req.resp_logged {
         resp_log::log_as_built(req, sh, &obj, &resp, lacquer_core::time::now(), &mut c.wbuf);
     }
@@ -349,7 +350,7 @@ async fn send_with_body<'b>(
     // An HTTP/2 stream's body may go on its own beside the response, when
     // the backend speaks HTTP/2 too (gRPC streams both ways). Its framing
     // is made here, so nothing is read ahead for it.
-    let duplex = c.rbuf.is_empty() && c.h2().is_some_and(|h2| h2.body_untouched());
+    let duplex = c.rbuf.is_empty() && c.wire.body_untouched();
     // A chunked body's first piece (and any body's that has begun to
     // arrive) is read before a backend connection is taken: chunk framing
     // broken from the start never reaches the backend, and a client slow
@@ -380,13 +381,11 @@ async fn send_with_body<'b>(
         if let Err(e) = conn.flush(t).await {
             return Ok(Err(e));
         }
-        if let Some(body) = c.h2().and_then(|h2| h2.take_body()) {
+        if let Some(body) = c.wire.take_body() {
             match conn.duplex(body, limit) {
                 Ok(()) => return Ok(read_head(sh, req, conn, t).await),
                 Err(body) => {
-                    if let Some(h2) = c.h2() {
-                        h2.restore_body(body);
-                    }
+                    c.wire.restore_body(body);
                 }
             }
         }

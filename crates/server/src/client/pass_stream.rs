@@ -8,6 +8,7 @@
 use crate::client::conditional;
 use crate::client::deliver::{self, DeliveryHeaders, WireBody};
 use crate::client::pass_front::{deliver_or, log_fetched, Backend, Front, Passed};
+use crate::client::plan::{self, Framed};
 use crate::client::resp_log::{self, HeadFields};
 use crate::fetch::backend_steps;
 use crate::host::backend_host::{Bereq, Beresp};
@@ -16,6 +17,7 @@ use crate::host::req::{Outcome, Req};
 use crate::host::stored_head::{stored_head, HeadLength};
 use crate::transport::deadline::SendClock;
 use crate::transport::io::Client;
+use crate::transport::wire::Transport;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_backend::{Conn, FetchError};
@@ -40,14 +42,12 @@ struct Plan {
     bodyless: bool,
     /// Inflated for a client that does not take gzip.
     gunzip: bool,
-    wire: WireBody,
+    /// The framing, and how the connection goes on.
+    framed: Framed,
     /// What becomes of the backend's `Content-Length`.
     length: HeadLength,
     /// The head says the body's length (the backend's, in its place).
     length_in_head: bool,
-    keep: bool,
-    http10: bool,
-    is_head: bool,
     /// To an ESI include's parent: the body alone.
     fragment: bool,
     /// VCL set `Age`, `Via` or `X-Varnish` itself.
@@ -81,27 +81,23 @@ impl Plan {
         let before = req
             .resp_logged
             .then(|| HeadFields::of_fields(&head.headers));
-        let fragment = c.is_fragment();
+        let fragment = c.wire.part_of_page();
         // The client's own conditions hold for a passed 200 too (as in
         // Varnish): it gets a 304, and the backend's body is not read.
-        let not_modified =
-            !fragment && head.status == 200 && (is_head || req.head.method_is("GET")) && {
-                let h = &head.headers;
-                let validators = || conditional::Validators {
-                    etag: h.get("etag").cloned(),
-                    last_modified: match h.get("last-modified") {
-                        Some(v) => lacquer_core::time::parse_http_date(v),
-                        None => Some(from.t_resp.floor()),
-                    },
-                };
-                conditional::not_modified(&req.head.headers, validators, lacquer_core::time::now())
-            };
-        if not_modified {
+        let ask = plan::Asked::of(req, keep, fragment);
+        let validators = || conditional::Validators {
+            etag: head.headers.get("etag").cloned(),
+            last_modified: match head.headers.get("last-modified") {
+                Some(v) => lacquer_core::time::parse_http_date(v),
+                None => Some(from.t_resp.floor()),
+            },
+        };
+        let answer = plan::answer(&ask, head.status, validators, lacquer_core::time::now());
+        if answer.not_modified {
             head.status = 304;
             head.reason = Bytes::from_static(b"Not Modified");
         }
-        let status = head.status;
-        let bodyless = status == 204 || status == 304 || status < 200;
+        let bodyless = answer.bodyless;
         // A gzip'd body goes out inflated to a client that does not take
         // gzip (a backend may send it whatever was asked), as from the
         // cache.
@@ -113,20 +109,18 @@ impl Plan {
             && !crate::host::req::can_gzip(&req.head.headers);
         if gunzip {
             head.headers.remove("content-encoding");
+        }
+        if answer.weakens_etag(gunzip) {
             crate::host::head_edits::weaken_etag(&mut head.headers);
         }
-        let http10 = req.head.version == Version::Http10;
-        let wire = match resp.framing {
-            _ if bodyless => WireBody::Bodyless,
-            Framing::Length(_) if gunzip && is_head => WireBody::HeadUnknown,
-            Framing::Length(_) if gunzip && http10 => WireBody::Close,
-            Framing::Length(_) if gunzip => WireBody::Chunked,
-            Framing::Length(n) => WireBody::Length(n),
-            Framing::None if is_head => WireBody::HeadUnknown,
-            Framing::None => WireBody::Length(0),
-            Framing::Chunked | Framing::UntilClose if http10 => WireBody::Close,
-            Framing::Chunked | Framing::UntilClose => WireBody::Chunked,
+        // The length as it goes out: an inflated body's is not known.
+        let length = match resp.framing {
+            Framing::Length(n) if !gunzip => Some(n),
+            Framing::None if !is_head => Some(0),
+            _ => None,
         };
+        let framed = plan::frame(&ask, bodyless, length);
+        let wire = framed.wire;
         // The backend's length stays in its place when the body goes out
         // as it came (as varnishd keeps it).
         let (length, length_in_head) = match wire {
@@ -138,15 +132,12 @@ impl Plan {
         Plan {
             head,
             skip,
-            not_modified,
+            not_modified: answer.not_modified,
             bodyless,
             gunzip,
-            wire,
+            framed,
             length,
             length_in_head,
-            keep: keep && wire != WireBody::Close,
-            http10,
-            is_head,
             fragment,
             own,
             before,
@@ -156,17 +147,7 @@ impl Plan {
 
     /// Whether a body goes to the client.
     fn sends_body(&self) -> bool {
-        !self.bodyless && !self.is_head && !self.not_modified
-    }
-
-    /// How the connection goes on once the response is out.
-    fn outcome(&self) -> Outcome {
-        match (self.keep, self.wire) {
-            (true, _) => Outcome::KeepAlive,
-            (false, WireBody::Close) => Outcome::Close(CloseReason::TxEof),
-            (false, _) if self.http10 => Outcome::Close(CloseReason::ReqHttp10),
-            _ => Outcome::Close(CloseReason::ReqClose),
-        }
+        self.framed.sends_body
     }
 }
 
@@ -211,7 +192,7 @@ pub(super) async fn stream_response(
     log_fetched(req);
     // Logged as built, then each change as it is made, as varnishd logs
     // it (an include's response is its page's, and not logged so).
-    req.resp_logged = req.log.active() && !c.is_fragment();
+    req.resp_logged = req.log.active() && !c.wire.part_of_page();
     if req.resp_logged {
         log_as_built(sh, req, &vresp, &from, bereq.xid);
     }
@@ -264,11 +245,7 @@ pub(super) async fn stream_response(
         be.finish(false);
         req.log
             .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-        return Passed::Done(match plan.keep {
-            true => Outcome::KeepAlive,
-            false if plan.http10 => Outcome::Close(CloseReason::ReqHttp10),
-            false => Outcome::Close(CloseReason::ReqClose),
-        });
+        return Passed::Done(plan.framed.outcome());
     }
     if let Err(passed) = relay.body(c, req, bereq, &mut be, t).await {
         return passed;
@@ -290,7 +267,7 @@ pub(super) async fn stream_response(
     }
     req.log
         .timestamp(&lacquer_shm::packed::stamp::RESP, lacquer_core::time::now());
-    Passed::Done(plan.outcome())
+    Passed::Done(plan.framed.outcome())
 }
 
 /// Logs the backend's response as `vcl_deliver` first sees it (as
@@ -343,10 +320,10 @@ fn write_head(
             obj_xid: req.passed_from_hit.then_some(bereq.xid),
             age: backend_age(resp),
             accept_ranges: false,
-            body: plan.wire,
+            body: plan.framed.wire,
             length_in_head: plan.length_in_head,
-            keep: plan.keep,
-            http10: plan.http10,
+            keep: plan.framed.keep,
+            http10: plan.framed.http10,
             own: plan.own,
             synthetic: false,
         },
@@ -363,10 +340,10 @@ fn write_head(
                 filters,
                 length_in_head: plan.length_in_head,
                 sent: resp_log::Sent {
-                    wire: plan.wire,
-                    keep: plan.keep,
-                    http10: plan.http10,
-                    h2: c.is_h2(),
+                    wire: plan.framed.wire,
+                    keep: plan.framed.keep,
+                    http10: plan.framed.http10,
+                    protocol: c.wire.resp_protocol(),
                 },
             };
             resp_log::object_tail(req, &c.wbuf, &tail);
@@ -416,7 +393,7 @@ impl Relay {
                 self.check(bereq, &piece)?;
                 let n = piece.len() as u64;
                 let sent = c
-                    .send_head_and_piece(plan.wire, piece, &self.clock)
+                    .send_head_and_piece(plan.framed.wire, piece, &self.clock)
                     .await
                     .map_err(|_| failed())?;
                 COUNTERS.add(Counter::s_resp_bodybytes, sent);
@@ -425,7 +402,7 @@ impl Relay {
             }
             other => {
                 self.first = other;
-                c.send_head(plan.wire, &[], &self.clock)
+                c.send_head(plan.framed.wire, &[], &self.clock)
                     .await
                     .map_err(|_| failed())?;
             }

@@ -21,6 +21,7 @@ use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
 use crate::transport::io::Client;
+use crate::transport::wire::Transport;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_cache::object::{Object, Timers};
@@ -278,7 +279,7 @@ async fn hash(c: &mut Client, w: &mut Walk<'_>, req: &mut Req, choice: Action) -
             );
             return Step::Pass;
         }
-        Action::Pipe if c.h2().is_some() => {
+        Action::Pipe if c.wire.multiplexed() => {
             // An HTTP/2 stream has no connection of its own to hand
             // over: passed, as Varnish does.
             req.log.bytes(
@@ -464,7 +465,7 @@ async fn synth_step(
     let mut resp = Resp::synthetic(Status::new(status), reason);
     // Logged as built, then each change vcl_synth makes, as varnishd logs
     // it (an include's response is its page's, and not logged so).
-    req.resp_logged = req.log.active() && !c.is_fragment();
+    req.resp_logged = req.log.active() && !c.wire.part_of_page();
     if req.resp_logged {
         resp.log_as_built(&mut req.log, req.xid);
     }

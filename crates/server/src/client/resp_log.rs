@@ -239,15 +239,17 @@ pub(crate) struct Sent {
     /// The connection is kept after it.
     pub keep: bool,
     pub http10: bool,
-    pub h2: bool,
+    /// The protocol a transport that frames responses itself is logged
+    /// as (see `Transport::resp_protocol`).
+    pub protocol: Option<&'static [u8]>,
 }
 
 /// What the transport changes last: HTTP/2 its protocol, HTTP/1 the
 /// `Connection` and `Transfer-Encoding` fields it adds (in that order, as
 /// varnishd logs them).
 fn log_transport_fields(log: &mut lacquer_shm::Txn, sent: Sent) {
-    if sent.h2 {
-        log.bytes(Tag::RespProtocol, b"HTTP/2.0");
+    if let Some(protocol) = sent.protocol {
+        log.bytes(Tag::RespProtocol, protocol);
         return;
     }
     if !sent.keep || sent.wire == WireBody::Close {

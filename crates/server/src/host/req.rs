@@ -7,6 +7,7 @@
 use crate::host::vcl::Loaded;
 use crate::transport::deadline::SessTimeouts;
 use crate::transport::io::{BodyError, Client, ReqBody, SendError};
+use crate::transport::wire::Transport;
 use crate::Shared;
 use bytes::Bytes;
 use lacquer_core::close::CloseReason;
@@ -321,7 +322,7 @@ impl Acct {
     /// are counted by the page that writes them).
     pub fn count_sent(&mut self, c: &Client, n: u64) {
         self.body_tx += n;
-        if !c.is_fragment() {
+        if !c.wire.part_of_page() {
             COUNTERS.add(Counter::s_resp_bodybytes, n);
         }
     }

@@ -8,7 +8,7 @@
 //! nothing of their own for HTTP/2.
 
 use super::deadline::SendClock;
-use super::wire::{SendError, WireBody};
+use super::wire::{ReadError, SendError, Transport, WireBody};
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
@@ -81,7 +81,7 @@ impl H2Stream {
 
     /// Sends the response head the steps wrote (HTTP/1 text in `head`)
     /// and any `body` pieces.
-    pub async fn send_head(
+    async fn head(
         &mut self,
         head: &[u8],
         wire: WireBody,
@@ -113,13 +113,13 @@ impl H2Stream {
             return Ok(());
         }
         self.send = Some(send);
-        self.send_data(body, false, clock).await.map(drop)
+        self.data(body, false, clock).await.map(drop)
     }
 
     /// Sends body pieces as DATA frames within the peer's window; the
     /// stream ends with the last byte a known length allows, or with
     /// `last`.
-    pub async fn send_data(
+    async fn data(
         &mut self,
         pieces: &[Bytes],
         last: bool,
@@ -155,7 +155,7 @@ impl H2Stream {
             }
         }
         if last {
-            self.finish()?;
+            self.end_with(&[])?;
         }
         Ok(sent)
     }
@@ -184,14 +184,9 @@ impl H2Stream {
         }
     }
 
-    /// Ends a body whose length was not known.
-    pub fn finish(&mut self) -> Result<(), SendError> {
-        self.finish_with(&[])
-    }
-
     /// Ends the response body, with trailer fields (a HEADERS frame that
     /// ends the stream) when there are any that HTTP/2 can carry.
-    pub fn finish_with(&mut self, trailers: &[(Bytes, Bytes)]) -> Result<(), SendError> {
+    fn end_with(&mut self, trailers: &[(Bytes, Bytes)]) -> Result<(), SendError> {
         if self.ended {
             return Ok(());
         }
@@ -221,19 +216,19 @@ impl H2Stream {
 
     /// Sends a small complete HTTP/1 message (head and body) as the
     /// response.
-    pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
+    async fn small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
         let end = find_head_end(data).ok_or(SendError::Io)?;
         let (head, body) = data.split_at(end);
         let clock = SendClock::new(idle, idle);
         let body = Bytes::copy_from_slice(body);
         let wire = WireBody::Length(body.len() as u64);
-        self.send_head(head, wire, &[body], &clock).await
+        self.head(head, wire, &[body], &clock).await
     }
 
     /// The request body's half, when none of the body has been read yet,
     /// for a backend stream to send on its own (see
     /// `lacquer_backend::Conn::duplex`); the steps then read no more of it.
-    pub fn take_body(&mut self) -> Option<RecvStream> {
+    fn take_recv(&mut self) -> Option<RecvStream> {
         if self.recv_done || self.body_read {
             return None;
         }
@@ -242,20 +237,20 @@ impl H2Stream {
         Some(recv)
     }
 
-    /// Gives back what [`H2Stream::take_body`] took, unused.
-    pub fn restore_body(&mut self, recv: RecvStream) {
+    /// Gives back what [`H2Stream::take_recv`] took, unused.
+    fn restore_recv(&mut self, recv: RecvStream) {
         self.recv = Some(recv);
         self.recv_done = false;
     }
 
     /// Whether a request body comes, none of it read yet.
-    pub fn body_untouched(&self) -> bool {
+    fn recv_untouched(&self) -> bool {
         !self.recv_done && !self.body_read
     }
 
     /// Reads the next DATA frame of the request body into `rbuf`, framed
     /// as the steps expect; `Ok(0)` at its end.
-    pub async fn read_into(&mut self, rbuf: &mut BytesMut, limit: Duration) -> Result<usize, ()> {
+    async fn read_into(&mut self, rbuf: &mut BytesMut, limit: Duration) -> Result<usize, ()> {
         loop {
             let Some(recv) = self.recv.as_mut().filter(|_| !self.recv_done) else {
                 return Ok(0);
@@ -303,7 +298,7 @@ impl H2Stream {
     }
 
     /// Awaits `fut` unless the peer resets the stream first (None).
-    pub async fn watching<F: std::future::Future>(&mut self, fut: F) -> Option<F::Output> {
+    async fn watch<F: std::future::Future>(&mut self, fut: F) -> Option<F::Output> {
         if self.ended {
             return Some(fut.await);
         }
@@ -351,6 +346,92 @@ impl H2Stream {
             Some(send) => send.send_reset(h2::Reason::INTERNAL_ERROR),
             None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
         }
+    }
+}
+
+impl Transport for H2Stream {
+    fn multiplexed(&self) -> bool {
+        true
+    }
+
+    fn resp_protocol(&self) -> Option<&'static [u8]> {
+        Some(b"HTTP/2.0")
+    }
+
+    fn duplicate_socket(&self) -> Option<std::os::fd::OwnedFd> {
+        self.socket().and_then(|s| s.try_clone().ok())
+    }
+
+    async fn send_head(
+        &mut self,
+        head: &[u8],
+        wire: WireBody,
+        body: &[Bytes],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        self.head(head, wire, body, clock).await
+    }
+
+    async fn send_data(
+        &mut self,
+        pieces: &[Bytes],
+        _size: u64,
+        last: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        self.data(pieces, last, clock).await
+    }
+
+    async fn finish(
+        &mut self,
+        trailers: &[(Bytes, Bytes)],
+        _clock: &SendClock,
+    ) -> Result<(), SendError> {
+        self.end_with(trailers)
+    }
+
+    async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
+        self.small(data, idle).await
+    }
+
+    /// A HEADERS frame each.
+    async fn send_interim(&mut self, heads: &[Vec<u8>], idle: Duration) -> Result<(), SendError> {
+        for head in heads {
+            self.small(head, idle).await?;
+        }
+        Ok(())
+    }
+
+    async fn read(
+        &mut self,
+        rbuf: &mut BytesMut,
+        limit: impl FnOnce() -> Duration,
+    ) -> Result<usize, ReadError> {
+        self.read_into(rbuf, limit())
+            .await
+            .map_err(|()| ReadError::Io)
+    }
+
+    /// The peer's reset is what says the client left.
+    async fn watching<F: std::future::Future>(
+        &mut self,
+        _rbuf: &mut BytesMut,
+        fut: F,
+        _answer_half_closed: bool,
+    ) -> Option<F::Output> {
+        self.watch(fut).await
+    }
+
+    fn body_untouched(&self) -> bool {
+        self.recv_untouched()
+    }
+
+    fn take_body(&mut self) -> Option<RecvStream> {
+        self.take_recv()
+    }
+
+    fn restore_body(&mut self, body: RecvStream) {
+        self.restore_recv(body)
     }
 }
 

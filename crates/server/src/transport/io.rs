@@ -1,30 +1,168 @@
 //! A client connection's bytes: the read buffer (which may hold the next
 //! pipelined request; dropped while the connection idles), the header
-//! buffer, and writes bounded by `send_timeout` and `idle_send_timeout`.
-//! An ESI sub-request has a client too, whose "connection" is the channel
-//! its parent reads the fragment from: heads are dropped there and body
-//! bytes go unframed; an HTTP/2 stream's client writes frames
-//! (`transport::h2`).
+//! buffer, a body's window and encoder on the way out, and the wire its
+//! responses go on: a [`Transport`] (HTTP/1, one stream of an HTTP/2
+//! connection, or an ESI include's channel to its page), held in a
+//! [`Wire`] so that calls to it are static, not through a vtable.
 
 use super::deadline::{SendClock, SessTimeouts, WaitTimer};
+use super::fragment::Fragment;
+use super::http1::{now_or_never, Http1};
 pub(crate) use super::req_body::{BodyError, ReqBody};
 pub(crate) use super::stream::{ClientStream, SessAddrs};
-pub(crate) use super::wire::{Piece, ReadError, SendError, WireBody};
+pub(crate) use super::wire::{Piece, ReadError, SendError, Transport, WireBody};
 use bytes::{Bytes, BytesMut};
 use lacquer_core::spare;
 use std::future::Future;
-use std::io::IoSlice;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-/// Where a client's responses go.
+/// The transport a client's responses go on: one of those there are,
+/// each a [`Transport`]. Matched only to dispatch (`each!`), to build a
+/// client, and to hand its connection over.
 pub(crate) enum Wire {
-    Stream(Box<dyn ClientStream>),
-    /// The parent of an ESI include.
-    Fragment(mpsc::Sender<Piece>),
+    Http1(Http1),
+    /// The page of an ESI include.
+    Fragment(Fragment),
     /// One stream of an HTTP/2 connection.
     H2(Box<super::h2::H2Stream>),
+}
+
+/// Runs `$body` with `$t` bound to the transport in `$wire`.
+macro_rules! each {
+    ($wire:expr, $t:ident => $body:expr) => {
+        match $wire {
+            Wire::Http1($t) => $body,
+            Wire::Fragment($t) => $body,
+            Wire::H2($t) => $body,
+        }
+    };
+}
+
+impl Transport for Wire {
+    fn part_of_page(&self) -> bool {
+        each!(self, t => t.part_of_page())
+    }
+
+    fn multiplexed(&self) -> bool {
+        each!(self, t => t.multiplexed())
+    }
+
+    fn resp_protocol(&self) -> Option<&'static [u8]> {
+        each!(self, t => t.resp_protocol())
+    }
+
+    fn byte_stream(&mut self) -> Option<&mut dyn ClientStream> {
+        each!(self, t => t.byte_stream())
+    }
+
+    fn duplicate_socket(&self) -> Option<OwnedFd> {
+        each!(self, t => t.duplicate_socket())
+    }
+
+    fn has_unread(&self) -> bool {
+        each!(self, t => t.has_unread())
+    }
+
+    async fn send_head(
+        &mut self,
+        head: &[u8],
+        wire: WireBody,
+        body: &[Bytes],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        each!(self, t => t.send_head(head, wire, body, clock).await)
+    }
+
+    async fn send_head_small(
+        &mut self,
+        head: &[u8],
+        wire: WireBody,
+        body: &[u8],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        each!(self, t => t.send_head_small(head, wire, body, clock).await)
+    }
+
+    async fn send_head_and_piece(
+        &mut self,
+        head: &[u8],
+        wire: WireBody,
+        piece: Bytes,
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        each!(self, t => t.send_head_and_piece(head, wire, piece, clock).await)
+    }
+
+    async fn send_data(
+        &mut self,
+        pieces: &[Bytes],
+        size: u64,
+        last: bool,
+        clock: &SendClock,
+    ) -> Result<u64, SendError> {
+        each!(self, t => t.send_data(pieces, size, last, clock).await)
+    }
+
+    async fn finish(
+        &mut self,
+        trailers: &[(Bytes, Bytes)],
+        clock: &SendClock,
+    ) -> Result<(), SendError> {
+        each!(self, t => t.finish(trailers, clock).await)
+    }
+
+    async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
+        each!(self, t => t.write_small(data, idle).await)
+    }
+
+    async fn send_interim(&mut self, heads: &[Vec<u8>], idle: Duration) -> Result<(), SendError> {
+        each!(self, t => t.send_interim(heads, idle).await)
+    }
+
+    async fn read(
+        &mut self,
+        rbuf: &mut BytesMut,
+        limit: impl FnOnce() -> Duration,
+    ) -> Result<usize, ReadError> {
+        each!(self, t => t.read(rbuf, limit).await)
+    }
+
+    async fn watching<F: Future>(
+        &mut self,
+        rbuf: &mut BytesMut,
+        fut: F,
+        answer_half_closed: bool,
+    ) -> Option<F::Output> {
+        each!(self, t => t.watching(rbuf, fut, answer_half_closed).await)
+    }
+
+    async fn send_failed(&mut self) {
+        each!(self, t => t.send_failed().await)
+    }
+
+    async fn send_deflated(
+        &mut self,
+        data: Vec<Bytes>,
+        crc: u32,
+        len: u64,
+    ) -> Result<(), SendError> {
+        each!(self, t => t.send_deflated(data, crc, len).await)
+    }
+
+    fn body_untouched(&self) -> bool {
+        each!(self, t => t.body_untouched())
+    }
+
+    fn take_body(&mut self) -> Option<::h2::RecvStream> {
+        each!(self, t => t.take_body())
+    }
+
+    fn restore_body(&mut self, body: ::h2::RecvStream) {
+        each!(self, t => t.restore_body(body))
+    }
 }
 
 /// One client connection.
@@ -43,8 +181,6 @@ pub(crate) struct Client {
     /// The `sess.*` timeouts VCL set, for this connection's later
     /// requests too (None: the parameter).
     pub sess: SessTimeouts,
-    /// The response being sent has a chunk-framed body.
-    chunked: bool,
     /// A byte range of a body made on the way out (an ESI page, an
     /// inflated body): bytes still to skip, bytes still to send.
     pub window: Option<(u64, u64)>,
@@ -82,22 +218,34 @@ impl Client {
         }
     }
 
-    pub fn new(stream: Box<dyn ClientStream>, addrs: std::sync::Arc<SessAddrs>) -> Self {
-        let fd = stream.socket().map(|s| std::os::fd::AsRawFd::as_raw_fd(&s));
+    /// A client on `wire` with `wbuf` for its heads.
+    fn on(
+        wire: Wire,
+        wbuf: Vec<u8>,
+        addrs: std::sync::Arc<SessAddrs>,
+        fd: Option<i32>,
+        sess: SessTimeouts,
+    ) -> Self {
         Client {
             fd,
-            sess: SessTimeouts::default(),
-            wire: Wire::Stream(stream),
-            // Made when the first request comes (read_head_more).
+            sess,
+            wire,
             rbuf: BytesMut::new(),
-            wbuf: Vec::new(),
+            wbuf,
             addrs,
             key: spare::take(KEY_ROOM),
-            chunked: false,
             window: None,
             encoder: None,
             head_timer: WaitTimer::default(),
         }
+    }
+
+    /// A connection speaking HTTP/1. Its buffers are made when the first
+    /// request comes (read_head_more).
+    pub fn new(stream: Box<dyn ClientStream>, addrs: std::sync::Arc<SessAddrs>) -> Self {
+        let fd = stream.socket().map(|s| std::os::fd::AsRawFd::as_raw_fd(&s));
+        let wire = Wire::Http1(Http1::new(stream));
+        Client::on(wire, Vec::new(), addrs, fd, SessTimeouts::default())
     }
 
     /// One stream of an HTTP/2 connection, `fd` the connection's socket.
@@ -106,72 +254,50 @@ impl Client {
         addrs: std::sync::Arc<SessAddrs>,
         fd: Option<i32>,
     ) -> Self {
-        Client {
-            fd,
-            sess: SessTimeouts::default(),
-            wire: Wire::H2(Box::new(stream)),
-            rbuf: BytesMut::new(),
-            wbuf: spare::take(FIRST_WBUF),
-            addrs,
-            key: spare::take(KEY_ROOM),
-            chunked: false,
-            window: None,
-            encoder: None,
-            head_timer: WaitTimer::default(),
-        }
-    }
-
-    /// Takes the connection's stream away (to speak HTTP/2 over it); the
-    /// client is left with nowhere to write.
-    pub fn take_stream(&mut self) -> Option<Box<dyn ClientStream>> {
-        let (closed, _) = mpsc::channel(1);
-        match std::mem::replace(&mut self.wire, Wire::Fragment(closed)) {
-            Wire::Stream(s) => Some(s),
-            other => {
-                self.wire = other;
-                None
-            }
-        }
+        let wire = Wire::H2(Box::new(stream));
+        let wbuf = spare::take(FIRST_WBUF);
+        Client::on(wire, wbuf, addrs, fd, SessTimeouts::default())
     }
 
     /// The client of an ESI include, writing to `tx` and otherwise like
     /// its parent's, with `socket` for socket options.
     pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client, socket: Option<i32>) -> Self {
-        Client {
-            wire: Wire::Fragment(tx),
-            rbuf: BytesMut::new(),
-            wbuf: spare::take(512),
-            addrs: parent.addrs.clone(),
-            key: spare::take(KEY_ROOM),
-            fd: socket,
-            sess: parent.sess,
-            chunked: false,
-            window: None,
-            encoder: None,
-            head_timer: WaitTimer::default(),
+        let wire = Wire::Fragment(Fragment::new(tx));
+        Client::on(
+            wire,
+            spare::take(512),
+            parent.addrs.clone(),
+            socket,
+            parent.sess,
+        )
+    }
+
+    /// Takes the connection's stream away (to speak HTTP/2 over it); the
+    /// client is left with nowhere to write.
+    pub fn take_stream(&mut self) -> Option<Box<dyn ClientStream>> {
+        if !matches!(self.wire, Wire::Http1(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut self.wire, Wire::Fragment(Fragment::closed())) {
+            Wire::Http1(h) => Some(h.into_stream()),
+            _ => None,
         }
     }
 
-    /// A descriptor of its own for the client socket (close-on-exec), so
-    /// an ESI page's includes can reach its options even after the
-    /// connection closes; None for an include.
-    pub fn duplicate_socket(&self) -> Option<std::os::fd::OwnedFd> {
-        match &self.wire {
-            Wire::Stream(stream) => stream.socket().and_then(|s| s.try_clone_to_owned().ok()),
-            Wire::H2(h2) => h2.socket().and_then(|s| s.try_clone().ok()),
-            Wire::Fragment(_) => None,
-        }
+    /// A descriptor of its own for the client socket (see
+    /// [`Transport::duplicate_socket`]).
+    pub fn duplicate_socket(&self) -> Option<OwnedFd> {
+        self.wire.duplicate_socket()
     }
 
-    /// The connection's stream, unless this is an ESI include.
+    /// The connection's byte stream, where the client has the whole
+    /// connection (HTTP/1).
     pub fn stream(&mut self) -> Option<&mut dyn ClientStream> {
-        match &mut self.wire {
-            Wire::Stream(s) => Some(&mut **s),
-            Wire::Fragment(_) | Wire::H2(_) => None,
-        }
+        self.wire.byte_stream()
     }
 
-    /// The HTTP/2 stream this client is, if it is one.
+    /// The HTTP/2 stream this client is, for the HTTP/2 session that made
+    /// it.
     pub fn h2(&mut self) -> Option<&mut super::h2::H2Stream> {
         match &mut self.wire {
             Wire::H2(s) => Some(s),
@@ -179,20 +305,9 @@ impl Client {
         }
     }
 
-    /// Whether this client is an HTTP/2 stream.
-    pub fn is_h2(&self) -> bool {
-        matches!(self.wire, Wire::H2(_))
-    }
-
-    pub fn is_fragment(&self) -> bool {
-        matches!(self.wire, Wire::Fragment(_))
-    }
-
     /// Tells an include's parent that its body is incomplete.
     pub async fn send_failed(&mut self) {
-        if let Wire::Fragment(tx) = &self.wire {
-            let _ = tx.send(Piece::Failed).await;
-        }
+        self.wire.send_failed().await
     }
 
     /// Hands an include's parent deflate data to splice (only on an
@@ -203,13 +318,7 @@ impl Client {
         crc: u32,
         len: u64,
     ) -> Result<(), SendError> {
-        match &self.wire {
-            Wire::Fragment(tx) => tx
-                .send(Piece::Deflated { data, crc, len })
-                .await
-                .map_err(|_| SendError::Io),
-            Wire::Stream(_) | Wire::H2(_) => Err(SendError::Io),
-        }
+        self.wire.send_deflated(data, crc, len).await
     }
 
     /// Sends body pieces of the response whose head went out, framed as
@@ -264,46 +373,7 @@ impl Client {
             }
             return Ok(0);
         }
-        self.send_pieces(pieces, size, last, clock).await
-    }
-
-    /// Writes `size` bytes of body pieces framed as the head said, the
-    /// body's end with them when `last`.
-    async fn send_pieces(
-        &mut self,
-        pieces: &[Bytes],
-        size: u64,
-        last: bool,
-        clock: &SendClock,
-    ) -> Result<u64, SendError> {
-        let chunked = self.chunked;
-        if last {
-            self.chunked = false;
-        }
-        match &mut self.wire {
-            Wire::Fragment(tx) => {
-                for p in pieces.iter().filter(|p| !p.is_empty()) {
-                    tx.send(Piece::Data(p.clone()))
-                        .await
-                        .map_err(|_| SendError::Io)?;
-                }
-            }
-            Wire::Stream(stream) if chunked => {
-                let mut size_line = Vec::with_capacity(16);
-                lacquer_http::chunked::chunk_header(size as usize, &mut size_line);
-                let mut parts: Vec<&[u8]> = Vec::with_capacity(pieces.len() + 3);
-                parts.push(&size_line);
-                parts.extend(pieces.iter().map(|b| &b[..]));
-                parts.push(b"\r\n");
-                if last {
-                    parts.push(lacquer_http::chunked::LAST_CHUNK);
-                }
-                write_gathered(&mut **stream, &[], &parts, clock).await?;
-            }
-            Wire::Stream(stream) => write_gathered(&mut **stream, &[], pieces, clock).await?,
-            Wire::H2(h2) => return h2.send_data(pieces, last, clock).await,
-        }
-        Ok(size)
+        self.wire.send_data(pieces, size, last, clock).await
     }
 
     /// Ends the body of the response being sent (its last chunk, when
@@ -324,29 +394,10 @@ impl Client {
             let tail = enc.finish().map_err(|_| SendError::Io)?;
             if !tail.is_empty() {
                 let n = tail.len() as u64;
-                self.send_pieces(&[tail], n, false, clock).await?;
+                self.wire.send_data(&[tail], n, false, clock).await?;
             }
         }
-        if let Wire::H2(h2) = &mut self.wire {
-            return h2.finish_with(trailers);
-        }
-        if !std::mem::take(&mut self.chunked) {
-            return Ok(());
-        }
-        if trailers.is_empty() {
-            return self
-                .write_parts(&[lacquer_http::chunked::LAST_CHUNK], clock)
-                .await;
-        }
-        let mut end = b"0\r\n".to_vec();
-        for (name, value) in trailers {
-            end.extend_from_slice(name);
-            end.extend_from_slice(b": ");
-            end.extend_from_slice(value);
-            end.extend_from_slice(b"\r\n");
-        }
-        end.extend_from_slice(b"\r\n");
-        self.write_parts(&[&end], clock).await
+        self.wire.finish(trailers, clock).await
     }
 
     /// Reads more bytes into the read buffer; `Ok(0)` at end of stream
@@ -366,29 +417,8 @@ impl Client {
             self.rbuf = spare_read_buffer();
             self.rbuf.reserve(FIRST_RBUF);
             self.take_wbuf();
-        } else if self.rbuf.capacity() - self.rbuf.len() < 1024 {
-            self.rbuf.reserve(8192);
         }
-        let stream = match &mut self.wire {
-            Wire::Stream(stream) => stream,
-            Wire::H2(h2) => {
-                return h2
-                    .read_into(&mut self.rbuf, limit())
-                    .await
-                    .map_err(|()| ReadError::Io)
-            }
-            Wire::Fragment(_) => return Ok(0),
-        };
-        // Bytes already waiting (a pipelined or quick client) are taken
-        // without arming a timer.
-        if let Some(ready) = now_or_never(stream.read_buf(&mut self.rbuf)).await {
-            return ready.map_err(|_| ReadError::Io);
-        }
-        match tokio::time::timeout(limit(), stream.read_buf(&mut self.rbuf)).await {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(_)) => Err(ReadError::Io),
-            Err(_) => Err(ReadError::Timeout),
-        }
+        self.wire.read(&mut self.rbuf, limit).await
     }
 
     /// Reads more of a request head. While none of it has come and
@@ -405,7 +435,7 @@ impl Client {
             let limit = || deadline().saturating_duration_since(Instant::now());
             return self.read_more_within(limit).await;
         }
-        let Wire::Stream(stream) = &mut self.wire else {
+        let Some(stream) = self.wire.byte_stream() else {
             return Ok(0);
         };
         if self.rbuf.capacity() > 0 {
@@ -419,7 +449,7 @@ impl Client {
         let read = std::future::poll_fn(|cx| {
             let mut space = [std::mem::MaybeUninit::<u8>::uninit(); FIRST_RBUF];
             let mut got = tokio::io::ReadBuf::uninit(&mut space);
-            match std::pin::Pin::new(&mut **stream).poll_read(cx, &mut got) {
+            match std::pin::Pin::new(&mut *stream).poll_read(cx, &mut got) {
                 std::task::Poll::Ready(Ok(())) => {
                     let got = got.filled();
                     if !got.is_empty() {
@@ -449,69 +479,20 @@ impl Client {
     /// socket itself, so that it holds even before the reactor has seen
     /// them). False for a stream without a socket.
     pub fn has_unread(&self) -> bool {
-        let Wire::Stream(stream) = &self.wire else {
-            return false;
-        };
-        let Some(socket) = stream.socket() else {
-            return false;
-        };
-        // The socket is non-blocking: with nothing there, this fails at
-        // once (WouldBlock).
-        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-        socket2::SockRef::from(&socket)
-            .peek(&mut byte)
-            .is_ok_and(|n| n > 0)
+        self.wire.has_unread()
     }
 
-    /// Awaits `fut` while watching the client's socket, so that a client
-    /// that leaves is noticed at once instead of when its response is
-    /// written: `None` when it closed or reset (a half-close is waited
-    /// out when `answer_half_closed`). Bytes it sends meanwhile
-    /// (a pipelined request) are kept for later, and a client sending a
-    /// lot ahead is no longer watched. Only for a request whose body has
-    /// been read. An include is not watched: its page cancels it.
+    /// Awaits `fut` while watching the client (see
+    /// [`Transport::watching`]). Only for a request whose body has been
+    /// read.
     pub async fn watching<F: Future>(
         &mut self,
         fut: F,
         answer_half_closed: bool,
     ) -> Option<F::Output> {
-        /// A client sending this much ahead is not watched further.
-        const WATCH_LIMIT: usize = 64 * 1024;
-        if let Wire::H2(h2) = &mut self.wire {
-            return h2.watching(fut).await;
-        }
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            if self.is_fragment() || self.rbuf.len() > WATCH_LIMIT {
-                return Some(fut.await);
-            }
-            let mut read = std::pin::pin!(self.read_more(Duration::from_secs(86_400)));
-            let event = std::future::poll_fn(|cx| {
-                if let std::task::Poll::Ready(out) = fut.as_mut().poll(cx) {
-                    return std::task::Poll::Ready(Ok(out));
-                }
-                read.as_mut().poll(cx).map(Err)
-            })
-            .await;
-            match event {
-                Ok(out) => return Some(out),
-                Err(Ok(n)) if n > 0 => continue,
-                // End of stream: a close, or a half-close after which
-                // the client still reads (`answer_half_closed`).
-                Err(Ok(_)) if answer_half_closed => return Some(fut.await),
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// Writes every byte of `parts`, gathered, within the clock's limits.
-    async fn write_parts(&mut self, parts: &[&[u8]], clock: &SendClock) -> Result<(), SendError> {
-        match &mut self.wire {
-            Wire::Stream(stream) => write_gathered(&mut **stream, &[], parts, clock).await,
-            // An include's parent takes bodies through `send_body` only,
-            // and an HTTP/2 stream has no chunks.
-            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
-        }
+        self.wire
+            .watching(&mut self.rbuf, fut, answer_half_closed)
+            .await
     }
 
     /// Sends a response head (the header buffer, as the steps wrote it)
@@ -525,16 +506,7 @@ impl Client {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        if matches!(self.wire, Wire::Stream(_)) {
-            return self
-                .send_stream_head(wire == WireBody::Chunked, body, clock)
-                .await;
-        }
-        self.chunked = false;
-        let result = match &mut self.wire {
-            Wire::H2(h2) => h2.send_head(&self.wbuf, wire, body, clock).await,
-            Wire::Stream(_) | Wire::Fragment(_) => self.send_body(body, clock).await.map(drop),
-        };
+        let result = self.wire.send_head(&self.wbuf, wire, body, clock).await;
         self.wbuf.clear();
         result
     }
@@ -548,66 +520,35 @@ impl Client {
         body: &[u8],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        if !matches!(self.wire, Wire::Stream(_)) {
-            return self
-                .send_head(wire, &[Bytes::copy_from_slice(body)], clock)
-                .await;
-        }
-        self.send_stream_head(wire == WireBody::Chunked, &[body], clock)
-            .await
+        let result = self
+            .wire
+            .send_head_small(&self.wbuf, wire, body, clock)
+            .await;
+        self.wbuf.clear();
+        result
     }
 
     /// Sends the head in the header buffer together with the body's first
-    /// piece (framed as a chunk when the body is chunked), in one write.
+    /// piece (framed as a chunk when the body is chunked), in one write
+    /// where the transport can; the piece's length once sent.
     pub async fn send_head_and_piece(
         &mut self,
         wire: WireBody,
         piece: Bytes,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
-        if !matches!(self.wire, Wire::Stream(_)) || wire != WireBody::Chunked || piece.is_empty() {
-            let n = piece.len() as u64;
-            self.send_head(wire, &[piece], clock).await?;
-            return Ok(n);
-        }
-        let mut size_line = Vec::with_capacity(16);
-        lacquer_http::chunked::chunk_header(piece.len(), &mut size_line);
-        let parts: [&[u8]; 3] = [&size_line, &piece, b"\r\n"];
-        self.send_stream_head(true, &parts, clock)
-            .await
-            .map(|()| piece.len() as u64)
-    }
-
-    /// The HTTP/1 tail of the sends above: the head in the header buffer
-    /// and `parts` after it in one gathered write, then the buffer
-    /// emptied. `chunked` says the body that follows is.
-    async fn send_stream_head<P: AsRef<[u8]>>(
-        &mut self,
-        chunked: bool,
-        parts: &[P],
-        clock: &SendClock,
-    ) -> Result<(), SendError> {
-        self.chunked = chunked;
-        let result = match &mut self.wire {
-            Wire::Stream(stream) => write_gathered(&mut **stream, &self.wbuf, parts, clock).await,
-            Wire::Fragment(_) | Wire::H2(_) => Ok(()),
-        };
+        let n = piece.len() as u64;
+        let result = self
+            .wire
+            .send_head_and_piece(&self.wbuf, wire, piece, clock)
+            .await;
         self.wbuf.clear();
-        result
+        result.map(|()| n)
     }
 
     /// Writes a small complete message with the idle send timeout.
     pub async fn write_small(&mut self, data: &[u8], idle: Duration) -> Result<(), SendError> {
-        let stream = match &mut self.wire {
-            Wire::Stream(stream) => stream,
-            Wire::H2(h2) => return h2.write_small(data, idle).await,
-            Wire::Fragment(_) => return Ok(()),
-        };
-        match tokio::time::timeout(idle, stream.write_all(data)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(SendError::Io),
-            Err(_) => Err(SendError::Timeout),
-        }
+        self.wire.write_small(data, idle).await
     }
 }
 
@@ -648,78 +589,6 @@ pub(crate) fn keep_read_buffer(mut buf: BytesMut) {
             spare.push(buf);
         }
     });
-}
-
-/// Polls an I/O operation once: its result if it is ready now, None
-/// if it would wait (it is then dropped, having done nothing, and the
-/// caller waits for it again with a deadline).
-async fn now_or_never<F: Future>(fut: F) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
-    })
-    .await
-}
-
-/// Slices handed to one `writev`; more pieces go in further calls.
-const IOV_BATCH: usize = 16;
-
-/// Writes `head` and then every piece, gathered in batches on the stack,
-/// with each write bounded by the clock.
-async fn write_gathered<B: AsRef<[u8]>>(
-    stream: &mut dyn ClientStream,
-    head: &[u8],
-    pieces: &[B],
-    clock: &SendClock,
-) -> Result<(), SendError> {
-    let mut next = 0;
-    let mut head_pending = !head.is_empty();
-    let mut first = true;
-    loop {
-        let mut batch = [IoSlice::new(&[]); IOV_BATCH];
-        let mut n = 0;
-        if head_pending {
-            batch[0] = IoSlice::new(head);
-            n = 1;
-            head_pending = false;
-        }
-        while n < IOV_BATCH && next < pieces.len() {
-            let piece = pieces[next].as_ref();
-            next += 1;
-            if !piece.is_empty() {
-                batch[n] = IoSlice::new(piece);
-                n += 1;
-            }
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        if !std::mem::take(&mut first) {
-            // More pieces than one write gathers.
-            lacquer_core::counters::COUNTERS.inc(lacquer_core::counters::Counter::http1_iovs_flush);
-        }
-        let mut rest: &mut [IoSlice<'_>] = &mut batch[..n];
-        while !rest.is_empty() {
-            // A write the socket takes at once needs no timer nor clock
-            // (most responses); one that has to wait is bounded by the
-            // clock.
-            let at_once = now_or_never(stream.write_vectored(rest)).await;
-            let written = match at_once {
-                Some(Ok(0)) | Some(Err(_)) => return Err(SendError::Io),
-                Some(Ok(w)) => w,
-                None => {
-                    let limit = clock.next_limit().ok_or(SendError::Timeout)?;
-                    match tokio::time::timeout(limit, stream.write_vectored(rest)).await {
-                        Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Io),
-                        Ok(Ok(w)) => w,
-                        Err(_) => return Err(SendError::Timeout),
-                    }
-                }
-            };
-            IoSlice::advance_slices(&mut rest, written);
-        }
-    }
 }
 
 /// The part of `pieces` inside a window (bytes to skip, bytes to send),

@@ -39,9 +39,8 @@ impl Client {
         COUNTERS.inc(Counter::client_req_400);
         const MSG: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 30\r\nConnection: close\r\n\r\n400 Bad Request: request body\n";
         let idle = lacquer_core::params::Params::duration(sh.params.idle_send_timeout());
-        if !self.is_fragment() {
-            let _ = self.write_small(MSG, idle).await;
-        }
+        // An include's transport writes nothing of its own.
+        let _ = self.write_small(MSG, idle).await;
     }
 }
 
