@@ -41,6 +41,8 @@ commands! {
         "Mark obsolete all objects where all the conditions match.";
     BanList = "ban.list", "ban.list [-j]", 0, Some(1), "List the active bans.";
     Banner = "banner", "banner", 0, Some(0), "Print welcome banner.";
+    ClusterList = "cluster.list", "cluster.list [-j]", 0, Some(1),
+        "List the nodes of the cluster: each one's state, addresses and share of the keys.";
     DebugXid = "debug.xid", "debug.xid [<xid>]", 0, Some(1),
         "Examine or set the next transaction id (for predictable logs in tests).";
     Help = "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";

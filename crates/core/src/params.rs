@@ -273,6 +273,10 @@ param_table! {
         "Accepted for varnishd command lines: there is no child process whose clock could drift from the manager's.";
     clock_step: Seconds, "1", "seconds", min Some("0"), max None,
         "Accepted for varnishd command lines; see clock_skew.";
+    cluster_connect_timeout: Seconds, "0.5", "seconds", min Some("0.001"), max None,
+        "How long a node waits for a connection to the owner of an object it fetches through the cluster before it tries the next node on the ring, and then the origin.";
+    cluster_replicas: Count, "67", "points", min Some("1"), max Some("10000"),
+        "Points each node has on the cluster's ring, as the shard director's replicas: more points spread the keys more evenly. Read when the daemon starts.";
     compress_jobs: Count, "2", "jobs", min Some("1"), max Some("256"),
         "br and zstd renditions of cached objects made at once, off the request path; a request that finds every job busy is served gzip (or as stored) and a later one asks again. Lacquer-only.";
     compress_max_size: Bytes, "16M", "bytes", min Some("1k"), max None,

@@ -103,6 +103,26 @@ impl Ring {
         self.members
     }
 
+    /// Each member's share of the 2^32 keys: the keys whose lookup lands
+    /// on one of its points (a point takes the keys after the point
+    /// before it up to itself; the last point also those past it all).
+    pub fn shares(&self) -> Vec<f64> {
+        let mut keys = vec![0u64; self.members];
+        let mut from = 0u64;
+        for (i, p) in self.points.iter().enumerate() {
+            let to = if i + 1 == self.points.len() {
+                1 << 32
+            } else {
+                u64::from(p.at) + 1
+            };
+            keys[p.member as usize] += to.saturating_sub(from);
+            from = from.max(to);
+        }
+        keys.iter()
+            .map(|&k| k as f64 / (1u64 << 32) as f64)
+            .collect()
+    }
+
     /// The member whose point a key lands on.
     pub fn owner(&self, key: u32) -> Option<usize> {
         self.walk(key).next()
@@ -260,5 +280,27 @@ mod tests {
         assert_eq!(blob_key(&[]), 0);
         // SHA-256("") starts e3b0c442.
         assert_eq!(digest_key(b""), 0xe3b0_c442);
+    }
+
+    #[test]
+    fn shares_add_up_and_follow_the_lookup() {
+        let ring = Ring::build(&[
+            (b"a".as_slice(), 67),
+            (b"b".as_slice(), 67),
+            (b"c".as_slice(), 67),
+        ]);
+        let shares = ring.shares();
+        let total: f64 = shares.iter().sum();
+        assert!((total - 1.0).abs() < 1e-9, "{total}");
+        // Sampled keys land on each member about as often as its share.
+        let mut hits = [0u32; 3];
+        for k in 0..30_000u32 {
+            hits[ring.owner(k.wrapping_mul(143_165)).unwrap()] += 1;
+        }
+        for (m, share) in shares.iter().enumerate() {
+            let seen = f64::from(hits[m]) / 30_000.0;
+            assert!((seen - share).abs() < 0.02, "member {m}: {seen} vs {share}");
+        }
+        assert!(Ring::default().shares().is_empty());
     }
 }

@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     /// How an ESI page's includes run as requests of their own: the
     /// client steps, which sit above ESI, handed over by the daemon.
     pub includes: host::req::IncludeRunner,
+    /// The cluster this node is in (`--cluster-bind`), and its
+    /// connections to the other nodes.
+    pub cluster: Option<fetch::peer::Peers>,
     /// What answers a GET for a URL before VCL runs, where something
     /// does: the TLS side's ACME HTTP-01 challenges, registered when the
     /// daemon has certificates (`-A`).

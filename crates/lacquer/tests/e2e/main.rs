@@ -9,6 +9,7 @@ mod bans;
 mod cache;
 mod cli;
 mod client_side;
+mod cluster;
 mod daemon;
 mod dashboard;
 mod encodings;

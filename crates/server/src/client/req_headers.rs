@@ -1,6 +1,8 @@
 //! What Lacquer does to a request's headers before VCL sees them, as
 //! Varnish does: the client's address appended to `X-Forwarded-For`, and
-//! `Accept-Encoding` washed to `gzip` (or removed) on the way to a lookup.
+//! `Accept-Encoding` washed to `gzip` (or removed) on the way to a lookup;
+//! and, Lacquer's own, a cluster peer's mark taken off (and believed only
+//! when it verifies).
 
 use crate::host::req::{forwarded_for, Req};
 use crate::transport::io::Client;
@@ -69,5 +71,25 @@ pub(super) fn normalise_accept_encoding(p: &lacquer_core::params::Params, req: &
             .set("Accept-Encoding", Bytes::from_static(b"gzip"));
     } else {
         req.head.headers.remove("accept-encoding");
+    }
+}
+
+/// Takes a cluster peer's mark (`Lacquer-Peer`) off the request: neither
+/// VCL nor a backend sees it. The request is a peer's only when the
+/// daemon is in a cluster and the mark verifies with its secret.
+pub(super) fn take_peer_mark(sh: &crate::Shared, req: &mut Req) {
+    let Some(mark) = req.head.headers.get(lacquer_cluster::peer::FIELD).cloned() else {
+        return;
+    };
+    req.head.headers.remove(lacquer_cluster::peer::FIELD);
+    req.log.header(Tag::ReqUnset, b"Lacquer-Peer", &mark);
+    let Some(peers) = &sh.cluster else {
+        return;
+    };
+    let now = lacquer_cluster::seal::now_ms();
+    let h = &req.head;
+    match peers.cluster.key.verify_mark(&mark, now, &h.method, &h.url) {
+        Some(_) => req.from_peer = true,
+        None => peers.count_refused_mark(),
     }
 }

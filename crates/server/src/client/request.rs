@@ -57,6 +57,7 @@ pub(crate) async fn handle(
     req.hop_values = req.head.headers.connection_named_values();
     req_headers::append_forwarded_for(&mut req, c);
     req_headers::set_forwarded_proto(&mut req, c);
+    req_headers::take_peer_mark(sh, &mut req);
     if vcl.program.uses_rollback || vcl.program.uses_labels {
         let h = &req.head;
         req.original = Some(Box::new((

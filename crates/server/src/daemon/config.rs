@@ -163,6 +163,9 @@ pub fn serve_usage() -> String {
         "[--metrics address:port]",
         "[--dashboard address:port]",
         "[--dashboard-secret file]",
+        "[--cluster-bind address:port]",
+        "[--cluster-join address:port[,...] | --cluster-join dns:name[:port]]",
+        "[--cluster-secret file]",
     ]);
     for item in items {
         if width + 1 + item.len() > 78 {
@@ -244,6 +247,8 @@ pub struct ServeConfig {
     pub wait_for_program: bool,
     /// `-A`: TLS frontends and certificates, in Hitch's syntax.
     pub tls_file: Option<PathBuf>,
+    /// `--cluster-*`: the cluster the daemon joins (Lacquer only).
+    pub cluster: Option<super::cluster::ClusterSpec>,
 }
 
 /// `-S`: how management clients prove who they are.
@@ -525,6 +530,7 @@ struct Args {
     reverse_cli: Option<String>,
     tls_file: Option<PathBuf>,
     read_only: Vec<String>,
+    cluster: super::cluster::ClusterOptions,
 }
 
 impl Default for Args {
@@ -551,6 +557,7 @@ impl Default for Args {
             reverse_cli: None,
             tls_file: None,
             read_only: Vec::new(),
+            cluster: Default::default(),
         }
     }
 }
@@ -558,6 +565,9 @@ impl Default for Args {
 impl Args {
     /// A `--name value` option (Lacquer's own).
     fn long(&mut self, name: &str, value: String) -> Result<(), String> {
+        if self.cluster.take(name, &value)? {
+            return Ok(());
+        }
         match name {
             "metrics" => self.metrics_listen.extend(parse_metrics(&value)?),
             "dashboard-secret" => self.dashboard_secret = Some(PathBuf::from(value)),
@@ -754,6 +764,7 @@ impl Args {
             earlier_vcls,
             wait_for_program,
             tls_file: self.tls_file,
+            cluster: self.cluster.finish()?,
         });
         Ok(if self.compile_only {
             ServeAction::Compile(cfg)

@@ -5,6 +5,7 @@
 //! thread and the once-a-second housekeeping (expiry, idle
 //! backend connections, uptime).
 
+pub mod cluster;
 pub mod config;
 pub(crate) mod dashboard;
 mod describe;
@@ -158,6 +159,14 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     storage::restore(&cache, recoveries);
     let probes = lacquer_backend::probe::Probes::default();
     let (loaded, registry) = load_programs(&cfg, &cache, &probes)?;
+    let cluster = match &cfg.cluster {
+        Some(spec) => {
+            let replicas = cfg.params.cluster_replicas().min(u64::from(u32::MAX)) as u32;
+            let cluster = cluster::start(spec, &cfg.identity, &listeners, replicas)?;
+            Some(crate::fetch::peer::Peers::new(cluster))
+        }
+        None => None,
+    };
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
     let shared = Arc::new(Shared {
@@ -176,6 +185,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
             .map(|_| crate::transport::acme::http01_answer as _),
         tls,
         includes: crate::client::request::include_request,
+        cluster,
     });
     let lurker_shared = shared.clone();
     std::thread::Builder::new()

@@ -11,6 +11,7 @@
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
+use crate::fetch::peer;
 pub(crate) use crate::fetch::step::Came;
 use crate::fetch::step::{self, Got, Name, OnConn, Step};
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
@@ -24,10 +25,12 @@ use lacquer_cache::object::Object;
 use lacquer_cache::store::Store;
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
 use lacquer_http::{Framing, ResponseHead, ResponseLimits, Status};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A body that had to be read whole could not be.
@@ -96,6 +99,12 @@ pub(crate) trait FetchMode {
 
     /// What `vcl_backend_error` built, after any retries.
     fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Self::Done;
+
+    /// Whether the fetch may be answered by the node of the cluster that
+    /// owns the object (a cache fetch; a pass goes to the origin).
+    fn through_cluster(&self) -> bool {
+        false
+    }
 }
 
 /// Where a response VCL did not take leads: `return (retry)` while
@@ -251,12 +260,27 @@ async fn start_fetch<M: FetchMode>(
     let t = bereq.timeouts(f.vcl, index, &f.sh.params);
     let limits = f.sh.response_limits();
     let head = bereq.head(&backend.host_header, body);
-    let answered = match mode
-        .exchange(bereq, &backend, &head, body, &t, &limits)
-        .await
-    {
-        ControlFlow::Continue(answered) => answered,
+    // Where another node of the cluster owns the object, it is asked
+    // first (then the next on the ring); the origin when none answers.
+    let peers = match (&f.sh.cluster, body) {
+        (Some(cluster), BereqBody::None) if mode.through_cluster() && !bereq.from_peer => {
+            cluster.route(&bereq.hash)
+        }
+        _ => Vec::new(),
+    };
+    let from_peer = match ask_peers(f, bereq, mode, &peers, &head, &t, &limits).await {
+        ControlFlow::Continue(found) => found,
         ControlFlow::Break(done) => return Step::Done(done),
+    };
+    let (used, answered) = match from_peer {
+        Some((peer, conn, resp)) => (peer, Ok((conn, resp))),
+        None => match mode
+            .exchange(bereq, &backend, &head, body, &t, &limits)
+            .await
+        {
+            ControlFlow::Continue(answered) => (&*backend, answered),
+            ControlFlow::Break(done) => return Step::Done(done),
+        },
     };
     let (conn, resp) = match answered {
         Ok(x) => x,
@@ -267,7 +291,7 @@ async fn start_fetch<M: FetchMode>(
         }
     };
     let now = lacquer_core::time::now();
-    log_exchange(bereq, &backend, &conn, &head, &resp, now);
+    log_exchange(bereq, used, &conn, &head, &resp, now);
     if resp.status == 304 && !mode.asked_conditionally() {
         // A 304 stands for an object the fetch does not have.
         COUNTERS.inc(Counter::fetch_failed);
@@ -450,6 +474,51 @@ fn response<'b, M: FetchMode>(
     conn.finish(reusable);
     // Its Beresp time is logged already.
     OnConn::Then(unused(f, action, bereq, mode, false))
+}
+
+/// Asks `peers` in turn, each marked as this node's and given
+/// `cluster_connect_timeout` to connect, for the response to `head`: the
+/// first that answers, or None when none could be reached (each failure
+/// logged and counted, not the fetch's).
+async fn ask_peers<'p, M: FetchMode>(
+    f: &Fetcher<'_>,
+    bereq: &mut Bereq,
+    mode: &mut M,
+    peers: &'p [Arc<lacquer_backend::Backend>],
+    head: &[u8],
+    t: &lacquer_backend::Timeouts,
+    limits: &lacquer_http::ResponseLimits,
+) -> ControlFlow<M::Done, Option<(&'p lacquer_backend::Backend, Conn<'p>, ResponseHead)>> {
+    let Some(cluster) = f.sh.cluster.as_ref().filter(|_| !peers.is_empty()) else {
+        return ControlFlow::Continue(None);
+    };
+    let t = lacquer_backend::Timeouts {
+        connect: Params::duration(f.sh.params.cluster_connect_timeout()),
+        ..*t
+    };
+    let head = peer::marked(head, &cluster.mark(&bereq.method, &bereq.url));
+    for peer in peers {
+        match mode
+            .exchange(bereq, peer, &head, BereqBody::None, &t, limits)
+            .await?
+        {
+            Ok((conn, mut resp)) => {
+                cluster.stats.fetched.fetch_add(1, Ordering::Relaxed);
+                // The owner's transaction ids are its own: the client
+                // sees this node's, as from one cache (`Via` names both).
+                resp.headers.remove("x-varnish");
+                return ControlFlow::Continue(Some((peer, conn, resp)));
+            }
+            Err(e) => {
+                cluster.stats.failed.fetch_add(1, Ordering::Relaxed);
+                bereq.log.fmt(
+                    Tag::Debug,
+                    format_args!("cluster: {} did not answer: {}", peer.name, e),
+                );
+            }
+        }
+    }
+    ControlFlow::Continue(None)
 }
 
 /// `vcl_backend_error`, with the status and reason the failure gave; what

@@ -199,6 +199,10 @@ impl CacheFetch<'_> {
 impl FetchMode for CacheFetch<'_> {
     type Done = ();
 
+    fn through_cluster(&self) -> bool {
+        true
+    }
+
     /// Waiters look up again; the starting request gets a 503.
     fn abandoned(&mut self, _bereq: &mut Bereq) {}
 

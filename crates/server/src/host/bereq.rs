@@ -47,6 +47,9 @@ pub(crate) struct Bereq {
     pub is_bgfetch: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// The client request came from a peer of the cluster (its mark
+    /// verified): the fetch goes to the origin, never to a peer again.
+    pub from_peer: bool,
     /// What a cache fetch changed of the client's request after copying
     /// it (the method made GET, `Accept-Encoding: gzip` added, the
     /// protocol made HTTP/1.1): its first log shows the copy, then each
@@ -200,6 +203,7 @@ impl Bereq {
             is_bgfetch: false,
             is_hitmiss: false,
             is_hitpass: false,
+            from_peer: req.from_peer,
             forced: None,
             retry_connect: true,
             transit_buffer: None,

@@ -57,6 +57,9 @@ pub(crate) struct Req {
     pub hash_ignore_vary: bool,
     pub is_hitmiss: bool,
     pub is_hitpass: bool,
+    /// It came from a peer of the cluster, its mark verified (see
+    /// `lacquer_cluster::peer`).
+    pub from_peer: bool,
     pub identity: Option<Bytes>,
     pub storage: Option<Arc<str>>,
     /// The session's timeouts as VCL sees and sets them (`sess.*`),
@@ -149,6 +152,7 @@ impl Req {
             hash_ignore_vary: false,
             is_hitmiss: false,
             is_hitpass: false,
+            from_peer: false,
             identity: None,
             storage: None,
             sess: Default::default(),

@@ -100,6 +100,7 @@ impl Mgmt {
             | Cmd::TlsCertLoad
             | Cmd::TlsCertReload
             | Cmd::TlsCertRollback => self.tls_cert(spec.cmd, json, args),
+            Cmd::ClusterList => self.cluster_list(json, args),
             Cmd::Ban => self.ban(args),
             Cmd::BanList => self.ban_list(json, args),
             Cmd::XkeyPurge | Cmd::XkeySoftpurge => {

@@ -5,6 +5,7 @@
 //! The commands themselves are in `commands`, `vcl_cmds` and `tls_cmds`.
 
 mod backend_list;
+mod cluster_cmds;
 mod commands;
 mod json;
 pub(crate) use json::string as json_string;

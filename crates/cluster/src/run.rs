@@ -1,0 +1,251 @@
+//! The thread that speaks SWIM for a node: a task reads datagrams and
+//! opens their seals, timers foca asks for come back as events, and one
+//! loop hands each event to foca, sends what it says to send (sealed),
+//! and publishes a new view when membership changed (and once a second,
+//! for suspicions, which foca does not announce). While the node knows no
+//! other, it announces itself to its seeds each second (DNS names
+//! resolved anew each time), which is also how a node cut off finds its
+//! way back.
+
+use crate::codec::Wire;
+use crate::node::Node;
+use crate::seal::{self, Key};
+use crate::view::{NodeState, View};
+use crate::{Cluster, Config, Seed, Stats};
+use foca::{AccumulatingRuntime, Foca, NoCustomBroadcast, OwnedNotification, State, Timer};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+
+/// How often a node alone announces itself to its seeds, and the view is
+/// published anew.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The largest datagram read.
+const MAX_DATAGRAM: usize = 64 * 1024;
+
+enum Event {
+    Data(Vec<u8>),
+    Timer(Timer<Node>),
+    Tick,
+}
+
+type Swim = Foca<Node, Wire, SplitMix, NoCustomBroadcast>;
+
+/// Starts the node's SWIM thread on `socket`.
+pub(crate) fn spawn(
+    cluster: Arc<Cluster>,
+    socket: std::net::UdpSocket,
+    config: Config,
+) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("cluster".to_string())
+        .spawn(move || rt.block_on(run(cluster, socket, config)))?;
+    Ok(())
+}
+
+/// SWIM's timings: a probe a second, an answer within half of it, and a
+/// node suspected for two seconds before it is down (a node that dies is
+/// out of routing within about four seconds).
+fn swim_config() -> foca::Config {
+    let mut c = foca::Config::new_lan(NonZeroU32::new(16).expect("not zero"));
+    c.probe_period = Duration::from_secs(1);
+    c.probe_rtt = Duration::from_millis(400);
+    c.suspect_to_down_after = Duration::from_secs(2);
+    c.max_packet_size = std::num::NonZeroUsize::new(1400 - seal::OVERHEAD).expect("not zero");
+    c.notify_down_members = true;
+    c
+}
+
+async fn run(cluster: Arc<Cluster>, socket: std::net::UdpSocket, config: Config) {
+    let Ok(socket) = UdpSocket::from_std(socket) else {
+        return;
+    };
+    let socket = Arc::new(socket);
+    let key = cluster.key.clone();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(receive(
+        socket.clone(),
+        key.clone(),
+        tx.clone(),
+        cluster.clone(),
+    ));
+    let ticks = tx.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(TICK);
+        loop {
+            every.tick().await;
+            if ticks.send(Event::Tick).is_err() {
+                return;
+            }
+        }
+    });
+    let mut swim: Swim = Foca::new(
+        cluster.me.clone(),
+        swim_config(),
+        SplitMix::seeded(cluster.me.run ^ u64::from(cluster.local.port())),
+        Wire,
+    );
+    let mut out = AccumulatingRuntime::new();
+    announce(&mut swim, &mut out, &config.join).await;
+    let sender = Sender {
+        socket: &socket,
+        key: &key,
+        stats: &cluster.stats,
+        events: &tx,
+    };
+    sender.flush(&mut out).await;
+    while let Some(event) = rx.recv().await {
+        let tick = matches!(event, Event::Tick);
+        let _ = match event {
+            Event::Data(data) => swim.handle_data(&data, &mut out).map_err(|_| {
+                Stats::add(&cluster.stats.malformed);
+            }),
+            Event::Timer(timer) => swim.handle_timer(timer, &mut out).map_err(drop),
+            Event::Tick => {
+                if swim.num_members() == 0 {
+                    announce(&mut swim, &mut out, &config.join).await;
+                }
+                Ok(())
+            }
+        };
+        // A change of membership is published at once; a suspicion
+        // (which foca does not announce, and which routes as before)
+        // with the next tick.
+        if sender.flush(&mut out).await || tick {
+            publish(&cluster, &swim, config.replicas);
+        }
+    }
+}
+
+/// The view foca's members make now.
+fn publish(cluster: &Cluster, swim: &Swim, replicas: u32) {
+    let others = swim.iter_membership_state().map(|m| {
+        let state = match m.state() {
+            State::Alive => NodeState::Alive,
+            State::Suspect => NodeState::Suspect,
+            State::Down => NodeState::Down,
+        };
+        (m.id().clone(), state)
+    });
+    cluster.publish(View::new(&cluster.me, others, replicas));
+}
+
+/// Announces this node to every seed (DNS names resolved now).
+async fn announce(swim: &mut Swim, out: &mut AccumulatingRuntime<Node>, seeds: &[Seed]) {
+    for seed in seeds {
+        let addrs: Vec<std::net::SocketAddr> = match seed {
+            Seed::Addr(addr) => vec![*addr],
+            Seed::Dns { name, port } => match tokio::net::lookup_host((name.as_str(), *port)).await
+            {
+                Ok(found) => found.collect(),
+                Err(_) => Vec::new(),
+            },
+        };
+        let me = swim.identity().addr;
+        for addr in addrs.into_iter().filter(|a| *a != me) {
+            let _ = swim.announce(Node::seed(addr), &mut *out);
+        }
+    }
+}
+
+/// Where what foca asks for goes.
+struct Sender<'a> {
+    socket: &'a UdpSocket,
+    key: &'a Key,
+    stats: &'a Stats,
+    events: &'a mpsc::UnboundedSender<Event>,
+}
+
+impl Sender<'_> {
+    /// Sends what foca wrote (sealed), schedules the timers it asked
+    /// for; true when membership changed.
+    async fn flush(&self, out: &mut AccumulatingRuntime<Node>) -> bool {
+        while let Some((to, data)) = out.to_send() {
+            let sealed = self.key.seal(&data, seal::now_ms());
+            if self.socket.send_to(&sealed, to.addr).await.is_ok() {
+                Stats::add(&self.stats.sent);
+            }
+        }
+        while let Some((after, timer)) = out.to_schedule() {
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                let _ = events.send(Event::Timer(timer));
+            });
+        }
+        let mut changed = false;
+        while let Some(n) = out.to_notify() {
+            if matches!(
+                n,
+                OwnedNotification::MemberUp(_)
+                    | OwnedNotification::MemberDown(_)
+                    | OwnedNotification::Rename(..)
+            ) {
+                Stats::add(&self.stats.changes);
+            }
+            changed = true;
+        }
+        changed
+    }
+}
+
+/// Reads datagrams; those whose seal opens become events.
+async fn receive(
+    socket: Arc<UdpSocket>,
+    key: Key,
+    events: mpsc::UnboundedSender<Event>,
+    cluster: Arc<Cluster>,
+) {
+    let mut buf = vec![0u8; MAX_DATAGRAM];
+    loop {
+        let Ok((n, _from)) = socket.recv_from(&mut buf).await else {
+            continue;
+        };
+        match key.open(&buf[..n], seal::now_ms()) {
+            Some(message) => {
+                Stats::add(&cluster.stats.received);
+                if events.send(Event::Data(message.to_vec())).is_err() {
+                    return;
+                }
+            }
+            None => Stats::add(&cluster.stats.refused),
+        }
+    }
+}
+
+/// The random numbers foca picks members with: SplitMix64, seeded per
+/// node (nothing here needs them to be unguessable).
+pub(crate) struct SplitMix(u64);
+
+impl SplitMix {
+    fn seeded(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+}
+
+impl rand::RngCore for SplitMix {
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(8) {
+            let n = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&n[..chunk.len()]);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Three daemons in a cluster on loopback, in front of one origin: they
+//! find each other from one seed, each object is fetched from the origin
+//! once for the whole cluster, a node killed (SIGKILL) leaves routing
+//! while the others go on answering, and comes back when it restarts.
+
+use crate::harness::{eventually, Lacquer};
+use crate::origin::{Origin, Reply};
+use std::time::{Duration, Instant};
+
+/// A file holding the cluster's shared secret.
+fn secret(tag: &str) -> std::path::PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("lacquer-e2e-cluster-{}-{tag}", std::process::id()));
+    std::fs::write(&path, "not so secret\n").unwrap();
+    path
+}
+
+fn node(origin: &Origin, name: &str, secret: &std::path::Path, join: Option<&str>) -> Lacquer {
+    let secret = secret.to_str().unwrap();
+    let mut args = vec![
+        "-i",
+        name,
+        "--cluster-bind",
+        "127.0.0.1:0",
+        "--cluster-secret",
+        secret,
+    ];
+    if let Some(seed) = join {
+        args.extend(["--cluster-join", seed]);
+    }
+    Lacquer::start(origin.addr, &args)
+}
+
+/// Where a node speaks SWIM, from `cluster.list -j`.
+fn cluster_addr(n: &Lacquer) -> String {
+    let list = n.cli_ok("cluster.list -j");
+    let me = list
+        .split("\"self\": true")
+        .nth(1)
+        .expect("this node is listed");
+    let at = me.split("\"cluster\": \"").nth(1).unwrap();
+    at[..at.find('"').unwrap()].to_string()
+}
+
+/// How many nodes a node sees alive.
+fn alive(n: &Lacquer) -> usize {
+    n.cli_ok("cluster.list -j")
+        .matches("\"state\": \"alive\"")
+        .count()
+}
+
+#[test]
+fn three_nodes_fetch_each_object_once_and_outlive_one_killed() {
+    let origin = Origin::start(|s| {
+        Reply::ok(&format!("body of {}", s.url)).header("Cache-Control", "max-age=300")
+    });
+    let secret = secret("three");
+    let a = node(&origin, "a", &secret, None);
+    let seed = cluster_addr(&a);
+    let b = node(&origin, "b", &secret, Some(&seed));
+    let c = node(&origin, "c", &secret, Some(&seed));
+    assert!(
+        eventually(Duration::from_secs(15), || [&a, &b, &c]
+            .iter()
+            .all(|n| alive(n) == 3)),
+        "{}",
+        a.cli_ok("cluster.list")
+    );
+    // Each URL asked once at every node: the origin sees it once.
+    for i in 0..150 {
+        for n in [&a, &b, &c] {
+            let url = format!("/o/{i}");
+            let r = n.get(&url);
+            assert_eq!(r.status, 200, "{url}");
+            assert_eq!(r.text(), format!("body of {url}"));
+            assert_eq!(
+                r.count("x-varnish"),
+                1,
+                "{url}: {:?}",
+                r.header("x-varnish")
+            );
+        }
+    }
+    for i in 0..150 {
+        assert_eq!(origin.count(&format!("/o/{i}")), 1, "/o/{i}");
+    }
+    // A mark that does not verify is taken off and counts for nothing;
+    // none reaches the origin.
+    let r = a.connect().get("/forged", &[("Lacquer-Peer", "b 1 00")]);
+    assert_eq!(r.status, 200);
+    assert!(origin
+        .seen()
+        .iter()
+        .all(|s| s.header("lacquer-peer").is_none()));
+    assert!(a.cli_ok("cluster.list").contains("marks refused: 1"));
+    // SIGKILL one: the others answer every request meanwhile, and take
+    // it out of routing.
+    drop(c);
+    let killed = Instant::now();
+    let mut i = 0;
+    while !(alive(&a) == 2 && alive(&b) == 2) {
+        assert!(
+            killed.elapsed() < Duration::from_secs(15),
+            "the killed node is still routed to"
+        );
+        for n in [&a, &b] {
+            let r = n.get(&format!("/k/{i}"));
+            assert_eq!(r.status, 200, "/k/{i} while a node is down");
+        }
+        i += 1;
+    }
+    let out_after = killed.elapsed();
+    for n in [&a, &b] {
+        for i in 0..20 {
+            assert_eq!(n.get(&format!("/after/{i}")).status, 200);
+        }
+    }
+    // Restarted, it rejoins and takes its share again.
+    let c = node(&origin, "c", &secret, Some(&seed));
+    assert!(eventually(Duration::from_secs(15), || {
+        [&a, &b, &c].iter().all(|n| alive(n) == 3)
+    }));
+    let list = c.cli_ok("cluster.list");
+    assert!(list.contains("c (this node)"), "{list}");
+    eprintln!("a killed node was out of routing after {out_after:?}");
+    let _ = std::fs::remove_file(secret);
+}
+
+#[test]
+fn cluster_options_are_checked() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args([
+            "serve",
+            "-b",
+            "127.0.0.1:1",
+            "--cluster-bind",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cluster-secret"));
+}

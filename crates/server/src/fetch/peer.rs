@@ -1,0 +1,118 @@
+//! Fetching through the cluster, so that the origin is asked once per
+//! object per cluster: a cache fetch at a node that does not own the
+//! object (by the ring over the nodes' names and the request's digest,
+//! as `directors.shard()` with `by=HASH` picks) asks the owner first,
+//! over a pooled connection, marked with the cluster's secret so that
+//! the owner never routes it again; the owner coalesces it with its own
+//! clients' and goes to the origin once. When the owner cannot be
+//! reached within `cluster_connect_timeout`, the next node on the ring is
+//! asked, and when none can, the origin: the client never sees the
+//! difference. What a node fetched from a peer it keeps as any fetched
+//! object (a tier of caches, as two Varnish layers would be).
+
+use lacquer_backend::{Address, Backend};
+use lacquer_cluster::{Cluster, Node};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A peer's backend, by its name and where it is reached.
+type PeerBackends = HashMap<(Arc<str>, SocketAddr), Arc<Backend>>;
+
+/// This node's cluster and its connections to the others.
+pub(crate) struct Peers {
+    pub cluster: Arc<Cluster>,
+    /// A backend for each peer (its pool of connections), by address.
+    backends: Mutex<PeerBackends>,
+    pub stats: PeerStats,
+}
+
+/// What fetches through the cluster did.
+#[derive(Debug, Default)]
+pub(crate) struct PeerStats {
+    /// Fetches a peer answered.
+    pub fetched: AtomicU64,
+    /// Peers that could not be reached (the next was tried).
+    pub failed: AtomicU64,
+    /// Requests whose peer mark did not verify.
+    pub refused_marks: AtomicU64,
+}
+
+impl Peers {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        Peers {
+            cluster,
+            backends: Mutex::new(HashMap::new()),
+            stats: PeerStats::default(),
+        }
+    }
+
+    /// The backend that reaches `node`.
+    fn backend(&self, node: &Node) -> Arc<Backend> {
+        let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        backends
+            .entry((node.name.clone(), node.http))
+            .or_insert_with(|| {
+                let endpoint = node.http.to_string();
+                Arc::new(Backend::new(
+                    &format!("cluster.{}", node.name),
+                    &endpoint,
+                    Address::Tcp(node.http),
+                    &endpoint,
+                ))
+            })
+            .clone()
+    }
+
+    /// The peers a cache fetch of the object whose hash input is `hash`
+    /// asks before the origin: the owner and each next node on the ring,
+    /// up to this node (which goes to the origin itself). Empty when this
+    /// node owns the object.
+    pub fn route(&self, hash: &[u8]) -> Vec<Arc<Backend>> {
+        let view = self.cluster.view();
+        let key = lacquer_core::ring::digest_key(hash);
+        view.candidates(key)
+            .take_while(|n| !n.me)
+            .map(|n| self.backend(&n.node))
+            .collect()
+    }
+
+    /// The mark of a request this node sends a peer.
+    pub fn mark(&self, method: &[u8], url: &[u8]) -> String {
+        let now = lacquer_cluster::seal::now_ms();
+        self.cluster
+            .key
+            .mark(&self.cluster.me.name, now, method, url)
+    }
+
+    pub fn count_refused_mark(&self) {
+        self.stats.refused_marks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `head` (a request head as it goes to the origin) with the peer mark
+/// added.
+pub(crate) fn marked(head: &[u8], mark: &str) -> Vec<u8> {
+    let end = head.len().saturating_sub(2);
+    let mut out = Vec::with_capacity(head.len() + mark.len() + 20);
+    out.extend_from_slice(&head[..end]);
+    out.extend_from_slice(b"Lacquer-Peer: ");
+    out.extend_from_slice(mark.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_goes_before_the_empty_line() {
+        let head = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(
+            marked(head, "n 1 ab"),
+            b"GET / HTTP/1.1\r\nHost: a\r\nLacquer-Peer: n 1 ab\r\n\r\n"
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! `cluster.list [-j]`: the nodes this node knows of, each one's state as
+//! SWIM judges it, where it speaks SWIM and where its peers send it
+//! requests, and its share of the keys on the ring (the nodes that take
+//! requests share them all); then what fetches through the cluster did.
+
+use super::{json, Mgmt, Reply};
+use lacquer_admin::status;
+use lacquer_cluster::View;
+use std::sync::atomic::Ordering;
+
+/// The text table.
+fn list_text(view: &View) -> String {
+    let mut table = vec![[
+        "Node".to_string(),
+        "State".into(),
+        "Cluster".into(),
+        "HTTP".into(),
+        "Share".into(),
+    ]];
+    for n in &view.nodes {
+        let name = match n.me {
+            true => format!("{} (this node)", n.node.name),
+            false => n.node.name.to_string(),
+        };
+        table.push([
+            name,
+            n.state.word().into(),
+            n.node.addr.to_string(),
+            n.node.http.to_string(),
+            format!("{:.1}%", n.share * 100.0),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &table {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// One object a node.
+fn list_json(view: &View, args: &[String]) -> String {
+    let items: Vec<String> = view
+        .nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "  {{\n    \"name\": {},\n    \"self\": {},\n    \"state\": \"{}\",\n    \"cluster\": {},\n    \"http\": {},\n    \"share\": {:.6},\n    \"run\": {}\n  }}",
+                json::string(&n.node.name),
+                n.me,
+                n.state.word(),
+                json::string(&n.node.addr.to_string()),
+                json::string(&n.node.http.to_string()),
+                n.share,
+                n.node.run
+            )
+        })
+        .collect();
+    json::items(1, args, &items)
+}
+
+impl Mgmt {
+    pub(super) fn cluster_list(&self, json_out: bool, args: &[String]) -> Reply {
+        let Some(peers) = &self.sh.cluster else {
+            return Reply::with(
+                status::CANT,
+                "No cluster: the daemon was started without --cluster-bind",
+            );
+        };
+        let view = peers.cluster.view();
+        if json_out {
+            return Reply::ok(list_json(&view, args));
+        }
+        let s = &peers.stats;
+        let c = &peers.cluster.stats;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        Reply::ok(format!(
+            "{}\nPeer fetches: {} answered, {} peers unreachable; marks refused: {}\nCluster datagrams: {} received, {} sent, {} refused, {} malformed; membership changes: {}\n",
+            list_text(&view),
+            load(&s.fetched),
+            load(&s.failed),
+            load(&s.refused_marks),
+            load(&c.received),
+            load(&c.sent),
+            load(&c.refused),
+            load(&c.malformed),
+            load(&c.changes),
+        ))
+    }
+}
