@@ -69,7 +69,7 @@ pub(crate) struct Shared {
     pub includes: host::req::IncludeRunner,
     /// The cluster this node is in (`--cluster-bind`), and its
     /// connections to the other nodes.
-    pub cluster: Option<fetch::peer::Peers>,
+    pub cluster: Option<host::peers::Peers>,
     /// What answers a GET for a URL before VCL runs, where something
     /// does: the TLS side's ACME HTTP-01 challenges, registered when the
     /// daemon has certificates (`-A`).

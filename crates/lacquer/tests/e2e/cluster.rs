@@ -42,6 +42,14 @@ fn cluster_addr(n: &Lacquer) -> String {
     at[..at.find('"').unwrap()].to_string()
 }
 
+/// Whether a node sees one node down (out of routing).
+fn sees_one_down(n: &Lacquer) -> bool {
+    n.cli_ok("cluster.list -j")
+        .matches("\"state\": \"down\"")
+        .count()
+        == 1
+}
+
 /// How many nodes a node sees alive.
 fn alive(n: &Lacquer) -> usize {
     n.cli_ok("cluster.list -j")
@@ -98,7 +106,7 @@ fn three_nodes_fetch_each_object_once_and_outlive_one_killed() {
     drop(c);
     let killed = Instant::now();
     let mut i = 0;
-    while !(alive(&a) == 2 && alive(&b) == 2) {
+    while !(sees_one_down(&a) && sees_one_down(&b)) {
         assert!(
             killed.elapsed() < Duration::from_secs(15),
             "the killed node is still routed to"
@@ -140,4 +148,94 @@ fn cluster_options_are_checked() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cluster-secret"));
+}
+
+/// A program that purges on `PURGE`, in front of `origin`.
+fn purging_vcl(origin: &Origin) -> String {
+    format!(
+        "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+         sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} }}\n",
+        origin.addr.port()
+    )
+}
+
+fn purging_node(
+    origin: &Origin,
+    name: &str,
+    secret: &std::path::Path,
+    join: Option<&str>,
+) -> Lacquer {
+    let secret = secret.to_str().unwrap();
+    let mut args = vec![
+        "-i",
+        name,
+        "--cluster-bind",
+        "127.0.0.1:0",
+        "--cluster-secret",
+        secret,
+    ];
+    if let Some(seed) = join {
+        args.extend(["--cluster-join", seed]);
+    }
+    Lacquer::spawn(&args, Some(purging_vcl(origin)))
+}
+
+#[test]
+fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_up() {
+    // Each answer names how many times the origin was asked for its URL.
+    let origin = Origin::start(|s| {
+        Reply::ok(&format!("{}", s.url.len()))
+            .header("Cache-Control", "max-age=300")
+            .header("xkey", "tag-x")
+    });
+    let versions = {
+        let seen = &origin;
+        move |url: &str| seen.count(url)
+    };
+    let secret = secret("spread");
+    let a = purging_node(&origin, "a", &secret, None);
+    let seed = cluster_addr(&a);
+    let b = purging_node(&origin, "b", &secret, Some(&seed));
+    let c = purging_node(&origin, "c", &secret, Some(&seed));
+    let all = [&a, &b, &c];
+    assert!(eventually(Duration::from_secs(15), || all
+        .iter()
+        .all(|n| alive(n) == 3)));
+    let urls = ["/p/1", "/b/1", "/x/1"];
+    for url in urls {
+        for n in all {
+            assert_eq!(n.get(url).status, 200);
+        }
+        assert_eq!(versions(url), 1, "{url}");
+    }
+    // A purge at one node: gone from all three, as its answer says.
+    let r = a.connect().request("PURGE", "/p/1", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("lacquer-invalidated"), Some("3/3"));
+    // A ban from the CLI, a tag purge from the CLI.
+    assert!(b.cli_ok("ban req.url ~ ^/b/").contains("on 3/3 nodes"));
+    assert!(c.cli_ok("xkey.purge tag-x").contains("on 3/3 nodes"));
+    // Every node now fetches each anew (the first through the owner, the
+    // others from it): one more origin request a URL, and none serves the
+    // old copy. /x/1 carries the tag; /p/1 and /b/1 do too, and were
+    // invalidated twice over, which changes nothing.
+    for url in urls {
+        for n in all {
+            assert_eq!(n.get(url).status, 200);
+        }
+        assert_eq!(versions(url), 2, "{url}");
+    }
+    // A node down misses a ban; restarted, it reads it from the others.
+    drop(c);
+    assert!(eventually(Duration::from_secs(15), || sees_one_down(&a)
+        && sees_one_down(&b)));
+    let reply = a.cli_ok("ban req.url ~ ^/while-away/");
+    assert!(reply.contains("on 2/2 nodes"), "{reply}");
+    let c = purging_node(&origin, "c", &secret, Some(&seed));
+    assert!(eventually(Duration::from_secs(15), || {
+        c.cli_ok("ban.list").contains("req.url ~ ^/while-away/")
+    }));
+    let list = a.cli_ok("cluster.list");
+    assert!(list.contains("Invalidations: 2 made here"), "{list}");
+    let _ = std::fs::remove_file(secret);
 }

@@ -1,5 +1,6 @@
 //! The answers a request gets before VCL runs: an ACME server's HTTP-01
-//! challenge, and a request whose body is too large to keep.
+//! challenge, a cluster peer's invalidation or journal read, and a request
+//! whose body is too large to keep.
 
 use crate::host::req::{Outcome, Req};
 use crate::transport::io::Client;
@@ -17,16 +18,42 @@ pub(super) async fn acme_answer(
     req: &mut Req,
     answer: &str,
 ) -> Outcome {
+    COUNTERS.inc(Counter::tls_acme_challenges);
+    req.log
+        .bytes(Tag::Debug, b"ACME http-01 challenge answered");
+    plain_answer(c, sh, req, 200, answer).await
+}
+
+/// Answers a cluster peer's marked request (an invalidation, a journal
+/// read), before VCL.
+pub(super) async fn peer_answer(
+    c: &mut Client,
+    sh: &Shared,
+    req: &mut Req,
+    status: u16,
+    body: &str,
+) -> Outcome {
+    req.log.bytes(Tag::Debug, b"cluster peer request answered");
+    plain_answer(c, sh, req, status, body).await
+}
+
+/// A plain-text answer with `status` and `body`, once the request's body
+/// is read.
+async fn plain_answer(
+    c: &mut Client,
+    sh: &Shared,
+    req: &mut Req,
+    status: u16,
+    body: &str,
+) -> Outcome {
     let keep = match req.consume_body(c, sh).await {
         Ok(keep) => keep,
         Err(reason) => return Outcome::Close(reason),
     };
-    COUNTERS.inc(Counter::tls_acme_challenges);
-    req.log
-        .bytes(Tag::Debug, b"ACME http-01 challenge answered");
+    let reason = lacquer_http::Status::new(status).reason();
     let msg = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{answer}",
-        answer.len(),
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{body}",
+        body.len(),
         if keep { "" } else { "Connection: close\r\n" }
     );
     let idle = Params::duration(sh.params.idle_send_timeout());

@@ -57,6 +57,9 @@ pub(crate) fn after_unsafe(
         }
         let n = sh.cache.purge(&key);
         COUNTERS.add(Counter::n_obj_purged, n as u64);
+        crate::host::spread::later(sh, || crate::host::spread::Invalidation::Purge {
+            key: bytes::Bytes::from(key.clone()),
+        });
         req.log.fmt(
             Tag::Debug,
             format_args!(

@@ -17,6 +17,7 @@ use crate::client::step::{self, Name, Step, Transmit};
 use crate::client::walk::Walk;
 use crate::host::client_host::Resp;
 use crate::host::req::{BodyCache, ConnInfo, IncludeCtx, Outcome, Req};
+use crate::host::spread;
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
@@ -152,7 +153,7 @@ async fn drive(c: &mut Client, w: &mut Walk<'_>, req: &mut Req) -> Outcome {
                 Step::Transport
             }
             Step::Hash(choice) => hash(c, w, req, choice).await,
-            Step::Purge => purge(w, req),
+            Step::Purge => purge(w, req).await,
             Step::Pass => pass_step(c, w, req).await,
             Step::Pipe => pipe_step(c, w, req).await,
             Step::Lookup => lookup::lookup(w, req).await,
@@ -183,7 +184,8 @@ async fn drive(c: &mut Client, w: &mut Walk<'_>, req: &mut Req) -> Outcome {
 }
 
 /// What comes before VCL: an answer the TLS side registered (an ACME
-/// challenge), and the body read first for `std.cache_req_body`.
+/// challenge), a cluster peer's invalidation, and the body read first
+/// for `std.cache_req_body`.
 async fn transport(c: &mut Client, w: &mut Walk<'_>, req: &mut Req) -> Step {
     let sh = w.sh;
     if let (Some(answer_of), None) = (sh.answer_first, &req.include) {
@@ -191,6 +193,14 @@ async fn transport(c: &mut Client, w: &mut Walk<'_>, req: &mut Req) -> Step {
             if let Some(answer) = answer_of(&req.head.url) {
                 return Step::Done(crate::client::answers::acme_answer(c, sh, req, &answer).await);
             }
+        }
+    }
+    if req.from_peer {
+        // A peer's invalidation or a read of this node's journal.
+        if let Some((status, body)) = crate::host::spread::answer_peer(sh, &req.head.url) {
+            return Step::Done(
+                crate::client::answers::peer_answer(c, sh, req, status, &body).await,
+            );
         }
     }
     if let (Some(max), None) = (w.vcl().program.cache_req_body, &req.include) {
@@ -323,10 +333,16 @@ async fn hash(c: &mut Client, w: &mut Walk<'_>, req: &mut Req, choice: Action) -
 }
 
 /// The key's objects purged, then `vcl_purge`.
-fn purge(w: &mut Walk<'_>, req: &mut Req) -> Step {
+async fn purge(w: &mut Walk<'_>, req: &mut Req) -> Step {
     COUNTERS.inc(Counter::n_purges);
     let n = w.sh.cache.purge(&w.key);
     COUNTERS.add(Counter::n_obj_purged, n as u64);
+    // In a cluster, on every node before vcl_purge answers.
+    if w.sh.cluster.is_some() {
+        let key = Bytes::copy_from_slice(&w.key);
+        let inv = spread::Invalidation::Purge { key };
+        req.spread = boxed_in_place!(spread::everywhere(w.sh, inv)).await;
+    }
     match w.call(Method::Purge, req, None, None, None) {
         Action::Synth { status, reason } => Step::Synth { status, reason },
         Action::Restart => Step::Restart,
@@ -464,6 +480,10 @@ async fn synth_step(
     };
     COUNTERS.inc(Counter::s_synth);
     let mut resp = Resp::synthetic(Status::new(status), reason);
+    // How many nodes of the cluster applied the purge it answers.
+    if let Some(reach) = req.spread.take() {
+        resp.set("Lacquer-Invalidated", Some(Bytes::from(reach.to_string())));
+    }
     // Logged as built, then each change vcl_synth makes, as varnishd logs
     // it (an include's response is its page's, and not logged so).
     req.resp_logged = req.log.active() && !c.wire.part_of_page();

@@ -163,7 +163,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         Some(spec) => {
             let replicas = cfg.params.cluster_replicas().min(u64::from(u32::MAX)) as u32;
             let cluster = cluster::start(spec, &cfg.identity, &listeners, replicas)?;
-            Some(crate::fetch::peer::Peers::new(cluster))
+            Some(crate::host::peers::Peers::new(cluster))
         }
         None => None,
     };
@@ -198,6 +198,10 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     {
         let _in_runtime = handle.enter();
         start_all_probes(&shared);
+        if shared.cluster.is_some() {
+            handle.spawn(crate::host::spread::send_later(shared.clone()));
+            handle.spawn(crate::host::spread::catch_up(shared.clone()));
+        }
     }
     runtime.block_on(async move {
         let mut out = std::io::stdout().lock();

@@ -11,10 +11,10 @@
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
-use crate::fetch::peer;
 pub(crate) use crate::fetch::step::Came;
 use crate::fetch::step::{self, Got, Name, OnConn, Step};
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
+use crate::host::peers;
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
@@ -496,7 +496,7 @@ async fn ask_peers<'p, M: FetchMode>(
         connect: Params::duration(f.sh.params.cluster_connect_timeout()),
         ..*t
     };
-    let head = peer::marked(head, &cluster.mark(&bereq.method, &bereq.url));
+    let head = peers::marked(head, &cluster.mark(&bereq.method, &bereq.url));
     for peer in peers {
         match mode
             .exchange(bereq, peer, &head, BereqBody::None, &t, limits)

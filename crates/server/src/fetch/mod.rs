@@ -9,6 +9,5 @@ pub(crate) mod backend_steps;
 pub(crate) mod cache;
 pub(crate) mod fetch_filters;
 pub(crate) mod fill;
-pub(crate) mod peer;
 pub(crate) mod revalidate;
 pub(crate) mod step;

@@ -580,7 +580,11 @@ impl Host for BackendHost<'_> {
     }
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
-        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
+        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)?;
+        crate::host::spread::later(self.sh, || crate::host::spread::Invalidation::Ban {
+            expr: String::from_utf8_lossy(expr).into_owned(),
+        });
+        Ok(())
     }
 
     fn param(&self, index: usize) -> Value {
@@ -627,6 +631,10 @@ impl Host for BackendHost<'_> {
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
+        crate::host::spread::later(self.sh, || crate::host::spread::Invalidation::Tags {
+            tags: String::from_utf8_lossy(keys).into_owned(),
+            soft,
+        });
         crate::host::purge::by_tags(self.sh, keys, soft) as i64
     }
 }

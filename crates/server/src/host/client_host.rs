@@ -5,6 +5,7 @@
 
 use crate::host::req::{ConnInfo, Req, TopReq};
 pub(crate) use crate::host::resp::{obj_reason, Resp};
+use crate::host::spread;
 use crate::host::vcl::{param_value, proto_text, report_error, storage_value, Loaded};
 use crate::transport::deadline::SessTimeout;
 use crate::Shared;
@@ -650,7 +651,11 @@ impl Host for ClientHost<'_> {
     }
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
-        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)
+        crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)?;
+        spread::later(self.sh, || spread::Invalidation::Ban {
+            expr: String::from_utf8_lossy(expr).into_owned(),
+        });
+        Ok(())
     }
 
     fn param(&self, index: usize) -> Value {
@@ -741,13 +746,23 @@ impl Host for ClientHost<'_> {
     }
 
     fn purge(&mut self, soft: Option<[f64; 3]>) -> i64 {
-        match self.key {
-            Some(key) => crate::host::purge::by_key(self.sh, key, soft) as i64,
-            None => 0,
+        let Some(key) = self.key else {
+            return 0;
+        };
+        // A soft purge stays on this node (its lifetimes are its own).
+        if soft.is_none() {
+            spread::later(self.sh, || spread::Invalidation::Purge {
+                key: Bytes::copy_from_slice(key),
+            });
         }
+        crate::host::purge::by_key(self.sh, key, soft) as i64
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
+        spread::later(self.sh, || spread::Invalidation::Tags {
+            tags: String::from_utf8_lossy(keys).into_owned(),
+            soft,
+        });
         crate::host::purge::by_tags(self.sh, keys, soft) as i64
     }
 }

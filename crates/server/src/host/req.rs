@@ -60,6 +60,8 @@ pub(crate) struct Req {
     /// It came from a peer of the cluster, its mark verified (see
     /// `lacquer_cluster::peer`).
     pub from_peer: bool,
+    /// How far the cluster purge it made went, for its answer.
+    pub spread: Option<crate::host::spread::Reach>,
     pub identity: Option<Bytes>,
     pub storage: Option<Arc<str>>,
     /// The session's timeouts as VCL sees and sets them (`sess.*`),
@@ -153,6 +155,7 @@ impl Req {
             is_hitmiss: false,
             is_hitpass: false,
             from_peer: false,
+            spread: None,
             identity: None,
             storage: None,
             sess: Default::default(),

@@ -1,7 +1,8 @@
 //! `cluster.list [-j]`: the nodes this node knows of, each one's state as
 //! SWIM judges it, where it speaks SWIM and where its peers send it
 //! requests, and its share of the keys on the ring (the nodes that take
-//! requests share them all); then what fetches through the cluster did.
+//! requests share them all); then what fetches and invalidations through
+//! the cluster did.
 
 use super::{json, Mgmt, Reply};
 use lacquer_admin::status;
@@ -82,12 +83,19 @@ impl Mgmt {
         let s = &peers.stats;
         let c = &peers.cluster.stats;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let (journal, own) = {
+            let j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
+            (j.len(), j.own())
+        };
         Reply::ok(format!(
-            "{}\nPeer fetches: {} answered, {} peers unreachable; marks refused: {}\nCluster datagrams: {} received, {} sent, {} refused, {} malformed; membership changes: {}\n",
+            "{}\nPeer fetches: {} answered, {} peers unreachable; marks refused: {}\nInvalidations: {own} made here, applied by peers {} times, unanswered {} times; {} made elsewhere applied here; journal of {journal}\nCluster datagrams: {} received, {} sent, {} refused, {} malformed; membership changes: {}\n",
             list_text(&view),
             load(&s.fetched),
             load(&s.failed),
             load(&s.refused_marks),
+            load(&s.spread_applied),
+            load(&s.spread_failed),
+            load(&s.applied_from_peers),
             load(&c.received),
             load(&c.sent),
             load(&c.refused),

@@ -3,6 +3,7 @@
 //! panic.*, ban, ban.list, storage.list and xkey.purge/xkey.softpurge.
 
 use super::{json, Mgmt, Reply};
+use crate::host::spread::{self, Invalidation, Reach};
 use crate::host::vcl::VclSource;
 use lacquer_admin::commands::{find, Cmd, CmdSpec, COMMANDS};
 use lacquer_admin::status;
@@ -108,7 +109,8 @@ impl Mgmt {
                 let tags = args[1..].join(" ");
                 let n = crate::host::purge::by_tags(&self.sh, tags.as_bytes(), soft);
                 let verb = if soft { "Soft-purged" } else { "Purged" };
-                Reply::ok(format!("{verb} {n} objects\n"))
+                let reach = self.spread(Invalidation::Tags { tags, soft });
+                Reply::ok(format!("{verb} {n} objects{}\n", on_nodes(reach)))
             }
             Cmd::VclLoad => self.vcl_load(
                 &args[1],
@@ -173,17 +175,30 @@ impl Mgmt {
         }
     }
 
+    /// Sends an invalidation made here to every other node of the
+    /// cluster and waits for their answers (a command runs where it may
+    /// block); None outside a cluster.
+    fn spread(&self, inv: Invalidation) -> Option<Reach> {
+        self.sh.cluster.as_ref()?;
+        let rt = tokio::runtime::Handle::try_current().ok()?;
+        tokio::task::block_in_place(|| rt.block_on(spread::everywhere(&self.sh, inv)))
+    }
+
     /// `ban`: a ban added from the CLI's words.
     fn ban(&self, args: &[String]) -> Reply {
         let words: Vec<&str> = args[1..].iter().map(String::as_str).collect();
         match lacquer_cache::ban::BanSpec::parse(&words) {
             Ok(spec) => {
                 let now = lacquer_core::time::now();
+                let expr = spec.text().to_string();
                 self.sh
                     .cache
                     .bans()
                     .add(spec, now, self.sh.params.ban_dups());
-                Reply::ok("")
+                match self.spread(Invalidation::Ban { expr }) {
+                    Some(reach) => Reply::ok(format!("Ban applied on {reach} nodes\n")),
+                    None => Reply::ok(""),
+                }
             }
             Err(e) => Reply::with(status::PARAM, e),
         }
@@ -478,4 +493,9 @@ fn panic_command(cmd: Cmd, json: bool, args: &[String]) -> Reply {
         }
         _ => unknown(),
     }
+}
+
+/// How far a cluster invalidation went, as a reply says it.
+fn on_nodes(reach: Option<Reach>) -> String {
+    reach.map_or(String::new(), |r| format!(" on {r} nodes"))
 }

@@ -26,6 +26,14 @@ pub(crate) struct Peers {
     /// A backend for each peer (its pool of connections), by address.
     backends: Mutex<PeerBackends>,
     pub stats: PeerStats,
+    /// The invalidations applied here (see `host::spread`).
+    pub journal: Mutex<crate::host::spread::Journal>,
+    /// Invalidations made where nothing can wait for them (VCL's `ban()`,
+    /// a vmod's purge), for a task to send everywhere.
+    later: tokio::sync::mpsc::UnboundedSender<crate::host::spread::Invalidation>,
+    /// That task's end of it, until the daemon starts the task.
+    pub later_rx:
+        Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::host::spread::Invalidation>>>,
 }
 
 /// What fetches through the cluster did.
@@ -37,19 +45,28 @@ pub(crate) struct PeerStats {
     pub failed: AtomicU64,
     /// Requests whose peer mark did not verify.
     pub refused_marks: AtomicU64,
+    /// Invalidations made here that a peer applied, or did not answer.
+    pub spread_applied: AtomicU64,
+    pub spread_failed: AtomicU64,
+    /// Invalidations made elsewhere applied here.
+    pub applied_from_peers: AtomicU64,
 }
 
 impl Peers {
     pub fn new(cluster: Arc<Cluster>) -> Self {
+        let (later, later_rx) = tokio::sync::mpsc::unbounded_channel();
         Peers {
+            later,
+            later_rx: Mutex::new(Some(later_rx)),
             cluster,
             backends: Mutex::new(HashMap::new()),
             stats: PeerStats::default(),
+            journal: Default::default(),
         }
     }
 
     /// The backend that reaches `node`.
-    fn backend(&self, node: &Node) -> Arc<Backend> {
+    pub fn backend(&self, node: &Node) -> Arc<Backend> {
         let mut backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
         backends
             .entry((node.name.clone(), node.http))
@@ -86,8 +103,40 @@ impl Peers {
             .mark(&self.cluster.me.name, now, method, url)
     }
 
+    /// The other nodes that take requests.
+    pub fn others(&self) -> Vec<Arc<Backend>> {
+        let view = self.cluster.view();
+        view.nodes
+            .iter()
+            .filter(|n| !n.me && n.state.routable())
+            .map(|n| self.backend(&n.node))
+            .collect()
+    }
+
+    /// Sends an invalidation made here to the other nodes, from a task
+    /// of its own (see `host::spread::send_later`).
+    pub fn spread_later(&self, inv: crate::host::spread::Invalidation) {
+        let _ = self.later.send(inv);
+    }
+
     pub fn count_refused_mark(&self) {
         self.stats.refused_marks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An invalidation made here went to peers: how many applied it, how
+    /// many did not answer.
+    pub fn count_spread(&self, applied: usize, failed: usize) {
+        let s = &self.stats;
+        s.spread_applied
+            .fetch_add(applied as u64, Ordering::Relaxed);
+        s.spread_failed.fetch_add(failed as u64, Ordering::Relaxed);
+    }
+
+    /// An invalidation made elsewhere was applied here.
+    pub fn count_applied(&self) {
+        self.stats
+            .applied_from_peers
+            .fetch_add(1, Ordering::Relaxed);
     }
 }
 

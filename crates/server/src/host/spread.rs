@@ -1,0 +1,492 @@
+//! Invalidations everywhere: a purge, a ban or a tag purge made at one
+//! node of a cluster is sent at once, in parallel, to every other node
+//! that takes requests, each of which applies it and says so; the node
+//! where it was made learns how many applied it. Each node keeps a
+//! journal of the invalidations it applied (its own and others', each
+//! once, by the id its first node gave it), and whenever it sees a node
+//! come up (a restart, a partition healed) it reads that node's journal
+//! and applies what it missed: nothing invalidated on one side is served
+//! on the other once they meet again. An invalidation travels as the
+//! query of a marked request (`/.lacquer/invalidate?...`), which only a
+//! node that knows the secret can make.
+
+use crate::host::peers::Peers;
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_backend::{Backend, Timeouts};
+use lacquer_core::params::Params;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+/// The path a node sends an invalidation to.
+pub(crate) const INVALIDATE: &str = "/.lacquer/invalidate";
+/// The path of a node's journal.
+pub(crate) const JOURNAL: &str = "/.lacquer/journal";
+
+/// How many invalidations a journal keeps.
+const JOURNAL_MAX: usize = 10_000;
+
+/// The largest journal read from a peer.
+const JOURNAL_BYTES: usize = 16 << 20;
+
+/// One invalidation as nodes pass it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Invalidation {
+    /// Every variant under a hash key (`return (purge)`, vmod purge).
+    Purge { key: Bytes },
+    /// A ban expression, as `ban()` and the CLI's `ban` take it.
+    Ban { expr: String },
+    /// Objects with any of these tags (`xkey.purge`, `xkey.softpurge`).
+    Tags { tags: String, soft: bool },
+}
+
+impl Invalidation {
+    /// Its kind and argument, as a query string carries them.
+    fn query(&self) -> String {
+        match self {
+            Invalidation::Purge { key } => format!("kind=purge&arg={}", hex(key)),
+            Invalidation::Ban { expr } => format!("kind=ban&arg={}", percent(expr.as_bytes())),
+            Invalidation::Tags { tags, soft } => format!(
+                "kind={}&arg={}",
+                if *soft { "softxkey" } else { "xkey" },
+                percent(tags.as_bytes())
+            ),
+        }
+    }
+
+    /// What [`Invalidation::query`] wrote.
+    fn from_parts(kind: &str, arg: &[u8]) -> Option<Invalidation> {
+        let text = || String::from_utf8(unpercent(arg)?).ok();
+        Some(match kind {
+            "purge" => Invalidation::Purge {
+                key: Bytes::from(unhex(arg)?),
+            },
+            "ban" => Invalidation::Ban { expr: text()? },
+            "xkey" | "softxkey" => Invalidation::Tags {
+                tags: text()?,
+                soft: kind == "softxkey",
+            },
+            _ => return None,
+        })
+    }
+
+    /// Applies it at this node; how many objects it acted on (a ban: 0).
+    fn apply(&self, sh: &Shared) -> usize {
+        match self {
+            Invalidation::Purge { key } => crate::host::purge::by_key(sh, key, None),
+            Invalidation::Ban { expr } => {
+                // It parsed where it was made; one that does not here (a
+                // node of another version) is dropped.
+                let _ = crate::host::vcl::add_ban(sh.cache.bans(), &sh.params, expr.as_bytes());
+                0
+            }
+            Invalidation::Tags { tags, soft } => {
+                crate::host::purge::by_tags(sh, tags.as_bytes(), *soft)
+            }
+        }
+    }
+}
+
+/// The invalidations a node applied, each once, newest last.
+#[derive(Default)]
+pub(crate) struct Journal {
+    /// The number of this node's last own invalidation.
+    seq: u64,
+    seen: HashSet<String>,
+    kept: VecDeque<(String, Invalidation)>,
+}
+
+impl Journal {
+    /// Records `inv` under `id`; false when it was applied before.
+    fn record(&mut self, id: String, inv: Invalidation) -> bool {
+        if !self.seen.insert(id.clone()) {
+            return false;
+        }
+        self.kept.push_back((id, inv));
+        if self.kept.len() > JOURNAL_MAX {
+            if let Some((old, _)) = self.kept.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// How many invalidations it keeps.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// How many invalidations this node made.
+    pub fn own(&self) -> u64 {
+        self.seq
+    }
+
+    /// The journal as a peer reads it: a line an invalidation, its id and
+    /// its query.
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for (id, inv) in &self.kept {
+            out.push_str(id);
+            out.push(' ');
+            out.push_str(&inv.query());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// How far an invalidation went: the nodes that applied it (this one
+/// included), of the nodes that take requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reach {
+    pub applied: usize,
+    pub of: usize,
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.applied, self.of)
+    }
+}
+
+/// Sends `inv`, applied here already, to every other node that takes
+/// requests, all at once; how far it went. None outside a cluster.
+pub(crate) async fn everywhere(sh: &Shared, inv: Invalidation) -> Option<Reach> {
+    let peers = sh.cluster.as_ref()?;
+    let id = {
+        let mut j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
+        j.seq += 1;
+        let id = format!(
+            "{}.{}.{}",
+            peers.cluster.me.name, peers.cluster.me.run, j.seq
+        );
+        j.record(id.clone(), inv.clone());
+        id
+    };
+    let url = format!("{INVALIDATE}?id={}&{}", percent(id.as_bytes()), inv.query());
+    let targets = peers.others();
+    let of = targets.len() + 1;
+    let t = peer_timeouts(&sh.params);
+    let limits = sh.response_limits();
+    let sends = targets.iter().map(|peer| {
+        let head = request_head(peers, peer, &url);
+        async move { matches!(ask(peer, &head, &t, &limits, 0).await, Some((200 | 204, _))) }
+    });
+    let applied = join_all(sends).await.into_iter().filter(|ok| *ok).count() + 1;
+    peers.count_spread(applied - 1, of - applied);
+    Some(Reach { applied, of })
+}
+
+/// Sends the invalidations made where nothing could wait for them
+/// ([`Peers::spread_later`]) everywhere, one after another, for the
+/// daemon's life.
+pub(crate) async fn send_later(sh: Arc<Shared>) {
+    let Some(peers) = sh.cluster.as_ref() else {
+        return;
+    };
+    let Some(mut rx) = peers
+        .later_rx
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    else {
+        return;
+    };
+    while let Some(inv) = rx.recv().await {
+        let _ = everywhere(&sh, inv).await;
+    }
+}
+
+/// Sends `inv`, applied here, everywhere later: in a cluster only.
+pub(crate) fn later(sh: &Shared, inv: impl FnOnce() -> Invalidation) {
+    if let Some(peers) = &sh.cluster {
+        peers.spread_later(inv());
+    }
+}
+
+/// What a peer's marked request to [`INVALIDATE`] or [`JOURNAL`] gets:
+/// the status and body of the answer; None for any other path.
+pub(crate) fn answer_peer(sh: &Shared, url: &[u8]) -> Option<(u16, String)> {
+    let peers = sh.cluster.as_ref()?;
+    let url = std::str::from_utf8(url).ok()?;
+    if url == JOURNAL {
+        let j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
+        return Some((200, j.text()));
+    }
+    let query = url.strip_prefix(INVALIDATE)?.strip_prefix('?')?;
+    let field = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    };
+    let parsed = field("id")
+        .and_then(|id| String::from_utf8(unpercent(id.as_bytes())?).ok())
+        .zip(field("kind").zip(field("arg")))
+        .and_then(|(id, (kind, arg))| Some((id, Invalidation::from_parts(kind, arg.as_bytes())?)));
+    let Some((id, inv)) = parsed else {
+        return Some((400, "malformed invalidation\n".into()));
+    };
+    apply_once(sh, peers, id, inv);
+    Some((204, String::new()))
+}
+
+/// Applies `inv` unless it was applied here before.
+fn apply_once(sh: &Shared, peers: &Peers, id: String, inv: Invalidation) -> bool {
+    let fresh = peers
+        .journal
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .record(id, inv.clone());
+    if fresh {
+        inv.apply(sh);
+        peers.count_applied();
+    }
+    fresh
+}
+
+/// Reads the journal of every node that came up since the last look (a
+/// node met for the first time, a restart, the end of a partition) and
+/// applies what this node missed, once a second for the daemon's life.
+pub(crate) async fn catch_up(sh: Arc<Shared>) {
+    let Some(peers) = sh.cluster.as_ref() else {
+        return;
+    };
+    // The runs of the nodes whose journals were read while they were up.
+    let mut read: HashSet<(Arc<str>, u64)> = HashSet::new();
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let view = peers.cluster.view();
+        let up: Vec<_> = view
+            .nodes
+            .iter()
+            .filter(|n| !n.me && n.state == lacquer_cluster::NodeState::Alive)
+            .map(|n| n.node.clone())
+            .collect();
+        // A node that went down is read again when it comes back.
+        read.retain(|(name, run)| up.iter().any(|n| n.name == *name && n.run == *run));
+        for node in up {
+            if read.contains(&(node.name.clone(), node.run)) {
+                continue;
+            }
+            if read_journal(&sh, peers, &node).await {
+                read.insert((node.name.clone(), node.run));
+            }
+        }
+    }
+}
+
+/// Applies what `node`'s journal has and this node's lacks; false when
+/// it could not be read.
+async fn read_journal(sh: &Shared, peers: &Peers, node: &lacquer_cluster::Node) -> bool {
+    let peer = peers.backend(node);
+    let head = request_head(peers, &peer, JOURNAL);
+    let t = peer_timeouts(&sh.params);
+    let Some((200, body)) = ask(&peer, &head, &t, &sh.response_limits(), JOURNAL_BYTES).await
+    else {
+        return false;
+    };
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        let Some((id, query)) = line.split_once(' ') else {
+            continue;
+        };
+        let field = |name: &str| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        };
+        if let Some(inv) = field("kind")
+            .zip(field("arg"))
+            .and_then(|(kind, arg)| Invalidation::from_parts(kind, arg.as_bytes()))
+        {
+            apply_once(sh, peers, id.to_string(), inv);
+        }
+    }
+    true
+}
+
+/// The head of a marked GET of `url` to `peer`.
+fn request_head(peers: &Peers, peer: &Backend, url: &str) -> Vec<u8> {
+    let mark = peers.mark(b"GET", url.as_bytes());
+    format!(
+        "GET {url} HTTP/1.1\r\nHost: {}\r\nLacquer-Peer: {mark}\r\n\r\n",
+        peer.host_header
+    )
+    .into_bytes()
+}
+
+/// Sends `head` to `peer` and reads the answer's status and body (at
+/// most `max_body` bytes, else None).
+async fn ask(
+    peer: &Backend,
+    head: &[u8],
+    t: &Timeouts,
+    limits: &lacquer_http::ResponseLimits,
+    max_body: usize,
+) -> Option<(u16, Vec<u8>)> {
+    let how = lacquer_backend::Ask {
+        is_head: false,
+        extra_chance: true,
+        interim: None,
+    };
+    let (mut conn, resp) = peer.exchange(head, &[], t, limits, how).await.ok()?;
+    let mut reader = conn.body(resp.framing);
+    let mut body = Vec::new();
+    while let Some(piece) = conn.read_body(&mut reader, t).await.ok()? {
+        if body.len() + piece.len() > max_body {
+            return None;
+        }
+        body.extend_from_slice(&piece);
+    }
+    conn.finish(true);
+    Some((resp.status, body))
+}
+
+/// How long a node waits on another for an invalidation or a journal.
+fn peer_timeouts(p: &Params) -> Timeouts {
+    let connect = Params::duration(p.cluster_connect_timeout());
+    Timeouts {
+        connect,
+        first_byte: connect * 4,
+        between_bytes: connect * 4,
+        idle: Params::duration(p.backend_idle_timeout()),
+        holddown_local: std::time::Duration::ZERO,
+        holddown_remote: std::time::Duration::ZERO,
+        proxy_for: None,
+        wait: lacquer_backend::WaitPolicy {
+            timeout: std::time::Duration::ZERO,
+            limit: 0,
+        },
+    }
+}
+
+/// Runs every future at once; their outputs in order.
+async fn join_all<F: std::future::Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut out: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut left = false;
+        for (slot, done) in pending.iter_mut().zip(out.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        *done = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => left = true,
+                }
+            }
+        }
+        if left {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &[u8]) -> Option<Vec<u8>> {
+    let pairs = text.chunks_exact(2);
+    if !pairs.remainder().is_empty() {
+        return None;
+    }
+    pairs
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
+}
+
+/// Every byte but letters, digits and `-._~` as `%XX`.
+fn percent(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn unpercent(text: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] == b'%' {
+            let pair = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(text[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalidation_reads_back_from_its_query() {
+        let all = [
+            Invalidation::Purge {
+                key: Bytes::from_static(b"/a\0example.com\0"),
+            },
+            Invalidation::Ban {
+                expr: "req.url ~ ^/news && obj.http.x != \"a b&c=d%\"".into(),
+            },
+            Invalidation::Tags {
+                tags: "t1 t2,t3".into(),
+                soft: true,
+            },
+            Invalidation::Tags {
+                tags: "t".into(),
+                soft: false,
+            },
+        ];
+        for inv in all {
+            let q = inv.query();
+            assert!(!q.contains(' ') && q.matches('&').count() == 1, "{q}");
+            let (kind, arg) = q.split_once('&').unwrap();
+            let kind = kind.strip_prefix("kind=").unwrap();
+            let arg = arg.strip_prefix("arg=").unwrap();
+            assert_eq!(Invalidation::from_parts(kind, arg.as_bytes()), Some(inv));
+        }
+        assert_eq!(Invalidation::from_parts("purge", b"abc"), None);
+        assert_eq!(Invalidation::from_parts("ban", b"%zz"), None);
+        assert_eq!(Invalidation::from_parts("nuke", b""), None);
+    }
+
+    #[test]
+    fn a_journal_records_each_id_once_and_forgets_the_oldest() {
+        let mut j = Journal::default();
+        let ban = |n: usize| Invalidation::Ban {
+            expr: format!("req.url == /{n}"),
+        };
+        assert!(j.record("a.1.1".into(), ban(1)));
+        assert!(!j.record("a.1.1".into(), ban(1)));
+        for n in 2..=JOURNAL_MAX + 1 {
+            assert!(j.record(format!("a.1.{n}"), ban(n)));
+        }
+        assert_eq!(j.kept.len(), JOURNAL_MAX);
+        // The oldest is forgotten, and would be taken again.
+        assert!(j.record("a.1.1".into(), ban(1)));
+        let text = j.text();
+        assert!(text
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("a.1.1 kind=ban&arg="));
+    }
+}
