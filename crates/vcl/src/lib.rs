@@ -26,6 +26,7 @@ pub mod vars;
 pub mod vmod;
 mod vmod_blob;
 mod vmod_bodyaccess;
+mod vmod_cluster;
 mod vmod_cookie;
 mod vmod_directors;
 mod vmod_header;

@@ -317,6 +317,16 @@ pub trait Host {
     fn proxy_ssl(&self) -> Option<(u8, u32)> {
         None
     }
+    /// vmod cluster: this node's name, in a cluster.
+    fn cluster_self(&self) -> Option<String> {
+        None
+    }
+    /// vmod cluster: the node that owns the request's object and whether
+    /// it is this one; None outside a cluster or before the digest is
+    /// made.
+    fn cluster_owner(&mut self) -> Option<(String, bool)> {
+        None
+    }
     /// vmod unix: the credentials of the peer of a Unix socket
     /// connection (user and group ids, and their names where the system
     /// has them); None on any other connection.

@@ -21,6 +21,7 @@ pub static VMODS: &[Vmod] = &[
     crate::vmod_bodyaccess::VMOD,
     crate::vmod_blob::VMOD,
     crate::vmod_tls::VMOD,
+    crate::vmod_cluster::VMOD,
 ];
 
 pub fn vmod(name: &str) -> Option<&'static Vmod> {

@@ -153,8 +153,11 @@ fn cluster_options_are_checked() {
 /// A program that purges on `PURGE`, in front of `origin`.
 fn purging_vcl(origin: &Origin) -> String {
     format!(
-        "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
-         sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} }}\n",
+        "vcl 4.1;\nimport cluster;\n\
+         backend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+         sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} }}\n\
+         sub vcl_backend_response {{ set beresp.http.x-owner = cluster.owner(); }}\n\
+         sub vcl_deliver {{ set resp.http.x-self = cluster.self(); }}\n",
         origin.addr.port()
     )
 }
@@ -203,9 +206,16 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
         .all(|n| alive(n) == 3)));
     let urls = ["/p/1", "/b/1", "/x/1"];
     for url in urls {
-        for n in all {
-            assert_eq!(n.get(url).status, 200);
+        let mut owners = Vec::new();
+        for (n, name) in all.iter().zip(["a", "b", "c"]) {
+            let r = n.get(url);
+            assert_eq!(r.status, 200);
+            // vmod cluster: the same owner everywhere, each node itself.
+            owners.push(r.header("x-owner").unwrap().to_string());
+            assert_eq!(r.header("x-self"), Some(name));
         }
+        assert!(owners.windows(2).all(|w| w[0] == w[1]), "{owners:?}");
+        assert!(["a", "b", "c"].contains(&owners[0].as_str()));
         assert_eq!(versions(url), 1, "{url}");
     }
     // A purge at one node: gone from all three, as its answer says.

@@ -621,6 +621,18 @@ impl Host for BackendHost<'_> {
         self.bereq.conn.proxy_ssl()
     }
 
+    fn cluster_self(&self) -> Option<String> {
+        Some(self.sh.cluster.as_ref()?.cluster.me.name.to_string())
+    }
+
+    fn cluster_owner(&mut self) -> Option<(String, bool)> {
+        let peers = self.sh.cluster.as_ref()?;
+        if self.bereq.hash.is_empty() {
+            return None;
+        }
+        peers.owner_of(&self.bereq.hash)
+    }
+
     fn error(&mut self, msg: &str) {
         self.bereq.log.bytes(Tag::VCL_Error, msg.as_bytes());
         report_error(self.bereq.xid, msg);

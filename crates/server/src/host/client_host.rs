@@ -730,6 +730,21 @@ impl Host for ClientHost<'_> {
         self.conn.proxy_ssl()
     }
 
+    fn cluster_self(&self) -> Option<String> {
+        Some(self.sh.cluster.as_ref()?.cluster.me.name.to_string())
+    }
+
+    /// By the key looked up (`vcl_hit`, `vcl_miss`), or the one a fetch
+    /// or pass will use.
+    fn cluster_owner(&mut self) -> Option<(String, bool)> {
+        let peers = self.sh.cluster.as_ref()?;
+        let key = self.key.unwrap_or(&self.req.hash_key);
+        if key.is_empty() {
+            return None;
+        }
+        peers.owner_of(key)
+    }
+
     fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
         self.conn.addrs.tls.as_ref()
     }

@@ -95,6 +95,14 @@ impl Peers {
             .collect()
     }
 
+    /// The name of the node that owns the object whose hash input is
+    /// `hash`, and whether it is this one (vmod cluster).
+    pub fn owner_of(&self, hash: &[u8]) -> Option<(String, bool)> {
+        let view = self.cluster.view();
+        let owner = view.owner(lacquer_core::ring::digest_key(hash))?;
+        Some((owner.node.name.to_string(), owner.me))
+    }
+
     /// The mark of a request this node sends a peer.
     pub fn mark(&self, method: &[u8], url: &[u8]) -> String {
         let now = lacquer_cluster::seal::now_ms();

@@ -1,0 +1,63 @@
+//! vmod cluster: what the node's cluster says of the request, for VCL
+//! that wants to see or steer what the daemon does by itself (a cache
+//! miss asks the owner of its object first): `cluster.self()` (this
+//! node's name), `cluster.owner()` (the node that owns the request's
+//! object, by its digest as `directors.shard()` hashes it) and
+//! `cluster.is_owner()`. Outside a cluster the names are unset and
+//! `is_owner()` is true (a node alone owns everything); before
+//! `vcl_hash` has made the digest, `owner()` is unset and `is_owner()`
+//! true.
+
+use crate::types::{scope, Type, Value};
+use crate::vmod::{Ctx, FuncSpec, Vmod};
+
+type R = Result<Value, crate::failure::VclFailure>;
+
+fn name(v: Option<String>) -> Value {
+    v.map_or(Value::Unset, |s| Value::Str(bytes::Bytes::from(s)))
+}
+
+fn self_name(c: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(name(c.host.cluster_self()))
+}
+
+fn owner(c: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(name(c.host.cluster_owner().map(|(owner, _)| owner)))
+}
+
+fn is_owner(c: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(Value::Bool(c.host.cluster_owner().is_none_or(|(_, me)| me)))
+}
+
+static FUNCTIONS: &[FuncSpec] = &[
+    FuncSpec {
+        vmod: "cluster",
+        name: "self",
+        ret: Type::String,
+        params: &[],
+        scope: scope::CLIENT_BACKEND,
+        call: self_name,
+    },
+    FuncSpec {
+        vmod: "cluster",
+        name: "owner",
+        ret: Type::String,
+        params: &[],
+        scope: scope::CLIENT_BACKEND,
+        call: owner,
+    },
+    FuncSpec {
+        vmod: "cluster",
+        name: "is_owner",
+        ret: Type::Bool,
+        params: &[],
+        scope: scope::CLIENT_BACKEND,
+        call: is_owner,
+    },
+];
+
+pub const VMOD: Vmod = Vmod {
+    name: "cluster",
+    functions: FUNCTIONS,
+    classes: &[],
+};
