@@ -611,6 +611,28 @@ counter_table! {
     child_panic: Counter, "Panics caught since start: each ended only its own request (varnishd counts the panics that restarted its child).";
 }
 
+counter_table! {
+    /// One identifier per `CLUSTER.*` counter: what this node's cluster
+    /// did (Lacquer only). Each peer's connections are counted as a
+    /// backend's, in `VBE.cluster.<peer>`.
+    enum ClusterCounter; table CLUSTER; block ClusterCounters;
+    nodes: Gauge, "Nodes that take requests, this one included.";
+    nodes_down: Gauge, "Nodes known and judged down.";
+    fetch: Counter, "Cache misses answered by the node that owns the object.";
+    fetch_unreachable: Counter, "Owners (or next nodes) a miss could not reach: the next node, then the origin, was asked.";
+    inval_made: Counter, "Invalidations made here and sent to the other nodes.";
+    inval_peer_applied: Counter, "Times another node applied an invalidation made here.";
+    inval_peer_unanswered: Counter, "Times another node did not answer an invalidation made here.";
+    inval_applied: Counter, "Invalidations made elsewhere applied here, sent or read from a journal.";
+    journal: Gauge, "Invalidations in this node's journal.";
+    marks_refused: Counter, "Requests whose peer mark did not verify (the mark was taken off).";
+    msgs_rx: Counter, "Cluster datagrams received whose seal verified.";
+    msgs_tx: Counter, "Cluster datagrams sent.";
+    msgs_refused: Counter, "Cluster datagrams dropped: their seal did not verify, or was too old.";
+    msgs_malformed: Counter, "Sealed cluster datagrams that did not read.";
+    changes: Counter, "Membership changes seen: a node up, down or renamed.";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ fn label_names(family: &str) -> &'static [&'static str] {
         "SMA" | "SMF" | "SMP" => &["store"],
         "VBE" => &["vcl", "backend"],
         "MEMPOOL" => &["pool"],
-        "MGT" => &[],
+        "MGT" | "CLUSTER" => &[],
         _ => &["name"],
     }
 }

@@ -247,5 +247,17 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
     }));
     let list = a.cli_ok("cluster.list");
     assert!(list.contains("Invalidations: 2 made here"), "{list}");
+    // The counters say it too, for varnishstat's tools and /metrics.
+    assert!(eventually(Duration::from_secs(10), || {
+        a.counter("CLUSTER.inval_made") == 2 && a.counter("CLUSTER.nodes") == 3
+    }));
+    assert!(eventually(Duration::from_secs(10), || {
+        all_fetches(&[&a, &b]) > 0
+    }));
     let _ = std::fs::remove_file(secret);
+}
+
+/// The misses the owners answered, over these nodes.
+fn all_fetches(nodes: &[&Lacquer]) -> u64 {
+    nodes.iter().map(|n| n.counter("CLUSTER.fetch")).sum()
 }

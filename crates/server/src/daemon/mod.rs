@@ -423,6 +423,16 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
             store.counters(v)
         });
     }
+    if let Some(peers) = &sh.cluster {
+        snap.section("CLUSTER".into(), lacquer_core::counters::CLUSTER, |v| {
+            peers.counters(v)
+        });
+        for (name, b) in peers.peer_backends() {
+            b.stats
+                .set(BackendCounter::healthy, u64::from(!b.held_down()));
+            snap.section(format!("VBE.cluster.{name}"), VBE, |v| b.stats.snapshot(v));
+        }
+    }
     let reg = sh.vcls.lock().unwrap_or_else(|e| e.into_inner());
     for e in reg.entries.iter().filter(|e| reg.is_warm(e)) {
         for b in e.loaded.backends.iter().flatten() {

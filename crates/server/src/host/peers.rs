@@ -131,6 +131,49 @@ impl Peers {
         self.stats.refused_marks.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The `CLUSTER` counters, in their table's order.
+    pub fn counters(&self, out: &mut Vec<u64>) {
+        let view = self.cluster.view();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (s, c) = (&self.stats, &self.cluster.stats);
+        let down = view
+            .nodes
+            .iter()
+            .filter(|n| n.state == lacquer_cluster::NodeState::Down)
+            .count();
+        let (journal, made) = {
+            let j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+            (j.len() as u64, j.own())
+        };
+        out.extend([
+            view.routable() as u64,
+            down as u64,
+            load(&s.fetched),
+            load(&s.failed),
+            made,
+            load(&s.spread_applied),
+            load(&s.spread_failed),
+            load(&s.applied_from_peers),
+            journal,
+            load(&s.refused_marks),
+            load(&c.received),
+            load(&c.sent),
+            load(&c.refused),
+            load(&c.malformed),
+            load(&c.changes),
+        ]);
+    }
+
+    /// Each peer's backend, by its name, for its `VBE.cluster.<peer>`
+    /// counters.
+    pub fn peer_backends(&self) -> Vec<(Arc<str>, Arc<Backend>)> {
+        let backends = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        backends
+            .iter()
+            .map(|((name, _), b)| (name.clone(), b.clone()))
+            .collect()
+    }
+
     /// An invalidation made here went to peers: how many applied it, how
     /// many did not answer.
     pub fn count_spread(&self, applied: usize, failed: usize) {
@@ -171,5 +214,28 @@ mod tests {
             marked(head, "n 1 ab"),
             b"GET / HTTP/1.1\r\nHost: a\r\nLacquer-Peer: n 1 ab\r\n\r\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::*;
+
+    #[test]
+    fn the_counters_fill_their_table() {
+        let cluster = Cluster::start(lacquer_cluster::Config {
+            name: "n".into(),
+            bind: "127.0.0.1:0".parse().unwrap(),
+            http: "127.0.0.1:80".parse().unwrap(),
+            join: Vec::new(),
+            secret: b"s".to_vec(),
+            replicas: 67,
+        })
+        .unwrap();
+        let peers = Peers::new(cluster);
+        let mut v = Vec::new();
+        peers.counters(&mut v);
+        assert_eq!(v.len(), lacquer_core::counters::CLUSTER.len());
+        assert_eq!(v[lacquer_core::counters::ClusterCounter::nodes as usize], 1);
     }
 }
