@@ -5,8 +5,8 @@
 //! object, by its digest as `directors.shard()` hashes it) and
 //! `cluster.is_owner()`. Outside a cluster the names are unset and
 //! `is_owner()` is true (a node alone owns everything); before
-//! `vcl_hash` has made the digest, `owner()` is unset and `is_owner()`
-//! true.
+//! `vcl_hash` has made the digest (in `vcl_recv`), `owner()` is unset and
+//! `is_owner()` true.
 
 use crate::types::{scope, Type, Value};
 use crate::vmod::{Ctx, FuncSpec, Vmod};

@@ -108,7 +108,12 @@ async fn client_steps(
         base: vcl,
         switched: None,
         conn,
-        key: std::mem::take(&mut c.key),
+        key: {
+            // The last request's, kept for its room.
+            let mut key = std::mem::take(&mut c.key);
+            key.clear();
+            key
+        },
         keep: None,
         failed: false,
         trace: sh.params.debug_req_state(),
@@ -361,6 +366,7 @@ async fn restart(c: &mut Client, w: &mut Walk<'_>, req: &mut Req) -> Step {
         req.cached_body = Some(Bytes::new());
     }
     req.restarts += 1;
+    w.key.clear();
     req.is_hitmiss = false;
     req.is_hitpass = false;
     req.passed_from_hit = false;

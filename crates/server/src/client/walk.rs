@@ -49,7 +49,9 @@ impl<'a> Walk<'a> {
         obj: Option<&Object>,
         resp: Option<&mut Resp>,
     ) -> Action {
-        self.run(method, req, hash, None, obj, resp)
+        // Once hashed, the key is the program's to read (vmod cluster).
+        let key = (hash.is_none() && !self.key.is_empty()).then_some(&self.key[..]);
+        self.run(method, req, hash, key, obj, resp)
     }
 
     /// A call that knows the hash key looked up (`vcl_hit`, `vcl_miss`).

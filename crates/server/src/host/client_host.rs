@@ -734,15 +734,9 @@ impl Host for ClientHost<'_> {
         Some(self.sh.cluster.as_ref()?.cluster.me.name.to_string())
     }
 
-    /// By the key looked up (`vcl_hit`, `vcl_miss`), or the one a fetch
-    /// or pass will use.
+    /// By the key looked up, once `vcl_hash` has made it.
     fn cluster_owner(&mut self) -> Option<(String, bool)> {
-        let peers = self.sh.cluster.as_ref()?;
-        let key = self.key.unwrap_or(&self.req.hash_key);
-        if key.is_empty() {
-            return None;
-        }
-        peers.owner_of(key)
+        self.sh.cluster.as_ref()?.owner_of(self.key?)
     }
 
     fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
