@@ -57,7 +57,7 @@ pub(crate) fn after_unsafe(
         }
         let n = sh.cache.purge(&key);
         COUNTERS.add(Counter::n_obj_purged, n as u64);
-        crate::host::spread::later(sh, || crate::host::spread::Invalidation::Purge {
+        crate::host::spread::later(sh, || crate::host::invalidation::Invalidation::Purge {
             key: bytes::Bytes::from(key.clone()),
         });
         req.log.fmt(

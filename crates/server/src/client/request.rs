@@ -345,7 +345,7 @@ async fn purge(w: &mut Walk<'_>, req: &mut Req) -> Step {
     // In a cluster, on every node before vcl_purge answers.
     if w.sh.cluster.is_some() {
         let key = Bytes::copy_from_slice(&w.key);
-        let inv = spread::Invalidation::Purge { key };
+        let inv = crate::host::invalidation::Invalidation::Purge { key };
         req.spread = boxed_in_place!(spread::everywhere(w.sh, inv)).await;
     }
     match w.call(Method::Purge, req, None, None, None) {

@@ -3,7 +3,6 @@
 //! listeners are bound (it tells its peers where they send it requests:
 //! its first plain HTTP listener).
 
-use crate::daemon::listen::{Bound, Listener};
 use lacquer_cluster::{Cluster, Config, Seed};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,11 +64,13 @@ impl ClusterOptions {
     }
 }
 
-/// Starts the daemon's membership: `identity` its name on the ring.
+/// Starts the daemon's membership: `identity` its name on the ring,
+/// `http` its first plain HTTP listener's address (where its peers send
+/// requests).
 pub(crate) fn start(
     spec: &ClusterSpec,
     identity: &str,
-    listeners: &[Listener],
+    http: Option<SocketAddr>,
     replicas: u32,
 ) -> Result<Arc<Cluster>, String> {
     let secret = std::fs::read(&spec.secret)
@@ -80,7 +81,7 @@ pub(crate) fn start(
             spec.secret.display()
         ));
     }
-    let http = advertised(listeners, spec.bind)?;
+    let http = advertised(http, spec.bind)?;
     Cluster::start(Config {
         name: identity.to_string(),
         bind: spec.bind,
@@ -94,15 +95,8 @@ pub(crate) fn start(
 
 /// Where peers send requests: the first plain HTTP listener, at the
 /// cluster address's host when it listens on every address.
-fn advertised(listeners: &[Listener], bind: SocketAddr) -> Result<SocketAddr, String> {
-    let http = listeners
-        .iter()
-        .filter(|l| l.tls.is_none() && !l.proxy)
-        .find_map(|l| match &l.socket {
-            Bound::Tcp(_, addr) => Some(*addr),
-            Bound::Unix(..) => None,
-        })
-        .ok_or("a cluster needs a plain HTTP listener (-a host:port) for its peers")?;
+fn advertised(http: Option<SocketAddr>, bind: SocketAddr) -> Result<SocketAddr, String> {
+    let http = http.ok_or("a cluster needs a plain HTTP listener (-a host:port) for its peers")?;
     if !http.ip().is_unspecified() {
         return Ok(http);
     }

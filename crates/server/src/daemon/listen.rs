@@ -177,6 +177,18 @@ pub(crate) enum Bound {
     Unix(std::os::unix::net::UnixListener, String),
 }
 
+/// The address of the first listener that speaks plain HTTP over TCP
+/// (no TLS, no PROXY header): where a cluster's peers reach this node.
+pub(crate) fn first_plain_http(listeners: &[Listener]) -> Option<SocketAddr> {
+    listeners
+        .iter()
+        .filter(|l| l.tls.is_none() && !l.proxy)
+        .find_map(|l| match &l.socket {
+            Bound::Tcp(_, addr) => Some(*addr),
+            Bound::Unix(..) => None,
+        })
+}
+
 impl Listener {
     /// How the daemon reports it at start: `name ip port`, or `name path -`
     /// for a Unix socket (the form the test runner reads).

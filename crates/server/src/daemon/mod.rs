@@ -162,7 +162,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let cluster = match &cfg.cluster {
         Some(spec) => {
             let replicas = cfg.params.cluster_replicas().min(u64::from(u32::MAX)) as u32;
-            let cluster = cluster::start(spec, &cfg.identity, &listeners, replicas)?;
+            let http = listen::first_plain_http(&listeners);
+            let cluster = cluster::start(spec, &cfg.identity, http, replicas)?;
             Some(crate::host::peers::Peers::new(cluster))
         }
         None => None,

@@ -581,7 +581,7 @@ impl Host for BackendHost<'_> {
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)?;
-        crate::host::spread::later(self.sh, || crate::host::spread::Invalidation::Ban {
+        crate::host::spread::later(self.sh, || crate::host::invalidation::Invalidation::Ban {
             expr: String::from_utf8_lossy(expr).into_owned(),
         });
         Ok(())
@@ -643,7 +643,7 @@ impl Host for BackendHost<'_> {
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
-        crate::host::spread::later(self.sh, || crate::host::spread::Invalidation::Tags {
+        crate::host::spread::later(self.sh, || crate::host::invalidation::Invalidation::Tags {
             tags: String::from_utf8_lossy(keys).into_owned(),
             soft,
         });

@@ -652,7 +652,7 @@ impl Host for ClientHost<'_> {
 
     fn ban(&mut self, expr: &[u8]) -> Result<(), VclFailure> {
         crate::host::vcl::add_ban(self.sh.cache.bans(), &self.sh.params, expr)?;
-        spread::later(self.sh, || spread::Invalidation::Ban {
+        spread::later(self.sh, || crate::host::invalidation::Invalidation::Ban {
             expr: String::from_utf8_lossy(expr).into_owned(),
         });
         Ok(())
@@ -760,7 +760,7 @@ impl Host for ClientHost<'_> {
         };
         // A soft purge stays on this node (its lifetimes are its own).
         if soft.is_none() {
-            spread::later(self.sh, || spread::Invalidation::Purge {
+            spread::later(self.sh, || crate::host::invalidation::Invalidation::Purge {
                 key: Bytes::copy_from_slice(key),
             });
         }
@@ -768,7 +768,7 @@ impl Host for ClientHost<'_> {
     }
 
     fn purge_tags(&mut self, keys: &[u8], soft: bool) -> i64 {
-        spread::later(self.sh, || spread::Invalidation::Tags {
+        spread::later(self.sh, || crate::host::invalidation::Invalidation::Tags {
             tags: String::from_utf8_lossy(keys).into_owned(),
             soft,
         });

@@ -14,6 +14,7 @@ pub(crate) mod client_host;
 pub(crate) mod coding;
 pub(crate) mod filters;
 pub(crate) mod head_edits;
+pub(crate) mod invalidation;
 pub(crate) mod obj_vars;
 pub(crate) mod peers;
 pub(crate) mod purge;

@@ -27,13 +27,14 @@ pub(crate) struct Peers {
     backends: Mutex<PeerBackends>,
     pub stats: PeerStats,
     /// The invalidations applied here (see `host::spread`).
-    pub journal: Mutex<crate::host::spread::Journal>,
+    pub journal: Mutex<crate::host::invalidation::Journal>,
     /// Invalidations made where nothing can wait for them (VCL's `ban()`,
     /// a vmod's purge), for a task to send everywhere.
-    later: tokio::sync::mpsc::UnboundedSender<crate::host::spread::Invalidation>,
+    later: tokio::sync::mpsc::UnboundedSender<crate::host::invalidation::Invalidation>,
     /// That task's end of it, until the daemon starts the task.
-    pub later_rx:
-        Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::host::spread::Invalidation>>>,
+    pub later_rx: Mutex<
+        Option<tokio::sync::mpsc::UnboundedReceiver<crate::host::invalidation::Invalidation>>,
+    >,
 }
 
 /// What fetches through the cluster did.
@@ -123,7 +124,7 @@ impl Peers {
 
     /// Sends an invalidation made here to the other nodes, from a task
     /// of its own (see `host::spread::send_later`).
-    pub fn spread_later(&self, inv: crate::host::spread::Invalidation) {
+    pub fn spread_later(&self, inv: crate::host::invalidation::Invalidation) {
         let _ = self.later.send(inv);
     }
 

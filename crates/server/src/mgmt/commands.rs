@@ -3,7 +3,8 @@
 //! panic.*, ban, ban.list, storage.list and xkey.purge/xkey.softpurge.
 
 use super::{json, Mgmt, Reply};
-use crate::host::spread::{self, Invalidation, Reach};
+use crate::host::invalidation::Invalidation;
+use crate::host::spread::{self, Reach};
 use crate::host::vcl::VclSource;
 use lacquer_admin::commands::{find, Cmd, CmdSpec, COMMANDS};
 use lacquer_admin::status;
