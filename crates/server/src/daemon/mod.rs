@@ -230,6 +230,9 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         if let Some(file) = &cfg.cli_file {
             mgmt.run_cli_file(file).await?;
         }
+        // A node back in its cluster applies what it missed first.
+        let joins = cfg.cluster.as_ref().is_some_and(|c| !c.join.is_empty());
+        crate::host::spread::before_serving(&shared, joins).await;
         if !cfg.start_stopped || (cfg.wait_for_program && !mgmt.registry_is_empty()) {
             mgmt.start_accepting()?;
         }

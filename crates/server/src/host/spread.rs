@@ -167,6 +167,41 @@ pub(crate) async fn catch_up(sh: Arc<Shared>) {
     }
 }
 
+/// How long a node that joins a cluster waits to meet another before it
+/// takes clients all the same (the others may all be down).
+const JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Before a node that joins a cluster (`joins`: it was given seeds) takes
+/// clients: waits, at most [`JOIN_WAIT`], to meet another node, then
+/// applies what the journals of every node it met have and its own
+/// lacks, so that nothing invalidated while it was away (restarted, cut
+/// off) is served by it. A node that starts a cluster does not wait.
+pub(crate) async fn before_serving(sh: &Shared, joins: bool) {
+    let Some(peers) = sh.cluster.as_ref().filter(|_| joins) else {
+        return;
+    };
+    let start = std::time::Instant::now();
+    loop {
+        let view = peers.cluster.view();
+        let met: Vec<_> = view
+            .nodes
+            .iter()
+            .filter(|n| !n.me && n.state == lacquer_cluster::NodeState::Alive)
+            .map(|n| n.node.clone())
+            .collect();
+        if !met.is_empty() {
+            for node in &met {
+                read_journal(sh, peers, node).await;
+            }
+            return;
+        }
+        if start.elapsed() > JOIN_WAIT {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Applies what `node`'s journal has and this node's lacks; false when
 /// it could not be read.
 async fn read_journal(sh: &Shared, peers: &Peers, node: &lacquer_cluster::Node) -> bool {
