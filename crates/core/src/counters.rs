@@ -624,6 +624,7 @@ counter_table! {
     inval_peer_applied: Counter, "Times another node applied an invalidation made here.";
     inval_peer_unanswered: Counter, "Times another node did not answer an invalidation made here.";
     inval_applied: Counter, "Invalidations made elsewhere applied here, sent or read from a journal.";
+    inval_unsent: Counter, "Invalidations made by VCL or a vmod while 100 000 others waited to be sent: applied here and kept in the journal, which the others read when they next see this node come up.";
     journal: Gauge, "Invalidations in this node's journal.";
     marks_refused: Counter, "Requests whose peer mark did not verify (the mark was taken off).";
     msgs_rx: Counter, "Cluster datagrams received whose seal verified.";

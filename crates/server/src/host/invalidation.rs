@@ -10,6 +10,13 @@ use std::collections::{HashSet, VecDeque};
 /// How many invalidations a journal keeps.
 const JOURNAL_MAX: usize = 10_000;
 
+/// The most bytes a journal's text may take (a peer reads it whole, up
+/// to [`JOURNAL_BYTES`]): the oldest go first past it.
+const JOURNAL_KEPT_BYTES: usize = JOURNAL_BYTES / 2;
+
+/// The largest journal a node reads from a peer.
+pub(crate) const JOURNAL_BYTES: usize = 16 << 20;
+
 /// One invalidation as nodes pass it on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Invalidation {
@@ -74,7 +81,10 @@ pub(crate) struct Journal {
     /// The number of this node's last own invalidation.
     pub seq: u64,
     seen: HashSet<String>,
-    kept: VecDeque<(String, Invalidation)>,
+    /// Each with the length of its line in the journal's text.
+    kept: VecDeque<(String, Invalidation, usize)>,
+    /// The length of the journal's text.
+    bytes: usize,
 }
 
 impl Journal {
@@ -83,11 +93,15 @@ impl Journal {
         if !self.seen.insert(id.clone()) {
             return false;
         }
-        self.kept.push_back((id, inv));
-        if self.kept.len() > JOURNAL_MAX {
-            if let Some((old, _)) = self.kept.pop_front() {
-                self.seen.remove(&old);
-            }
+        let line = id.len() + 1 + inv.query().len() + 1;
+        self.bytes += line;
+        self.kept.push_back((id, inv, line));
+        while self.kept.len() > JOURNAL_MAX || self.bytes > JOURNAL_KEPT_BYTES {
+            let Some((old, _, line)) = self.kept.pop_front() else {
+                break;
+            };
+            self.bytes -= line;
+            self.seen.remove(&old);
         }
         true
     }
@@ -106,7 +120,7 @@ impl Journal {
     /// its query.
     pub fn text(&self) -> String {
         let mut out = String::new();
-        for (id, inv) in &self.kept {
+        for (id, inv, _) in &self.kept {
             out.push_str(id);
             out.push(' ');
             out.push_str(&inv.query());
@@ -214,5 +228,20 @@ mod tests {
             .last()
             .unwrap()
             .starts_with("a.1.1 kind=ban&arg="));
+        assert_eq!(text.len(), j.bytes);
+    }
+
+    #[test]
+    fn a_journal_stays_within_what_a_peer_reads() {
+        let mut j = Journal::default();
+        let big = "x".repeat(100_000);
+        for n in 0..200 {
+            let ban = Invalidation::Ban {
+                expr: format!("req.url == /{n}{big}"),
+            };
+            assert!(j.record(format!("a.1.{n}"), ban));
+        }
+        assert!(j.bytes <= JOURNAL_KEPT_BYTES && j.text().len() == j.bytes);
+        assert!(j.len() < 200 && j.len() > 10);
     }
 }

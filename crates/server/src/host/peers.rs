@@ -29,13 +29,17 @@ pub(crate) struct Peers {
     /// The invalidations applied here (see `host::spread`).
     pub journal: Mutex<crate::host::invalidation::Journal>,
     /// Invalidations made where nothing can wait for them (VCL's `ban()`,
-    /// a vmod's purge), for a task to send everywhere.
-    later: tokio::sync::mpsc::UnboundedSender<crate::host::invalidation::Invalidation>,
+    /// a vmod's purge), for a task to send everywhere: at most
+    /// [`LATER_MAX`] waiting (past it they are counted and stay local,
+    /// to be caught up from the journal).
+    later: tokio::sync::mpsc::Sender<crate::host::invalidation::Invalidation>,
     /// That task's end of it, until the daemon starts the task.
-    pub later_rx: Mutex<
-        Option<tokio::sync::mpsc::UnboundedReceiver<crate::host::invalidation::Invalidation>>,
-    >,
+    pub later_rx:
+        Mutex<Option<tokio::sync::mpsc::Receiver<crate::host::invalidation::Invalidation>>>,
 }
+
+/// How many invalidations may wait to be sent everywhere.
+const LATER_MAX: usize = 100_000;
 
 /// What fetches through the cluster did.
 #[derive(Debug, Default)]
@@ -51,11 +55,13 @@ pub(crate) struct PeerStats {
     pub spread_failed: AtomicU64,
     /// Invalidations made elsewhere applied here.
     pub applied_from_peers: AtomicU64,
+    /// Invalidations made faster than they could be sent (kept here).
+    pub spread_dropped: AtomicU64,
 }
 
 impl Peers {
     pub fn new(cluster: Arc<Cluster>) -> Self {
-        let (later, later_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (later, later_rx) = tokio::sync::mpsc::channel(LATER_MAX);
         Peers {
             later,
             later_rx: Mutex::new(Some(later_rx)),
@@ -125,7 +131,23 @@ impl Peers {
     /// Sends an invalidation made here to the other nodes, from a task
     /// of its own (see `host::spread::send_later`).
     pub fn spread_later(&self, inv: crate::host::invalidation::Invalidation) {
-        let _ = self.later.send(inv);
+        if let Err(full) = self.later.try_send(inv) {
+            // Kept in the journal, for the others to read when they next
+            // see this node come up.
+            self.record_own(&full.into_inner());
+            self.stats.spread_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records an invalidation made here in the journal under a new id
+    /// (`name.run.seq`); the id.
+    pub fn record_own(&self, inv: &crate::host::invalidation::Invalidation) -> String {
+        let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        j.seq += 1;
+        let me = &self.cluster.me;
+        let id = format!("{}.{}.{}", me.name, me.run, j.seq);
+        j.record(id.clone(), inv.clone());
+        id
     }
 
     pub fn count_refused_mark(&self) {
@@ -155,6 +177,7 @@ impl Peers {
             load(&s.spread_applied),
             load(&s.spread_failed),
             load(&s.applied_from_peers),
+            load(&s.spread_dropped),
             journal,
             load(&s.refused_marks),
             load(&c.received),

@@ -10,7 +10,7 @@
 //! query of a marked request (`/.lacquer/invalidate?...`), which only a
 //! node that knows the secret can make.
 
-use crate::host::invalidation::{percent, unpercent, Invalidation};
+use crate::host::invalidation::{percent, unpercent, Invalidation, JOURNAL_BYTES};
 use crate::host::peers::Peers;
 use crate::Shared;
 use lacquer_backend::{Backend, Timeouts};
@@ -22,9 +22,6 @@ use std::sync::Arc;
 pub(crate) const INVALIDATE: &str = "/.lacquer/invalidate";
 /// The path of a node's journal.
 pub(crate) const JOURNAL: &str = "/.lacquer/journal";
-
-/// The largest journal read from a peer.
-const JOURNAL_BYTES: usize = 16 << 20;
 
 /// How far an invalidation went: the nodes that applied it (this one
 /// included), of the nodes that take requests.
@@ -44,16 +41,7 @@ impl std::fmt::Display for Reach {
 /// requests, all at once; how far it went. None outside a cluster.
 pub(crate) async fn everywhere(sh: &Shared, inv: Invalidation) -> Option<Reach> {
     let peers = sh.cluster.as_ref()?;
-    let id = {
-        let mut j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
-        j.seq += 1;
-        let id = format!(
-            "{}.{}.{}",
-            peers.cluster.me.name, peers.cluster.me.run, j.seq
-        );
-        j.record(id.clone(), inv.clone());
-        id
-    };
+    let id = peers.record_own(&inv);
     let url = format!("{INVALIDATE}?id={}&{}", percent(id.as_bytes()), inv.query());
     let targets = peers.others();
     let of = targets.len() + 1;
