@@ -159,15 +159,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     storage::restore(&cache, recoveries);
     let probes = lacquer_backend::probe::Probes::default();
     let (loaded, registry) = load_programs(&cfg, &cache, &probes)?;
-    let cluster = match &cfg.cluster {
-        Some(spec) => {
-            let replicas = cfg.params.cluster_replicas().min(u64::from(u32::MAX)) as u32;
-            let http = listen::first_plain_http(&listeners);
-            let cluster = cluster::start(spec, &cfg.identity, http, replicas)?;
-            Some(crate::host::peers::Peers::new(cluster))
-        }
-        None => None,
-    };
+    let cluster = join_cluster(&cfg, &listeners)?;
     let log = lacquer_shm::Log::create(&cfg.workdir, cfg.params.vsl_space())
         .map_err(|e| format!("Cannot create the log in {}: {e}", cfg.workdir.display()))?;
     let shared = Arc::new(Shared {
@@ -259,6 +251,21 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         housekeeping(shared).await;
         Ok(())
     })
+}
+
+/// The daemon's cluster (`--cluster-bind`), started once its listeners
+/// are bound: its peers are told the first plain HTTP one.
+fn join_cluster(
+    cfg: &ServeConfig,
+    listeners: &[listen::Listener],
+) -> Result<Option<crate::host::peers::Peers>, String> {
+    let Some(spec) = &cfg.cluster else {
+        return Ok(None);
+    };
+    let replicas = cfg.params.cluster_replicas().min(u64::from(u32::MAX)) as u32;
+    let http = listen::first_plain_http(listeners);
+    let cluster = cluster::start(spec, &cfg.identity, http, replicas)?;
+    Ok(Some(crate::host::peers::Peers::new(cluster)))
 }
 
 /// The control side's listening sockets (`-T`, `--metrics`,
