@@ -15,8 +15,17 @@ fn secret(tag: &str) -> std::path::PathBuf {
     path
 }
 
-fn node(origin: &Origin, name: &str, secret: &std::path::Path, join: Option<&str>) -> Lacquer {
+/// A node of the cluster in front of `origin`: with `-b`, or with
+/// `vcl` when given.
+fn node_with(
+    origin: &Origin,
+    name: &str,
+    secret: &std::path::Path,
+    join: Option<&str>,
+    vcl: Option<String>,
+) -> Lacquer {
     let secret = secret.to_str().unwrap();
+    let backend = origin.addr.to_string();
     let mut args = vec![
         "-i",
         name,
@@ -25,10 +34,17 @@ fn node(origin: &Origin, name: &str, secret: &std::path::Path, join: Option<&str
         "--cluster-secret",
         secret,
     ];
+    if vcl.is_none() {
+        args.extend(["-b", backend.as_str()]);
+    }
     if let Some(seed) = join {
         args.extend(["--cluster-join", seed]);
     }
-    Lacquer::start(origin.addr, &args)
+    Lacquer::spawn(&args, vcl)
+}
+
+fn node(origin: &Origin, name: &str, secret: &std::path::Path, join: Option<&str>) -> Lacquer {
+    node_with(origin, name, secret, join, None)
 }
 
 /// Where a node speaks SWIM, from `cluster.list -j`.
@@ -157,7 +173,9 @@ fn purging_vcl(origin: &Origin) -> String {
          backend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
          sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} }}\n\
          sub vcl_backend_response {{ set beresp.http.x-owner = cluster.owner(); }}\n\
-         sub vcl_deliver {{ set resp.http.x-self = cluster.self(); }}\n",
+         sub vcl_deliver {{ set resp.http.x-self = cluster.self(); \
+         set resp.http.x-is-owner = cluster.is_owner(); \
+         set resp.http.x-owner-here = cluster.owner(); }}\n",
         origin.addr.port()
     )
 }
@@ -168,19 +186,7 @@ fn purging_node(
     secret: &std::path::Path,
     join: Option<&str>,
 ) -> Lacquer {
-    let secret = secret.to_str().unwrap();
-    let mut args = vec![
-        "-i",
-        name,
-        "--cluster-bind",
-        "127.0.0.1:0",
-        "--cluster-secret",
-        secret,
-    ];
-    if let Some(seed) = join {
-        args.extend(["--cluster-join", seed]);
-    }
-    Lacquer::spawn(&args, Some(purging_vcl(origin)))
+    node_with(origin, name, secret, join, Some(purging_vcl(origin)))
 }
 
 #[test]
@@ -207,13 +213,18 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
     let urls = ["/p/1", "/b/1", "/x/1"];
     for url in urls {
         let mut owners = Vec::new();
+        let mut owning = 0;
         for (n, name) in all.iter().zip(["a", "b", "c"]) {
             let r = n.get(url);
             assert_eq!(r.status, 200);
-            // vmod cluster: the same owner everywhere, each node itself.
+            // vmod cluster: the same owner everywhere (on the backend
+            // side and in vcl_deliver), each node itself, one owner.
             owners.push(r.header("x-owner").unwrap().to_string());
+            assert_eq!(r.header("x-owner-here"), r.header("x-owner"));
             assert_eq!(r.header("x-self"), Some(name));
+            owning += usize::from(r.header("x-is-owner") == Some("true"));
         }
+        assert_eq!(owning, 1, "{url}");
         assert!(owners.windows(2).all(|w| w[0] == w[1]), "{owners:?}");
         assert!(["a", "b", "c"].contains(&owners[0].as_str()));
         assert_eq!(versions(url), 1, "{url}");

@@ -93,11 +93,7 @@ pub(crate) fn answer_peer(sh: &Shared, url: &[u8]) -> Option<(u16, String)> {
         return Some((200, j.text()));
     }
     let query = url.strip_prefix(INVALIDATE)?.strip_prefix('?')?;
-    let field = |name: &str| {
-        query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-    };
+    let field = |name: &str| query_field(query, name);
     let parsed = field("id")
         .and_then(|id| String::from_utf8(unpercent(id.as_bytes())?).ok())
         .zip(field("kind").zip(field("arg")))
@@ -207,11 +203,7 @@ async fn read_journal(sh: &Shared, peers: &Peers, node: &lacquer_cluster::Node) 
         let Some((id, query)) = line.split_once(' ') else {
             continue;
         };
-        let field = |name: &str| {
-            query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-        };
+        let field = |name: &str| query_field(query, name);
         if let Some(inv) = field("kind")
             .zip(field("arg"))
             .and_then(|(kind, arg)| Invalidation::from_parts(kind, arg.as_bytes()))
@@ -220,6 +212,13 @@ async fn read_journal(sh: &Shared, peers: &Peers, node: &lacquer_cluster::Node) 
         }
     }
     true
+}
+
+/// The value of `name` in a query string (`a=1&b=2`), as written.
+fn query_field<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
 }
 
 /// The head of a marked GET of `url` to `peer`.

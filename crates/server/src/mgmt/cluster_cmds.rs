@@ -4,47 +4,33 @@
 //! requests share them all); then what fetches and invalidations through
 //! the cluster did.
 
-use super::{json, Mgmt, Reply};
+use super::{json, text, Mgmt, Reply};
 use lacquer_admin::status;
 use lacquer_cluster::View;
 use std::sync::atomic::Ordering;
 
-/// The text table.
+/// The text table, laid out as varnishd lays out its own.
 fn list_text(view: &View) -> String {
-    let mut table = vec![[
-        "Node".to_string(),
-        "State".into(),
-        "Cluster".into(),
-        "HTTP".into(),
-        "Share".into(),
-    ]];
-    for n in &view.nodes {
-        let name = match n.me {
-            true => format!("{} (this node)", n.node.name),
-            false => n.node.name.to_string(),
-        };
-        table.push([
-            name,
-            n.state.word().into(),
-            n.node.addr.to_string(),
-            n.node.http.to_string(),
-            format!("{:.1}%", n.share * 100.0),
-        ]);
-    }
-    let widths: Vec<usize> = (0..5)
-        .map(|i| table.iter().map(|row| row[i].len()).max().unwrap_or(0))
+    let rows: Vec<[String; 5]> = view
+        .nodes
+        .iter()
+        .map(|n| {
+            let name = match n.me {
+                true => format!("{} (this node)", n.node.name),
+                false => n.node.name.to_string(),
+            };
+            [
+                name,
+                n.state.word().into(),
+                n.node.addr.to_string(),
+                n.node.http.to_string(),
+                format!("{:.1}%", n.share * 100.0),
+            ]
+        })
         .collect();
-    let mut out = String::new();
-    for row in &table {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    let mut table = vec![vec!["Node", "State", "Cluster", "HTTP", "Share"]];
+    table.extend(rows.iter().map(|r| r.iter().map(String::as_str).collect()));
+    text::table(&table)
 }
 
 /// One object a node.
