@@ -43,6 +43,8 @@ commands! {
     Banner = "banner", "banner", 0, Some(0), "Print welcome banner.";
     ClusterList = "cluster.list", "cluster.list [-j]", 0, Some(1),
         "List the nodes of the cluster: each one's state, addresses and share of the keys.";
+    DebugClusterCut = "debug.cluster.cut", "debug.cluster.cut on|off", 1, Some(1),
+        "Cut this node off from its cluster (every cluster datagram in and out dropped, no peer asked or answered), or restore it: what a partition does, for tests.";
     DebugXid = "debug.xid", "debug.xid [<xid>]", 0, Some(1),
         "Examine or set the next transaction id (for predictable logs in tests).";
     Help = "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";

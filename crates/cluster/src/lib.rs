@@ -125,6 +125,12 @@ pub struct Cluster {
     pub me: Node,
     /// The shared secret's key: seals datagrams and marks peer requests.
     pub key: seal::Key,
+    /// Cut off (`debug.cluster_cut`): every datagram in and out is
+    /// dropped, as a partition would, and the node's peers are out of
+    /// its reach. For testing what a partition does.
+    cut: std::sync::atomic::AtomicBool,
+    /// Woken when a view with a change of membership is published.
+    changed: tokio::sync::Notify,
 }
 
 impl Cluster {
@@ -148,6 +154,8 @@ impl Cluster {
             stats: Stats::default(),
             me,
             key: seal::Key::new(&config.secret),
+            cut: Default::default(),
+            changed: Default::default(),
         });
         run::spawn(cluster.clone(), socket, config)?;
         Ok(cluster)
@@ -158,8 +166,28 @@ impl Cluster {
         self.view.load_full()
     }
 
-    fn publish(&self, view: View) {
+    /// Publishes `view`; `changed` when membership changed.
+    fn publish(&self, view: View, changed: bool) {
         self.view.store(Arc::new(view));
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Waits for the next view published with a change of membership,
+    /// or `at_most`.
+    pub async fn changed(&self, at_most: std::time::Duration) {
+        let _ = tokio::time::timeout(at_most, self.changed.notified()).await;
+    }
+
+    /// Cuts the node off from its cluster, or restores it.
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::Relaxed);
+    }
+
+    /// Whether the node is cut off.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
     }
 }
 

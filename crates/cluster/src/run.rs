@@ -92,11 +92,12 @@ async fn run(cluster: Arc<Cluster>, socket: std::net::UdpSocket, config: Config)
         Wire,
     );
     let mut out = AccumulatingRuntime::new();
+    let mut suspicions = Suspicions::default();
     announce(&mut swim, &mut out, &config.join).await;
     let sender = Sender {
+        cluster: &cluster,
         socket: &socket,
         key: &key,
-        stats: &cluster.stats,
         events: &tx,
     };
     sender.flush(&mut out).await;
@@ -111,20 +112,66 @@ async fn run(cluster: Arc<Cluster>, socket: std::net::UdpSocket, config: Config)
                 if swim.num_members() == 0 {
                     announce(&mut swim, &mut out, &config.join).await;
                 }
+                suspicions.raise_lingering(&mut swim, &mut out);
                 Ok(())
             }
         };
         // A change of membership is published at once; a suspicion
         // (which foca does not announce, and which routes as before)
         // with the next tick.
-        if sender.flush(&mut out).await || tick {
-            publish(&cluster, &swim, config.replicas);
+        let changed = sender.flush(&mut out).await;
+        if changed || tick {
+            publish(&cluster, &swim, config.replicas, changed);
+        }
+    }
+}
+
+/// How long a suspicion may stand before it is said again: twice the
+/// time a suspected node has to refute it.
+const LINGERING: Duration = Duration::from_secs(3);
+
+/// Suspicions that neither ended nor were refuted. A node refutes a
+/// suspicion when it hears of it; when every datagram that said it was
+/// lost (a partition: the suspicion's rounds of gossip went nowhere) and
+/// the node answers probes again, nothing would ever end it, and it
+/// would stay suspect for good. Such a suspicion is said again, one
+/// incarnation higher, and gossiped anew: the node hears it and refutes
+/// it, or fails a probe and is declared down.
+#[derive(Default)]
+struct Suspicions {
+    /// Each suspected node, at the incarnation it was suspected, and
+    /// since when.
+    since: Vec<(Node, u16, std::time::Instant)>,
+}
+
+impl Suspicions {
+    fn raise_lingering(&mut self, swim: &mut Swim, out: &mut AccumulatingRuntime<Node>) {
+        let now = std::time::Instant::now();
+        let suspects: Vec<(Node, u16)> = swim
+            .iter_membership_state()
+            .filter(|m| m.state() == State::Suspect)
+            .map(|m| (m.id().clone(), m.incarnation()))
+            .collect();
+        self.since
+            .retain(|(n, inc, _)| suspects.iter().any(|(m, i)| m == n && i == inc));
+        let mut again = Vec::new();
+        for (node, inc) in suspects {
+            match self.since.iter().find(|(n, i, _)| *n == node && *i == inc) {
+                Some((_, _, at)) if now.duration_since(*at) > LINGERING => {
+                    again.push(foca::Member::new(node, inc.wrapping_add(1), State::Suspect));
+                }
+                Some(_) => {}
+                None => self.since.push((node, inc, now)),
+            }
+        }
+        if !again.is_empty() {
+            let _ = swim.apply_many(again.into_iter(), true, out);
         }
     }
 }
 
 /// The view foca's members make now.
-fn publish(cluster: &Cluster, swim: &Swim, replicas: u32) {
+fn publish(cluster: &Cluster, swim: &Swim, replicas: u32, changed: bool) {
     let others = swim.iter_membership_state().map(|m| {
         let state = match m.state() {
             State::Alive => NodeState::Alive,
@@ -133,7 +180,7 @@ fn publish(cluster: &Cluster, swim: &Swim, replicas: u32) {
         };
         (m.id().clone(), state)
     });
-    cluster.publish(View::new(&cluster.me, others, replicas));
+    cluster.publish(View::new(&cluster.me, others, replicas), changed);
 }
 
 /// Announces this node to every seed (DNS names resolved now).
@@ -156,9 +203,9 @@ async fn announce(swim: &mut Swim, out: &mut AccumulatingRuntime<Node>, seeds: &
 
 /// Where what foca asks for goes.
 struct Sender<'a> {
+    cluster: &'a Cluster,
     socket: &'a UdpSocket,
     key: &'a Key,
-    stats: &'a Stats,
     events: &'a mpsc::UnboundedSender<Event>,
 }
 
@@ -167,9 +214,12 @@ impl Sender<'_> {
     /// for; true when membership changed.
     async fn flush(&self, out: &mut AccumulatingRuntime<Node>) -> bool {
         while let Some((to, data)) = out.to_send() {
+            if self.cluster.is_cut() {
+                continue;
+            }
             let sealed = self.key.seal(&data, seal::now_ms());
             if self.socket.send_to(&sealed, to.addr).await.is_ok() {
-                Stats::add(&self.stats.sent);
+                Stats::add(&self.cluster.stats.sent);
             }
         }
         while let Some((after, timer)) = out.to_schedule() {
@@ -187,7 +237,7 @@ impl Sender<'_> {
                     | OwnedNotification::MemberDown(_)
                     | OwnedNotification::Rename(..)
             ) {
-                Stats::add(&self.stats.changes);
+                Stats::add(&self.cluster.stats.changes);
             }
             changed = true;
         }
@@ -207,6 +257,9 @@ async fn receive(
         let Ok((n, _from)) = socket.recv_from(&mut buf).await else {
             continue;
         };
+        if cluster.is_cut() {
+            continue;
+        }
         match key.open(&buf[..n], seal::now_ms()) {
             Some(message) => {
                 Stats::add(&cluster.stats.received);

@@ -171,7 +171,8 @@ fn purging_vcl(origin: &Origin) -> String {
     format!(
         "vcl 4.1;\nimport cluster;\n\
          backend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
-         sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} }}\n\
+         sub vcl_recv {{ if (req.method == \"PURGE\") {{ return (purge); }} \
+         if (req.method == \"BAN\") {{ ban(\"req.url ~ \" + req.url); return (synth(204)); }} }}\n\
          sub vcl_backend_response {{ set beresp.http.x-owner = cluster.owner(); }}\n\
          sub vcl_deliver {{ set resp.http.x-self = cluster.self(); \
          set resp.http.x-is-owner = cluster.is_owner(); \
@@ -276,4 +277,76 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
 /// The misses the owners answered, over these nodes.
 fn all_fetches(nodes: &[&Lacquer]) -> u64 {
     nodes.iter().map(|n| n.counter("CLUSTER.fetch")).sum()
+}
+
+#[test]
+fn a_node_cut_off_serves_nothing_purged_while_away_once_back_and_vcl_bans_spread() {
+    let origin = Origin::start(|s| {
+        Reply::ok(&format!("{}", s.url.len())).header("Cache-Control", "max-age=300")
+    });
+    let secret = secret("cut");
+    let a = purging_node(&origin, "a", &secret, None);
+    let seed = cluster_addr(&a);
+    let b = purging_node(&origin, "b", &secret, Some(&seed));
+    let c = purging_node(&origin, "c", &secret, Some(&seed));
+    let all = [&a, &b, &c];
+    assert!(eventually(Duration::from_secs(15), || all
+        .iter()
+        .all(|n| alive(n) == 3)));
+    let ask_everywhere = |url: &str| {
+        for n in all {
+            assert_eq!(n.get(url).status, 200, "{url}");
+        }
+    };
+    // VCL's ban() goes everywhere from the queue, without a caller
+    // waiting on it.
+    ask_everywhere("/vb/1");
+    let applied = |n: &Lacquer| n.counter("CLUSTER.inval_applied");
+    let r = a.connect().request("BAN", "/vb/", &[]);
+    assert_eq!(r.status, 204);
+    assert!(eventually(Duration::from_secs(10), || applied(&b) == 1
+        && applied(&c) == 1));
+    ask_everywhere("/vb/1");
+    assert_eq!(origin.count("/vb/1"), 2);
+    // Cut c off: the others take it out of routing, and it them.
+    ask_everywhere("/cut/1");
+    ask_everywhere("/cut/2");
+    assert_eq!(
+        c.cli_ok("debug.cluster.cut on"),
+        "This node is cut off from its cluster"
+    );
+    assert!(eventually(Duration::from_secs(15), || sees_one_down(&a)
+        && sees_one_down(&b)
+        && alive(&c) == 1));
+    assert!(c.cli_ok("cluster.list").contains("cut off"));
+    // A purge and a ban while it is away reach the two nodes in reach.
+    let r = a.connect().request("PURGE", "/cut/1", &[]);
+    assert_eq!(r.header("lacquer-invalidated"), Some("2/2"));
+    assert!(b.cli_ok("ban req.url ~ ^/cut/2").contains("on 2/2 nodes"));
+    // Cut off, c still has what it had (a partition's price) and fetches
+    // what it lacks from the origin itself.
+    assert_eq!(c.get("/cut/1").status, 200);
+    assert_eq!(origin.count("/cut/1"), 1);
+    // Back: as soon as it sees the others again it applies what they did
+    // meanwhile, and serves none of it.
+    c.cli_ok("debug.cluster.cut off");
+    assert!(
+        eventually(Duration::from_secs(15), || all
+            .iter()
+            .all(|n| alive(n) == 3)),
+        "{}\n{}\n{}",
+        a.cli_ok("cluster.list"),
+        b.cli_ok("cluster.list"),
+        c.cli_ok("cluster.list")
+    );
+    let before = origin.count("/cut/1");
+    assert_eq!(c.get("/cut/1").status, 200);
+    assert_eq!(
+        origin.count("/cut/1"),
+        before + 1,
+        "c served a purged object"
+    );
+    assert_eq!(c.get("/cut/2").status, 200);
+    assert_eq!(origin.count("/cut/2"), 2, "c served a banned object");
+    let _ = std::fs::remove_file(secret);
 }

@@ -94,6 +94,9 @@ impl Peers {
     /// up to this node (which goes to the origin itself). Empty when this
     /// node owns the object.
     pub fn route(&self, hash: &[u8]) -> Vec<Arc<Backend>> {
+        if self.cluster.is_cut() {
+            return Vec::new();
+        }
         let view = self.cluster.view();
         let key = lacquer_core::ring::digest_key(hash);
         view.candidates(key)
@@ -120,6 +123,9 @@ impl Peers {
 
     /// The other nodes that take requests.
     pub fn others(&self) -> Vec<Arc<Backend>> {
+        if self.cluster.is_cut() {
+            return Vec::new();
+        }
         let view = self.cluster.view();
         view.nodes
             .iter()

@@ -88,6 +88,9 @@ pub(crate) fn later(sh: &Shared, inv: impl FnOnce() -> Invalidation) {
 pub(crate) fn answer_peer(sh: &Shared, url: &[u8]) -> Option<(u16, String)> {
     let peers = sh.cluster.as_ref()?;
     let url = std::str::from_utf8(url).ok()?;
+    if peers.cluster.is_cut() && (url == JOURNAL || url.starts_with(INVALIDATE)) {
+        return Some((503, "cut off from the cluster\n".into()));
+    }
     if url == JOURNAL {
         let j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
         return Some((200, j.text()));
@@ -121,16 +124,19 @@ fn apply_once(sh: &Shared, peers: &Peers, id: String, inv: Invalidation) -> bool
 
 /// Reads the journal of every node that came up since the last look (a
 /// node met for the first time, a restart, the end of a partition) and
-/// applies what this node missed, once a second for the daemon's life.
+/// applies what this node missed: as soon as membership changes, and
+/// once a second for the daemon's life.
 pub(crate) async fn catch_up(sh: Arc<Shared>) {
     let Some(peers) = sh.cluster.as_ref() else {
         return;
     };
     // The runs of the nodes whose journals were read while they were up.
     let mut read: HashSet<(Arc<str>, u64)> = HashSet::new();
-    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
-        every.tick().await;
+        peers
+            .cluster
+            .changed(std::time::Duration::from_secs(1))
+            .await;
         let view = peers.cluster.view();
         let up: Vec<_> = view
             .nodes

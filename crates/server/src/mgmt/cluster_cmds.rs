@@ -54,13 +54,35 @@ fn list_json(view: &View, args: &[String]) -> String {
     json::items(1, args, &items)
 }
 
+/// What a command about the cluster answers in a daemon without one.
+fn no_cluster() -> Reply {
+    Reply::with(
+        status::CANT,
+        "No cluster: the daemon was started without --cluster-bind",
+    )
+}
+
 impl Mgmt {
+    /// `debug.cluster.cut on|off`.
+    pub(super) fn cluster_cut(&self, arg: &str) -> Reply {
+        let Some(peers) = &self.sh.cluster else {
+            return no_cluster();
+        };
+        let cut = match arg {
+            "on" => true,
+            "off" => false,
+            _ => return Reply::with(status::PARAM, format!("Expected on or off, got \"{arg}\"")),
+        };
+        peers.cluster.set_cut(cut);
+        Reply::ok(match cut {
+            true => "This node is cut off from its cluster",
+            false => "This node is back in its cluster",
+        })
+    }
+
     pub(super) fn cluster_list(&self, json_out: bool, args: &[String]) -> Reply {
         let Some(peers) = &self.sh.cluster else {
-            return Reply::with(
-                status::CANT,
-                "No cluster: the daemon was started without --cluster-bind",
-            );
+            return no_cluster();
         };
         let view = peers.cluster.view();
         if json_out {
@@ -73,8 +95,12 @@ impl Mgmt {
             let j = peers.journal.lock().unwrap_or_else(|e| e.into_inner());
             (j.len(), j.own())
         };
+        let cut = match peers.cluster.is_cut() {
+            true => "This node is cut off from its cluster (debug.cluster.cut)\n",
+            false => "",
+        };
         Reply::ok(format!(
-            "{}\nPeer fetches: {} answered, {} peers unreachable; marks refused: {}\nInvalidations: {own} made here, applied by peers {} times, unanswered {} times; {} made elsewhere applied here; journal of {journal}\nCluster datagrams: {} received, {} sent, {} refused, {} malformed; membership changes: {}\n",
+            "{}\n{cut}Peer fetches: {} answered, {} peers unreachable; marks refused: {}\nInvalidations: {own} made here, applied by peers {} times, unanswered {} times; {} made elsewhere applied here; journal of {journal}\nCluster datagrams: {} received, {} sent, {} refused, {} malformed; membership changes: {}\n",
             list_text(&view),
             load(&s.fetched),
             load(&s.failed),

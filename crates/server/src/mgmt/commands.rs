@@ -48,6 +48,7 @@ impl Mgmt {
             Cmd::Auth => Reply::ok(banner()),
             Cmd::Banner => Reply::ok(banner()),
             Cmd::Help => help(args),
+            Cmd::DebugClusterCut => self.cluster_cut(&args[1]),
             Cmd::DebugXid => match args.get(1) {
                 None => Reply::ok(format!("XID is {}", lacquer_core::ids::peek())),
                 Some(v) => match v.parse::<u64>() {
