@@ -52,6 +52,16 @@ impl Timers {
     pub fn lifetime(&self) -> f64 {
         self.ttl + self.grace.max(0.0) + self.keep.max(0.0)
     }
+
+    /// Shortens the object's life so that it ends `at_most` seconds after
+    /// `now` (its TTL first, then its grace, then its keep); a shorter
+    /// life is left as it is.
+    pub fn cap_life(&mut self, now: f64, at_most: f64) {
+        let left = (now - self.t_origin).max(0.0) + at_most.max(0.0);
+        self.ttl = self.ttl.min(left);
+        self.grace = self.grace.min((left - self.ttl).max(0.0));
+        self.keep = self.keep.min((left - self.ttl - self.grace).max(0.0));
+    }
 }
 
 /// A key's digest: its 128-bit SipHash-1-3 under a secret key drawn for

@@ -267,3 +267,26 @@ fn a_clients_min_fresh_allocates_nothing_for_the_object() {
     );
     assert!(!obj.has_extra(), "no box of rare fields made");
 }
+
+#[test]
+fn a_capped_life_ends_at_most_so_long_after_now() {
+    let t = |ttl, grace, keep| object::Timers {
+        t_origin: 100.0,
+        ttl,
+        grace,
+        keep,
+    };
+    // Fetched at 110 with an Age of 10: 30 s more, the TTL first.
+    let mut a = t(3600.0, 10.0, 0.0);
+    a.cap_life(110.0, 30.0);
+    assert_eq!((a.ttl, a.grace, a.keep), (40.0, 0.0, 0.0));
+    let mut b = t(20.0, 10.0, 100.0);
+    b.cap_life(110.0, 30.0);
+    assert_eq!((b.ttl, b.grace, b.keep), (20.0, 10.0, 10.0));
+    let mut short = t(5.0, 1.0, 0.0);
+    short.cap_life(100.0, 30.0);
+    assert_eq!((short.ttl, short.grace, short.keep), (5.0, 1.0, 0.0));
+    let mut none = t(300.0, 10.0, 0.0);
+    none.cap_life(100.0, 0.0);
+    assert_eq!(none.lifetime(), 0.0);
+}

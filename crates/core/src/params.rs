@@ -275,6 +275,8 @@ param_table! {
         "Accepted for varnishd command lines; see clock_skew.";
     cluster_connect_timeout: Seconds, "0.5", "seconds", min Some("0.001"), max None,
         "How long a node waits for a connection to the owner of an object it fetches through the cluster before it tries the next node on the ring, and then the origin.";
+    cluster_copy_ttl: Seconds, "120", "seconds", min Some("0"), max None,
+        "How long, at most, a node keeps an object it fetched through the node that owns it (the owner keeps it as long as its TTL says): its TTL, then grace, then keep are cut to end this long after the fetch, whatever VCL set. 0 keeps nothing, as a self-routing Varnish cluster passes; more keeps hot objects near their clients, at the price of memory on every node. Lacquer-only.";
     cluster_replicas: Count, "67", "points", min Some("1"), max Some("10000"),
         "Points each node has on the cluster's ring, as the shard director's replicas: more points spread the keys more evenly. Read when the daemon starts.";
     compress_jobs: Count, "2", "jobs", min Some("1"), max Some("256"),

@@ -108,6 +108,28 @@ fn three_nodes_fetch_each_object_once_and_outlive_one_killed() {
     for i in 0..150 {
         assert_eq!(origin.count(&format!("/o/{i}")), 1, "/o/{i}");
     }
+    // A copy from the owner is kept (cluster_copy_ttl, 120 s): asked
+    // again, nothing goes through the owner. With 0 nothing is kept:
+    // every miss at a non-owner goes through the owner again.
+    let fetched = || a.counter("CLUSTER.fetch");
+    let twice = |prefix: &str| {
+        let start = fetched();
+        for _ in 0..2 {
+            for i in 0..30 {
+                assert_eq!(a.get(&format!("/{prefix}/{i}")).status, 200);
+            }
+        }
+        fetched() - start
+    };
+    let kept = twice("kept");
+    assert!(kept > 0, "some of 30 URLs are another node's");
+    a.cli_ok("param.set cluster_copy_ttl 0");
+    let through = twice("not-kept");
+    a.cli_ok("param.set cluster_copy_ttl 120");
+    assert!(through > kept * 3 / 2, "kept {kept}, not kept {through}");
+    for i in 0..30 {
+        assert_eq!(origin.count(&format!("/not-kept/{i}")), 1);
+    }
     // A mark that does not verify is taken off and counts for nothing;
     // none reaches the origin.
     let r = a.connect().get("/forged", &[("Lacquer-Peer", "b 1 00")]);

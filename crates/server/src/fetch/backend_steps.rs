@@ -272,6 +272,7 @@ async fn start_fetch<M: FetchMode>(
         ControlFlow::Continue(found) => found,
         ControlFlow::Break(done) => return Step::Done(done),
     };
+    let peer = from_peer.is_some();
     let (used, answered) = match from_peer {
         Some((peer, conn, resp)) => (peer, Ok((conn, resp))),
         None => match mode
@@ -307,6 +308,7 @@ async fn start_fetch<M: FetchMode>(
         came: Came {
             backend: index,
             at: now,
+            peer,
         },
         t,
     };
@@ -411,6 +413,9 @@ fn response<'b, M: FetchMode>(
         bereq,
         Some(&mut beresp),
     );
+    if came.peer {
+        keep_copy(f, bereq, &mut beresp);
+    }
     if std::mem::take(&mut bereq.response_dropped) {
         // `std.rollback(bereq)` in vcl_backend_response: the response no
         // longer answers the request, so it is dropped with its
@@ -474,6 +479,24 @@ fn response<'b, M: FetchMode>(
     conn.finish(reusable);
     // Its Beresp time is logged already.
     OnConn::Then(unused(f, action, bereq, mode, false))
+}
+
+/// What a node keeps of an object another node of the cluster gave it:
+/// at most `cluster_copy_ttl` seconds of it (TTL, then grace, then
+/// keep), whatever VCL set. The owner keeps the object as long as it
+/// says; the copy is for the hot objects this node's clients ask for.
+fn keep_copy(f: &Fetcher<'_>, bereq: &mut Bereq, beresp: &mut Beresp) {
+    let at_most = f.sh.params.cluster_copy_ttl();
+    let before = beresp.timers.lifetime();
+    beresp
+        .timers
+        .cap_life(lacquer_core::time::now(), at_most);
+    if beresp.timers.lifetime() < before {
+        bereq.log.fmt(
+            Tag::Debug,
+            format_args!("cluster: a copy kept {at_most} s at most (cluster_copy_ttl)"),
+        );
+    }
 }
 
 /// Asks `peers` in turn, each marked as this node's and given

@@ -40,11 +40,12 @@ pub(crate) enum Step<D> {
 }
 
 /// Which backend a response came from (its index in the program) and
-/// when.
+/// when; whether another node of the cluster answered in its place.
 #[derive(Clone, Copy)]
 pub(crate) struct Came {
     pub backend: usize,
     pub at: f64,
+    pub peer: bool,
 }
 
 /// A response head in hand, on the connection it came on.
