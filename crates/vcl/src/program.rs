@@ -376,6 +376,10 @@ impl Program {
                 self.resolve_depth(next, host, depth + 1)
             }
             BackendRef::Director(_) => None,
+            BackendRef::Cluster if depth < 16 => {
+                self.resolve_depth(self.default_backend, host, depth + 1)
+            }
+            BackendRef::Cluster => None,
         }
     }
 
@@ -389,6 +393,10 @@ impl Program {
                 .get(o)
                 .and_then(|s| s.object.get())
                 .is_some_and(|obj| obj.healthy(self, host)),
+            BackendRef::Cluster => {
+                self.default_backend != BackendRef::Cluster
+                    && self.healthy(self.default_backend, host)
+            }
         }
     }
 
@@ -398,6 +406,7 @@ impl Program {
             BackendRef::None => "",
             BackendRef::Backend(i) => self.backends.get(i).map_or("", |d| &d.name),
             BackendRef::Director(o) => self.objects.get(o).map_or("", |s| &s.name),
+            BackendRef::Cluster => "cluster",
         }
     }
 

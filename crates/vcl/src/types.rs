@@ -107,12 +107,18 @@ impl HttpKind {
     }
 }
 
-/// A backend reference: a declared backend, a director object, or none.
+/// A backend reference: a declared backend, a director object, the
+/// cluster, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendRef {
     None,
     Backend(usize),
     Director(usize),
+    /// `cluster.backend()`: the node that owns the request's object (then
+    /// each next node on the ring), for a cache fetch and a pass alike;
+    /// the program's default backend where this node owns it, where no
+    /// node answers, and outside a cluster.
+    Cluster,
 }
 
 /// A value while VCL runs.

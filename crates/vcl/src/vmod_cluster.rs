@@ -3,7 +3,10 @@
 //! miss asks the owner of its object first): `cluster.self()` (this
 //! node's name), `cluster.owner()` (the node that owns the request's
 //! object, by its digest as `directors.shard()` hashes it) and
-//! `cluster.is_owner()`. Outside a cluster the names are unset and
+//! `cluster.is_owner()`, and `cluster.backend()`: a backend that is the
+//! owner of the request's object, so that VCL can send passes to the
+//! owner too (as a self-routing Varnish cluster does), with the
+//! program's default backend where this node owns it. Outside a cluster the names are unset and
 //! `is_owner()` is true (a node alone owns everything); before
 //! `vcl_hash` has made the digest (in `vcl_recv`), `owner()` is unset and
 //! `is_owner()` true.
@@ -29,7 +32,19 @@ fn is_owner(c: &mut Ctx<'_>, _: &[Value]) -> R {
     Ok(Value::Bool(c.host.cluster_owner().is_none_or(|(_, me)| me)))
 }
 
+fn backend(_: &mut Ctx<'_>, _: &[Value]) -> R {
+    Ok(Value::Backend(crate::types::BackendRef::Cluster))
+}
+
 static FUNCTIONS: &[FuncSpec] = &[
+    FuncSpec {
+        vmod: "cluster",
+        name: "backend",
+        ret: Type::Backend,
+        params: &[],
+        scope: scope::CLIENT_BACKEND,
+        call: backend,
+    },
     FuncSpec {
         vmod: "cluster",
         name: "self",

@@ -262,8 +262,11 @@ async fn start_fetch<M: FetchMode>(
     let head = bereq.head(&backend.host_header, body);
     // Where another node of the cluster owns the object, it is asked
     // first (then the next on the ring); the origin when none answers.
+    // A cache fetch goes so by itself, a pass when VCL chose
+    // `cluster.backend()`.
+    let routed = mode.through_cluster() || bereq.backend == BackendRef::Cluster;
     let peers = match (&f.sh.cluster, body) {
-        (Some(cluster), BereqBody::None) if mode.through_cluster() && !bereq.from_peer => {
+        (Some(cluster), BereqBody::None) if routed && !bereq.from_peer => {
             cluster.route(&bereq.hash)
         }
         _ => Vec::new(),

@@ -210,7 +210,7 @@ impl Bereq {
             ws_used: 0,
             stale: None,
             t_start: now,
-            hash: std::mem::take(&mut req.hash_key),
+            hash: req.hash_key.clone(),
             connect_timeout: None,
             first_byte_timeout: None,
             between_bytes_timeout: None,

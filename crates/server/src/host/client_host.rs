@@ -734,9 +734,15 @@ impl Host for ClientHost<'_> {
         Some(self.sh.cluster.as_ref()?.cluster.me.name.to_string())
     }
 
-    /// By the key looked up, once `vcl_hash` has made it.
+    /// By the key looked up, once `vcl_hash` has made it (a pass's
+    /// delivery reads it from the request, which kept it for its fetch).
     fn cluster_owner(&mut self) -> Option<(String, bool)> {
-        self.sh.cluster.as_ref()?.owner_of(self.key?)
+        let peers = self.sh.cluster.as_ref()?;
+        match self.key {
+            Some(key) => peers.owner_of(key),
+            None if !self.req.hash_key.is_empty() => peers.owner_of(&self.req.hash_key),
+            None => None,
+        }
     }
 
     fn tls_session(&self) -> Option<&lacquer_vcl::TlsSession> {
