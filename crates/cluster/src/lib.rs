@@ -15,6 +15,7 @@ pub mod node;
 pub mod peer;
 mod run;
 pub mod seal;
+pub mod standing;
 pub mod view;
 
 pub use node::Node;
@@ -129,6 +130,8 @@ pub struct Cluster {
     /// dropped, as a partition would, and the node's peers are out of
     /// its reach. For testing what a partition does.
     cut: std::sync::atomic::AtomicBool,
+    /// Where this node and the others stand with invalidations.
+    pub standings: standing::Standings,
     /// Woken when a view with a change of membership is published.
     changed: tokio::sync::Notify,
 }
@@ -156,6 +159,7 @@ impl Cluster {
             key: seal::Key::new(&config.secret),
             cut: Default::default(),
             changed: Default::default(),
+            standings: Default::default(),
         });
         run::spawn(cluster.clone(), socket, config)?;
         Ok(cluster)

@@ -10,6 +10,7 @@
 use crate::codec::Wire;
 use crate::node::Node;
 use crate::seal::{self, Key};
+use crate::standing::{self, Standing};
 use crate::view::{NodeState, View};
 use crate::{Cluster, Config, Seed, Stats};
 use foca::{AccumulatingRuntime, Foca, NoCustomBroadcast, OwnedNotification, State, Timer};
@@ -57,7 +58,8 @@ fn swim_config() -> foca::Config {
     c.probe_period = Duration::from_millis(750);
     c.probe_rtt = Duration::from_millis(300);
     c.suspect_to_down_after = Duration::from_millis(1500);
-    c.max_packet_size = std::num::NonZeroUsize::new(1400 - seal::OVERHEAD).expect("not zero");
+    c.max_packet_size =
+        std::num::NonZeroUsize::new(1400 - seal::OVERHEAD - standing::LEN).expect("not zero");
     c.notify_down_members = true;
     c
 }
@@ -180,7 +182,14 @@ fn publish(cluster: &Cluster, swim: &Swim, replicas: u32, changed: bool) {
         };
         (m.id().clone(), state)
     });
-    cluster.publish(View::new(&cluster.me, others, replicas), changed);
+    let mut view = View::new(&cluster.me, others, replicas);
+    for n in &mut view.nodes {
+        n.standing = match n.me {
+            true => Some(cluster.standings.own()),
+            false => cluster.standings.of(n.node.addr),
+        };
+    }
+    cluster.publish(view, changed);
 }
 
 /// Announces this node to every seed (DNS names resolved now).
@@ -217,7 +226,9 @@ impl Sender<'_> {
             if self.cluster.is_cut() {
                 continue;
             }
-            let sealed = self.key.seal(&data, seal::now_ms());
+            let mut message = self.cluster.standings.own().encode().to_vec();
+            message.extend_from_slice(&data);
+            let sealed = self.key.seal(&message, seal::now_ms());
             if self.socket.send_to(&sealed, to.addr).await.is_ok() {
                 Stats::add(&self.cluster.stats.sent);
             }
@@ -254,20 +265,24 @@ async fn receive(
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
     loop {
-        let Ok((n, _from)) = socket.recv_from(&mut buf).await else {
+        let Ok((n, from)) = socket.recv_from(&mut buf).await else {
             continue;
         };
         if cluster.is_cut() {
             continue;
         }
-        match key.open(&buf[..n], seal::now_ms()) {
-            Some(message) => {
-                Stats::add(&cluster.stats.received);
-                if events.send(Event::Data(message.to_vec())).is_err() {
-                    return;
-                }
-            }
-            None => Stats::add(&cluster.stats.refused),
+        let Some(message) = key.open(&buf[..n], seal::now_ms()) else {
+            Stats::add(&cluster.stats.refused);
+            continue;
+        };
+        Stats::add(&cluster.stats.received);
+        let Some((standing, message)) = Standing::decode(message) else {
+            Stats::add(&cluster.stats.malformed);
+            continue;
+        };
+        cluster.standings.heard(from, standing);
+        if events.send(Event::Data(message.to_vec())).is_err() {
+            return;
         }
     }
 }

@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// What a sealed datagram starts with (and its version).
-const MAGIC: &[u8; 4] = b"LQC1";
+const MAGIC: &[u8; 4] = b"LQC2";
 /// The seal's length.
 const TAG: usize = 32;
 /// What a seal adds to a message.

@@ -42,6 +42,9 @@ pub struct NodeInfo {
     pub share: f64,
     /// This node itself.
     pub me: bool,
+    /// Where it stands with invalidations, as it last said (this node's
+    /// own for itself); None until it has said.
+    pub standing: Option<crate::standing::Standing>,
 }
 
 /// One node's view of the cluster.
@@ -69,6 +72,7 @@ impl View {
                 state,
                 share: 0.0,
                 me,
+                standing: None,
             })
             .collect();
         // One entry a name: a node restarted is known by its later run.

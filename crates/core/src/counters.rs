@@ -634,6 +634,22 @@ counter_table! {
     changes: Counter, "Membership changes seen: a node up, down or renamed.";
 }
 
+counter_table! {
+    /// One identifier per `PEER.<node>.*` counter: what one other node of
+    /// the cluster did with this one, and where it stands (Lacquer only).
+    enum PeerCounter; table PEER; block PeerCounters;
+    state: Gauge, "The node's state as SWIM judges it here: 2 alive, 1 suspect, 0 down.";
+    share: Gauge, "Its share of the keys on the ring, in parts per million.";
+    fetch: Counter, "Cache misses here that it answered as the object's owner.";
+    fetch_unreachable: Counter, "Times it could not be reached for a miss (the next node, then the origin, was asked).";
+    inval_sent: Counter, "Invalidations made here that it applied.";
+    inval_unanswered: Counter, "Invalidations made here that it did not answer.";
+    inval_applied: Counter, "Invalidations it made that were applied here.";
+    position: Gauge, "How many invalidations it has made in its run, as it last said.";
+    lag: Gauge, "Invalidations it made that this node has not applied.";
+    its_lag: Gauge, "Invalidations made elsewhere that it has not applied, as it last said.";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@ fn label_names(family: &str) -> &'static [&'static str] {
         "SMA" | "SMF" | "SMP" => &["store"],
         "VBE" => &["vcl", "backend"],
         "MEMPOOL" => &["pool"],
+        "PEER" => &["node"],
         "MGT" | "CLUSTER" => &[],
         _ => &["name"],
     }

@@ -302,6 +302,29 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
     );
     let list = a.cli_ok("cluster.list");
     assert!(list.contains("Invalidations: 2 made here"), "{list}");
+    // Every node knows where the others stand: a made two, and no node
+    // lacks any; each peer's counters say what it did with this node.
+    let standing = |n: &Lacquer, of: &str| {
+        let list = n.cli_ok("cluster.list -j");
+        let at = list
+            .split(&format!("\"name\": \"{of}\""))
+            .nth(1)
+            .unwrap()
+            .to_string();
+        let field = |f: &str| {
+            let v = at.split(&format!("\"{f}\": ")).nth(1).unwrap();
+            v[..v.find(|c: char| !c.is_ascii_alphanumeric()).unwrap()].to_string()
+        };
+        (field("position"), field("lag"))
+    };
+    assert!(eventually(Duration::from_secs(10), || {
+        [&b, &c]
+            .iter()
+            .all(|n| standing(n, "a") == ("2".into(), "0".into()))
+    }));
+    assert!(eventually(Duration::from_secs(10), || {
+        c.counter("PEER.a.inval_applied") == 2 && a.counter("PEER.b.inval_sent") >= 1
+    }));
     // The counters say it too, for varnishstat's tools and /metrics.
     assert!(eventually(Duration::from_secs(10), || {
         a.counter("CLUSTER.inval_made") == 2 && a.counter("CLUSTER.nodes") == 3

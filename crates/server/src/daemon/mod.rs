@@ -438,6 +438,11 @@ pub(crate) fn add_sections(sh: &Shared, snap: &mut Snapshot) {
         snap.section("CLUSTER".into(), lacquer_core::counters::CLUSTER, |v| {
             peers.counters(v)
         });
+        for (name, values) in peers.each_peer() {
+            snap.section(format!("PEER.{name}"), lacquer_core::counters::PEER, |v| {
+                v.extend(values)
+            });
+        }
         for (name, b) in peers.peer_backends() {
             b.stats
                 .set(BackendCounter::healthy, u64::from(!b.held_down()));

@@ -30,7 +30,6 @@ use lacquer_http::{Framing, ResponseHead, ResponseLimits, Status};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::ops::ControlFlow;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A body that had to be read whole could not be.
@@ -491,9 +490,7 @@ fn response<'b, M: FetchMode>(
 fn keep_copy(f: &Fetcher<'_>, bereq: &mut Bereq, beresp: &mut Beresp) {
     let at_most = f.sh.params.cluster_copy_ttl();
     let before = beresp.timers.lifetime();
-    beresp
-        .timers
-        .cap_life(lacquer_core::time::now(), at_most);
+    beresp.timers.cap_life(lacquer_core::time::now(), at_most);
     if beresp.timers.lifetime() < before {
         bereq.log.fmt(
             Tag::Debug,
@@ -529,14 +526,14 @@ async fn ask_peers<'p, M: FetchMode>(
             .await?
         {
             Ok((conn, mut resp)) => {
-                cluster.stats.fetched.fetch_add(1, Ordering::Relaxed);
+                cluster.count_fetch(peer, true);
                 // The owner's transaction ids are its own: the client
                 // sees this node's, as from one cache (`Via` names both).
                 resp.headers.remove("x-varnish");
                 return ControlFlow::Continue(Some((peer, conn, resp)));
             }
             Err(e) => {
-                cluster.stats.failed.fetch_add(1, Ordering::Relaxed);
+                cluster.count_fetch(peer, false);
                 bereq.log.fmt(
                     Tag::Debug,
                     format_args!("cluster: {} did not answer: {}", peer.name, e),

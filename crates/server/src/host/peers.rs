@@ -11,7 +11,8 @@
 //! object (a tier of caches, as two Varnish layers would be).
 
 use lacquer_backend::{Address, Backend};
-use lacquer_cluster::{Cluster, Node};
+use lacquer_cluster::standing::Standing;
+use lacquer_cluster::{Cluster, Node, NodeState};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +21,45 @@ use std::sync::{Arc, Mutex};
 /// A peer's backend, by its name and where it is reached.
 type PeerBackends = HashMap<(Arc<str>, SocketAddr), Arc<Backend>>;
 
+/// What one other node did with this one (its `PEER.<node>` counters).
+#[derive(Debug, Default)]
+pub(crate) struct PeerCounters {
+    pub fetch: AtomicU64,
+    pub fetch_unreachable: AtomicU64,
+    pub inval_sent: AtomicU64,
+    pub inval_unanswered: AtomicU64,
+    pub inval_applied: AtomicU64,
+    /// The latest of its own invalidations applied here: its run and
+    /// sequence number.
+    applied_at: Mutex<(u64, u64)>,
+}
+
+impl PeerCounters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// How many of the invalidations it says it made were not applied
+    /// here.
+    fn lag(&self, standing: Option<Standing>) -> u64 {
+        let Some(s) = standing else {
+            return 0;
+        };
+        let (run, seq) = *self.applied_at.lock().unwrap_or_else(|e| e.into_inner());
+        match run == s.run {
+            true => s.position.saturating_sub(seq),
+            false => s.position,
+        }
+    }
+}
+
 /// This node's cluster and its connections to the others.
 pub(crate) struct Peers {
     pub cluster: Arc<Cluster>,
     /// A backend for each peer (its pool of connections), by address.
     backends: Mutex<PeerBackends>,
+    /// What each other node did with this one, by its name.
+    each: Mutex<HashMap<Arc<str>, Arc<PeerCounters>>>,
     pub stats: PeerStats,
     /// The invalidations applied here (see `host::spread`).
     pub journal: Mutex<crate::host::invalidation::Journal>,
@@ -67,6 +102,7 @@ impl Peers {
             later_rx: Mutex::new(Some(later_rx)),
             cluster,
             backends: Mutex::new(HashMap::new()),
+            each: Mutex::new(HashMap::new()),
             stats: PeerStats::default(),
             journal: Default::default(),
         }
@@ -153,7 +189,117 @@ impl Peers {
         let me = &self.cluster.me;
         let id = format!("{}.{}.{}", me.name, me.run, j.seq);
         j.record(id.clone(), inv.clone());
+        drop(j);
+        self.refresh_standing();
         id
+    }
+
+    /// The counters of the node named `name`.
+    pub fn of(&self, name: &str) -> Arc<PeerCounters> {
+        let mut each = self.each.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = each.get(name) {
+            return c.clone();
+        }
+        each.entry(Arc::from(name)).or_default().clone()
+    }
+
+    /// The counters of the node a peer backend reaches.
+    pub fn of_backend(&self, peer: &Backend) -> Arc<PeerCounters> {
+        self.of(peer.name.strip_prefix("cluster.").unwrap_or(&peer.name))
+    }
+
+    /// A miss asked `peer`: whether it answered.
+    pub fn count_fetch(&self, peer: &Backend, answered: bool) {
+        let c = self.of_backend(peer);
+        match answered {
+            true => {
+                PeerCounters::add(&c.fetch, 1);
+                PeerCounters::add(&self.stats.fetched, 1);
+            }
+            false => {
+                PeerCounters::add(&c.fetch_unreachable, 1);
+                PeerCounters::add(&self.stats.failed, 1);
+            }
+        }
+    }
+
+    /// An invalidation whose id is `id` (`name.run.seq`, made at node
+    /// `name`) was applied here.
+    pub fn count_applied_id(&self, id: &str) {
+        PeerCounters::add(&self.stats.applied_from_peers, 1);
+        let mut parts = id.rsplitn(3, '.');
+        let (Some(seq), Some(run), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            return;
+        };
+        let (Ok(seq), Ok(run)) = (seq.parse::<u64>(), run.parse::<u64>()) else {
+            return;
+        };
+        // Counted apart for the nodes there are, not for any name an id
+        // carries.
+        if !self
+            .cluster
+            .view()
+            .nodes
+            .iter()
+            .any(|n| &*n.node.name == name)
+        {
+            return;
+        }
+        let c = self.of(name);
+        PeerCounters::add(&c.inval_applied, 1);
+        let mut at = c.applied_at.lock().unwrap_or_else(|e| e.into_inner());
+        *at = (*at).max((run, seq));
+    }
+
+    /// Says anew where this node stands (its position, and what it
+    /// lacks of every node it sees), in its next datagrams.
+    pub fn refresh_standing(&self) {
+        let view = self.cluster.view();
+        let lag = view
+            .nodes
+            .iter()
+            .filter(|n| !n.me && n.state.routable())
+            .map(|n| self.of(&n.node.name).lag(n.standing))
+            .sum();
+        let position = self.journal.lock().unwrap_or_else(|e| e.into_inner()).seq;
+        self.cluster.standings.set_own(Standing {
+            run: self.cluster.me.run,
+            position,
+            lag,
+        });
+    }
+
+    /// Each other node's `PEER` counters, by its name, in their table's
+    /// order.
+    pub fn each_peer(&self) -> Vec<(Arc<str>, Vec<u64>)> {
+        let view = self.cluster.view();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        view.nodes
+            .iter()
+            .filter(|n| !n.me)
+            .map(|n| {
+                let c = self.of(&n.node.name);
+                let state = match n.state {
+                    NodeState::Alive => 2,
+                    NodeState::Suspect => 1,
+                    NodeState::Down => 0,
+                };
+                let standing = n.standing.unwrap_or_default();
+                let values = vec![
+                    state,
+                    (n.share * 1e6).round() as u64,
+                    load(&c.fetch),
+                    load(&c.fetch_unreachable),
+                    load(&c.inval_sent),
+                    load(&c.inval_unanswered),
+                    load(&c.inval_applied),
+                    standing.position,
+                    c.lag(n.standing),
+                    standing.lag,
+                ];
+                (n.node.name.clone(), values)
+            })
+            .collect()
     }
 
     pub fn count_refused_mark(&self) {
@@ -204,20 +350,19 @@ impl Peers {
             .collect()
     }
 
-    /// An invalidation made here went to peers: how many applied it, how
-    /// many did not answer.
-    pub fn count_spread(&self, applied: usize, failed: usize) {
-        let s = &self.stats;
-        s.spread_applied
-            .fetch_add(applied as u64, Ordering::Relaxed);
-        s.spread_failed.fetch_add(failed as u64, Ordering::Relaxed);
-    }
-
-    /// An invalidation made elsewhere was applied here.
-    pub fn count_applied(&self) {
-        self.stats
-            .applied_from_peers
-            .fetch_add(1, Ordering::Relaxed);
+    /// An invalidation made here went to `peer`: whether it applied it.
+    pub fn count_spread(&self, peer: &Backend, applied: bool) {
+        let c = self.of_backend(peer);
+        match applied {
+            true => {
+                PeerCounters::add(&c.inval_sent, 1);
+                PeerCounters::add(&self.stats.spread_applied, 1);
+            }
+            false => {
+                PeerCounters::add(&c.inval_unanswered, 1);
+                PeerCounters::add(&self.stats.spread_failed, 1);
+            }
+        }
     }
 }
 

@@ -49,10 +49,13 @@ pub(crate) async fn everywhere(sh: &Shared, inv: Invalidation) -> Option<Reach> 
     let limits = sh.response_limits();
     let sends = targets.iter().map(|peer| {
         let head = request_head(peers, peer, &url);
-        async move { matches!(ask(peer, &head, &t, &limits, 0).await, Some((200 | 204, _))) }
+        async move {
+            let ok = matches!(ask(peer, &head, &t, &limits, 0).await, Some((200 | 204, _)));
+            peers.count_spread(peer, ok);
+            ok
+        }
     });
     let applied = join_all(sends).await.into_iter().filter(|ok| *ok).count() + 1;
-    peers.count_spread(applied - 1, of - applied);
     Some(Reach { applied, of })
 }
 
@@ -114,10 +117,10 @@ fn apply_once(sh: &Shared, peers: &Peers, id: String, inv: Invalidation) -> bool
         .journal
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .record(id, inv.clone());
+        .record(id.clone(), inv.clone());
     if fresh {
         inv.apply(sh);
-        peers.count_applied();
+        peers.count_applied_id(&id);
     }
     fresh
 }

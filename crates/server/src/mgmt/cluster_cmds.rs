@@ -1,8 +1,10 @@
 //! `cluster.list [-j]`: the nodes this node knows of, each one's state as
 //! SWIM judges it, where it speaks SWIM and where its peers send it
-//! requests, and its share of the keys on the ring (the nodes that take
-//! requests share them all); then what fetches and invalidations through
-//! the cluster did.
+//! requests, its share of the keys on the ring (the nodes that take
+//! requests share them all), and where it stands with invalidations as
+//! it last said (its position: how many it made; its lag: how many made
+//! elsewhere it lacks); then what fetches and invalidations through the
+//! cluster did.
 
 use super::{json, text, Mgmt, Reply};
 use lacquer_admin::status;
@@ -11,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 /// The text table, laid out as varnishd lays out its own.
 fn list_text(view: &View) -> String {
-    let rows: Vec<[String; 5]> = view
+    let rows: Vec<[String; 7]> = view
         .nodes
         .iter()
         .map(|n| {
@@ -25,10 +27,14 @@ fn list_text(view: &View) -> String {
                 n.node.addr.to_string(),
                 n.node.http.to_string(),
                 format!("{:.1}%", n.share * 100.0),
+                n.standing.map_or("-".into(), |s| s.position.to_string()),
+                n.standing.map_or("-".into(), |s| s.lag.to_string()),
             ]
         })
         .collect();
-    let mut table = vec![vec!["Node", "State", "Cluster", "HTTP", "Share"]];
+    let mut table = vec![vec![
+        "Node", "State", "Cluster", "HTTP", "Share", "Position", "Lag",
+    ]];
     table.extend(rows.iter().map(|r| r.iter().map(String::as_str).collect()));
     text::table(&table)
 }
@@ -40,14 +46,16 @@ fn list_json(view: &View, args: &[String]) -> String {
         .iter()
         .map(|n| {
             format!(
-                "  {{\n    \"name\": {},\n    \"self\": {},\n    \"state\": \"{}\",\n    \"cluster\": {},\n    \"http\": {},\n    \"share\": {:.6},\n    \"run\": {}\n  }}",
+                "  {{\n    \"name\": {},\n    \"self\": {},\n    \"state\": \"{}\",\n    \"cluster\": {},\n    \"http\": {},\n    \"share\": {:.6},\n    \"run\": {},\n    \"position\": {},\n    \"lag\": {}\n  }}",
                 json::string(&n.node.name),
                 n.me,
                 n.state.word(),
                 json::string(&n.node.addr.to_string()),
                 json::string(&n.node.http.to_string()),
                 n.share,
-                n.node.run
+                n.node.run,
+                n.standing.map_or("null".into(), |s| s.position.to_string()),
+                n.standing.map_or("null".into(), |s| s.lag.to_string()),
             )
         })
         .collect();
