@@ -27,6 +27,8 @@ fn node_with(
     let secret = secret.to_str().unwrap();
     let backend = origin.addr.to_string();
     let mut args = vec![
+        "--dashboard",
+        "127.0.0.1:0",
         "-i",
         name,
         "--cluster-bind",
@@ -380,6 +382,24 @@ fn a_node_cut_off_serves_nothing_purged_while_away_once_back_and_vcl_bans_spread
         && sees_one_down(&b)
         && alive(&c) == 1));
     assert!(c.cli_ok("cluster.list").contains("cut off"));
+    // The dashboard of any node shows the cluster as that node sees it.
+    let mut events = crate::harness::Client::connect(a.dashboard.unwrap());
+    events.send(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(events.read_head().status, 200);
+    let seen = events.read_until(b"\"name\":\"c\",\"self\":false,\"state\":\"down\"");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        seen.contains("\"cluster\":{\"self\":\"a\",\"cut\":false"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("\"name\":\"b\",\"self\":false,\"state\":\"alive\""),
+        "{seen}"
+    );
+    let mut events = crate::harness::Client::connect(c.dashboard.unwrap());
+    events.send(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(events.read_head().status, 200);
+    assert!(!events.read_until(b"\"cut\":true").is_empty());
     // A purge and a ban while it is away reach the two nodes in reach.
     let r = a.connect().request("PURGE", "/cut/1", &[]);
     assert_eq!(r.header("lacquer-invalidated"), Some("2/2"));

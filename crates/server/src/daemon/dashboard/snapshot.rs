@@ -4,14 +4,14 @@
 //! program with its health and probe history, the programs loaded and
 //! which is active, and what the log said (response time percentiles,
 //! the most requested URLs, responses by status class, each backend's
-//! response times). Names are the counters' own, so a number on
+//! response times), and the cluster as this node sees it. Names are the counters' own, so a number on
 //! the page is the one `lacquer stat` shows.
 
 use super::logwatch::LogSample;
 use crate::mgmt::json_string as string;
 use crate::Shared;
 use lacquer_backend::AdminHealth;
-use lacquer_core::counters::{CounterSpec, MAIN, SMA, SMF, SMP, VBE};
+use lacquer_core::counters::{CounterSpec, MAIN, PEER, SMA, SMF, SMP, VBE};
 use lacquer_shm::counters::Snapshot;
 use std::fmt::Write;
 
@@ -64,6 +64,69 @@ fn number(out: &mut String, v: Option<f64>) {
         }
         _ => out.push_str("null"),
     }
+}
+
+/// The cluster as this node sees it: null outside one; else every node
+/// with its state, share and standing (as it last said), and for the
+/// others what they did with this node (`PEER.<node>`) and the traffic
+/// of its connections to them (`VBE.cluster.<node>`).
+fn cluster(sh: &Shared, snap: &Snapshot, out: &mut String) {
+    let Some(peers) = &sh.cluster else {
+        out.push_str("null");
+        return;
+    };
+    let view = peers.cluster.view();
+    let section = |prefix: &str| {
+        snap.sections()
+            .find(|(p, _, _)| *p == prefix)
+            .map(|(_, _, v)| v.to_vec())
+    };
+    let _ = write!(
+        out,
+        "{{\"self\":{},\"cut\":{},\"nodes\":[",
+        string(&peers.cluster.me.name),
+        peers.cluster.is_cut()
+    );
+    for (i, n) in view.nodes.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let standing = match n.me {
+            true => Some(peers.cluster.standings.own()),
+            false => n.standing,
+        };
+        let _ = write!(
+            out,
+            "{sep}{{\"name\":{},\"self\":{},\"state\":\"{}\",\"share\":{:.6},\"http\":{},\"position\":{},\"lag\":{}",
+            string(&n.node.name),
+            n.me,
+            n.state.word(),
+            n.share,
+            string(&n.node.http.to_string()),
+            standing.map_or("null".into(), |s| s.position.to_string()),
+            standing.map_or("null".into(), |s| s.lag.to_string()),
+        );
+        if !n.me {
+            let peer = section(&format!("PEER.{}", n.node.name)).unwrap_or_default();
+            let vbe = section(&format!("VBE.cluster.{}", n.node.name)).unwrap_or_default();
+            for name in [
+                "fetch",
+                "fetch_unreachable",
+                "inval_sent",
+                "inval_unanswered",
+                "inval_applied",
+            ] {
+                let _ = write!(out, ",\"{name}\":{}", value_of(PEER, &peer, name));
+            }
+            let _ = write!(
+                out,
+                ",\"lag_here\":{},\"sent\":{},\"received\":{}",
+                value_of(PEER, &peer, "lag"),
+                value_of(VBE, &vbe, "bereq_hdrbytes") + value_of(VBE, &vbe, "bereq_bodybytes"),
+                value_of(VBE, &vbe, "beresp_hdrbytes") + value_of(VBE, &vbe, "beresp_bodybytes"),
+            );
+        }
+        out.push('}');
+    }
+    out.push_str("]}");
 }
 
 /// The snapshot at `now` (seconds since the epoch).
@@ -160,11 +223,9 @@ pub(crate) fn build(sh: &Shared, now: f64, log: &LogSample) -> String {
             );
         }
     }
-    let _ = write!(
-        out,
-        "],\"vcls\":[{vcls}],\"log\":{{\"requests\":{},\"p50\":",
-        log.requests
-    );
+    let _ = write!(out, "],\"vcls\":[{vcls}],\"cluster\":");
+    cluster(sh, &snap, &mut out);
+    let _ = write!(out, ",\"log\":{{\"requests\":{},\"p50\":", log.requests);
     number(&mut out, log.p50);
     out.push_str(",\"p99\":");
     number(&mut out, log.p99);
