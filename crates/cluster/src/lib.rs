@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod dns;
 pub mod node;
 pub mod peer;
 mod run;
@@ -36,17 +37,32 @@ pub enum Seed {
         name: String,
         port: u16,
     },
+    /// A DNS name whose SRV records name the nodes and their ports (what
+    /// a Kubernetes headless Service publishes for a named port:
+    /// `_PORT._udp.SERVICE.NAMESPACE.svc.cluster.local`).
+    Srv {
+        name: String,
+    },
 }
 
 /// The cluster port a DNS seed without one is taken at.
 pub const DEFAULT_PORT: u16 = 7946;
 
 impl Seed {
-    /// `--cluster-join`'s list: `ADDR:PORT[,ADDR:PORT…]`, or
-    /// `dns:NAME[:PORT]`.
+    /// `--cluster-join`'s list: `ADDR:PORT[,ADDR:PORT…]`,
+    /// `dns:NAME[:PORT]` or `srv:NAME`.
     pub fn parse_list(spec: &str) -> Result<Vec<Seed>, String> {
         let mut seeds = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if let Some(name) = part.strip_prefix("srv:") {
+                if simple_dns::Name::new(name).is_err() || name.is_empty() {
+                    return Err(format!("--cluster-join {part}: not a DNS name"));
+                }
+                seeds.push(Seed::Srv {
+                    name: name.to_string(),
+                });
+                continue;
+            }
             if let Some(dns) = part.strip_prefix("dns:") {
                 let (name, port) = match dns.rsplit_once(':') {
                     Some((name, port)) => (
@@ -65,9 +81,9 @@ impl Seed {
                 });
                 continue;
             }
-            let addr = part
-                .parse()
-                .map_err(|_| format!("--cluster-join {part}: not ADDR:PORT nor dns:NAME"))?;
+            let addr = part.parse().map_err(|_| {
+                format!("--cluster-join {part}: not ADDR:PORT, dns:NAME nor srv:NAME")
+            })?;
             seeds.push(Seed::Addr(addr));
         }
         if seeds.is_empty() {
@@ -92,6 +108,10 @@ pub struct Config {
     pub secret: Vec<u8>,
     /// Points of each node on the ring (the shard director's `replicas`).
     pub replicas: u32,
+    /// The DNS server `dns:` and `srv:` seeds are asked (`--cluster-dns`);
+    /// None: `srv:` asks the servers of `/etc/resolv.conf` and `dns:` the
+    /// system's resolver.
+    pub dns: Option<SocketAddr>,
 }
 
 /// What the cluster's datagrams did, for counters.
@@ -208,6 +228,7 @@ mod tests {
             join,
             secret: secret.to_vec(),
             replicas: 67,
+            dns: None,
         })
         .unwrap()
     }
@@ -274,7 +295,21 @@ mod tests {
                 port: 7000
             }]
         );
-        for bad in ["", "nowhere", "dns:", "dns:x:port", "1.2.3.4"] {
+        assert_eq!(
+            Seed::parse_list("srv:_cluster._udp.cache.default.svc.cluster.local").unwrap(),
+            [Seed::Srv {
+                name: "_cluster._udp.cache.default.svc.cluster.local".to_string()
+            }]
+        );
+        for bad in [
+            "",
+            "nowhere",
+            "dns:",
+            "dns:x:port",
+            "1.2.3.4",
+            "srv:",
+            "srv:a..b",
+        ] {
             assert!(Seed::parse_list(bad).is_err(), "{bad}");
         }
     }

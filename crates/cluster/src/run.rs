@@ -8,6 +8,7 @@
 //! way back.
 
 use crate::codec::Wire;
+use crate::dns::Resolver;
 use crate::node::Node;
 use crate::seal::{self, Key};
 use crate::standing::{self, Standing};
@@ -95,7 +96,7 @@ async fn run(cluster: Arc<Cluster>, socket: std::net::UdpSocket, config: Config)
     );
     let mut out = AccumulatingRuntime::new();
     let mut suspicions = Suspicions::default();
-    announce(&mut swim, &mut out, &config.join).await;
+    announce(&mut swim, &mut out, &config.join, config.dns).await;
     let sender = Sender {
         cluster: &cluster,
         socket: &socket,
@@ -112,7 +113,7 @@ async fn run(cluster: Arc<Cluster>, socket: std::net::UdpSocket, config: Config)
             Event::Timer(timer) => swim.handle_timer(timer, &mut out).map_err(drop),
             Event::Tick => {
                 if swim.num_members() == 0 {
-                    announce(&mut swim, &mut out, &config.join).await;
+                    announce(&mut swim, &mut out, &config.join, config.dns).await;
                 }
                 suspicions.raise_lingering(&mut swim, &mut out);
                 Ok(())
@@ -193,15 +194,28 @@ fn publish(cluster: &Cluster, swim: &Swim, replicas: u32, changed: bool) {
 }
 
 /// Announces this node to every seed (DNS names resolved now).
-async fn announce(swim: &mut Swim, out: &mut AccumulatingRuntime<Node>, seeds: &[Seed]) {
+async fn announce(
+    swim: &mut Swim,
+    out: &mut AccumulatingRuntime<Node>,
+    seeds: &[Seed],
+    dns: Option<std::net::SocketAddr>,
+) {
     for seed in seeds {
-        let addrs: Vec<std::net::SocketAddr> = match seed {
-            Seed::Addr(addr) => vec![*addr],
-            Seed::Dns { name, port } => match tokio::net::lookup_host((name.as_str(), *port)).await
-            {
-                Ok(found) => found.collect(),
-                Err(_) => Vec::new(),
-            },
+        let addrs: Vec<std::net::SocketAddr> = match (seed, dns) {
+            (Seed::Addr(addr), _) => vec![*addr],
+            (Seed::Dns { name, port }, Some(server)) => {
+                Resolver::at(server).addresses(name, *port).await
+            }
+            (Seed::Dns { name, port }, None) => {
+                match tokio::net::lookup_host((name.as_str(), *port)).await {
+                    Ok(found) => found.collect(),
+                    Err(_) => Vec::new(),
+                }
+            }
+            (Seed::Srv { name }, server) => {
+                let resolver = server.map_or_else(Resolver::system, Resolver::at);
+                resolver.services(name).await
+            }
         };
         let me = swim.identity().addr;
         for addr in addrs.into_iter().filter(|a| *a != me) {

@@ -8,7 +8,7 @@ use crate::origin::{Origin, Reply};
 use std::time::{Duration, Instant};
 
 /// A file holding the cluster's shared secret.
-fn secret(tag: &str) -> std::path::PathBuf {
+pub(crate) fn secret(tag: &str) -> std::path::PathBuf {
     let path =
         std::env::temp_dir().join(format!("lacquer-e2e-cluster-{}-{tag}", std::process::id()));
     std::fs::write(&path, "not so secret\n").unwrap();
@@ -50,7 +50,7 @@ fn node(origin: &Origin, name: &str, secret: &std::path::Path, join: Option<&str
 }
 
 /// Where a node speaks SWIM, from `cluster.list -j`.
-fn cluster_addr(n: &Lacquer) -> String {
+pub(crate) fn cluster_addr(n: &Lacquer) -> String {
     let list = n.cli_ok("cluster.list -j");
     let me = list
         .split("\"self\": true")
@@ -69,7 +69,7 @@ fn sees_one_down(n: &Lacquer) -> bool {
 }
 
 /// How many nodes a node sees alive.
-fn alive(n: &Lacquer) -> usize {
+pub(crate) fn alive(n: &Lacquer) -> usize {
     n.cli_ok("cluster.list -j")
         .matches("\"state\": \"alive\"")
         .count()

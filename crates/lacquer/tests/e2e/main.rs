@@ -10,6 +10,7 @@ mod cache;
 mod cli;
 mod client_side;
 mod cluster;
+mod cluster_dns;
 mod daemon;
 mod dashboard;
 mod encodings;

@@ -1,5 +1,5 @@
-//! A daemon in a cluster: the `--cluster-bind`, `--cluster-join` and
-//! `--cluster-secret` options, and the start of its membership once its
+//! A daemon in a cluster: the `--cluster-bind`, `--cluster-join`,
+//! `--cluster-secret` and `--cluster-dns` options, and the start of its membership once its
 //! listeners are bound (it tells its peers where they send it requests:
 //! its first plain HTTP listener).
 
@@ -14,6 +14,7 @@ pub struct ClusterOptions {
     bind: Option<SocketAddr>,
     join: Vec<Seed>,
     secret: Option<PathBuf>,
+    dns: Option<SocketAddr>,
 }
 
 /// How the daemon joins its cluster.
@@ -25,6 +26,8 @@ pub struct ClusterSpec {
     pub join: Vec<Seed>,
     /// The file of the secret every node shares.
     pub secret: PathBuf,
+    /// The DNS server its `dns:` and `srv:` seeds are asked.
+    pub dns: Option<SocketAddr>,
 }
 
 impl ClusterOptions {
@@ -39,6 +42,12 @@ impl ClusterOptions {
             }
             "cluster-join" => self.join.extend(Seed::parse_list(value)?),
             "cluster-secret" => self.secret = Some(PathBuf::from(value)),
+            "cluster-dns" => {
+                let addr = value
+                    .parse()
+                    .map_err(|_| format!("--cluster-dns {value}: not ADDR:PORT"))?;
+                self.dns = Some(addr);
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -48,8 +57,10 @@ impl ClusterOptions {
     /// needs a secret (every cluster message is authenticated).
     pub fn finish(self) -> Result<Option<ClusterSpec>, String> {
         let Some(bind) = self.bind else {
-            if !self.join.is_empty() || self.secret.is_some() {
-                return Err("--cluster-join and --cluster-secret need --cluster-bind".into());
+            if !self.join.is_empty() || self.secret.is_some() || self.dns.is_some() {
+                return Err(
+                    "--cluster-join, --cluster-secret and --cluster-dns need --cluster-bind".into(),
+                );
             }
             return Ok(None);
         };
@@ -60,6 +71,7 @@ impl ClusterOptions {
             bind,
             join: self.join,
             secret,
+            dns: self.dns,
         }))
     }
 }
@@ -89,6 +101,7 @@ pub(crate) fn start(
         join: spec.join.clone(),
         secret,
         replicas,
+        dns: spec.dns,
     })
     .map_err(|e| format!("--cluster-bind {}: {e}", spec.bind))
 }

@@ -164,8 +164,9 @@ pub fn serve_usage() -> String {
         "[--dashboard address:port]",
         "[--dashboard-secret file]",
         "[--cluster-bind address:port]",
-        "[--cluster-join address:port[,...] | --cluster-join dns:name[:port]]",
+        "[--cluster-join address:port[,...] | dns:name[:port] | srv:name]",
         "[--cluster-secret file]",
+        "[--cluster-dns address:port]",
     ]);
     for item in items {
         if width + 1 + item.len() > 78 {

@@ -405,6 +405,7 @@ mod counter_tests {
             join: Vec::new(),
             secret: b"s".to_vec(),
             replicas: 67,
+            dns: None,
         })
         .unwrap();
         let peers = Peers::new(cluster);
