@@ -113,6 +113,7 @@ tag_table! {
     Proxy = 70, "PROXY protocol information.";
     VSL = 71, "Log reader warnings and errors.";
     ProxyGarbage = 72, "A PROXY protocol header that could not be read.";
+    Cluster = 73, "A change of the cluster's membership as this node sees it: a node, its run, its new state and addresses (Lacquer only).";
 }
 
 impl Tag {

@@ -164,6 +164,18 @@ fn three_nodes_fetch_each_object_once_and_outlive_one_killed() {
         i += 1;
     }
     let out_after = killed.elapsed();
+    // The log says so (a Cluster record per change of membership).
+    let log = std::process::Command::new(env!("CARGO_BIN_EXE_lacquer"))
+        .args(["log", "-d", "-g", "raw", "-i", "Cluster", "-n"])
+        .arg(&a.workdir)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    let said = |state: &str| {
+        log.lines()
+            .any(|l| l.contains("Cluster") && l.contains(" c ") && l.contains(state))
+    };
+    assert!(said(" alive ") && said(" down "), "{log}");
     for n in [&a, &b] {
         for i in 0..20 {
             assert_eq!(n.get(&format!("/after/{i}")).status, 200);

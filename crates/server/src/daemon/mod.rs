@@ -194,6 +194,7 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
         if shared.cluster.is_some() {
             handle.spawn(crate::host::spread::send_later(shared.clone()));
             handle.spawn(crate::host::spread::catch_up(shared.clone()));
+            handle.spawn(crate::host::peers::log_membership(shared.clone()));
         }
     }
     runtime.block_on(async move {

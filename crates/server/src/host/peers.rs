@@ -366,6 +366,47 @@ impl Peers {
     }
 }
 
+/// Logs each change of membership this node sees, as a `Cluster` record
+/// (`NAME RUN STATE CLUSTER_ADDR HTTP_ADDR`), for the daemon's life.
+pub(crate) async fn log_membership(sh: Arc<crate::Shared>) {
+    let Some(peers) = sh.cluster.as_ref() else {
+        return;
+    };
+    let mut known: HashMap<(Arc<str>, u64), NodeState> = HashMap::new();
+    loop {
+        let view = peers.cluster.view();
+        for n in view.nodes.iter().filter(|n| !n.me) {
+            let key = (n.node.name.clone(), n.node.run);
+            if known.get(&key) == Some(&n.state) {
+                continue;
+            }
+            known.insert(key, n.state);
+            let mut txn = sh.txn(0, lacquer_shm::Side::None);
+            txn.fmt(
+                lacquer_shm::Tag::Cluster,
+                format_args!(
+                    "{} {} {} {} {}",
+                    n.node.name,
+                    n.node.run,
+                    n.state.word(),
+                    n.node.addr,
+                    n.node.http
+                ),
+            );
+        }
+        // The runs no longer in the view are forgotten.
+        known.retain(|(name, run), _| {
+            view.nodes
+                .iter()
+                .any(|n| n.node.name == *name && n.node.run == *run)
+        });
+        peers
+            .cluster
+            .changed(std::time::Duration::from_secs(1))
+            .await;
+    }
+}
+
 /// `head` (a request head as it goes to the origin) with the peer mark
 /// added.
 pub(crate) fn marked(head: &[u8], mark: &str) -> Vec<u8> {
