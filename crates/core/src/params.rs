@@ -17,6 +17,9 @@ pub enum Kind {
     Bytes,
     /// A plain count.
     Count,
+    /// A fraction from 0 to 1 (a probability), stored as the bits of an
+    /// `f64`.
+    Fraction,
     /// On or off.
     Bool,
     /// A set of named flags (`feature`): `+name`/`-name` lists.
@@ -108,6 +111,12 @@ impl Kind {
                 .trim()
                 .parse::<u64>()
                 .map_err(|_| UnitError(format!("invalid number \"{text}\""))),
+            Kind::Fraction => match text.trim().parse::<f64>() {
+                Ok(v) if (0.0..=1.0).contains(&v) => Ok(v.to_bits()),
+                _ => Err(UnitError(format!(
+                    "invalid fraction \"{text}\" (from 0 to 1)"
+                ))),
+            },
             Kind::Bool => parse_bool(text).map(u64::from),
             Kind::Features => parse_features(text, 0, 0),
             // The text itself is kept beside the atomics.
@@ -120,6 +129,7 @@ impl Kind {
             Kind::Seconds => format!("{:.3}", f64::from_bits(raw)),
             Kind::Bytes => format_bytes(raw),
             Kind::Count => raw.to_string(),
+            Kind::Fraction => format!("{:.3}", f64::from_bits(raw)),
             Kind::Bool => if raw != 0 { "on" } else { "off" }.to_string(),
             Kind::Features => format_features(raw),
             Kind::Text => String::new(),
@@ -129,7 +139,7 @@ impl Kind {
     /// Compares two raw values of this kind.
     fn less(self, a: u64, b: u64) -> bool {
         match self {
-            Kind::Seconds => f64::from_bits(a) < f64::from_bits(b),
+            Kind::Seconds | Kind::Fraction => f64::from_bits(a) < f64::from_bits(b),
             _ => a < b,
         }
     }
@@ -184,6 +194,9 @@ macro_rules! param_type {
     (Seconds) => {
         f64
     };
+    (Fraction) => {
+        f64
+    };
     (Bytes) => {
         u64
     };
@@ -203,6 +216,9 @@ macro_rules! param_type {
 
 macro_rules! param_get {
     (Seconds, $p:ident, $i:expr) => {
+        f64::from_bits($p.values[$i].load(Ordering::Relaxed))
+    };
+    (Fraction, $p:ident, $i:expr) => {
         f64::from_bits($p.values[$i].load(Ordering::Relaxed))
     };
     (Bytes, $p:ident, $i:expr) => {
@@ -277,8 +293,12 @@ param_table! {
         "How long a node waits for a connection to the owner of an object it fetches through the cluster before it tries the next node on the ring, and then the origin.";
     cluster_copy_ttl: Seconds, "120", "seconds", min Some("0"), max None,
         "How long, at most, a node keeps an object it fetched through the node that owns it (the owner keeps it as long as its TTL says): its TTL, then grace, then keep are cut to end this long after the fetch, whatever VCL set. 0 keeps nothing, as a self-routing Varnish cluster passes; more keeps hot objects near their clients, at the price of memory on every node. Lacquer-only.";
+    cluster_rampup: Seconds, "0", "seconds", min Some("0"), max None,
+        "How long a node that has just started takes to get its whole share of the keys, as the shard director's rampup: a key it owns goes to it with a probability that grows from 0 to 1 over this time, else to the next node on the ring (which is likely to hold the object). 0 turns it off. Lacquer-only.";
     cluster_replicas: Count, "67", "points", min Some("1"), max Some("10000"),
         "Points each node has on the cluster's ring, as the shard director's replicas: more points spread the keys more evenly. Read when the daemon starts.";
+    cluster_warmup: Fraction, "0", "", min Some("0"), max Some("1"),
+        "How often a cache miss goes to the next node on the ring instead of the owner, as the shard director's warmup: that node then holds the hot objects of the owner, should it go away. 0 turns it off. Lacquer-only.";
     compress_jobs: Count, "2", "jobs", min Some("1"), max Some("256"),
         "br and zstd renditions of cached objects made at once, off the request path; a request that finds every job busy is served gzip (or as stored) and a later one asks again. Lacquer-only.";
     compress_max_size: Bytes, "16M", "bytes", min Some("1k"), max None,
@@ -637,7 +657,7 @@ impl Params {
     pub fn json_value(&self, index: usize) -> String {
         let raw = self.values[index].load(Ordering::Relaxed);
         match PARAMS[index].kind {
-            Kind::Seconds => {
+            Kind::Seconds | Kind::Fraction => {
                 let seconds = f64::from_bits(raw);
                 if seconds.is_finite() {
                     format!("{seconds:?}")

@@ -383,6 +383,7 @@ impl Compiler {
                 use lacquer_core::params::Kind;
                 let ty = match spec.kind {
                     Kind::Seconds => Some(Type::Duration),
+                    Kind::Fraction => Some(Type::Real),
                     Kind::Bytes => Some(Type::Bytes),
                     Kind::Count => Some(Type::Int),
                     Kind::Bool => Some(Type::Bool),

@@ -266,7 +266,8 @@ async fn start_fetch<M: FetchMode>(
     let routed = mode.through_cluster() || bereq.backend == BackendRef::Cluster;
     let peers = match (&f.sh.cluster, body) {
         (Some(cluster), BereqBody::None) if routed && !bereq.from_peer => {
-            cluster.route(&bereq.hash)
+            let p = &f.sh.params;
+            cluster.route(&bereq.hash, p.cluster_rampup(), p.cluster_warmup())
         }
         _ => Vec::new(),
     };

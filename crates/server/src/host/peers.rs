@@ -128,14 +128,22 @@ impl Peers {
     /// The peers a cache fetch of the object whose hash input is `hash`
     /// asks before the origin: the owner and each next node on the ring,
     /// up to this node (which goes to the origin itself). Empty when this
-    /// node owns the object.
-    pub fn route(&self, hash: &[u8]) -> Vec<Arc<Backend>> {
+    /// node owns the object. As the shard director does, an owner that
+    /// started less than `rampup` seconds ago is passed over for the next
+    /// node with a probability that falls from 1 to 0 over that time, and
+    /// any owner with the probability `warmup`.
+    pub fn route(&self, hash: &[u8], rampup: f64, warmup: f64) -> Vec<Arc<Backend>> {
         if self.cluster.is_cut() {
             return Vec::new();
         }
         let view = self.cluster.view();
         let key = lacquer_core::ring::digest_key(hash);
-        view.candidates(key)
+        let mut order: Vec<_> = view.candidates(key).collect();
+        if order.len() > 1 && passed_over(&order[0].node, rampup, warmup) {
+            order.swap(0, 1);
+        }
+        order
+            .into_iter()
             .take_while(|n| !n.me)
             .map(|n| self.backend(&n.node))
             .collect()
@@ -366,6 +374,19 @@ impl Peers {
     }
 }
 
+/// Whether a request for a key `owner` owns goes to the next node
+/// first: while the owner ramps up (its run began less than `rampup`
+/// seconds ago: the later, the likelier it is taken), or to warm the next
+/// node up (`warmup` of the time).
+fn passed_over(owner: &Node, rampup: f64, warmup: f64) -> bool {
+    let random = lacquer_vcl::vmod::random();
+    let up = lacquer_cluster::seal::now_ms().saturating_sub(owner.run) as f64 / 1000.0;
+    if rampup > 0.0 && up < rampup {
+        return random * rampup >= up;
+    }
+    warmup > 0.0 && random < warmup
+}
+
 /// Logs each change of membership this node sees, as a `Cluster` record
 /// (`NAME RUN STATE CLUSTER_ADDR HTTP_ADDR`), for the daemon's life.
 pub(crate) async fn log_membership(sh: Arc<crate::Shared>) {
@@ -422,6 +443,31 @@ pub(crate) fn marked(head: &[u8], mark: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_ramps_up_and_a_share_warms_the_next_node() {
+        let node = |age_ms: u64| Node {
+            name: Arc::from("n"),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            http: "127.0.0.1:2".parse().unwrap(),
+            run: lacquer_cluster::seal::now_ms() - age_ms,
+        };
+        let share = |owner: &Node, rampup, warmup| {
+            (0..10_000)
+                .filter(|_| passed_over(owner, rampup, warmup))
+                .count() as f64
+                / 10_000.0
+        };
+        // Off: the owner always.
+        assert_eq!(share(&node(0), 0.0, 0.0), 0.0);
+        // Up for a quarter of its 60 s ramp: passed over about 3 times in 4.
+        let quarter = share(&node(15_000), 60.0, 0.0);
+        assert!((0.7..0.8).contains(&quarter), "{quarter}");
+        // Ramped up: only warmup passes it over.
+        assert_eq!(share(&node(61_000), 60.0, 0.0), 0.0);
+        let warm = share(&node(61_000), 60.0, 0.1);
+        assert!((0.08..0.12).contains(&warm), "{warm}");
+    }
 
     #[test]
     fn the_mark_goes_before_the_empty_line() {

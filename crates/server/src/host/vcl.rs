@@ -469,6 +469,7 @@ pub(crate) fn param_value(params: &Params, index: usize) -> Value {
     let (kind, raw) = params.raw(index);
     match kind {
         Kind::Seconds => Value::Duration(f64::from_bits(raw)),
+        Kind::Fraction => Value::Real(f64::from_bits(raw)),
         Kind::Bytes => Value::Bytes(raw as f64),
         Kind::Count | Kind::Features => Value::Int(raw.min(i64::MAX as u64) as i64),
         Kind::Bool => Value::Bool(raw != 0),
