@@ -2,11 +2,13 @@
 //! one owns a key. Membership is SWIM (with suspicion and
 //! infection-style dissemination) as the `foca` crate implements it, over
 //! UDP, every datagram sealed with a shared secret (`seal`); nodes are
-//! found from seeds given as addresses or as a DNS name re-resolved while
-//! the node is alone. `node` is a node's identity and how it is written,
-//! `codec` foca's messages on the wire, `view` a node's view of the
-//! cluster and the ring over it (the shard director's), and `run` the
-//! task that speaks SWIM on the node's behalf and publishes each new view.
+//! found from seeds given as addresses, or as DNS names (A/AAAA or SRV
+//! records, `dns`) resolved anew while the node is alone. `node` is a
+//! node's identity and how it is written, `codec` foca's messages on the
+//! wire, `standing` where each node stands with invalidations (told in
+//! every datagram), `view` a node's view of the cluster and the ring over
+//! it (the shard director's), and `run` the task that speaks SWIM on the
+//! node's behalf and publishes each new view.
 
 #![forbid(unsafe_code)]
 
