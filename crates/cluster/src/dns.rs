@@ -88,6 +88,17 @@ impl Resolver {
     }
 }
 
+/// Whether `name` is a DNS name a query can carry: labels of 1 to 63
+/// bytes (a final dot aside), 253 bytes at most.
+pub fn valid_name(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_graphic()))
+}
+
 /// The `nameserver` lines of a resolv.conf.
 fn nameservers(text: &str) -> Vec<SocketAddr> {
     text.lines()

@@ -57,7 +57,7 @@ impl Seed {
         let mut seeds = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if let Some(name) = part.strip_prefix("srv:") {
-                if simple_dns::Name::new(name).is_err() || name.is_empty() {
+                if !dns::valid_name(name) {
                     return Err(format!("--cluster-join {part}: not a DNS name"));
                 }
                 seeds.push(Seed::Srv {
