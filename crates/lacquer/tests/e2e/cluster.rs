@@ -234,6 +234,20 @@ fn purging_node(
     node_with(origin, name, secret, join, Some(purging_vcl(origin)))
 }
 
+/// Three purging nodes, a, b and c, that see each other alive: the
+/// secret's file, the seed (a's cluster address) and the nodes.
+fn three_purging_nodes(origin: &Origin, tag: &str) -> (std::path::PathBuf, String, [Lacquer; 3]) {
+    let secret = secret(tag);
+    let a = purging_node(origin, "a", &secret, None);
+    let seed = cluster_addr(&a);
+    let b = purging_node(origin, "b", &secret, Some(&seed));
+    let c = purging_node(origin, "c", &secret, Some(&seed));
+    assert!(eventually(Duration::from_secs(15), || [&a, &b, &c]
+        .iter()
+        .all(|n| alive(n) == 3)));
+    (secret, seed, [a, b, c])
+}
+
 #[test]
 fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_up() {
     // Each answer names how many times the origin was asked for its URL.
@@ -246,15 +260,8 @@ fn purges_bans_and_tag_purges_reach_every_node_and_one_that_missed_them_catches_
         let seen = &origin;
         move |url: &str| seen.count(url)
     };
-    let secret = secret("spread");
-    let a = purging_node(&origin, "a", &secret, None);
-    let seed = cluster_addr(&a);
-    let b = purging_node(&origin, "b", &secret, Some(&seed));
-    let c = purging_node(&origin, "c", &secret, Some(&seed));
+    let (secret, seed, [a, b, c]) = three_purging_nodes(&origin, "spread");
     let all = [&a, &b, &c];
-    assert!(eventually(Duration::from_secs(15), || all
-        .iter()
-        .all(|n| alive(n) == 3)));
     let urls = ["/p/1", "/b/1", "/x/1"];
     for url in urls {
         let mut owners = Vec::new();
@@ -359,15 +366,8 @@ fn a_node_cut_off_serves_nothing_purged_while_away_once_back_and_vcl_bans_spread
     let origin = Origin::start(|s| {
         Reply::ok(&format!("{}", s.url.len())).header("Cache-Control", "max-age=300")
     });
-    let secret = secret("cut");
-    let a = purging_node(&origin, "a", &secret, None);
-    let seed = cluster_addr(&a);
-    let b = purging_node(&origin, "b", &secret, Some(&seed));
-    let c = purging_node(&origin, "c", &secret, Some(&seed));
+    let (secret, _, [a, b, c]) = three_purging_nodes(&origin, "cut");
     let all = [&a, &b, &c];
-    assert!(eventually(Duration::from_secs(15), || all
-        .iter()
-        .all(|n| alive(n) == 3)));
     let ask_everywhere = |url: &str| {
         for n in all {
             assert_eq!(n.get(url).status, 200, "{url}");

@@ -11,100 +11,26 @@
 //! waiters, or one client streaming its request body), and what becomes of
 //! the response (an object in the cache, or a stream to that client).
 
+use crate::fetch::mode::{BodyFailed, FetchMode};
 pub(crate) use crate::fetch::step::Came;
 use crate::fetch::step::{self, Got, Name, OnConn, Step};
+use crate::fetch::through_cluster;
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
-use crate::host::peers;
 use crate::host::synth;
 use crate::host::vcl::Loaded;
 use crate::host::vsl;
 use crate::Shared;
 use bytes::Bytes;
-use lacquer_backend::{Backend, Conn, FetchError, Timeouts};
+use lacquer_backend::FetchError;
 use lacquer_cache::object::Object;
 use lacquer_cache::store::Store;
 use lacquer_cache::ttl::{rfc_ttl, TtlDefaults};
 use lacquer_core::counters::{Counter, COUNTERS};
-use lacquer_core::params::Params;
-use lacquer_http::{Framing, ResponseHead, ResponseLimits, Status};
+use lacquer_http::{Framing, ResponseHead, Status};
 use lacquer_shm::{Tag, Txn};
 use lacquer_vcl::{Action, BackendRef, Method};
 use std::ops::ControlFlow;
 use std::sync::Arc;
-
-/// A body that had to be read whole could not be.
-pub(crate) struct BodyFailed;
-
-/// What a fetch does where a cache fetch and a pass differ. A method that
-/// returns `ControlFlow::Break(done)` ends the fetch with `done`.
-pub(crate) trait FetchMode {
-    /// What the fetch ends with.
-    type Done;
-
-    /// VCL abandoned the fetch (`return (abandon)`).
-    fn abandoned(&mut self, bereq: &mut Bereq) -> Self::Done;
-
-    /// Whether `return (retry)` may start over (a request body already
-    /// streamed to the backend cannot be sent again).
-    fn may_retry(&self) -> bool;
-
-    /// Whether a 304 may answer the request: it asked conditionally.
-    fn asked_conditionally(&self) -> bool;
-
-    /// A 304 was not merged: when what it revalidates was invalidated
-    /// meanwhile (purged or banned), the fetch forgets it and takes its
-    /// conditions off the request, so that a retry fetches whole.
-    fn forget_invalidated(&mut self, bereq: &mut Bereq);
-
-    /// Readies the request body once `vcl_backend_fetch` is done: what
-    /// follows the head on the wire.
-    async fn body(&mut self, bereq: &mut Bereq) -> ControlFlow<Self::Done, BereqBody>;
-
-    /// Sends the request head and body, and reads the response head.
-    async fn exchange<'b>(
-        &mut self,
-        bereq: &mut Bereq,
-        backend: &'b Backend,
-        head: &[u8],
-        body: BereqBody,
-        t: &Timeouts,
-        limits: &ResponseLimits,
-    ) -> ControlFlow<Self::Done, Result<(Conn<'b>, ResponseHead), FetchError>>;
-
-    /// The response as `vcl_backend_response` sees it, made from the
-    /// head the backend sent.
-    fn response<'b>(
-        &mut self,
-        sh: &Shared,
-        bereq: &mut Bereq,
-        conn: Conn<'b>,
-        resp: ResponseHead,
-        came: Came,
-    ) -> ControlFlow<Self::Done, (Conn<'b>, ResponseHead, Beresp)>;
-
-    /// `vcl_backend_response` let the response through (`deliver`, or
-    /// `pass` with its hit-for-pass lifetime in `action`). `Err` when a
-    /// body read whole before anyone saw it (`beresp.do_stream = false`)
-    /// failed: the fetch goes on to `vcl_backend_error`.
-    async fn respond(
-        &mut self,
-        bereq: &mut Bereq,
-        beresp: Beresp,
-        resp: ResponseHead,
-        conn: Conn<'_>,
-        action: Action,
-        t: &Timeouts,
-    ) -> Result<Self::Done, BodyFailed>;
-
-    /// What `vcl_backend_error` built, after any retries.
-    fn failed(&mut self, bereq: &mut Bereq, beresp: Beresp) -> Self::Done;
-
-    /// Whether the fetch may be answered by the node of the cluster that
-    /// owns the object (a cache fetch; a pass goes to the origin).
-    fn through_cluster(&self) -> bool {
-        false
-    }
-}
 
 /// Where a response VCL did not take leads: `return (retry)` while
 /// retries are left, the fetch's end for `abandon` or `fail`, else
@@ -271,10 +197,11 @@ async fn start_fetch<M: FetchMode>(
         }
         _ => Vec::new(),
     };
-    let from_peer = match ask_peers(f, bereq, mode, &peers, &head, &t, &limits).await {
-        ControlFlow::Continue(found) => found,
-        ControlFlow::Break(done) => return Step::Done(done),
-    };
+    let from_peer =
+        match through_cluster::ask_peers(f.sh, bereq, mode, &peers, &head, &t, &limits).await {
+            ControlFlow::Continue(found) => found,
+            ControlFlow::Break(done) => return Step::Done(done),
+        };
     let peer = from_peer.is_some();
     let (used, answered) = match from_peer {
         Some((peer, conn, resp)) => (peer, Ok((conn, resp))),
@@ -417,7 +344,7 @@ fn response<'b, M: FetchMode>(
         Some(&mut beresp),
     );
     if came.peer {
-        keep_copy(f, bereq, &mut beresp);
+        through_cluster::keep_copy(f.sh, bereq, &mut beresp);
     }
     if std::mem::take(&mut bereq.response_dropped) {
         // `std.rollback(bereq)` in vcl_backend_response: the response no
@@ -482,67 +409,6 @@ fn response<'b, M: FetchMode>(
     conn.finish(reusable);
     // Its Beresp time is logged already.
     OnConn::Then(unused(f, action, bereq, mode, false))
-}
-
-/// What a node keeps of an object another node of the cluster gave it:
-/// at most `cluster_copy_ttl` seconds of it (TTL, then grace, then
-/// keep), whatever VCL set. The owner keeps the object as long as it
-/// says; the copy is for the hot objects this node's clients ask for.
-fn keep_copy(f: &Fetcher<'_>, bereq: &mut Bereq, beresp: &mut Beresp) {
-    let at_most = f.sh.params.cluster_copy_ttl();
-    let before = beresp.timers.lifetime();
-    beresp.timers.cap_life(lacquer_core::time::now(), at_most);
-    if beresp.timers.lifetime() < before {
-        bereq.log.fmt(
-            Tag::Debug,
-            format_args!("cluster: a copy kept {at_most} s at most (cluster_copy_ttl)"),
-        );
-    }
-}
-
-/// Asks `peers` in turn, each marked as this node's and given
-/// `cluster_connect_timeout` to connect, for the response to `head`: the
-/// first that answers, or None when none could be reached (each failure
-/// logged and counted, not the fetch's).
-async fn ask_peers<'p, M: FetchMode>(
-    f: &Fetcher<'_>,
-    bereq: &mut Bereq,
-    mode: &mut M,
-    peers: &'p [Arc<lacquer_backend::Backend>],
-    head: &[u8],
-    t: &lacquer_backend::Timeouts,
-    limits: &lacquer_http::ResponseLimits,
-) -> ControlFlow<M::Done, Option<(&'p lacquer_backend::Backend, Conn<'p>, ResponseHead)>> {
-    let Some(cluster) = f.sh.cluster.as_ref().filter(|_| !peers.is_empty()) else {
-        return ControlFlow::Continue(None);
-    };
-    let t = lacquer_backend::Timeouts {
-        connect: Params::duration(f.sh.params.cluster_connect_timeout()),
-        ..*t
-    };
-    let head = peers::marked(head, &cluster.mark(&bereq.method, &bereq.url));
-    for peer in peers {
-        match mode
-            .exchange(bereq, peer, &head, BereqBody::None, &t, limits)
-            .await?
-        {
-            Ok((conn, mut resp)) => {
-                cluster.count_fetch(peer, true);
-                // The owner's transaction ids are its own: the client
-                // sees this node's, as from one cache (`Via` names both).
-                resp.headers.remove("x-varnish");
-                return ControlFlow::Continue(Some((peer, conn, resp)));
-            }
-            Err(e) => {
-                cluster.count_fetch(peer, false);
-                bereq.log.fmt(
-                    Tag::Debug,
-                    format_args!("cluster: {} did not answer: {}", peer.name, e),
-                );
-            }
-        }
-    }
-    ControlFlow::Continue(None)
 }
 
 /// `vcl_backend_error`, with the status and reason the failure gave; what

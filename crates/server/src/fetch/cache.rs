@@ -7,8 +7,9 @@
 //! `vcl_backend_error`'s answer goes to every waiter. The body streams
 //! into storage while clients read it.
 
-use crate::fetch::backend_steps::{self, BodyFailed, FetchMode};
+use crate::fetch::backend_steps;
 use crate::fetch::fill;
+use crate::fetch::mode::{BodyFailed, FetchMode};
 use crate::fetch::revalidate;
 use crate::host::backend_host::{self, Bereq, BereqBody, Beresp};
 use crate::host::req::{ConnInfo, Req};

@@ -9,5 +9,7 @@ pub(crate) mod backend_steps;
 pub(crate) mod cache;
 pub(crate) mod fetch_filters;
 pub(crate) mod fill;
+pub(crate) mod mode;
 pub(crate) mod revalidate;
 pub(crate) mod step;
+pub(crate) mod through_cluster;

@@ -219,16 +219,12 @@ impl Peers {
     /// A miss asked `peer`: whether it answered.
     pub fn count_fetch(&self, peer: &Backend, answered: bool) {
         let c = self.of_backend(peer);
-        match answered {
-            true => {
-                PeerCounters::add(&c.fetch, 1);
-                PeerCounters::add(&self.stats.fetched, 1);
-            }
-            false => {
-                PeerCounters::add(&c.fetch_unreachable, 1);
-                PeerCounters::add(&self.stats.failed, 1);
-            }
-        }
+        let s = &self.stats;
+        tally(
+            answered,
+            [&c.fetch, &s.fetched],
+            [&c.fetch_unreachable, &s.failed],
+        );
     }
 
     /// An invalidation whose id is `id` (`name.run.seq`, made at node
@@ -361,16 +357,20 @@ impl Peers {
     /// An invalidation made here went to `peer`: whether it applied it.
     pub fn count_spread(&self, peer: &Backend, applied: bool) {
         let c = self.of_backend(peer);
-        match applied {
-            true => {
-                PeerCounters::add(&c.inval_sent, 1);
-                PeerCounters::add(&self.stats.spread_applied, 1);
-            }
-            false => {
-                PeerCounters::add(&c.inval_unanswered, 1);
-                PeerCounters::add(&self.stats.spread_failed, 1);
-            }
-        }
+        let s = &self.stats;
+        tally(
+            applied,
+            [&c.inval_sent, &s.spread_applied],
+            [&c.inval_unanswered, &s.spread_failed],
+        );
+    }
+}
+
+/// Adds one to a peer's counter and to the all-peers one: the pair
+/// `yes` when `ok`, else the pair `no`.
+fn tally(ok: bool, yes: [&AtomicU64; 2], no: [&AtomicU64; 2]) {
+    for c in if ok { yes } else { no } {
+        c.fetch_add(1, Ordering::Relaxed);
     }
 }
 
