@@ -310,6 +310,13 @@ counter_table! {
     sc_calm: Counter, "HTTP/2 sessions told to enhance their calm and closed: floods of SETTINGS, PING, PRIORITY, empty DATA or CONTINUATION frames.";
     req_reset: Counter, "HTTP/2 requests reset by the client before their response was sent whole.";
     sess_h2: Counter, "Sessions that spoke HTTP/2 (by ALPN or by prior knowledge).";
+    sess_h3: Counter, "QUIC connections that spoke HTTP/3 (their handshake done). Lacquer-only.";
+    sess_h3_fail: Counter, "QUIC connections whose handshake failed or timed out. Lacquer-only.";
+    h3_retry: Counter, "QUIC connection attempts answered with a Retry, to validate the client's address first. Lacquer-only.";
+    h3_streams: Counter, "HTTP/3 request streams taken. Lacquer-only.";
+    h3_reset: Counter, "HTTP/3 request streams given up before their response was sent whole. Lacquer-only.";
+    h3_early: Counter, "HTTP/3 requests taken before their connection's handshake completed (0-RTT early data). Lacquer-only.";
+    h3_early_held: Counter, "Of those, the requests that were not safe (not GET, HEAD or OPTIONS without a body) and waited for the handshake. Lacquer-only.";
     sess_task_created: Counter, "Session tasks started: connections that found no idle session task on their worker.";
     sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";
     sess_task_idle: Gauge, "Session tasks kept idle for the next connections.";

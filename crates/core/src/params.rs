@@ -361,6 +361,18 @@ param_table! {
         "Accepted for varnishd command lines: HTTP/2 request bodies are read as the steps ask for them, with no buffer of their own.";
     h2_window_timeout: Seconds, "5", "seconds", min Some("0"), max None,
         "How long an HTTP/2 stream may wait for the client to open its flow-control window before the stream is reset.";
+    h3_alt_svc_max_age: Seconds, "86400", "seconds", min Some("0"), max None,
+        "How long the Alt-Svc field that TLS listeners with QUIC add to their HTTP/1.1 and HTTP/2 responses tells clients to remember that HTTP/3 is there (its ma=); 0 adds none. VCL sees the field in vcl_deliver, and may change or remove it. Lacquer-only.";
+    h3_early_data: Bool, "on", "bool", min None, max None,
+        "Accepts 0-RTT early data on QUIC connections that resume a session: a safe request (GET, HEAD, OPTIONS) in it is answered at once; any other waits for the handshake to complete. Read when the daemon starts. Lacquer-only.";
+    h3_idle_timeout: Seconds, "30", "seconds", min Some("1"), max Some("600"),
+        "How long a QUIC connection may stay silent before it is closed. Read when a listener starts accepting. Lacquer-only.";
+    h3_max_concurrent_streams: Count, "100", "streams", min Some("1"), max Some("10000"),
+        "HTTP/3 request streams a client may have open at once on one connection (QUIC's MAX_STREAMS). Read when a listener starts accepting. Lacquer-only.";
+    h3_max_header_list_size: Bytes, "64k", "bytes", min Some("1k"), max Some("1M"),
+        "HTTP/3 largest header section a client may send (SETTINGS_MAX_FIELD_SECTION_SIZE); never more than http_req_size. Lacquer-only.";
+    h3_stream_window: Bytes, "1M", "bytes", min Some("16k"), max Some("1G"),
+        "QUIC flow-control window of each stream for what the client sends; a connection's is ten times this. Lacquer-only.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),
         "Accepted for varnishd command lines: a response goes out in gathered writes of at most 16 pieces each.";
     http_encodings: Text, "zstd,br,gzip", "", min None, max None,

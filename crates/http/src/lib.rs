@@ -27,6 +27,8 @@ pub enum Version {
     /// A request that came as an HTTP/2 stream (its head is made into
     /// HTTP/1.1's shape to be parsed; this says where it came from).
     Http2,
+    /// A request that came as an HTTP/3 request stream (as for HTTP/2).
+    Http3,
 }
 
 impl Version {
@@ -35,6 +37,7 @@ impl Version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
             Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
         }
     }
 }

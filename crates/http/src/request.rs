@@ -56,7 +56,7 @@ impl RequestHead {
         match self.version {
             Version::Http11 => !self.connection.close,
             // A stream ends; its connection is not the request's to close.
-            Version::Http2 => true,
+            Version::Http2 | Version::Http3 => true,
             Version::Http10 => self.connection.keep_alive,
         }
     }

@@ -174,7 +174,9 @@ pub fn parse_response(
         }
     };
     let mut keep_alive = match version {
-        Version::Http11 | Version::Http2 => !headers.has_token("connection", "close"),
+        Version::Http11 | Version::Http2 | Version::Http3 => {
+            !headers.has_token("connection", "close")
+        }
         Version::Http10 => headers.has_token("connection", "keep-alive"),
     };
     // A response framed two ways may have been read differently by

@@ -44,6 +44,9 @@ pub struct Settings {
     /// (`optional`), or demanded (`required`), against `client_verify_ca`.
     pub client_verify: ClientVerify,
     pub client_verify_ca: Option<PathBuf>,
+    /// `quic = on`: the frontend also speaks HTTP/3 over QUIC on its
+    /// address's UDP port (Lacquer only).
+    pub quic: bool,
 }
 
 /// `client-verify`.
@@ -64,6 +67,7 @@ impl Default for Settings {
             sni_nomatch_abort: false,
             client_verify: ClientVerify::None,
             client_verify_ca: None,
+            quic: false,
         }
     }
 }
@@ -502,11 +506,12 @@ fn settings_key(
         }
         "client-verify-ca" => s.client_verify_ca = Some(PathBuf::from(need_text(value, key, at)?)),
         "ciphersuites" => s.ciphersuites = Some(need_text(value, key, at)?.to_string()),
-        "prefer-server-ciphers" | "sni-nomatch-abort" => {
+        "prefer-server-ciphers" | "sni-nomatch-abort" | "quic" => {
             let v = need_text(value, key, at)?;
             let b = boolean(v).ok_or_else(|| at(format!("{key}: \"{v}\" is not on or off")))?;
             match key {
                 "prefer-server-ciphers" => s.prefer_server_ciphers = b,
+                "quic" => s.quic = b,
                 _ => s.sni_nomatch_abort = b,
             }
         }

@@ -13,6 +13,7 @@ frontend = {
     pem-file = "site.pem"
     tls-protos = TLSv1.3
     sni-nomatch-abort = on
+    quic = on
 }
 backend = "[127.0.0.1]:6086"
 workers = 4
@@ -42,6 +43,9 @@ ssl-handshake-timeout = 5
     assert!(!fe.match_global_certs);
     assert_eq!(fe.settings.protos, vec!["TLSv1.3"]);
     assert!(fe.settings.sni_nomatch_abort);
+    // Lacquer's own: this frontend speaks HTTP/3 too, the other not.
+    assert!(fe.settings.quic);
+    assert!(!f.settings.quic);
     assert_eq!(f.pems.len(), 2);
     assert_eq!(
         f.pems[1].private_key,
@@ -52,7 +56,7 @@ ssl-handshake-timeout = 5
     assert_eq!(f.session_cache, 100);
     assert_eq!(f.handshake_timeout, Duration::from_secs(5));
     assert_eq!(f.warnings.len(), 3);
-    assert!(f.warnings[0].starts_with("hitch.conf:11:1: backend"));
+    assert!(f.warnings[0].starts_with("hitch.conf:12:1: backend"));
 }
 
 #[test]
@@ -67,6 +71,10 @@ fn errors_name_the_line_and_column() {
             "t.conf:1:1: tls-protos: TLSv1.0 is not offered",
         ),
         ("frontend = {\n  port = 443\n", "missing '}'"),
+        (
+            "quic = maybe\n",
+            "t.conf:1:1: quic: \"maybe\" is not on or off",
+        ),
         (
             "frontend = \"nowhere\"\n",
             "t.conf:1:1: frontend \"nowhere\"",

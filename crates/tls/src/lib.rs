@@ -244,6 +244,48 @@ pub fn server_config(
     alpn: &[String],
     session_cache: usize,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
+    config_of(settings, resolver, alpn, session_cache, true).map(Arc::new)
+}
+
+/// The rustls configuration of a listener's QUIC side: its certificates,
+/// suites, client verification, session cache and tickets, over TLS 1.3
+/// alone (QUIC has no other), with the ALPN `h3`; early data (0-RTT)
+/// accepted when `early_data`, as QUIC takes it (any amount, bounded by
+/// the transport's flow control).
+pub fn quic_server_config(
+    settings: &Settings,
+    resolver: Arc<Resolver>,
+    session_cache: usize,
+    early_data: bool,
+) -> Result<rustls::ServerConfig, String> {
+    let mut tls13 = settings.clone();
+    tls13.protos = vec!["TLSv1.3".into()];
+    // 0-RTT needs tickets the server keeps (rustls gives none that
+    // allow early data with stateless resumption: a ticket kept is taken
+    // once, so early data cannot be replayed with it): a session cache
+    // of at least QUIC_SESSIONS, whatever `session-cache` says. Without
+    // early data, sealed tickets as the TCP listeners'.
+    let cache = match early_data {
+        true => session_cache.max(QUIC_SESSIONS),
+        false => session_cache,
+    };
+    let mut config = config_of(&tls13, resolver, &["h3".to_string()], cache, !early_data)?;
+    config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+    Ok(config)
+}
+
+/// The sessions a QUIC listener keeps for resumption and 0-RTT, at least.
+pub const QUIC_SESSIONS: usize = 4096;
+
+/// A rustls configuration; `sealed_tickets`: resumption by tickets
+/// sealed with the shared keys, else by the session cache alone.
+fn config_of(
+    settings: &Settings,
+    resolver: Arc<Resolver>,
+    alpn: &[String],
+    session_cache: usize,
+    sealed_tickets: bool,
+) -> Result<rustls::ServerConfig, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     provider.cipher_suites = suites::choose(
         settings.ciphers.as_deref(),
@@ -297,9 +339,11 @@ pub fn server_config(
         config.session_storage = rustls::server::ServerSessionMemoryCache::new(session_cache);
         // Keys read without a lock on every handshake, rotated every
         // six hours (a ticket opens for twelve at most).
-        config.ticketer = tickets::Tickets::new(6 * 60 * 60)?;
+        if sealed_tickets {
+            config.ticketer = tickets::Tickets::new(6 * 60 * 60)?;
+        }
     }
-    Ok(Arc::new(config))
+    Ok(config)
 }
 
 #[cfg(test)]

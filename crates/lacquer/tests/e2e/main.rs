@@ -18,6 +18,7 @@ mod h2_origin;
 mod harness;
 mod hostile;
 mod http2;
+mod http3;
 mod mgmt;
 mod observability;
 mod origin;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A CA and the leaf certificates it signs, written as PEM files.
-struct Pki {
+pub(crate) struct Pki {
     dir: PathBuf,
     ca: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
@@ -49,7 +49,7 @@ impl Pki {
         path
     }
 
-    fn client(&self) -> Arc<rustls::ClientConfig> {
+    pub(crate) fn client(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -64,7 +64,7 @@ impl Pki {
 }
 
 /// A TLS connection to `addr` naming `sni`.
-fn connect(
+pub(crate) fn connect(
     pki: &Pki,
     addr: SocketAddr,
     sni: &str,
@@ -88,7 +88,7 @@ fn served_names(tls: &rustls::StreamOwned<rustls::ClientConnection, TcpStream>) 
 }
 
 /// One keep-alive GET on an open connection: the head and the body.
-fn get(
+pub(crate) fn get(
     tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
     url: &str,
 ) -> (String, String) {
@@ -117,7 +117,7 @@ fn setup(name: &str, extra: &str) -> (Pki, Origin, Lacquer) {
     setup_with(name, extra, None)
 }
 
-fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Origin, Lacquer) {
+pub(crate) fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Origin, Lacquer) {
     let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-{name}", std::process::id()));
     let pki = Pki::new(&dir);
     pki.leaf("a.pem", &["a.example"]);

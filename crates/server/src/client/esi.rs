@@ -366,9 +366,13 @@ fn start_include(
         );
         return None;
     };
-    // The includes of a page that came over HTTP/2 see its protocol.
-    if ctx.top.version == lacquer_http::Version::Http2 {
-        head.version = lacquer_http::Version::Http2;
+    // The includes of a page that came over HTTP/2 or HTTP/3 see its
+    // protocol.
+    if matches!(
+        ctx.top.version,
+        lacquer_http::Version::Http2 | lacquer_http::Version::Http3
+    ) {
+        head.version = ctx.top.version;
     }
     let (tx, rx) = mpsc::channel(FRAGMENT_QUEUE);
     let socket = ctx.top.socket.as_ref().map(AsRawFd::as_raw_fd);

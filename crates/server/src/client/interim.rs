@@ -19,7 +19,10 @@ use tokio::sync::mpsc;
 
 /// Whether this request's client may be sent interim responses.
 pub(crate) fn wanted(c: &Client, req: &Req) -> bool {
-    matches!(req.head.version, Version::Http11 | Version::Http2) && !c.wire.part_of_page()
+    matches!(
+        req.head.version,
+        Version::Http11 | Version::Http2 | Version::Http3
+    ) && !c.wire.part_of_page()
 }
 
 /// The wire form of interim response heads.

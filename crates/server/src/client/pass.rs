@@ -305,6 +305,7 @@ async fn deliver_private(
         }
     }
     let mut resp = Resp::for_object(&obj, false);
+    resp.advertise(&conn);
     log_fetched(req);
     req.resp_logged = req.log.active() && !c.wire.part_of_page();
     if req.resp_logged {

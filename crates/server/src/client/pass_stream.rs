@@ -189,6 +189,7 @@ pub(super) async fn stream_response(
         resp,
     };
     let mut vresp = Resp::with_headers(beresp.status, beresp.reason, beresp.headers);
+    vresp.advertise(&conn);
     log_fetched(req);
     // Logged as built, then each change as it is made, as varnishd logs
     // it (an include's response is its page's, and not logged so).

@@ -31,16 +31,22 @@ pub(crate) fn received(
     sess.link(&txn::REQ, xid, &txn::RXREQ);
     log.begin(&txn::REQ, sess.vxid(), &txn::RXREQ, t_req);
     log.timestamp(&lacquer_shm::packed::stamp::START, t_req);
-    let h2 = head.version == lacquer_http::Version::Http2;
-    if h2 {
+    let multiplexed = matches!(
+        head.version,
+        lacquer_http::Version::Http2 | lacquer_http::Version::Http3
+    );
+    if multiplexed {
         // As varnishd logs a stream's request: its protocol first.
-        log.bytes(Tag::ReqProtocol, b"HTTP/2.0");
+        log.bytes(Tag::ReqProtocol, head.version.as_str().as_bytes());
     }
     log.timestamp(&lacquer_shm::packed::stamp::REQ, t_req);
     log.bytes(Tag::VCL_use, vcl.as_bytes());
     req_start(log, c);
-    if h2 {
-        log.head(HeadKind::Req, &as_http2(&head.raw));
+    if multiplexed {
+        log.head(
+            HeadKind::Req,
+            &as_protocol(&head.raw, head.version.as_str()),
+        );
     } else {
         log.head(HeadKind::Req, &head.raw);
     }
@@ -83,10 +89,10 @@ fn req_start(log: &mut Txn, c: &Client) {
     });
 }
 
-/// An HTTP/2 stream's request head (kept in HTTP/1.1's shape) with the
-/// protocol it came in, for the log (`ReqProtocol HTTP/2.0`, which
+/// An HTTP/2 or HTTP/3 stream's request head (kept in HTTP/1.1's shape)
+/// with the protocol it came in, for the log (`ReqProtocol HTTP/2.0`, which
 /// `lacquer ncsa`'s `%H` and `%r` print, as varnishd logs it).
-fn as_http2(raw: &[u8]) -> Vec<u8> {
+fn as_protocol(raw: &[u8], proto: &str) -> Vec<u8> {
     let line_end = memchr::memchr(b'\n', raw).map_or(raw.len(), |i| i + 1);
     let (line, rest) = raw.split_at(line_end);
     let line = line.strip_suffix(b"\r\n").unwrap_or(line);
@@ -94,7 +100,8 @@ fn as_http2(raw: &[u8]) -> Vec<u8> {
     match line.strip_suffix(b"HTTP/1.1") {
         Some(start) => {
             out.extend_from_slice(start);
-            out.extend_from_slice(b"HTTP/2.0\r\n");
+            out.extend_from_slice(proto.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
         None => return raw.to_vec(),
     }

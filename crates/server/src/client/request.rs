@@ -398,6 +398,7 @@ async fn deliver_step(
         Ok(keep) => keep,
         Err(reason) => return Step::Done(Outcome::Close(reason)),
     };
+    resp.advertise(w.conn);
     // Logged as built, then each change as it is made, as varnishd logs
     // it (an include's too, though its body alone goes into its page).
     req.resp_logged = req.log.active();

@@ -166,6 +166,9 @@ pub(crate) struct Listener {
     pub proxy: bool,
     /// Connections speak TLS (set once the `-A` file is read).
     pub tls: Option<Arc<crate::transport::tls::TlsListener>>,
+    /// The UDP socket its QUIC endpoint speaks on (HTTP/3), bound to the
+    /// same address, where its TLS settings say `quic = on`.
+    pub quic: Option<std::net::UdpSocket>,
 }
 
 /// The socket of a listener.
@@ -199,6 +202,17 @@ impl Listener {
         }
     }
 
+    /// Binds the UDP socket of its QUIC endpoint, at its TCP address.
+    pub fn bind_quic(&mut self) -> Result<(), String> {
+        let Bound::Tcp(_, addr) = &self.socket else {
+            return Err(format!("{}: QUIC needs an IP address", self.name));
+        };
+        let socket = std::net::UdpSocket::bind(addr)
+            .map_err(|e| format!("Cannot bind QUIC on {} ({addr}): {e}", self.name))?;
+        self.quic = Some(socket);
+        Ok(())
+    }
+
     /// Starts accepting on every worker, each on a duplicate of its
     /// socket (the originals stay bound while accepting is stopped).
     pub fn spawn_accepting(
@@ -207,11 +221,20 @@ impl Listener {
         workers: &Workers,
     ) -> Result<Vec<tokio::task::JoinHandle<()>>, String> {
         let fail = |e: std::io::Error| format!("Cannot start: {e}");
+        let max_age = sh.params.h3_alt_svc_max_age();
+        let alt_svc =
+            match (&self.quic, &self.socket) {
+                (Some(_), Bound::Tcp(_, addr)) if max_age > 0.0 => Some(bytes::Bytes::from(
+                    format!("h3=\":{}\"; ma={}", addr.port(), max_age.round() as u64),
+                )),
+                _ => None,
+            };
         let info = Info {
             name: self.name.clone(),
             endpoint: self.endpoint.clone(),
             proxy: self.proxy,
             tls: self.tls.clone(),
+            alt_svc,
         };
         let mut tasks = Vec::with_capacity(workers.len());
         for (i, rt) in workers.handles().iter().enumerate() {
@@ -238,6 +261,24 @@ impl Listener {
                 }
             });
         }
+        // QUIC on the first worker: an endpoint owns its socket, and a
+        // client's datagrams must all reach the endpoint that knows its
+        // connection.
+        if let (Some(socket), Some(tls), Some(rt)) = (
+            &self.quic,
+            self.tls.as_ref().and_then(|t| t.quic.clone()),
+            workers.handles().first(),
+        ) {
+            let _guard = rt.enter();
+            let socket = socket.try_clone().map_err(fail)?;
+            let endpoint = crate::session::h3::endpoint(socket, tls, &sh.params)?;
+            tasks.push(rt.spawn(crate::session::h3::serve_endpoint(
+                sh.clone(),
+                endpoint,
+                self.name.clone(),
+                self.endpoint.clone(),
+            )));
+        }
         Ok(tasks)
     }
 }
@@ -249,6 +290,8 @@ struct Info {
     endpoint: Arc<str>,
     proxy: bool,
     tls: Option<Arc<crate::transport::tls::TlsListener>>,
+    /// The `Alt-Svc` field of its responses (where it speaks HTTP/3 too).
+    alt_svc: Option<bytes::Bytes>,
 }
 
 /// Binds a TCP address with Lacquer's socket options.
@@ -381,6 +424,7 @@ pub(crate) fn bind_all(
             endpoint: Arc::from(spec.endpoint.as_str()),
             proxy: spec.proxy,
             tls: None,
+            quic: None,
         };
         match &spec.addrs {
             ListenAddrs::Unix(u) => {
@@ -508,6 +552,7 @@ async fn accept_tcp(
                 }
                 let mut addrs =
                     SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
+                addrs.alt_svc.clone_from(&info.alt_svc);
                 match &info.tls {
                     // The handshake runs on the connection's own task, so
                     // a slow one holds up no other.

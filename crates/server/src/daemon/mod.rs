@@ -90,6 +90,7 @@ fn attach_tls(
     specs: &[config::ListenSpec],
     listeners: &mut [listen::Listener],
     http2: bool,
+    early_data: bool,
 ) -> Result<(), String> {
     let mut made = std::collections::HashMap::new();
     for spec in specs {
@@ -100,11 +101,14 @@ fn attach_tls(
         };
         made.insert(
             spec.name.clone(),
-            Arc::new(tls.listener(&spec.name, frontend, http2)?),
+            Arc::new(tls.listener(&spec.name, frontend, http2, early_data)?),
         );
     }
     for l in listeners {
         l.tls = made.get(&*l.name).cloned();
+        if l.tls.as_ref().is_some_and(|t| t.quic.is_some()) {
+            l.bind_quic()?;
+        }
     }
     Ok(())
 }
@@ -131,7 +135,8 @@ pub fn serve(cfg: ServeConfig) -> Result<(), String> {
     let mut listeners = listen::bind_all(&listens, backlog, workers)?;
     if let Some(tls) = &tls {
         let http2 = cfg.params.has(lacquer_core::params::Feature::http2);
-        attach_tls(tls, &listens, &mut listeners, http2)?;
+        let early_data = cfg.params.h3_early_data();
+        attach_tls(tls, &listens, &mut listeners, http2, early_data)?;
     }
     let control = ControlListeners {
         mgmt: match &cfg.mgmt_listen {

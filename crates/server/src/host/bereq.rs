@@ -193,7 +193,7 @@ impl Bereq {
             // bereq.proto is HTTP/1.1 for a request that came over
             // HTTP/2, as in Varnish.
             version: match req.head.version {
-                Version::Http2 => Version::Http11,
+                Version::Http2 | Version::Http3 => Version::Http11,
                 v => v,
             },
             headers,
@@ -380,6 +380,7 @@ impl Bereq {
             Version::Http10 => b" HTTP/1.0\r\n",
             Version::Http11 => b" HTTP/1.1\r\n",
             Version::Http2 => b" HTTP/2.0\r\n",
+            Version::Http3 => b" HTTP/3.0\r\n",
         });
         let mut later = Vec::new();
         for h in self.headers.iter() {
@@ -420,7 +421,7 @@ impl Bereq {
         head.extend_from_slice(match self.version {
             Version::Http10 => b" HTTP/1.0\r\n",
             // Backends are spoken to in HTTP/1.1 whatever the client spoke.
-            Version::Http11 | Version::Http2 => b" HTTP/1.1\r\n",
+            Version::Http11 | Version::Http2 | Version::Http3 => b" HTTP/1.1\r\n",
         });
         self.headers.write_to(head);
         head.extend_from_slice(b"\r\n");

@@ -223,6 +223,14 @@ impl Resp {
     }
 
     /// Sets a header to one value (`None` removes it).
+    /// Says where HTTP/3 is (`Alt-Svc`), on a connection whose listener
+    /// speaks it too: before `vcl_deliver`, which may change it.
+    pub fn advertise(&mut self, conn: &crate::host::req::ConnInfo) {
+        if let Some(v) = &conn.addrs.alt_svc {
+            self.set("Alt-Svc", Some(v.clone()));
+        }
+    }
+
     pub fn set(&mut self, name: &str, value: Option<Bytes>) {
         self.changed = true;
         if let Some(h) = &mut self.headers {

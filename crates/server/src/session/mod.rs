@@ -5,6 +5,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod h2;
+pub(crate) mod h3;
 mod proxy;
 pub(crate) mod tasks;
 

@@ -436,15 +436,16 @@ impl Transport for H2Stream {
 }
 
 /// Where an HTTP/1 head ends (after its empty line).
-fn find_head_end(data: &[u8]) -> Option<usize> {
+pub(crate) fn find_head_end(data: &[u8]) -> Option<usize> {
     data.windows(4)
         .position(|w| w == b"\r\n\r\n")
         .map(|i| i + 4)
 }
 
 /// Fields that speak of an HTTP/1 connection, not of the message: they
-/// have no place in HTTP/2 (RFC 9113 §8.2.2).
-fn connection_specific(name: &[u8]) -> bool {
+/// have no place in HTTP/2 (RFC 9113 §8.2.2) nor HTTP/3 (RFC 9114
+/// §4.2).
+pub(crate) fn connection_specific(name: &[u8]) -> bool {
     [
         &b"connection"[..],
         b"keep-alive",
@@ -457,7 +458,7 @@ fn connection_specific(name: &[u8]) -> bool {
 }
 
 /// The HTTP/2 response for an HTTP/1 head the steps wrote.
-fn response_of(head: &[u8]) -> Option<http::Response<()>> {
+pub(crate) fn response_of(head: &[u8]) -> Option<http::Response<()>> {
     let mut fields = [httparse::EMPTY_HEADER; 64];
     match response_in(head, &mut fields) {
         Err(httparse::Error::TooManyHeaders) => {

@@ -28,6 +28,8 @@ pub(crate) enum Wire {
     Fragment(Fragment),
     /// One stream of an HTTP/2 connection.
     H2(Box<super::h2::H2Stream>),
+    /// One request stream of an HTTP/3 connection.
+    H3(Box<super::h3::H3Stream>),
 }
 
 /// Runs `$body` with `$t` bound to the transport in `$wire`.
@@ -37,6 +39,7 @@ macro_rules! each {
             Wire::Http1($t) => $body,
             Wire::Fragment($t) => $body,
             Wire::H2($t) => $body,
+            Wire::H3($t) => $body,
         }
     };
 }
@@ -259,6 +262,13 @@ impl Client {
         Client::on(wire, wbuf, addrs, fd, SessTimeouts::default())
     }
 
+    /// The client of one HTTP/3 request stream.
+    pub fn for_h3_stream(stream: super::h3::H3Stream, addrs: std::sync::Arc<SessAddrs>) -> Self {
+        let wire = Wire::H3(Box::new(stream));
+        let wbuf = spare::take(FIRST_WBUF);
+        Client::on(wire, wbuf, addrs, None, SessTimeouts::default())
+    }
+
     /// The client of an ESI include, writing to `tx` and otherwise like
     /// its parent's, with `socket` for socket options.
     pub fn fragment(tx: mpsc::Sender<Piece>, parent: &Client, socket: Option<i32>) -> Self {
@@ -301,6 +311,14 @@ impl Client {
     pub fn h2(&mut self) -> Option<&mut super::h2::H2Stream> {
         match &mut self.wire {
             Wire::H2(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The HTTP/3 stream this client is, if it is one.
+    pub fn h3(&mut self) -> Option<&mut super::h3::H3Stream> {
+        match &mut self.wire {
+            Wire::H3(s) => Some(s),
             _ => None,
         }
     }

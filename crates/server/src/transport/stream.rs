@@ -139,6 +139,9 @@ pub(crate) struct SessAddrs {
     pub peer_cred: Option<(u32, u32)>,
     /// What the TLS handshake settled, on a TLS listener.
     pub tls: Option<lacquer_vcl::TlsSession>,
+    /// The `Alt-Svc` field its responses carry: on a TLS listener that
+    /// also speaks HTTP/3, over TCP.
+    pub alt_svc: Option<bytes::Bytes>,
 }
 
 impl SessAddrs {
@@ -160,6 +163,7 @@ impl SessAddrs {
             proxy: None,
             peer_cred: None,
             tls: None,
+            alt_svc: None,
         }
     }
 

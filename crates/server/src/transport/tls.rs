@@ -100,6 +100,9 @@ pub(crate) async fn read_proxy_header(
 pub(crate) struct TlsListener {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub timeout: Duration,
+    /// The TLS side of its QUIC endpoint, where the `-A` file says
+    /// `quic = on` (HTTP/3 on the address's UDP port).
+    pub quic: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl TlsListener {
@@ -250,6 +253,7 @@ impl TlsState {
         name: &str,
         frontend: Option<usize>,
         http2: bool,
+        early_data: bool,
     ) -> Result<TlsListener, String> {
         let (settings, own_specs, global) = match frontend {
             Some(i) => {
@@ -289,6 +293,15 @@ impl TlsState {
             &alpn,
             self.file.session_cache,
         )?;
+        let quic = match settings.quic {
+            true => Some(Arc::new(lacquer_tls::quic_server_config(
+                &settings,
+                resolver.clone(),
+                self.file.session_cache,
+                early_data,
+            )?)),
+            false => None,
+        };
         inner.offers.push(Offer {
             name: name.to_string(),
             resolver,
@@ -299,6 +312,7 @@ impl TlsState {
         Ok(TlsListener {
             acceptor: tokio_rustls::TlsAcceptor::from(config),
             timeout: self.file.handshake_timeout,
+            quic,
         })
     }
 

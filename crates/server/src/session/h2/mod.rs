@@ -438,7 +438,7 @@ impl Stream {
 
 /// Whether a stream's Host field names another host than its
 /// `:authority` (host names compared without case).
-fn host_differs_from_authority(parts: &http::request::Parts) -> bool {
+pub(crate) fn host_differs_from_authority(parts: &http::request::Parts) -> bool {
     let Some(authority) = parts.uri.authority() else {
         return false;
     };
@@ -454,7 +454,7 @@ fn host_differs_from_authority(parts: &http::request::Parts) -> bool {
 /// pseudo-header fields become the request line and Host, cookies sent
 /// as several fields become one (RFC 9113 §8.2.3), and a body without a
 /// length is framed in chunks.
-fn http1_head(parts: &http::request::Parts, chunk_body: bool) -> BytesMut {
+pub(crate) fn http1_head(parts: &http::request::Parts, chunk_body: bool) -> BytesMut {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let target = match (parts.method == http::Method::OPTIONS, target) {
         (true, "") => "*",

@@ -1,0 +1,241 @@
+//! HTTP/3 on a TLS listener whose `-A` settings say `quic = on`: a quinn
+//! and h3 client asks over QUIC on the listener's own port (UDP), gets
+//! cached objects and passes as over HTTP/1.1 and HTTP/2 (`req.proto`
+//! "HTTP/3.0"), sends request bodies, and the listener's HTTP/1.1
+//! responses over TCP say where HTTP/3 is (`Alt-Svc`).
+
+use crate::harness::eventually;
+use crate::tls::{connect, get, setup_with, Pki};
+use bytes::{Buf, Bytes};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A response over HTTP/3: status, fields and body.
+struct H3Response {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// An HTTP/3 client on one QUIC connection to `addr`, naming `sni`.
+struct H3Client {
+    rt: tokio::runtime::Runtime,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    _endpoint: quinn::Endpoint,
+}
+
+/// A client's QUIC settings: the test CA, ALPN h3, and 0-RTT early data
+/// on connections that resume (its session store is kept with it).
+fn quic_client(pki: &Pki) -> quinn::ClientConfig {
+    let mut tls = (*pki.client()).clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.enable_early_data = true;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+impl H3Client {
+    fn connect(pki: &Pki, addr: SocketAddr, sni: &str) -> H3Client {
+        H3Client::connect_with(quic_client(pki), addr, sni, false).0
+    }
+
+    /// A client on `config`; with `early`, the connection sends its
+    /// requests in 0-RTT early data where it can (true when it did).
+    fn connect_with(
+        config: quinn::ClientConfig,
+        addr: SocketAddr,
+        sni: &str,
+        early: bool,
+    ) -> (H3Client, bool) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (endpoint, send, zero_rtt) = rt.block_on(async {
+            let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+            endpoint.set_default_client_config(config);
+            let connecting = endpoint.connect(addr, sni).unwrap();
+            let (conn, zero_rtt) = match connecting.into_0rtt() {
+                Ok((conn, _)) if early => (conn, true),
+                Ok((conn, _)) => (conn, false),
+                Err(connecting) => (connecting.await.unwrap(), false),
+            };
+            let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            });
+            (endpoint, send, zero_rtt)
+        });
+        let client = H3Client {
+            rt,
+            send,
+            _endpoint: endpoint,
+        };
+        (client, zero_rtt)
+    }
+
+    fn request(&mut self, method: &str, url: &str, body: &[u8]) -> H3Response {
+        self.try_request(method, url, &[], body).unwrap()
+    }
+
+    /// A request with `fields`; Err where the stream or the connection
+    /// failed.
+    fn try_request(
+        &mut self,
+        method: &str,
+        url: &str,
+        fields: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<H3Response, String> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("https://a.example{url}"));
+        for (n, v) in fields {
+            req = req.header(*n, *v);
+        }
+        let req = req.body(()).unwrap();
+        let send = &mut self.send;
+        let fail = |e: &dyn std::fmt::Display| e.to_string();
+        self.rt.block_on(async {
+            let mut stream = send.send_request(req).await.map_err(|e| fail(&e))?;
+            if !body.is_empty() {
+                // The server may refuse before the body goes.
+                let _ = stream.send_data(Bytes::copy_from_slice(body)).await;
+            }
+            let _ = stream.finish().await;
+            let resp = stream.recv_response().await.map_err(|e| fail(&e))?;
+            let mut got = Vec::new();
+            while let Some(mut chunk) = stream.recv_data().await.map_err(|e| fail(&e))? {
+                while chunk.has_remaining() {
+                    let piece = chunk.chunk();
+                    got.extend_from_slice(piece);
+                    let n = piece.len();
+                    chunk.advance(n);
+                }
+            }
+            Ok(H3Response {
+                status: resp.status().as_u16(),
+                headers: resp.headers().clone(),
+                body: got,
+            })
+        })
+    }
+}
+
+#[test]
+fn http3_serves_hits_passes_and_bodies_and_http1_says_where_it_is() {
+    let vcl = "sub vcl_recv { if (req.url ~ \"^/pass\") { return (pass); } }\n\
+               sub vcl_deliver { set resp.http.x-proto = req.proto; }\n";
+    let (pki, origin, lq) = setup_with("h3", "quic = on\n", Some(vcl));
+    let addr = lq.listen("tls0");
+    // Over TCP, the listener says where HTTP/3 is.
+    let mut tls = connect(&pki, addr, "a.example").unwrap();
+    let (head, body) = get(&mut tls, "/x");
+    assert_eq!(body, "page /x");
+    assert!(
+        head.contains(&format!("Alt-Svc: h3=\":{}\"; ma=86400\r\n", addr.port())),
+        "{head}"
+    );
+    assert!(head.contains("x-proto: HTTP/1.1"), "{head}");
+    // Over QUIC (Host a.example, another object than HTTP/1.1's Host
+    // example): a miss, then a hit.
+    let mut h3 = H3Client::connect(&pki, addr, "a.example");
+    let xids = |r: &H3Response| r.headers["x-varnish"].to_str().unwrap().split(' ').count();
+    let r = h3.request("GET", "/x", b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"page /x");
+    assert_eq!(r.headers["x-proto"], "HTTP/3.0");
+    assert!(!r.headers.contains_key("alt-svc"));
+    assert_eq!(xids(&r), 1);
+    let r = h3.request("GET", "/x", b"");
+    assert_eq!((r.status, &r.body[..]), (200, &b"page /x"[..]));
+    assert_eq!(xids(&r), 2);
+    assert_eq!(origin.count("/x"), 2);
+    // A new object, fetched over HTTP/3 first.
+    let r = h3.request("GET", "/y", b"");
+    assert_eq!((r.status, &r.body[..]), (200, &b"page /y"[..]));
+    // A pass with a request body, which reaches the origin whole.
+    let r = h3.request("POST", "/pass/post", b"hello over quic");
+    assert_eq!(r.status, 200);
+    let seen = origin.seen();
+    let post = seen.iter().find(|s| s.url == "/pass/post").unwrap();
+    assert_eq!(post.body, b"hello over quic");
+    // (The counters' copy for the tools is written now and then.)
+    assert!(eventually(Duration::from_secs(10), || {
+        lq.counter("MAIN.sess_h3") == 1 && lq.counter("MAIN.h3_streams") == 4
+    }));
+}
+
+#[test]
+fn a_resumed_connection_sends_early_data_and_only_safe_requests_go_before_the_handshake() {
+    let vcl = "sub vcl_recv { if (req.method == \"POST\") { return (pass); } }\n";
+    let (pki, origin, lq) = setup_with("h3early", "quic = on\n", Some(vcl));
+    let addr = lq.listen("tls0");
+    let config = quic_client(&pki);
+    // A first connection, for a session ticket.
+    let (mut first, early) = H3Client::connect_with(config.clone(), addr, "a.example", true);
+    assert!(!early, "no ticket yet");
+    assert_eq!(first.request("GET", "/e", b"").status, 200);
+    drop(first);
+    // Resumed: the requests go in 0-RTT early data.
+    let (mut again, early) = H3Client::connect_with(config, addr, "a.example", true);
+    assert!(early, "the client had a ticket for 0-RTT");
+    // A POST in early data waits for the handshake, then goes once.
+    let r = again.request("POST", "/p", b"once");
+    assert_eq!(r.status, 200);
+    assert_eq!(origin.count("/p"), 1);
+    let r = again.request("GET", "/e", b"");
+    assert_eq!((r.status, &r.body[..]), (200, &b"page /e"[..]));
+    assert!(eventually(Duration::from_secs(10), || {
+        lq.counter("MAIN.h3_early_held") == 1 && lq.counter("MAIN.sess_h3") == 2
+    }));
+}
+
+#[test]
+fn malformed_http3_requests_are_refused_and_reach_no_origin() {
+    let vcl = "sub vcl_recv { return (pass); }\n";
+    let (pki, origin, lq) = setup_with("h3hostile", "quic = on\n", Some(vcl));
+    let addr = lq.listen("tls0");
+    let mut h3 = H3Client::connect(&pki, addr, "a.example");
+    // Fields that speak of an HTTP/1 connection (RFC 9114 §4.2).
+    for (name, value) in [
+        ("transfer-encoding", "chunked"),
+        ("connection", "close"),
+        ("keep-alive", "timeout=5"),
+        ("upgrade", "websocket"),
+        ("te", "gzip"),
+    ] {
+        let r = h3.try_request(
+            "POST",
+            "/bad",
+            &[(name, value)],
+            b"0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+        );
+        assert!(
+            r.is_err() || r.as_ref().unwrap().status == 400,
+            "{name}: {:?}",
+            r.map(|r| r.status)
+        );
+    }
+    // A body longer, or shorter, than its Content-Length (§4.1.2).
+    let long = h3.try_request("POST", "/long", &[("content-length", "3")], b"abcdefgh");
+    assert!(long.is_err() || long.unwrap().status != 200);
+    let short = h3.try_request("POST", "/short", &[("content-length", "10")], b"abc");
+    assert!(short.is_err() || short.unwrap().status != 200);
+    // :authority and Host that differ.
+    let r = h3.try_request("GET", "/two-hosts", &[("host", "b.example")], b"");
+    assert!(r.is_err() || r.unwrap().status == 400);
+    let seen: Vec<String> = origin.seen().into_iter().map(|s| s.url).collect();
+    for url in ["/bad", "/smuggled", "/long", "/short", "/two-hosts"] {
+        assert!(
+            !seen.iter().any(|u| u == url),
+            "{url} reached the origin: {seen:?}"
+        );
+    }
+    // The connection (or a new one) still serves.
+    let mut h3 = H3Client::connect(&pki, addr, "a.example");
+    assert_eq!(h3.request("GET", "/fine", b"").status, 200);
+}
