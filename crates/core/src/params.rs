@@ -371,6 +371,8 @@ param_table! {
         "HTTP/3 request streams a client may have open at once on one connection (QUIC's MAX_STREAMS). Read when a listener starts accepting. Lacquer-only.";
     h3_max_header_list_size: Bytes, "64k", "bytes", min Some("1k"), max Some("1M"),
         "HTTP/3 largest header section a client may send (SETTINGS_MAX_FIELD_SECTION_SIZE); never more than http_req_size. Lacquer-only.";
+    h3_retry_above: Count, "64", "handshakes", min Some("0"), max None,
+        "QUIC handshakes at work past which a client whose address is not yet validated is sent a Retry first (its next Initial proves it owns the address, so a flood from spoofed addresses costs a stateless packet each); 0 sends every new client a Retry. Lacquer-only.";
     h3_stream_window: Bytes, "1M", "bytes", min Some("16k"), max Some("1G"),
         "QUIC flow-control window of each stream for what the client sends; a connection's is ten times this. Lacquer-only.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),

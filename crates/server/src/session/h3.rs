@@ -1,7 +1,8 @@
 //! HTTP/3 sessions (RFC 9114) on a TLS listener's QUIC endpoint: the
 //! endpoint's settings from the `h3_*` parameters (streams, idle
 //! timeout, flow-control windows, header section size), a Retry for a
-//! client whose address is not yet validated while handshakes pile up,
+//! client whose address is not yet validated while handshakes pile up
+//! (`h3_retry_above`),
 //! then each request stream run through the same client steps as HTTP/1
 //! and HTTP/2 (its head given HTTP/1.1's shape to be parsed with the same
 //! limits, `req.proto` "HTTP/3.0"). A request that arrived in 0-RTT
@@ -24,11 +25,6 @@ use lacquer_shm::record::{push_fixed3, push_fixed6, push_ip, push_u64, txn};
 use lacquer_shm::{Side, Tag};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Handshakes at work past which a client whose address is not yet
-/// validated is sent a Retry first (its next Initial proves it owns the
-/// address, so a spoofed flood costs the endpoint a stateless packet).
-const RETRY_ABOVE: usize = 64;
 
 /// The endpoint for `socket`, with the TLS side `tls` and the transport
 /// the parameters ask for.
@@ -79,7 +75,10 @@ pub(crate) async fn serve_endpoint(
 ) {
     let local = endpoint.local_addr().ok();
     while let Some(incoming) = endpoint.accept().await {
-        if !incoming.remote_address_validated() && endpoint.open_connections() > RETRY_ABOVE {
+        let retry_above = sh.params.h3_retry_above();
+        if !incoming.remote_address_validated()
+            && (retry_above == 0 || endpoint.open_connections() as u64 > retry_above)
+        {
             COUNTERS.inc(Counter::h3_retry);
             let _ = incoming.retry();
             continue;
