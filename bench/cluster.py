@@ -9,7 +9,9 @@ measured against the cluster's bar (bench/cluster.sh runs it):
 3. peer fetch cost: CPU time of the cluster per request when a node
    asks the owner for an object (a miss here, a hit there), against a
    hit on the owner itself;
-4. a node killed: how long until the others stop routing to it, and the
+4. a hit on a node of the cluster against the same hits on a node
+   outside any cluster;
+5. a node killed: how long until the others stop routing to it, and the
    requests that failed meanwhile.
 
 Usage: python3 bench/cluster.py LACQUER WORKDIR"""
@@ -57,13 +59,14 @@ def start_origin():
 
 
 class Node:
-    def __init__(self, name, origin_port, seed=None):
+    def __init__(self, name, origin_port, seed=None, alone=False):
         self.name = name
         self.work = os.path.join(WORK, name)
         vcl = os.path.join(WORK, "purge.vcl")
         args = [LACQUER, "serve", "-j", "none", "-F", "-a", "127.0.0.1:0", "-f", vcl,
-                "-n", self.work, "-i", name, "-p", "workers=1",
-                "--cluster-bind", "127.0.0.1:0", "--cluster-secret", SECRET]
+                "-n", self.work, "-i", name, "-p", "workers=1"]
+        if not alone:
+            args += ["--cluster-bind", "127.0.0.1:0", "--cluster-secret", SECRET]
         if seed:
             args += ["--cluster-join", seed]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -195,7 +198,21 @@ def main():
           f"{at_asker * 1e6:.1f} us (its miss: fetch, store, deliver), both together "
           f"{(at_owner + at_asker) / hit:.2f}x a hit")
 
-    # 4. A node killed: requests to the others go on; how long until it is
+    # 4. The same hits on a node outside any cluster (with the same
+    # program): clustering must not make a hit dearer.
+    lone = Node("lone", origin, alone=True)
+    for url in urls:
+        lone.request("GET", url)
+    before = lone.cpu()
+    for _ in range(10):
+        for url in urls:
+            lone.request("GET", url)
+    alone_hit = (lone.cpu() - before) / (10 * len(urls))
+    lone.proc.terminate()
+    print(f"hit: {hit * 1e6:.1f} us on a node of the cluster, {alone_hit * 1e6:.1f} us on a node "
+          f"alone: {hit / alone_hit:.2f}x (bar: as fast)")
+
+    # 5. A node killed: requests to the others go on; how long until it is
     # out of routing.
     c.proc.send_signal(signal.SIGKILL)
     c.proc.wait()

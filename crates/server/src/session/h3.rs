@@ -21,8 +21,8 @@ use lacquer_core::close::CloseReason;
 use lacquer_core::counters::{Counter, COUNTERS};
 use lacquer_core::ids::next_vxid;
 use lacquer_core::params::Params;
-use lacquer_shm::record::{push_fixed3, push_fixed6, push_ip, push_u64, txn};
-use lacquer_shm::{Side, Tag};
+use lacquer_shm::record::txn;
+use lacquer_shm::Side;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,24 +127,7 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
     let addrs = Arc::new(addrs);
     let mut log = sh.txn(next_vxid(), Side::Client);
     log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
-    if log.active() {
-        let a = &addrs;
-        log.with(Tag::SessOpen, |b| {
-            b.extend_from_slice(a.client_ip.bytes());
-            b.push(b' ');
-            push_u64(b, u64::from(a.remote.port()));
-            b.push(b' ');
-            b.extend_from_slice(a.listener.as_bytes());
-            b.push(b' ');
-            push_ip(b, a.local.ip());
-            b.push(b' ');
-            push_u64(b, u64::from(a.local.port()));
-            b.push(b' ');
-            push_fixed6(b, t_open);
-            b.extend_from_slice(b" -1");
-        });
-        log.release();
-    }
+    crate::session::log_open(&mut log, &addrs, t_open, None);
     let sess_vxid = log.vxid();
     // Early data is believed for safe requests only, until the handshake
     // is done: a shared flag the streams read.
@@ -195,15 +178,8 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
         },
     };
     reason.count();
-    if log.active() {
-        let t = lacquer_core::time::now() - t_open;
-        log.with(Tag::SessClose, |b| {
-            b.extend_from_slice(reason.name().as_bytes());
-            b.push(b' ');
-            push_fixed3(b, t);
-        });
-    }
-    log.end();
+    COUNTERS.add(Counter::h3_lost_packets, conn.stats().path.lost_packets);
+    crate::session::log_close(&mut log, reason, t_open);
 }
 
 /// What the TLS handshake of a QUIC connection settled, as VCL's vmod

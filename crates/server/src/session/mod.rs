@@ -41,32 +41,7 @@ pub(crate) async fn serve_connection(
     let mut c = Client::new(stream, addrs);
     let mut log = sh.txn(next_vxid(), Side::Client);
     log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
-    if log.active() {
-        let a = &c.addrs;
-        // Written by hand: the formatter's float and numbers cost more
-        // than the rest of the record.
-        log.with(Tag::SessOpen, |b| {
-            b.extend_from_slice(a.client_ip.bytes());
-            b.push(b' ');
-            push_u64(b, u64::from(a.remote.port()));
-            b.push(b' ');
-            b.extend_from_slice(a.listener.as_bytes());
-            b.push(b' ');
-            push_ip(b, a.local.ip());
-            b.push(b' ');
-            push_u64(b, u64::from(a.local.port()));
-            b.push(b' ');
-            push_fixed6(b, t_open);
-            b.push(b' ');
-            match u64::try_from(fd) {
-                Ok(fd) => push_u64(b, fd),
-                Err(_) => b.extend_from_slice(b"-1"),
-            }
-        });
-        // A session's records wait for its end; say it began now, and
-        // hold no request-sized buffer while the connection idles.
-        log.release();
-    }
+    log_open(&mut log, &c.addrs, t_open, u64::try_from(fd).ok());
     let reason = match proxy {
         // Boxed, as the other paths few connections take.
         true => match Box::pin(crate::session::proxy::read_header(sh, &mut c, &mut log)).await {
@@ -76,15 +51,7 @@ pub(crate) async fn serve_connection(
         false => serve_requests(sh, &mut c, &mut log).await,
     };
     reason.count();
-    if log.active() {
-        let t = lacquer_core::time::now() - t_open;
-        log.with(Tag::SessClose, |b| {
-            b.extend_from_slice(reason.name().as_bytes());
-            b.push(b' ');
-            push_fixed3(b, t);
-        });
-    }
-    log.end();
+    log_close(&mut log, reason, t_open);
     if matches!(reason, CloseReason::SendTimeout | CloseReason::TxError) {
         // The client is gone or stuck: reset rather than leave the kernel
         // holding (and retrying) what it could not take.
@@ -104,6 +71,51 @@ pub(crate) async fn serve_connection(
     if reason.is_error() {
         linger(sh, &mut c).await;
     }
+}
+
+/// Logs a session's start (`SessOpen`, with its socket's descriptor where
+/// it has one of its own), then lets its log go until its end.
+pub(crate) fn log_open(log: &mut Txn, a: &SessAddrs, t_open: f64, fd: Option<u64>) {
+    if !log.active() {
+        return;
+    }
+    // Written by hand: the formatter's float and numbers cost more than
+    // the rest of the record.
+    log.with(Tag::SessOpen, |b| {
+        b.extend_from_slice(a.client_ip.bytes());
+        b.push(b' ');
+        push_u64(b, u64::from(a.remote.port()));
+        b.push(b' ');
+        b.extend_from_slice(a.listener.as_bytes());
+        b.push(b' ');
+        push_ip(b, a.local.ip());
+        b.push(b' ');
+        push_u64(b, u64::from(a.local.port()));
+        b.push(b' ');
+        push_fixed6(b, t_open);
+        b.push(b' ');
+        match fd {
+            Some(fd) => push_u64(b, fd),
+            None => b.extend_from_slice(b"-1"),
+        }
+    });
+    // A session's records wait for its end; say it began now, and hold
+    // no request-sized buffer while the connection idles.
+    log.release();
+}
+
+/// Logs a session's end (`SessClose`: why, and how long it lasted) and
+/// ends its transaction.
+pub(crate) fn log_close(log: &mut Txn, reason: CloseReason, t_open: f64) {
+    if log.active() {
+        let t = lacquer_core::time::now() - t_open;
+        log.with(Tag::SessClose, |b| {
+            b.extend_from_slice(reason.name().as_bytes());
+            b.push(b' ');
+            push_fixed3(b, t);
+        });
+    }
+    log.end();
 }
 
 /// Accounts for a TLS connection that ended with its handshake: a

@@ -19,6 +19,9 @@ use std::fmt::Write;
 pub(crate) const CHARTED: &[&str] = &[
     "uptime",
     "sess_conn",
+    "sess_h2",
+    "sess_h3",
+    "h3_streams",
     "client_req",
     "cache_hit",
     "cache_hit_grace",
