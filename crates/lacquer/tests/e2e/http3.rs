@@ -239,3 +239,26 @@ fn malformed_http3_requests_are_refused_and_reach_no_origin() {
     let mut h3 = H3Client::connect(&pki, addr, "a.example");
     assert_eq!(h3.request("GET", "/fine", b"").status, 200);
 }
+
+#[test]
+fn a_stream_that_never_sends_its_headers_is_let_go() {
+    let (pki, _origin, lq) = setup_with("h3slow", "quic = on\n", None);
+    lq.cli_ok("param.set timeout_idle 1");
+    let addr = lq.listen("tls0");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quic_client(&pki));
+        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        // A HEADERS frame's type and length, and none of its 16 bytes.
+        send.write_all(&[0x01, 0x10]).await.unwrap();
+        // The server lets the stream go after timeout_idle; without the
+        // limit nothing would ever come back.
+        let ended = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1024)).await;
+        assert!(ended.is_ok(), "the stream was held open");
+    });
+}

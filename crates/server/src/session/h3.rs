@@ -163,11 +163,16 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
                         early: (!done.load(std::sync::atomic::Ordering::Acquire))
                             .then(|| (confirmed.clone(), done.clone())),
                     };
+                    // A stream opened must bring its HEADERS within
+                    // timeout_idle, as a connection its first request:
+                    // else a client could hold a task per stream for as
+                    // long as it keeps its connection alive.
+                    let wait = Params::duration(sh.params.timeout_idle());
                     tokio::spawn(async move {
-                        if let Ok((req, stream)) = resolver.resolve_request().await {
-                            task.answer(req, stream).await;
-                        } else {
-                            COUNTERS.inc(Counter::client_req_400);
+                        match tokio::time::timeout(wait, resolver.resolve_request()).await {
+                            Ok(Ok((req, stream))) => task.answer(req, stream).await,
+                            Ok(Err(_)) => COUNTERS.inc(Counter::client_req_400),
+                            Err(_) => {}
                         }
                     });
                 }

@@ -33,8 +33,6 @@ pub(crate) struct H3Stream {
     /// Body bytes still to send before the response ends by itself; None
     /// when it ends at `finish`.
     left: Option<u64>,
-    /// The response head went.
-    head_sent: bool,
     /// The response has ended (or the stream was given up).
     ended: bool,
 }
@@ -49,7 +47,6 @@ impl H3Stream {
             received: 0,
             is_head,
             left: None,
-            head_sent: false,
             ended: false,
         }
     }
@@ -87,7 +84,6 @@ impl H3Stream {
         if interim {
             return Ok(());
         }
-        self.head_sent = true;
         self.left = match wire {
             _ if self.is_head => Some(0),
             WireBody::Bodyless | WireBody::HeadUnknown => Some(0),
