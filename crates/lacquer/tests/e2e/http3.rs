@@ -27,7 +27,7 @@ struct H3Client {
 
 /// A client's QUIC settings: the test CA, ALPN h3, and 0-RTT early data
 /// on connections that resume (its session store is kept with it).
-fn quic_client(pki: &Pki) -> quinn::ClientConfig {
+pub(crate) fn quic_client(pki: &Pki) -> quinn::ClientConfig {
     let mut tls = (*pki.client()).clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     tls.enable_early_data = true;

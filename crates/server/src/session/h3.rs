@@ -13,6 +13,7 @@
 
 use crate::client::request;
 use crate::session::h2::{host_differs_from_authority, http1_head};
+use crate::transport::h3::checked::Checked;
 use crate::transport::h3::{H3Stream, Stream};
 use crate::transport::io::{Client, SessAddrs};
 use crate::Shared;
@@ -149,7 +150,12 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
         .min(sh.params.http_req_size());
     let built = h3::server::builder()
         .max_field_section_size(header_list)
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+        .build::<_, Bytes>(Checked::new(
+            conn.clone(),
+            // (A HEADERS frame's QPACK is seldom longer than what it
+            // decodes to, which h3 holds to the header list's limit.)
+            usize::try_from(header_list.saturating_mul(2)).unwrap_or(usize::MAX),
+        ))
         .await;
     let reason = match built {
         Err(_) => CloseReason::RxJunk,

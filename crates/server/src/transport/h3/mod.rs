@@ -5,7 +5,9 @@
 //! the send timeouts is given up), and the request body's DATA frames are
 //! handed to the steps framed as HTTP/1 would frame them (as they are
 //! under a Content-Length, in chunks otherwise). The framing and QPACK
-//! are the `h3` crate's, over `quinn`'s streams.
+//! are the `h3` crate's, over `quinn`'s streams, each request stream's
+//! first HEADERS frame checked on its way in (`checked`, `fields`, with
+//! `huffman` to read its literals) for what `h3` would let through.
 
 use super::deadline::SendClock;
 use super::h2::{connection_specific, find_head_end, response_of};
@@ -13,8 +15,12 @@ use super::wire::{ReadError, SendError, Transport, WireBody};
 use bytes::{Buf, Bytes, BytesMut};
 use std::time::Duration;
 
+pub(crate) mod checked;
+pub(crate) mod fields;
+mod huffman;
+
 /// A request stream of an HTTP/3 connection.
-pub(crate) type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+pub(crate) type Stream = h3::server::RequestStream<checked::CheckedBidi<Bytes>, Bytes>;
 
 /// A stream and where its response is.
 pub(crate) struct H3Stream {
