@@ -172,9 +172,9 @@ impl<'a> Conn<'a> {
     /// goes from `body` on its own, each piece awaited at most `idle`.
     pub fn duplex(
         &mut self,
-        body: ::h2::RecvStream,
+        body: Box<dyn crate::StreamedBody>,
         idle: std::time::Duration,
-    ) -> Result<(), ::h2::RecvStream> {
+    ) -> Result<(), Box<dyn crate::StreamedBody>> {
         match self.stream.as_mut() {
             Some(stream) => stream.duplex(body, idle),
             None => Err(body),

@@ -15,6 +15,7 @@ pub mod probe;
 pub mod tls;
 
 pub use conn::{BodyReader, Conn, InterimSink, MAX_INTERIM};
+pub use h2::StreamedBody;
 pub use limit::{Refused, Slot, WaitPolicy};
 
 use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
@@ -47,11 +48,15 @@ pub trait BackendStream:
         false
     }
     /// Hands the rest of the request body to the connection to send on
-    /// its own (from the client's HTTP/2 stream), so that the response
+    /// its own (from the client's HTTP/2 or HTTP/3 stream), so that the response
     /// can be read while the body still comes: gRPC's bidirectional
     /// streaming. Only an HTTP/2 stream whose request head is sent and
     /// whose body has begun can; any other gives the body back.
-    fn duplex(&mut self, body: ::h2::RecvStream, _idle: Duration) -> Result<(), ::h2::RecvStream> {
+    fn duplex(
+        &mut self,
+        body: Box<dyn StreamedBody>,
+        _idle: Duration,
+    ) -> Result<(), Box<dyn StreamedBody>> {
         Err(body)
     }
 }

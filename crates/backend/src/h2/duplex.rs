@@ -1,14 +1,55 @@
 //! A request body sent on its own while the response is read: the rest
-//! of a client's HTTP/2 request body goes from its stream to the
-//! backend's, DATA frame by DATA frame under both windows, with its
-//! trailers, on a task of its own that ends with the exchange. This is
+//! of a client's HTTP/2 or HTTP/3 request body ([`StreamedBody`]) goes
+//! from its stream to the backend's, DATA frame by DATA frame under both
+//! windows, with its trailers, on a task of its own that ends with the
+//! exchange. This is
 //! what gRPC's client and bidirectional streaming need (a response that
 //! starts before its request has ended); the exchange itself still
 //! reads the response as it always does.
 
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
+use std::future::poll_fn;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// A client's request body as its stream brings it, piece by piece,
+/// for a backend stream to send as it comes.
+pub trait StreamedBody: Send + 'static {
+    /// The next piece; `None` at the body's end, an error when the
+    /// client's stream failed.
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>>;
+    /// Whether the piece just read was the body's last.
+    fn ended(&self) -> bool;
+    /// Lets the client send `n` more bytes, once the backend took them.
+    fn release(&mut self, n: usize);
+    /// The trailer section, once the body has ended.
+    fn poll_trailers(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<http::HeaderMap>, ()>>;
+    /// The body as what it is, for its transport to take back.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
+}
+
+impl StreamedBody for RecvStream {
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>> {
+        self.poll_data(cx).map(|next| next.map(|r| r.map_err(drop)))
+    }
+
+    fn ended(&self) -> bool {
+        self.is_end_stream()
+    }
+
+    fn release(&mut self, n: usize) {
+        let _ = self.flow_control().release_capacity(n);
+    }
+
+    fn poll_trailers(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<http::HeaderMap>, ()>> {
+        RecvStream::poll_trailers(self, cx).map(|r| r.map_err(drop))
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+}
 
 /// The task forwarding the body; aborted when dropped.
 pub(super) struct Pump(tokio::task::JoinHandle<()>);
@@ -17,7 +58,11 @@ impl Pump {
     /// Starts forwarding `from` to `to`; each piece (and the window to
     /// send it) is awaited at most `idle`, past which both streams are
     /// reset.
-    pub(super) fn start(from: RecvStream, to: SendStream<Bytes>, idle: Duration) -> Pump {
+    pub(super) fn start(
+        from: Box<dyn StreamedBody>,
+        to: SendStream<Bytes>,
+        idle: Duration,
+    ) -> Pump {
         Pump(tokio::spawn(forward(from, to, idle)))
     }
 }
@@ -28,9 +73,10 @@ impl Drop for Pump {
     }
 }
 
-async fn forward(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duration) {
+async fn forward(mut from: Box<dyn StreamedBody>, mut to: SendStream<Bytes>, idle: Duration) {
     loop {
-        let next = match tokio::time::timeout(idle, from.data()).await {
+        let piece = poll_fn(|cx| from.poll_piece(cx));
+        let next = match tokio::time::timeout(idle, piece).await {
             Ok(next) => next,
             Err(_) => return to.send_reset(h2::Reason::CANCEL),
         };
@@ -41,7 +87,7 @@ async fn forward(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duration
         };
         let taken = data.len();
         // The client's END_STREAM goes with its last piece.
-        let last = from.is_end_stream();
+        let last = from.ended();
         if last && data.is_empty() {
             let _ = to.send_data(Bytes::new(), true);
             return;
@@ -64,9 +110,10 @@ async fn forward(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duration
             return;
         }
         // The client may send more once the backend has taken this.
-        let _ = from.flow_control().release_capacity(taken);
+        from.release(taken);
     }
-    let trailers = match tokio::time::timeout(idle, from.trailers()).await {
+    let trailers = poll_fn(|cx| from.poll_trailers(cx));
+    let trailers = match tokio::time::timeout(idle, trailers).await {
         Ok(Ok(trailers)) => trailers,
         _ => return to.send_reset(h2::Reason::CANCEL),
     };

@@ -17,6 +17,7 @@
 mod duplex;
 mod stream;
 
+pub use duplex::StreamedBody;
 pub use stream::H2Stream;
 
 use crate::tls::TlsDetails;

@@ -584,7 +584,11 @@ impl crate::BackendStream for H2Stream {
         true
     }
 
-    fn duplex(&mut self, body: RecvStream, idle: std::time::Duration) -> Result<(), RecvStream> {
+    fn duplex(
+        &mut self,
+        body: Box<dyn super::duplex::StreamedBody>,
+        idle: std::time::Duration,
+    ) -> Result<(), Box<dyn super::duplex::StreamedBody>> {
         let State::Open(ex) = &mut self.state else {
             return Err(body);
         };

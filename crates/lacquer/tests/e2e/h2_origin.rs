@@ -126,6 +126,10 @@ async fn stream(
         if let Ok(mut send) = respond.send_response(head, false) {
             while let Some(Ok(d)) = recv.data().await {
                 let _ = recv.flow_control().release_capacity(d.len());
+                if d.is_empty() {
+                    // (An empty DATA frame that only ends the stream.)
+                    continue;
+                }
                 let mut echo = b"echo:".to_vec();
                 echo.extend_from_slice(&d);
                 let _ = send.send_data(Bytes::from(echo), false);

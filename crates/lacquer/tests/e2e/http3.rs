@@ -12,16 +12,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A response over HTTP/3: status, fields and body.
-struct H3Response {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
+pub(crate) struct H3Response {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
 }
 
 /// An HTTP/3 client on one QUIC connection to `addr`, naming `sni`.
-struct H3Client {
-    rt: tokio::runtime::Runtime,
-    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+pub(crate) struct H3Client {
+    pub rt: tokio::runtime::Runtime,
+    pub send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     _endpoint: quinn::Endpoint,
 }
 
@@ -36,7 +36,7 @@ pub(crate) fn quic_client(pki: &Pki) -> quinn::ClientConfig {
 }
 
 impl H3Client {
-    fn connect(pki: &Pki, addr: SocketAddr, sni: &str) -> H3Client {
+    pub fn connect(pki: &Pki, addr: SocketAddr, sni: &str) -> H3Client {
         H3Client::connect_with(quic_client(pki), addr, sni, false).0
     }
 
@@ -77,13 +77,13 @@ impl H3Client {
         (client, zero_rtt)
     }
 
-    fn request(&mut self, method: &str, url: &str, body: &[u8]) -> H3Response {
+    pub fn request(&mut self, method: &str, url: &str, body: &[u8]) -> H3Response {
         self.try_request(method, url, &[], body).unwrap()
     }
 
     /// A request with `fields`; Err where the stream or the connection
     /// failed.
-    fn try_request(
+    pub fn try_request(
         &mut self,
         method: &str,
         url: &str,

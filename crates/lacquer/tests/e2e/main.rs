@@ -19,6 +19,7 @@ mod harness;
 mod hostile;
 mod http2;
 mod http3;
+mod http3_features;
 mod http3_hostile;
 mod mgmt;
 mod observability;

@@ -118,6 +118,17 @@ fn setup(name: &str, extra: &str) -> (Pki, Origin, Lacquer) {
 }
 
 pub(crate) fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Origin, Lacquer) {
+    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
+    setup_origin(name, extra, vcl, origin)
+}
+
+/// As [`setup_with`], in front of `origin` (backend `b` in the VCL).
+pub(crate) fn setup_origin(
+    name: &str,
+    extra: &str,
+    vcl: Option<&str>,
+    origin: Origin,
+) -> (Pki, Origin, Lacquer) {
     let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-{name}", std::process::id()));
     let pki = Pki::new(&dir);
     pki.leaf("a.pem", &["a.example"]);
@@ -138,7 +149,6 @@ pub(crate) fn setup_with(name: &str, extra: &str, vcl: Option<&str>) -> (Pki, Or
         ),
     )
     .unwrap();
-    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
     let args = [
         "-A",
         conf.to_str().unwrap(),

@@ -349,9 +349,9 @@ async fn send_with_body<'b>(
     chunked: bool,
 ) -> Result<Result<(Conn<'b>, ResponseHead), FetchError>, Outcome> {
     let limit = Params::duration(sh.params.timeout_idle());
-    // An HTTP/2 stream's body may go on its own beside the response, when
-    // the backend speaks HTTP/2 too (gRPC streams both ways). Its framing
-    // is made here, so nothing is read ahead for it.
+    // An HTTP/2 or HTTP/3 stream's body may go on its own beside the
+    // response, when the backend speaks HTTP/2 (gRPC streams both ways).
+    // Its framing is made here, so nothing is read ahead for it.
     let duplex = c.rbuf.is_empty() && c.wire.body_untouched();
     // A chunked body's first piece (and any body's that has begun to
     // arrive) is read before a backend connection is taken: chunk framing

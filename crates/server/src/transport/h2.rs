@@ -426,12 +426,15 @@ impl Transport for H2Stream {
         self.recv_untouched()
     }
 
-    fn take_body(&mut self) -> Option<RecvStream> {
+    fn take_body(&mut self) -> Option<Box<dyn lacquer_backend::StreamedBody>> {
         self.take_recv()
+            .map(|recv| Box::new(recv) as Box<dyn lacquer_backend::StreamedBody>)
     }
 
-    fn restore_body(&mut self, body: RecvStream) {
-        self.restore_recv(body)
+    fn restore_body(&mut self, body: Box<dyn lacquer_backend::StreamedBody>) {
+        if let Ok(recv) = body.into_any().downcast::<RecvStream>() {
+            self.restore_recv(*recv)
+        }
     }
 }
 

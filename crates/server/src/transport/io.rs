@@ -159,11 +159,11 @@ impl Transport for Wire {
         each!(self, t => t.body_untouched())
     }
 
-    fn take_body(&mut self) -> Option<::h2::RecvStream> {
+    fn take_body(&mut self) -> Option<Box<dyn lacquer_backend::StreamedBody>> {
         each!(self, t => t.take_body())
     }
 
-    fn restore_body(&mut self, body: ::h2::RecvStream) {
+    fn restore_body(&mut self, body: Box<dyn lacquer_backend::StreamedBody>) {
         each!(self, t => t.restore_body(body))
     }
 }

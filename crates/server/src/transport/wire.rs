@@ -10,6 +10,7 @@
 use super::deadline::SendClock;
 use super::stream::ClientStream;
 use bytes::{Bytes, BytesMut};
+use lacquer_backend::StreamedBody;
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -152,20 +153,20 @@ pub(crate) trait Transport {
     }
 
     /// Whether a request body is coming as a stream of its own, none of
-    /// it read yet (an HTTP/2 stream's, which a backend's HTTP/2 stream
-    /// can carry as it comes).
+    /// it read yet (an HTTP/2 or HTTP/3 stream's, which a backend's
+    /// HTTP/2 stream can carry as it comes).
     fn body_untouched(&self) -> bool {
         false
     }
 
     /// That body's half, for a backend stream to send on its own; the
     /// steps then read no more of it.
-    fn take_body(&mut self) -> Option<::h2::RecvStream> {
+    fn take_body(&mut self) -> Option<Box<dyn StreamedBody>> {
         None
     }
 
     /// Gives back what [`Transport::take_body`] took, unused.
-    fn restore_body(&mut self, _body: ::h2::RecvStream) {}
+    fn restore_body(&mut self, _body: Box<dyn StreamedBody>) {}
 }
 
 /// What an ESI sub-request hands its parent.

@@ -13,6 +13,7 @@ use super::deadline::SendClock;
 use super::h2::{connection_specific, find_head_end, response_of};
 use super::wire::{ReadError, SendError, Transport, WireBody};
 use bytes::{Buf, Bytes, BytesMut};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 pub(crate) mod checked;
@@ -21,10 +22,15 @@ mod huffman;
 
 /// A request stream of an HTTP/3 connection.
 pub(crate) type Stream = h3::server::RequestStream<checked::CheckedBidi<Bytes>, Bytes>;
+/// Its halves: the response's and the request body's.
+type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
 
 /// A stream and where its response is.
 pub(crate) struct H3Stream {
-    stream: Stream,
+    stream: SendHalf,
+    /// The request body's half; gone once handed to a backend stream.
+    recv: Option<RecvHalf>,
     /// The request body is delimited by chunks made here (it came
     /// without a Content-Length).
     chunk_body: bool,
@@ -45,8 +51,10 @@ pub(crate) struct H3Stream {
 
 impl H3Stream {
     pub fn new(stream: Stream, chunk_body: bool, is_head: bool, declared: Option<u64>) -> H3Stream {
+        let (stream, recv) = stream.split();
         H3Stream {
             stream,
+            recv: Some(recv),
             chunk_body,
             recv_done: false,
             declared,
@@ -180,16 +188,16 @@ impl H3Stream {
     /// as the steps expect; `Ok(0)` at its end.
     async fn read_into(&mut self, rbuf: &mut BytesMut, limit: Duration) -> Result<usize, ()> {
         loop {
-            if self.recv_done {
+            let Some(recv) = self.recv.as_mut().filter(|_| !self.recv_done) else {
                 return Ok(0);
-            }
-            let next = tokio::time::timeout(limit, self.stream.recv_data())
+            };
+            let next = tokio::time::timeout(limit, recv.recv_data())
                 .await
                 .map_err(drop)?;
             let Some(mut data) = next.map_err(drop)? else {
                 if self.declared.is_some_and(|d| d != self.received) {
                     // Shorter than its Content-Length: malformed.
-                    self.stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+                    recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
                     return Err(());
                 }
                 self.recv_done = true;
@@ -207,7 +215,7 @@ impl H3Stream {
             if self.declared.is_some_and(|d| self.received > d) {
                 // Longer than its Content-Length: malformed, and not a
                 // byte past it is handed on.
-                self.stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+                recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
                 return Err(());
             }
             if self.chunk_body {
@@ -303,6 +311,25 @@ impl Transport for H3Stream {
             .map_err(|()| ReadError::Io)
     }
 
+    fn body_untouched(&self) -> bool {
+        !self.recv_done && self.received == 0 && self.recv.is_some()
+    }
+
+    fn take_body(&mut self) -> Option<Box<dyn lacquer_backend::StreamedBody>> {
+        if !self.body_untouched() {
+            return None;
+        }
+        self.recv_done = true;
+        Some(Box::new(H3Body(self.recv.take()?)))
+    }
+
+    fn restore_body(&mut self, body: Box<dyn lacquer_backend::StreamedBody>) {
+        if let Ok(body) = body.into_any().downcast::<H3Body>() {
+            self.recv = Some(body.0);
+            self.recv_done = false;
+        }
+    }
+
     /// A client that leaves resets the stream, which the next send sees.
     async fn watching<F: std::future::Future>(
         &mut self,
@@ -311,5 +338,35 @@ impl Transport for H3Stream {
         _answer_half_closed: bool,
     ) -> Option<F::Output> {
         Some(fut.await)
+    }
+}
+
+/// A request body's half, for a backend's HTTP/2 stream to send as it
+/// comes (see `lacquer_backend::StreamedBody`).
+struct H3Body(RecvHalf);
+
+impl lacquer_backend::StreamedBody for H3Body {
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>> {
+        self.0.poll_recv_data(cx).map(|next| match next {
+            Ok(Some(mut data)) => Some(Ok(data.copy_to_bytes(data.remaining()))),
+            Ok(None) => None,
+            Err(_) => Some(Err(())),
+        })
+    }
+
+    /// (HTTP/3 says a body ended only when the next read finds nothing.)
+    fn ended(&self) -> bool {
+        false
+    }
+
+    /// QUIC's flow control lets more in as the stream is read.
+    fn release(&mut self, _n: usize) {}
+
+    fn poll_trailers(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<http::HeaderMap>, ()>> {
+        self.0.poll_recv_trailers(cx).map(|r| r.map_err(drop))
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
     }
 }
