@@ -1,36 +1,47 @@
-//! One HTTP/3 request stream as a client's wire: what the steps write as
-//! an HTTP/1 response head becomes a HEADERS frame (connection-specific
-//! fields dropped, as for HTTP/2), body pieces become DATA frames sent
-//! as QUIC's flow control lets them go (a stream that cannot send within
-//! the send timeouts is given up), and the request body's DATA frames are
-//! handed to the steps framed as HTTP/1 would frame them (as they are
-//! under a Content-Length, in chunks otherwise). The framing and QPACK
-//! are the `h3` crate's, over `quinn`'s streams, each request stream's
-//! first HEADERS frame checked on its way in (`checked`, `fields`, with
-//! `huffman` to read its literals) for what `h3` would let through.
+//! One HTTP/3 request stream as a client's wire, HTTP/3 itself written
+//! here over `quinn`'s QUIC streams: what the steps write as an HTTP/1
+//! response head becomes a HEADERS frame (`qpack`; connection-specific
+//! fields dropped, as for HTTP/2), body pieces become DATA frames sent as
+//! QUIC's flow control lets them go (a stream that cannot send within the
+//! send timeouts is given up), and the request body's DATA frames
+//! (`frames`) are handed to the steps framed as HTTP/1 would frame them
+//! (as they are under a Content-Length, in chunks otherwise). `huffman`
+//! reads the Huffman-coded literals of a request's field sections.
 
 use super::deadline::SendClock;
-use super::h2::{connection_specific, find_head_end, response_of};
+use super::h2::find_head_end;
 use super::wire::{ReadError, SendError, Transport, WireBody};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
+use frames::{code, Frame, FrameError, FrameReader};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-pub(crate) mod checked;
-pub(crate) mod fields;
+pub(crate) mod frames;
 mod huffman;
+pub(crate) mod qpack;
 
-/// A request stream of an HTTP/3 connection.
-pub(crate) type Stream = h3::server::RequestStream<checked::CheckedBidi<Bytes>, Bytes>;
-/// Its halves: the response's and the request body's.
-type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
-type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
+/// An HTTP/3 error code as QUIC carries it.
+pub(crate) fn varint_code(code: u64) -> quinn::VarInt {
+    quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX)
+}
 
-/// A stream and where its response is.
+/// Closes `conn` with an HTTP/3 error for what a stream's frames broke.
+pub(crate) fn close_for(conn: &quinn::Connection, e: &FrameError) {
+    match e {
+        FrameError::Truncated => conn.close(varint_code(code::FRAME_ERROR), b"frame cut short"),
+        FrameError::TooLarge(_) => {
+            conn.close(varint_code(code::EXCESSIVE_LOAD), b"frame too large")
+        }
+        FrameError::Stream => {}
+    }
+}
+
+/// A request stream: its response's half, and its request body's.
 pub(crate) struct H3Stream {
-    stream: SendHalf,
-    /// The request body's half; gone once handed to a backend stream.
-    recv: Option<RecvHalf>,
+    conn: quinn::Connection,
+    send: quinn::SendStream,
+    /// The request body's frames; gone once handed to a backend stream.
+    recv: Option<FrameReader>,
     /// The request body is delimited by chunks made here (it came
     /// without a Content-Length).
     chunk_body: bool,
@@ -40,6 +51,8 @@ pub(crate) struct H3Stream {
     /// to (RFC 9114 §4.1.2), and what they have so far.
     declared: Option<u64>,
     received: u64,
+    /// The most a trailer section may decode to.
+    header_list: u64,
     /// The request is a HEAD: its response ends with its head.
     is_head: bool,
     /// Body bytes still to send before the response ends by itself; None
@@ -49,17 +62,31 @@ pub(crate) struct H3Stream {
     ended: bool,
 }
 
+/// What [`H3Stream::new`] needs to know of the request.
+pub(crate) struct Framing {
+    pub chunk_body: bool,
+    pub is_head: bool,
+    pub declared: Option<u64>,
+    pub header_list: u64,
+}
+
 impl H3Stream {
-    pub fn new(stream: Stream, chunk_body: bool, is_head: bool, declared: Option<u64>) -> H3Stream {
-        let (stream, recv) = stream.split();
+    pub fn new(
+        conn: quinn::Connection,
+        send: quinn::SendStream,
+        recv: FrameReader,
+        framing: Framing,
+    ) -> H3Stream {
         H3Stream {
-            stream,
+            conn,
+            send,
             recv: Some(recv),
-            chunk_body,
+            chunk_body: framing.chunk_body,
             recv_done: false,
-            declared,
+            declared: framing.declared,
             received: 0,
-            is_head,
+            header_list: framing.header_list,
+            is_head: framing.is_head,
             left: None,
             ended: false,
         }
@@ -70,21 +97,18 @@ impl H3Stream {
         self.ended
     }
 
-    /// Runs one send within the clock's next limit.
-    async fn timed<F, T, E>(clock: &SendClock, send: F) -> Result<T, SendError>
-    where
-        F: std::future::Future<Output = Result<T, E>>,
-    {
+    /// Writes `chunks` within the clock's next limit.
+    async fn write(&mut self, chunks: &mut [Bytes], clock: &SendClock) -> Result<(), SendError> {
         let limit = clock.next_limit().ok_or(SendError::Timeout)?;
-        match tokio::time::timeout(limit, send).await {
-            Ok(Ok(v)) => Ok(v),
+        match tokio::time::timeout(limit, self.send.write_all_chunks(chunks)).await {
+            Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(SendError::Io),
             Err(_) => Err(SendError::Timeout),
         }
     }
 
     /// Sends the response head the steps wrote (HTTP/1 text in `head`)
-    /// and any `body` pieces.
+    /// and any `body` pieces, in one write where they fit.
     async fn head(
         &mut self,
         head: &[u8],
@@ -92,11 +116,10 @@ impl H3Stream {
         body: &[Bytes],
         clock: &SendClock,
     ) -> Result<(), SendError> {
-        let response = response_of(head).ok_or(SendError::Io)?;
-        let interim = response.status().is_informational();
-        Self::timed(clock, self.stream.send_response(response)).await?;
+        let frame = qpack::encode_response(head).ok_or(SendError::Io)?;
+        let interim = head.get(9) == Some(&b'1');
         if interim {
-            return Ok(());
+            return self.write(&mut [frame.freeze()], clock).await;
         }
         self.left = match wire {
             _ if self.is_head => Some(0),
@@ -104,10 +127,34 @@ impl H3Stream {
             WireBody::Length(n) => Some(n),
             WireBody::Chunked | WireBody::Close => None,
         };
+        let mut chunks = Vec::with_capacity(1 + 2 * body.len());
+        chunks.push(frame.freeze());
+        self.data_chunks(body, &mut chunks);
+        self.write(&mut chunks, clock).await?;
         if self.left == Some(0) {
-            return self.end_with(&[], clock).await;
+            self.end_with(&[], clock).await?;
         }
-        self.data(body, false, clock).await.map(drop)
+        Ok(())
+    }
+
+    /// Appends DATA frames for `pieces` to `chunks`, never more than the
+    /// head announced; the bytes they carry.
+    fn data_chunks(&mut self, pieces: &[Bytes], chunks: &mut Vec<Bytes>) -> u64 {
+        let mut sent = 0;
+        for piece in pieces.iter().filter(|p| !p.is_empty()) {
+            let mut piece = piece.clone();
+            if let Some(left) = &mut self.left {
+                piece.truncate((*left).min(piece.len() as u64) as usize);
+                *left -= piece.len() as u64;
+            }
+            if piece.is_empty() {
+                break;
+            }
+            sent += piece.len() as u64;
+            chunks.push(frames::data_header(piece.len()));
+            chunks.push(piece);
+        }
+        sent
     }
 
     /// Sends body pieces as DATA frames; the response ends with the last
@@ -118,27 +165,15 @@ impl H3Stream {
         last: bool,
         clock: &SendClock,
     ) -> Result<u64, SendError> {
-        let mut sent = 0u64;
-        for piece in pieces.iter().filter(|p| !p.is_empty()) {
-            if self.ended {
-                break;
-            }
-            let mut piece = piece.clone();
-            if let Some(left) = self.left {
-                // Never more than the head announced.
-                piece.truncate(left.min(piece.len() as u64) as usize);
-            }
-            let n = piece.len() as u64;
-            Self::timed(clock, self.stream.send_data(piece)).await?;
-            sent += n;
-            if let Some(left) = &mut self.left {
-                *left -= n;
-                if *left == 0 {
-                    self.end_with(&[], clock).await?;
-                }
-            }
+        if self.ended {
+            return Ok(0);
         }
-        if last {
+        let mut chunks = Vec::with_capacity(2 * pieces.len());
+        let sent = self.data_chunks(pieces, &mut chunks);
+        if !chunks.is_empty() {
+            self.write(&mut chunks, clock).await?;
+        }
+        if last || self.left == Some(0) {
             self.end_with(&[], clock).await?;
         }
         Ok(sent)
@@ -154,23 +189,11 @@ impl H3Stream {
         if self.ended {
             return Ok(());
         }
-        let mut fields = http::HeaderMap::new();
-        for (name, value) in trailers {
-            let (Ok(name), Ok(value)) = (
-                http::HeaderName::from_bytes(name),
-                http::HeaderValue::from_bytes(value),
-            ) else {
-                continue;
-            };
-            if !connection_specific(name.as_str().as_bytes()) {
-                fields.append(name, value);
-            }
-        }
         self.ended = true;
-        if !fields.is_empty() {
-            Self::timed(clock, self.stream.send_trailers(fields)).await?;
+        if let Some(frame) = qpack::encode_trailers(trailers) {
+            self.write(&mut [frame.freeze()], clock).await?;
         }
-        Self::timed(clock, self.stream.finish()).await
+        self.send.finish().map_err(|_| SendError::Io)
     }
 
     /// Sends a small complete HTTP/1 message (head and body) as the
@@ -191,23 +214,43 @@ impl H3Stream {
             let Some(recv) = self.recv.as_mut().filter(|_| !self.recv_done) else {
                 return Ok(0);
             };
-            let next = tokio::time::timeout(limit, recv.recv_data())
+            let next = tokio::time::timeout(limit, recv.next())
                 .await
                 .map_err(drop)?;
-            let Some(mut data) = next.map_err(drop)? else {
-                if self.declared.is_some_and(|d| d != self.received) {
-                    // Shorter than its Content-Length: malformed.
-                    recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+            let data = match next {
+                Ok(Frame::Data(data)) => data,
+                Ok(Frame::Whole(frames::HEADERS, block)) => {
+                    // Trailers: checked, and the body's end.
+                    if qpack::decode_trailers(&block, self.header_list).is_err() {
+                        self.refuse_body();
+                        return Err(());
+                    }
+                    match recv.next().await {
+                        Ok(Frame::End) => {}
+                        Ok(_) => {
+                            self.conn
+                                .close(varint_code(code::FRAME_UNEXPECTED), b"after trailers");
+                            return Err(());
+                        }
+                        Err(e) => {
+                            close_for(&self.conn, &e);
+                            return Err(());
+                        }
+                    }
+                    return self.body_ended(rbuf);
+                }
+                Ok(Frame::Whole(..)) => {
+                    self.conn
+                        .close(varint_code(code::FRAME_UNEXPECTED), b"on a request stream");
                     return Err(());
                 }
-                self.recv_done = true;
-                if self.chunk_body {
-                    rbuf.extend_from_slice(lacquer_http::chunked::LAST_CHUNK);
-                    return Ok(lacquer_http::chunked::LAST_CHUNK.len());
+                Ok(Frame::End) => return self.body_ended(rbuf),
+                Err(e) => {
+                    close_for(&self.conn, &e);
+                    return Err(());
                 }
-                return Ok(0);
             };
-            let n = data.remaining();
+            let n = data.len();
             if n == 0 {
                 continue;
             }
@@ -215,7 +258,7 @@ impl H3Stream {
             if self.declared.is_some_and(|d| self.received > d) {
                 // Longer than its Content-Length: malformed, and not a
                 // byte past it is handed on.
-                recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+                self.refuse_body();
                 return Err(());
             }
             if self.chunk_body {
@@ -223,17 +266,36 @@ impl H3Stream {
                 lacquer_http::chunked::chunk_header(n, &mut line);
                 rbuf.extend_from_slice(&line);
             }
-            while data.has_remaining() {
-                let chunk = data.chunk();
-                let len = chunk.len();
-                rbuf.extend_from_slice(chunk);
-                data.advance(len);
-            }
+            rbuf.extend_from_slice(&data);
             if self.chunk_body {
                 rbuf.extend_from_slice(b"\r\n");
             }
             return Ok(n);
         }
+    }
+
+    /// The request body ended: checked against its Content-Length.
+    fn body_ended(&mut self, rbuf: &mut BytesMut) -> Result<usize, ()> {
+        if self.declared.is_some_and(|d| d != self.received) {
+            // Shorter than its Content-Length: malformed.
+            self.refuse_body();
+            return Err(());
+        }
+        self.recv_done = true;
+        if self.chunk_body {
+            rbuf.extend_from_slice(lacquer_http::chunked::LAST_CHUNK);
+            return Ok(lacquer_http::chunked::LAST_CHUNK.len());
+        }
+        Ok(0)
+    }
+
+    /// A malformed request body: the stream is reset both ways.
+    fn refuse_body(&mut self) {
+        if let Some(recv) = &mut self.recv {
+            recv.stop(code::MESSAGE_ERROR);
+        }
+        self.ended = true;
+        let _ = self.send.reset(varint_code(code::MESSAGE_ERROR));
     }
 
     /// Resets a stream whose response was not sent whole.
@@ -242,7 +304,7 @@ impl H3Stream {
             return;
         }
         self.ended = true;
-        self.stream.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+        let _ = self.send.reset(varint_code(code::INTERNAL_ERROR));
     }
 }
 
@@ -311,25 +373,6 @@ impl Transport for H3Stream {
             .map_err(|()| ReadError::Io)
     }
 
-    fn body_untouched(&self) -> bool {
-        !self.recv_done && self.received == 0 && self.recv.is_some()
-    }
-
-    fn take_body(&mut self) -> Option<Box<dyn lacquer_backend::StreamedBody>> {
-        if !self.body_untouched() {
-            return None;
-        }
-        self.recv_done = true;
-        Some(Box::new(H3Body(self.recv.take()?)))
-    }
-
-    fn restore_body(&mut self, body: Box<dyn lacquer_backend::StreamedBody>) {
-        if let Ok(body) = body.into_any().downcast::<H3Body>() {
-            self.recv = Some(body.0);
-            self.recv_done = false;
-        }
-    }
-
     /// A client that leaves resets the stream, which the next send sees.
     async fn watching<F: std::future::Future>(
         &mut self,
@@ -339,19 +382,85 @@ impl Transport for H3Stream {
     ) -> Option<F::Output> {
         Some(fut.await)
     }
+
+    fn body_untouched(&self) -> bool {
+        !self.recv_done && self.received == 0 && self.recv.is_some()
+    }
+
+    fn take_body(&mut self) -> Option<Box<dyn lacquer_backend::StreamedBody>> {
+        if !self.body_untouched() {
+            return None;
+        }
+        self.recv_done = true;
+        Some(Box::new(H3Body {
+            frames: self.recv.take()?,
+            conn: self.conn.clone(),
+            header_list: self.header_list,
+            trailers: None,
+        }))
+    }
+
+    fn restore_body(&mut self, body: Box<dyn lacquer_backend::StreamedBody>) {
+        if let Ok(body) = body.into_any().downcast::<H3Body>() {
+            self.recv = Some(body.frames);
+            self.recv_done = false;
+        }
+    }
 }
 
-/// A request body's half, for a backend's HTTP/2 stream to send as it
-/// comes (see `lacquer_backend::StreamedBody`).
-struct H3Body(RecvHalf);
+/// A request body's frames, for a backend's HTTP/2 stream to send as
+/// they come (see `lacquer_backend::StreamedBody`).
+struct H3Body {
+    frames: FrameReader,
+    conn: quinn::Connection,
+    header_list: u64,
+    /// The trailer section, once read.
+    trailers: Option<http::HeaderMap>,
+}
 
 impl lacquer_backend::StreamedBody for H3Body {
     fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>> {
-        self.0.poll_recv_data(cx).map(|next| match next {
-            Ok(Some(mut data)) => Some(Ok(data.copy_to_bytes(data.remaining()))),
-            Ok(None) => None,
-            Err(_) => Some(Err(())),
-        })
+        loop {
+            let frame = match std::task::ready!(self.frames.poll_next(cx)) {
+                Ok(frame) => frame,
+                Err(e) => {
+                    close_for(&self.conn, &e);
+                    return Poll::Ready(Some(Err(())));
+                }
+            };
+            return Poll::Ready(match frame {
+                Frame::Data(_) if self.trailers.is_some() => {
+                    self.conn
+                        .close(varint_code(code::FRAME_UNEXPECTED), b"DATA after trailers");
+                    Some(Err(()))
+                }
+                Frame::Data(data) if data.is_empty() => continue,
+                Frame::Data(data) => Some(Ok(data)),
+                Frame::End => None,
+                Frame::Whole(frames::HEADERS, block) if self.trailers.is_none() => {
+                    let Ok(fields) = qpack::decode_trailers(&block, self.header_list) else {
+                        self.frames.stop(code::MESSAGE_ERROR);
+                        return Poll::Ready(Some(Err(())));
+                    };
+                    let mut map = http::HeaderMap::new();
+                    for (name, value) in fields {
+                        if let (Ok(n), Ok(v)) = (
+                            http::HeaderName::from_bytes(&name),
+                            http::HeaderValue::from_bytes(&value),
+                        ) {
+                            map.append(n, v);
+                        }
+                    }
+                    self.trailers = Some(map);
+                    continue;
+                }
+                Frame::Whole(..) => {
+                    self.conn
+                        .close(varint_code(code::FRAME_UNEXPECTED), b"on a request stream");
+                    Some(Err(()))
+                }
+            });
+        }
     }
 
     /// (HTTP/3 says a body ended only when the next read finds nothing.)
@@ -362,8 +471,11 @@ impl lacquer_backend::StreamedBody for H3Body {
     /// QUIC's flow control lets more in as the stream is read.
     fn release(&mut self, _n: usize) {}
 
-    fn poll_trailers(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<http::HeaderMap>, ()>> {
-        self.0.poll_recv_trailers(cx).map(|r| r.map_err(drop))
+    fn poll_trailers(
+        &mut self,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<http::HeaderMap>, ()>> {
+        Poll::Ready(Ok(self.trailers.take()))
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {

@@ -1,0 +1,211 @@
+//! HTTP/3 sessions (RFC 9114) on a TLS listener's QUIC endpoint: the
+//! endpoint's settings from the `h3_*` parameters (streams, idle
+//! timeout, flow-control windows, header section size), a Retry for a
+//! client whose address is not yet validated while handshakes pile up
+//! (`h3_retry_above`), then the connection's unidirectional streams
+//! (`control`) and each request stream (`stream`) run through the same
+//! client steps as HTTP/1 and HTTP/2. QUIC is `quinn`'s; HTTP/3's framing
+//! and QPACK are this server's own (`transport::h3`): a QPACK with no
+//! dynamic table reads a request straight into HTTP/1.1's shape, checked
+//! as it is read, and writes a response without Huffman coding, where a
+//! general HTTP/3 library would build maps of both and Huffman-code
+//! every value of every response (a fifth of an HTTP/3 hit's cost).
+
+mod control;
+mod stream;
+
+use crate::transport::io::SessAddrs;
+use crate::Shared;
+use lacquer_core::close::CloseReason;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::ids::next_vxid;
+use lacquer_core::params::Params;
+use lacquer_shm::record::txn;
+use lacquer_shm::Side;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The endpoint for `socket`, with the TLS side `tls` and the transport
+/// the parameters ask for.
+pub(crate) fn endpoint(
+    socket: std::net::UdpSocket,
+    tls: Arc<tokio_rustls::rustls::ServerConfig>,
+    p: &Params,
+) -> Result<quinn::Endpoint, String> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("QUIC: the TLS settings do not suit it ({e})"))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    let window = p.h3_stream_window().min(u64::from(u32::MAX));
+    let streams = p.h3_max_concurrent_streams().min(u64::from(u32::MAX)) as u32;
+    let idle = Duration::from_secs_f64(p.h3_idle_timeout());
+    transport
+        .max_concurrent_bidi_streams(streams.into())
+        // Control, QPACK encoder and decoder streams, and room for a
+        // few more the client may open and the server ignores.
+        .max_concurrent_uni_streams(8u32.into())
+        .stream_receive_window((window as u32).into())
+        .receive_window(
+            window
+                .saturating_mul(10)
+                .min(u64::from(u32::MAX))
+                .try_into()
+                .unwrap_or(quinn::VarInt::MAX),
+        )
+        .max_idle_timeout(idle.try_into().ok());
+    config.transport_config(Arc::new(transport));
+    // Never more than three times what an unvalidated address sent
+    // (RFC 9000 §8.1) is quinn's own rule; a Retry is asked for below.
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| format!("QUIC: {e}"))
+}
+
+/// Takes the endpoint's connections for as long as the listener accepts.
+pub(crate) async fn serve_endpoint(
+    sh: Arc<Shared>,
+    endpoint: quinn::Endpoint,
+    name: Arc<str>,
+    listen_endpoint: Arc<str>,
+) {
+    let local = endpoint.local_addr().ok();
+    while let Some(incoming) = endpoint.accept().await {
+        let retry_above = sh.params.h3_retry_above();
+        if !incoming.remote_address_validated()
+            && (retry_above == 0 || endpoint.open_connections() as u64 > retry_above)
+        {
+            COUNTERS.inc(Counter::h3_retry);
+            let _ = incoming.retry();
+            continue;
+        }
+        let Some(local) = local else {
+            incoming.ignore();
+            continue;
+        };
+        let addrs = SessAddrs::new(
+            incoming.remote_address(),
+            incoming
+                .local_ip()
+                .map_or(local, |ip| (ip, local.port()).into()),
+            name.clone(),
+            listen_endpoint.clone(),
+        );
+        tokio::spawn(connection(sh.clone(), incoming, addrs));
+    }
+}
+
+/// One QUIC connection: its handshake (0-RTT where the client resumes),
+/// then its request streams, each on a task of its own.
+async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessAddrs) {
+    let t_open = lacquer_core::time::now();
+    let Ok(connecting) = incoming.accept() else {
+        COUNTERS.inc(Counter::sess_h3_fail);
+        return;
+    };
+    let (conn, early) = match connecting.into_0rtt() {
+        Ok((conn, accepted)) => (conn, Some(accepted)),
+        Err(connecting) => {
+            let limit = Duration::from_secs_f64(sh.params.h3_idle_timeout());
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(Ok(conn)) => (conn, None),
+                _ => {
+                    COUNTERS.inc(Counter::sess_h3_fail);
+                    return;
+                }
+            }
+        }
+    };
+    COUNTERS.inc(Counter::sess_conn);
+    COUNTERS.inc(Counter::s_sess);
+    COUNTERS.inc(Counter::sess_h3);
+    addrs.tls = Some(session_of(&conn));
+    let addrs = Arc::new(addrs);
+    let mut log = sh.txn(next_vxid(), Side::Client);
+    log.begin(&txn::SESS, 0, &txn::HTTP1, t_open);
+    crate::session::log_open(&mut log, &addrs, t_open, None);
+    let sess_vxid = log.vxid();
+    // Early data is believed for safe requests only, until the handshake
+    // is done: a shared flag the streams read.
+    let confirmed = Arc::new(tokio::sync::Notify::new());
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(early.is_none()));
+    if let Some(accepted) = early {
+        let (confirmed, done) = (confirmed.clone(), done.clone());
+        tokio::spawn(async move {
+            // On a server it resolves once the handshake is complete (its
+            // value says nothing there).
+            let _ = accepted.await;
+            done.store(true, std::sync::atomic::Ordering::Release);
+            confirmed.notify_waiters();
+        });
+    }
+    let header_list = sh
+        .params
+        .h3_max_header_list_size()
+        .min(sh.params.http_req_size());
+    let reason = match control::open(&conn, header_list).await {
+        Err(_) => CloseReason::RxJunk,
+        Ok(_control) => {
+            let unidirectional = tokio::spawn(control::accept(conn.clone()));
+            let conn_ctx = Arc::new(stream::ConnCtx {
+                sh: sh.clone(),
+                conn: conn.clone(),
+                addrs: addrs.clone(),
+                sess_vxid,
+                confirmed,
+                done,
+                header_list,
+            });
+            let reason = loop {
+                match conn.accept_bi().await {
+                    Ok((send, recv)) => {
+                        tokio::spawn(stream::serve(conn_ctx.clone(), send, recv));
+                    }
+                    Err(quinn::ConnectionError::ApplicationClosed(c))
+                        if c.error_code
+                            == crate::transport::h3::varint_code(
+                                crate::transport::h3::frames::code::NO_ERROR,
+                            ) =>
+                    {
+                        break CloseReason::RemClose
+                    }
+                    Err(quinn::ConnectionError::TimedOut) => break CloseReason::RxTimeout,
+                    Err(quinn::ConnectionError::LocallyClosed | quinn::ConnectionError::Reset) => {
+                        break CloseReason::RemClose
+                    }
+                    Err(quinn::ConnectionError::ApplicationClosed(_)) => {
+                        break CloseReason::RemClose
+                    }
+                    Err(_) => break CloseReason::RxJunk,
+                }
+            };
+            unidirectional.abort();
+            reason
+        }
+    };
+    reason.count();
+    COUNTERS.add(Counter::h3_lost_packets, conn.stats().path.lost_packets);
+    crate::session::log_close(&mut log, reason, t_open);
+}
+
+/// What the TLS handshake of a QUIC connection settled, as VCL's vmod
+/// tls and `tls.*` read it.
+fn session_of(conn: &quinn::Connection) -> lacquer_vcl::TlsSession {
+    let data = conn
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+    lacquer_vcl::TlsSession {
+        version: "TLSv1.3",
+        cipher: String::new(),
+        client_cert: false,
+        client_cert_cn: None,
+        sni: data.as_ref().and_then(|d| d.server_name.clone()),
+        alpn: data
+            .as_ref()
+            .and_then(|d| d.protocol.as_ref())
+            .map(|a| String::from_utf8_lossy(a).into_owned()),
+    }
+}

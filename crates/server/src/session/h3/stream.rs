@@ -1,0 +1,161 @@
+//! One HTTP/3 request stream, on a task of its own: its HEADERS frame
+//! (which must come first, within `timeout_idle`) read into HTTP/1.1's
+//! shape and checked (`qpack::decode_request`), then the same client
+//! steps as HTTP/1 and HTTP/2 (parsed with the same limits, `req.proto`
+//! "HTTP/3.0"). A malformed request has its stream reset both ways with
+//! H3_MESSAGE_ERROR (RFC 9114 §4.1.2) and never reaches the steps; one
+//! whose fields are past the header list's limit is answered 431. A
+//! request that arrived in 0-RTT early data is answered at once only
+//! when it is safe (GET, HEAD, OPTIONS without a body): another waits
+//! for the handshake to complete, since early data can be replayed, and
+//! is answered 425 if it never does.
+
+use crate::client::request;
+use crate::transport::h3::frames::{self, code, Frame, FrameReader};
+use crate::transport::h3::qpack::{self, Malformed};
+use crate::transport::h3::{close_for, varint_code, Framing, H3Stream};
+use crate::transport::io::{Client, SessAddrs};
+use crate::Shared;
+use bytes::Bytes;
+use lacquer_core::counters::{Counter, COUNTERS};
+use lacquer_core::params::Params;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a connection's request streams share.
+pub(super) struct ConnCtx {
+    pub sh: Arc<Shared>,
+    pub conn: quinn::Connection,
+    pub addrs: Arc<SessAddrs>,
+    pub sess_vxid: u64,
+    /// While the handshake is not yet confirmed (requests may come in
+    /// 0-RTT early data): what says when it is, and whether it was.
+    pub confirmed: Arc<tokio::sync::Notify>,
+    pub done: Arc<AtomicBool>,
+    /// The most a field section may decode to.
+    pub header_list: u64,
+}
+
+/// Serves one request stream.
+pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: quinn::RecvStream) {
+    COUNTERS.inc(Counter::h3_streams);
+    let early = !cx.done.load(Ordering::Acquire);
+    // (A HEADERS frame's QPACK is seldom longer than what it decodes to.)
+    let mut frames = FrameReader::new(recv, cx.header_list.saturating_mul(2));
+    // A stream opened must bring its HEADERS within timeout_idle, as a
+    // connection its first request: else a client could hold a task per
+    // stream for as long as it keeps its connection alive.
+    let wait = Params::duration(cx.sh.params.timeout_idle());
+    let first = match tokio::time::timeout(wait, frames.next()).await {
+        Err(_) => {
+            frames.stop(code::REQUEST_INCOMPLETE);
+            let _ = send.reset(varint_code(code::REQUEST_INCOMPLETE));
+            return;
+        }
+        Ok(first) => first,
+    };
+    let block = match first {
+        Ok(Frame::Whole(frames::HEADERS, block)) => block,
+        Ok(Frame::End) | Err(frames::FrameError::Stream) => {
+            // Ended (or reset) before a request (§4.1).
+            let _ = send.reset(varint_code(code::REQUEST_INCOMPLETE));
+            return;
+        }
+        Err(frames::FrameError::TooLarge(frames::HEADERS)) => {
+            return too_large(&mut send, &mut frames).await;
+        }
+        Err(e) => return close_for(&cx.conn, &e),
+        // DATA first, or a frame a request stream must not carry.
+        Ok(_) => {
+            return cx.conn.close(
+                varint_code(code::FRAME_UNEXPECTED),
+                b"a request stream must begin with HEADERS",
+            )
+        }
+    };
+    let req = match qpack::decode_request(&block, cx.header_list) {
+        Ok(req) => req,
+        Err(Malformed::TooLarge) => return too_large(&mut send, &mut frames).await,
+        Err(_) => {
+            COUNTERS.inc(Counter::client_req_400);
+            frames.stop(code::MESSAGE_ERROR);
+            let _ = send.reset(varint_code(code::MESSAGE_ERROR));
+            return;
+        }
+    };
+    if early {
+        COUNTERS.inc(Counter::h3_early);
+        if !req.safe() {
+            COUNTERS.inc(Counter::h3_early_held);
+            // Replayable: processed only once the handshake proves the
+            // client is there (RFC 8470 §3).
+            let wait = cx.confirmed.notified();
+            if !cx.done.load(Ordering::Acquire) {
+                let limit = Duration::from_secs_f64(cx.sh.params.h3_idle_timeout());
+                let _ = tokio::time::timeout(limit, wait).await;
+            }
+            if !cx.done.load(Ordering::Acquire) {
+                let _ = send.write_all(&qpack::encode_status(425)).await;
+                let _ = send.finish();
+                return;
+            }
+        }
+    }
+    let framing = Framing {
+        chunk_body: req.chunk_body,
+        is_head: req.method == b"HEAD",
+        declared: req.content_length,
+        header_list: cx.header_list,
+    };
+    let mut raw = req.head;
+    let parsed = lacquer_http::parse_request(&mut raw, &cx.sh.request_limits());
+    let Ok(Some(mut head)) = parsed else {
+        // (Within the header list's limit, past http_req_size's or the
+        // other HTTP/1 limits.)
+        COUNTERS.inc(Counter::client_req_400);
+        frames.stop(code::MESSAGE_ERROR);
+        let _ = send.reset(varint_code(code::MESSAGE_ERROR));
+        return;
+    };
+    head.version = lacquer_http::Version::Http3;
+    let sh = cx.sh.clone();
+    let place = match sh.admission.try_admit(&sh.params) {
+        Some(place) => Some(place),
+        None => Box::pin(sh.admission.admit(&sh.params, false)).await,
+    };
+    let Some(_place) = place else {
+        frames.stop(code::REQUEST_REJECTED);
+        let _ = send.reset(varint_code(code::REQUEST_REJECTED));
+        return;
+    };
+    let wire = H3Stream::new(cx.conn.clone(), send, frames, framing);
+    let mut c = Client::for_h3_stream(wire, cx.addrs.clone());
+    let mut link = sh.txn(cx.sess_vxid, lacquer_shm::Side::Client);
+    let conn = crate::host::req::ConnInfo::of(&c);
+    let _ = boxed_in_place!(request::handle(
+        &mut c,
+        &sh,
+        &sh.active.get(),
+        &conn,
+        head,
+        &mut link
+    ))
+    .await;
+    if let Some(h3) = c.h3() {
+        if !h3.ended() {
+            COUNTERS.inc(Counter::h3_reset);
+            h3.abandon();
+        }
+    }
+}
+
+/// A request whose fields are past the header list's limit: 431, and
+/// the rest of it refused.
+async fn too_large(send: &mut quinn::SendStream, frames: &mut FrameReader) {
+    COUNTERS.inc(Counter::client_req_400);
+    frames.stop(code::EXCESSIVE_LOAD);
+    let frame: Bytes = qpack::encode_status(431).freeze();
+    let _ = send.write_chunk(frame).await;
+    let _ = send.finish();
+}
