@@ -350,3 +350,151 @@ fn hand_encoded_malformed_requests_are_refused_and_reach_no_origin() {
         "only the well-formed ones reach the origin"
     );
 }
+
+/// Opens a QUIC connection (ALPN h3) to `addr` on `rt`.
+fn raw_connection(
+    rt: &tokio::runtime::Runtime,
+    pki: &crate::tls::Pki,
+    addr: std::net::SocketAddr,
+) -> (quinn::Endpoint, quinn::Connection) {
+    rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quic_client(pki));
+        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
+        (endpoint, conn)
+    })
+}
+
+/// The error code a connection was closed with by the server.
+async fn closed_with(conn: &quinn::Connection) -> u64 {
+    let closed = tokio::time::timeout(Duration::from_secs(10), conn.closed());
+    match closed.await.expect("closed within 10 s") {
+        quinn::ConnectionError::ApplicationClosed(c) => c.error_code.into_inner(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn protocol_errors_close_the_connection_with_the_code_http3_names() {
+    let (pki, origin, lq) = setup_with("h3proto", "quic = on\n", None);
+    let addr = lq.listen("tls0");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let settings = [0x00, 0x04, 0x00];
+    // (name, unidirectional streams each with its bytes (None: a request
+    // stream of the bytes), whether to finish them, the code).
+    let cases: Vec<(&str, Vec<Vec<u8>>, bool, u64)> = vec![
+        (
+            "no SETTINGS first",
+            vec![vec![0x00, 0x07, 0x01, 0x00]],
+            false,
+            0x10a,
+        ),
+        (
+            "a second control stream",
+            vec![settings.to_vec(), settings.to_vec()],
+            false,
+            0x103,
+        ),
+        ("a push stream", vec![vec![0x01, 0x00]], false, 0x103),
+        (
+            "an HTTP/2 setting",
+            vec![vec![0x00, 0x04, 0x02, 0x02, 0x01]],
+            false,
+            0x109,
+        ),
+        (
+            "a setting twice",
+            vec![vec![0x00, 0x04, 0x04, 0x06, 0x01, 0x06, 0x02]],
+            false,
+            0x109,
+        ),
+        (
+            "SETTINGS twice",
+            vec![[&settings[..], &[0x04, 0x00]].concat()],
+            false,
+            0x105,
+        ),
+        (
+            "DATA on the control stream",
+            vec![[&settings[..], &[0x00, 0x01, 0x61]].concat()],
+            false,
+            0x105,
+        ),
+        (
+            "the control stream ended",
+            vec![settings.to_vec()],
+            true,
+            0x104,
+        ),
+        (
+            "a QPACK insert",
+            vec![vec![0x02, 0x3f, 0xe1, 0x1f, 0xc0 | 17, 0x01, 0x61]],
+            false,
+            0x201,
+        ),
+        (
+            "a QPACK acknowledgement",
+            vec![vec![0x03, 0x84]],
+            false,
+            0x202,
+        ),
+    ];
+    for (name, streams, finish, code) in cases {
+        let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+        let got = rt.block_on(async {
+            let mut keep = Vec::new();
+            for bytes in streams {
+                let mut s = conn.open_uni().await.unwrap();
+                s.write_all(&bytes).await.unwrap();
+                if finish {
+                    s.finish().unwrap();
+                }
+                keep.push(s);
+            }
+            closed_with(&conn).await
+        });
+        assert_eq!(got, code, "{name}");
+    }
+    // A request stream that begins with DATA.
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let got = rt.block_on(async {
+        let (mut send, _recv) = conn.open_bi().await.unwrap();
+        send.write_all(&[0x00, 0x01, 0x61]).await.unwrap();
+        closed_with(&conn).await
+    });
+    assert_eq!(got, 0x105, "DATA first");
+    // A stream of a type no one defined, and GREASE frames, are let be:
+    // the connection serves.
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let answer = rt.block_on(async {
+        let mut control = conn.open_uni().await.unwrap();
+        control.write_all(&settings).await.unwrap();
+        let mut unknown = conn.open_uni().await.unwrap();
+        unknown.write_all(&[0x21, 1, 2, 3]).await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let mut bytes = vec![0x21, 0x02, 0xaa, 0xbb];
+        bytes.extend(request(&get("/greased", vec![]), b""));
+        send.write_all(&bytes).await.unwrap();
+        send.finish().unwrap();
+        let resp = recv.read_to_end(1 << 20).await.unwrap();
+        (status_of(&resp), control, unknown)
+    });
+    assert_eq!(answer.0, Some(200));
+    assert_eq!(origin.count("/greased"), 1);
+    // Fields past the header list's limit: 431.
+    lq.cli_ok("param.set h3_max_header_list_size 1024");
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let status = rt.block_on(async {
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let big = request(&get("/big", vec![literal(b"x-big", &[b'a'; 2000])]), b"");
+        let _ = send.write_all(&big).await;
+        let _ = send.finish();
+        let resp = recv.read_to_end(1 << 20).await.unwrap_or_default();
+        status_of(&resp)
+    });
+    assert_eq!(status, Some(431));
+    assert_eq!(origin.count("/big"), 0);
+}
