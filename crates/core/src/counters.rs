@@ -313,6 +313,7 @@ counter_table! {
     sess_h3: Counter, "QUIC connections that spoke HTTP/3 (their handshake done). Lacquer-only.";
     sess_h3_fail: Counter, "QUIC connections whose handshake failed or timed out. Lacquer-only.";
     h3_retry: Counter, "QUIC connection attempts answered with a Retry, to validate the client's address first. Lacquer-only.";
+    h3_refused: Counter, "QUIC connection attempts refused because the listener had h3_max_connections already. Lacquer-only.";
     h3_streams: Counter, "HTTP/3 request streams taken. Lacquer-only.";
     h3_reset: Counter, "HTTP/3 request streams given up before their response was sent whole. Lacquer-only.";
     h3_early: Counter, "HTTP/3 requests taken before their connection's handshake completed (0-RTT early data). Lacquer-only.";

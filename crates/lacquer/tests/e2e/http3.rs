@@ -22,6 +22,7 @@ pub(crate) struct H3Response {
 pub(crate) struct H3Client {
     pub rt: tokio::runtime::Runtime,
     pub send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    pub conn: quinn::Connection,
     _endpoint: quinn::Endpoint,
 }
 
@@ -52,7 +53,7 @@ impl H3Client {
             .enable_all()
             .build()
             .unwrap();
-        let (endpoint, send, zero_rtt) = rt.block_on(async {
+        let (endpoint, send, zero_rtt, conn) = rt.block_on(async {
             let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
             endpoint.set_default_client_config(config);
             let connecting = endpoint.connect(addr, sni).unwrap();
@@ -61,17 +62,19 @@ impl H3Client {
                 Ok((conn, _)) => (conn, false),
                 Err(connecting) => (connecting.await.unwrap(), false),
             };
+            let quic = conn.clone();
             let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
                 .await
                 .unwrap();
             tokio::spawn(async move {
                 let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
             });
-            (endpoint, send, zero_rtt)
+            (endpoint, send, zero_rtt, quic)
         });
         let client = H3Client {
             rt,
             send,
+            conn,
             _endpoint: endpoint,
         };
         (client, zero_rtt)
@@ -261,4 +264,80 @@ fn a_stream_that_never_sends_its_headers_is_let_go() {
         let ended = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1024)).await;
         assert!(ended.is_ok(), "the stream was held open");
     });
+}
+
+/// A client's QUIC settings that offer only ChaCha20-Poly1305.
+fn chacha20_client(pki: &Pki) -> quinn::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.der().clone()).unwrap();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider
+        .cipher_suites
+        .retain(|s| s.suite() == rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    // (QUIC's Initial packets are always protected with AES-128-GCM.)
+    let initial = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .unwrap()
+        .quic_suite()
+        .unwrap();
+    let crypto =
+        quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(tls), initial).unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+/// The QUIC interop runner's server cases with a quinn and h3 client
+/// (resumption and zerortt are the test above): handshake, transfer of
+/// several files, retry, chacha20, keyupdate, multiconnect; and a client
+/// past h3_max_connections is refused.
+#[test]
+fn a_quinn_client_passes_the_interop_cases() {
+    let (pki, origin, lq) = setup_with("h3interop", "quic = on\n", None);
+    let addr = lq.listen("tls0");
+    // handshake, transfer: several objects on one connection.
+    let mut c = H3Client::connect(&pki, addr, "a.example");
+    for i in 0..5 {
+        let r = c.request("GET", &format!("/file{i}"), b"");
+        assert_eq!(r.body, format!("page /file{i}").as_bytes());
+    }
+    // keyupdate: the client changes its keys; requests go on.
+    c.conn.force_key_update();
+    for i in 5..8 {
+        let r = c.request("GET", &format!("/file{i}"), b"");
+        assert_eq!(r.body, format!("page /file{i}").as_bytes());
+    }
+    // multiconnect: connections one after another.
+    for i in 0..3 {
+        let mut c = H3Client::connect(&pki, addr, "a.example");
+        assert_eq!(c.request("GET", &format!("/multi{i}"), b"").status, 200);
+    }
+    // chacha20.
+    let (mut c, _) = H3Client::connect_with(chacha20_client(&pki), addr, "a.example", false);
+    assert_eq!(c.request("GET", "/chacha", b"").body, b"page /chacha");
+    // retry: every new client is asked to prove its address.
+    lq.cli_ok("param.set h3_retry_above 0");
+    let mut c = H3Client::connect(&pki, addr, "a.example");
+    assert_eq!(c.request("GET", "/retried", b"").status, 200);
+    assert!(eventually(Duration::from_secs(10), || lq
+        .counter("MAIN.h3_retry")
+        >= 1));
+    lq.cli_ok("param.set h3_retry_above 64");
+    // Past h3_max_connections: refused.
+    lq.cli_ok("param.set h3_max_connections 1");
+    let refused = c.rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quic_client(&pki));
+        endpoint.connect(addr, "a.example").unwrap().await
+    });
+    assert!(refused.is_err(), "a second connection was taken");
+    assert!(eventually(Duration::from_secs(10), || lq
+        .counter("MAIN.h3_refused")
+        >= 1));
+    drop(c);
+    assert_eq!(origin.count("/retried"), 1);
 }

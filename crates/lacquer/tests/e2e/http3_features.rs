@@ -19,11 +19,13 @@ fn origin() -> Origin {
         "/esi/frag" => Reply::ok("fragment"),
         "/gz" => Reply::ok(&TEXT.repeat(64)).header("Content-Type", "text/plain"),
         "/range" => Reply::ok("0123456789"),
+        // (The origin closes the connection after a raw reply: it says so,
+        // or a POST could be sent on it as it closes, and fail.)
         "/hints" => {
             let mut r = Reply::ok("");
             r.raw = Some(
                 b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n\
-                  HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhints"
+                  HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhints"
                     .to_vec(),
             );
             r

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// A CA and the leaf certificates it signs, written as PEM files.
 pub(crate) struct Pki {
     dir: PathBuf,
-    ca: rcgen::Certificate,
+    pub(crate) ca: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
 }
 

@@ -74,6 +74,11 @@ pub(crate) async fn serve_endpoint(
 ) {
     let local = endpoint.local_addr().ok();
     while let Some(incoming) = endpoint.accept().await {
+        if endpoint.open_connections() as u64 >= sh.params.h3_max_connections() {
+            COUNTERS.inc(Counter::h3_refused);
+            incoming.refuse();
+            continue;
+        }
         let retry_above = sh.params.h3_retry_above();
         if !incoming.remote_address_validated()
             && (retry_above == 0 || endpoint.open_connections() as u64 > retry_above)
