@@ -2,17 +2,22 @@
 # HTTP/3 side by side with HTTP/2, in one run, on one Lacquer (one
 # worker, pinned to CPU 0; the clients and the origin on CPU 1): 1 KiB
 # cache hits
-#   - over HTTP/2 with TLS: h2load, one connection of 100 streams;
-#   - over HTTP/3: ngtcp2's gtlsclient, one connection, the same number
-#     of requests (it keeps as many streams open as the server allows);
+#   - over HTTP/2 with TLS and over HTTP/3, by the same client (the
+#     `load` example: one connection, each request's latency timed):
+#     with 100 requests in flight, for the server's CPU time a request;
+#     then with one at a time, for the p99 latency on loopback (with
+#     many in flight, latency is the client's queue: its own cost);
+#   - and by other clients: h2load over HTTP/2 (one connection, 100
+#     streams), ngtcp2's gtlsclient over HTTP/3 (one connection, as many
+#     streams as the server allows, 100);
 #   - and a connection a request over HTTP/3, each resuming with 0-RTT
 #     (gtlsclient with a kept session), against HTTP/2 over TLS with
 #     a resumed session a request (h2load -c N -n N).
 # Prints the server's CPU time per request for each, and the ratios of
-# HTTP/3 to HTTP/2. (Neither client reports a p99 a request; h2load's
-# mean time is printed for HTTP/2.)
+# HTTP/3 to HTTP/2.
 #
-# Usage: bench/h3.sh [requests]   (default 20000)
+# Usage: bench/h3.sh [requests]   (default 20000; a quarter of them
+# one at a time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS="${1:-20000}"
@@ -21,6 +26,8 @@ CONNECTIONS=200
 . bench/common.sh
 ensure h2load gtlsclient taskset openssl -- nghttp2-client ngtcp2-client util-linux openssl
 build_lacquer
+cargo build --release --quiet --example load -p lacquer
+LOAD="$PWD/target/release/examples/load"
 
 start_origin
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
@@ -65,10 +72,16 @@ gtls() {
 taskset -c 1 h2load -n 10 -c 1 "$H2_URL" >/dev/null 2>&1
 gtls --session-file="$WORK/session" --tp-file="$WORK/tp" 127.0.0.1 "$LQ_PORT" "$URL" >/dev/null 2>&1 || true
 
-h2=$(measure h2 "$REQUESTS" taskset -c 1 h2load -n "$REQUESTS" -c 1 -m 100 "$H2_URL")
-h2_done=$(awk '/^requests:/ {print $8}' "$WORK/h2.out")
-h2_mean=$(awk '/^time for request:/ {print $6}' "$WORK/h2.out")
-h3=$(measure h3 "$REQUESTS" gtls -n "$REQUESTS" 127.0.0.1 "$LQ_PORT" "$URL")
+# load PROTOCOL REQUESTS STREAMS
+load() { taskset -c 1 "$LOAD" "$1" "127.0.0.1:$LQ_PORT" localhost /1k "$2" "$3"; }
+h2=$(measure h2 "$REQUESTS" load h2 "$REQUESTS" 100)
+h3=$(measure h3 "$REQUESTS" load h3 "$REQUESTS" 100)
+ONE=$((REQUESTS / 4))
+measure h2one "$ONE" load h2 "$ONE" 1 >/dev/null
+measure h3one "$ONE" load h3 "$ONE" 1 >/dev/null
+h2l=$(measure h2l "$REQUESTS" taskset -c 1 h2load -n "$REQUESTS" -c 1 -m 100 "$H2_URL")
+h3g=$(measure h3g "$REQUESTS" gtls -n "$REQUESTS" 127.0.0.1 "$LQ_PORT" "$URL")
+p99() { sed -n 's/.* p99 \([0-9.]*\) .*/\1/p' "$WORK/$1.out"; }
 h2c=$(measure h2conn "$CONNECTIONS" taskset -c 1 h2load -n "$CONNECTIONS" -c "$CONNECTIONS" "$H2_URL")
 h3c_loop() {
     for _ in $(seq 1 "$CONNECTIONS"); do
@@ -79,9 +92,12 @@ h3c=$(measure h3conn "$CONNECTIONS" h3c_loop)
 early=$("$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "MAIN.h3_early" { print $2 }')
 streams=$("$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "MAIN.h3_streams" { print $2 }')
 
-printf '%-34s %12s\n' case cpu-us/req
-printf '%-34s %12s\n' "HTTP/2 hits (1 conn, 100 streams)" "$h2" "HTTP/3 hits (1 conn)" "$h3" \
+printf '%-40s %12s\n' case cpu-us/req
+printf '%-40s %12s\n' "HTTP/2 hits (load, 100 streams)" "$h2" "HTTP/3 hits (load, 100 streams)" "$h3" \
+    "HTTP/2 hits (h2load, 100 streams)" "$h2l" "HTTP/3 hits (gtlsclient)" "$h3g" \
     "HTTP/2, a TLS connection a request" "$h2c" "HTTP/3, 0-RTT, a connection a request" "$h3c"
-echo "HTTP/2 requests done: $h2_done of $REQUESTS (mean $h2_mean a request); HTTP/3 streams taken: $streams; taken in 0-RTT early data: $early"
-awk -v a="$h3" -v b="$h2" -v c="$h3c" -v d="$h2c" 'BEGIN {
-    printf "HTTP/3 / HTTP/2 cpu a hit: %.2fx (bar: <= 1.5x); a connection a request: %.2fx\n", a / b, c / d }'
+for f in h2 h3 h2one h3one; do echo "$f: $(cat "$WORK/$f.out")"; done
+echo "HTTP/3 streams taken: $streams; taken in 0-RTT early data: $early"
+awk -v a="$h3" -v b="$h2" -v g="$h3g" -v l="$h2l" -v c="$h3c" -v d="$h2c" -v p="$(p99 h3one)" -v q="$(p99 h2one)" 'BEGIN {
+    printf "HTTP/3 / HTTP/2 cpu a hit: %.2fx by load, %.2fx gtlsclient / h2load (bar: <= 1.5x)\n", a / b, g / l
+    printf "p99 one at a time: %.2fx (bar: <= 1.10x); a connection a request: %.2fx\n", p / q, c / d }'
