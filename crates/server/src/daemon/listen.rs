@@ -261,9 +261,10 @@ impl Listener {
                 }
             });
         }
-        // QUIC on the first worker: an endpoint owns its socket, and a
+        // QUIC's endpoint on the first worker: it owns its socket, and a
         // client's datagrams must all reach the endpoint that knows its
-        // connection.
+        // connection. Its connections (their QUIC state, crypto and
+        // streams) go to every worker in turn.
         if let (Some(socket), Some(tls), Some(rt)) = (
             &self.quic,
             self.tls.as_ref().and_then(|t| t.quic.clone()),
@@ -277,6 +278,7 @@ impl Listener {
                 endpoint,
                 self.name.clone(),
                 self.endpoint.clone(),
+                workers.handles().to_vec(),
             )));
         }
         Ok(tasks)

@@ -65,14 +65,20 @@ pub(crate) fn endpoint(
     .map_err(|e| format!("QUIC: {e}"))
 }
 
-/// Takes the endpoint's connections for as long as the listener accepts.
+/// Takes the endpoint's connections for as long as the listener accepts,
+/// each on the next of `workers` in turn (its QUIC driver, which quinn
+/// spawns where the handshake is accepted, and its streams with it; the
+/// endpoint's own driver, which reads the socket and hands each datagram
+/// to its connection, stays on the worker that made it).
 pub(crate) async fn serve_endpoint(
     sh: Arc<Shared>,
     endpoint: quinn::Endpoint,
     name: Arc<str>,
     listen_endpoint: Arc<str>,
+    workers: Vec<tokio::runtime::Handle>,
 ) {
     let local = endpoint.local_addr().ok();
+    let mut next = 0usize;
     while let Some(incoming) = endpoint.accept().await {
         if endpoint.open_connections() as u64 >= sh.params.h3_max_connections() {
             COUNTERS.inc(Counter::h3_refused);
@@ -99,7 +105,12 @@ pub(crate) async fn serve_endpoint(
             name.clone(),
             listen_endpoint.clone(),
         );
-        tokio::spawn(connection(sh.clone(), incoming, addrs));
+        let task = connection(sh.clone(), incoming, addrs);
+        match workers.get(next % workers.len().max(1)) {
+            Some(worker) => drop(worker.spawn(task)),
+            None => drop(tokio::spawn(task)),
+        }
+        next = next.wrapping_add(1);
     }
 }
 
