@@ -341,3 +341,33 @@ fn a_quinn_client_passes_the_interop_cases() {
     drop(c);
     assert_eq!(origin.count("/retried"), 1);
 }
+
+/// `stop` stops QUIC taking new connections (a new client's handshake
+/// is left unanswered, as a TCP client's is left in the backlog), those
+/// it has go on; after `start`, old and new ones are served by the one
+/// endpoint.
+#[test]
+fn stop_and_start_keep_the_quic_connections_there_are() {
+    let (pki, _origin, lq) = setup_with("h3stop", "quic = on\n", None);
+    let addr = lq.listen("tls0");
+    let mut old = H3Client::connect(&pki, addr, "a.example");
+    assert_eq!(old.request("GET", "/a", b"").status, 200);
+    lq.cli_ok("stop");
+    let refused = old.rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quic_client(&pki));
+        let connecting = endpoint.connect(addr, "a.example").unwrap();
+        tokio::time::timeout(Duration::from_secs(2), connecting).await
+    });
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "a new connection while stopped"
+    );
+    assert_eq!(old.request("GET", "/b", b"").body, b"page /b");
+    lq.cli_ok("start");
+    let mut new = H3Client::connect(&pki, addr, "a.example");
+    for i in 0..20 {
+        assert_eq!(new.request("GET", &format!("/n{i}"), b"").status, 200);
+        assert_eq!(old.request("GET", &format!("/o{i}"), b"").status, 200);
+    }
+}

@@ -169,6 +169,10 @@ pub(crate) struct Listener {
     /// The UDP socket its QUIC endpoint speaks on (HTTP/3), bound to the
     /// same address, where its TLS settings say `quic = on`.
     pub quic: Option<std::net::UdpSocket>,
+    /// Its QUIC endpoint, once it has accepted: made once, since its
+    /// connections outlive a `stop` (another endpoint on the socket
+    /// would take some of their datagrams).
+    pub quic_endpoint: std::sync::Mutex<Option<quinn::Endpoint>>,
 }
 
 /// The socket of a listener.
@@ -271,8 +275,20 @@ impl Listener {
             workers.handles().first(),
         ) {
             let _guard = rt.enter();
-            let socket = socket.try_clone().map_err(fail)?;
-            let endpoint = crate::session::h3::endpoint(socket, tls, &sh.params)?;
+            let config = crate::session::h3::server_config(tls, &sh.params)?;
+            let mut made = self.quic_endpoint.lock().unwrap_or_else(|e| e.into_inner());
+            let endpoint = match &*made {
+                Some(endpoint) => {
+                    endpoint.set_server_config(Some(config));
+                    endpoint.clone()
+                }
+                None => {
+                    let socket = socket.try_clone().map_err(fail)?;
+                    let endpoint = crate::session::h3::endpoint(socket, config)?;
+                    *made = Some(endpoint.clone());
+                    endpoint
+                }
+            };
             tasks.push(rt.spawn(crate::session::h3::serve_endpoint(
                 sh.clone(),
                 endpoint,
@@ -427,6 +443,7 @@ pub(crate) fn bind_all(
             proxy: spec.proxy,
             tls: None,
             quic: None,
+            quic_endpoint: std::sync::Mutex::new(None),
         };
         match &spec.addrs {
             ListenAddrs::Unix(u) => {

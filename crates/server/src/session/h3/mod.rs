@@ -25,13 +25,12 @@ use lacquer_shm::Side;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The endpoint for `socket`, with the TLS side `tls` and the transport
-/// the parameters ask for.
-pub(crate) fn endpoint(
-    socket: std::net::UdpSocket,
+/// A QUIC server's settings: the TLS side `tls`, and the transport the
+/// parameters ask for.
+pub(crate) fn server_config(
     tls: Arc<tokio_rustls::rustls::ServerConfig>,
     p: &Params,
-) -> Result<quinn::Endpoint, String> {
+) -> Result<quinn::ServerConfig, String> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC: the TLS settings do not suit it ({e})"))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -54,6 +53,15 @@ pub(crate) fn endpoint(
         )
         .max_idle_timeout(idle.try_into().ok());
     config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+/// The endpoint for `socket` (made once a listener: it keeps its
+/// connections while the listener stops and starts accepting).
+pub(crate) fn endpoint(
+    socket: std::net::UdpSocket,
+    config: quinn::ServerConfig,
+) -> Result<quinn::Endpoint, String> {
     // Never more than three times what an unvalidated address sent
     // (RFC 9000 §8.1) is quinn's own rule; a Retry is asked for below.
     quinn::Endpoint::new(
@@ -77,6 +85,16 @@ pub(crate) async fn serve_endpoint(
     listen_endpoint: Arc<str>,
     workers: Vec<tokio::runtime::Handle>,
 ) {
+    /// Stops the endpoint taking new connections when accepting stops
+    /// (the task aborted): those it has go on, and a client that comes
+    /// now is refused until it starts again.
+    struct Stopping(quinn::Endpoint);
+    impl Drop for Stopping {
+        fn drop(&mut self) {
+            self.0.set_server_config(None);
+        }
+    }
+    let _stopping = Stopping(endpoint.clone());
     let local = endpoint.local_addr().ok();
     let mut next = 0usize;
     while let Some(incoming) = endpoint.accept().await {
