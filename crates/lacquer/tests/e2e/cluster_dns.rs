@@ -28,38 +28,45 @@ struct Dns {
 
 impl Dns {
     fn start(records: &[String]) -> Dns {
-        let port = free_port("127.0.0.1");
-        let child = Command::new("dnsmasq")
-            .args([
-                "--keep-in-foreground",
-                "--conf-file=/dev/null",
-                "--pid-file=",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-                "--user=root",
-            ])
-            .arg(format!("--port={port}"))
-            .args(records)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dnsmasq (Debian's dnsmasq-base; scripts/test installs it)");
-        let dns = Dns { child, port };
-        // Up once it answers a query of its own names.
-        assert!(
-            eventually(Duration::from_secs(10), || {
+        // dnsmasq binds the port over TCP too, where it may be taken:
+        // then it exits, and another port is tried.
+        for _ in 0..5 {
+            let port = free_port("127.0.0.1");
+            let child = Command::new("dnsmasq")
+                .args([
+                    "--keep-in-foreground",
+                    "--conf-file=/dev/null",
+                    "--pid-file=",
+                    "--listen-address=127.0.0.1",
+                    "--bind-interfaces",
+                    "--no-resolv",
+                    "--no-hosts",
+                    "--user=root",
+                ])
+                .arg(format!("--port={port}"))
+                .args(records)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dnsmasq (Debian's dnsmasq-base; scripts/test installs it)");
+            let mut dns = Dns { child, port };
+            // Up once it answers a query of its own names.
+            let up = eventually(Duration::from_secs(10), || {
+                if matches!(dns.child.try_wait(), Ok(Some(_))) {
+                    return true;
+                }
                 let s = UdpSocket::bind("127.0.0.1:0").unwrap();
                 s.set_read_timeout(Some(Duration::from_millis(200)))
                     .unwrap();
                 // A query for "ready." (type A): any answer will do.
                 let q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x05ready\x00\x00\x01\x00\x01";
                 s.send_to(q, ("127.0.0.1", port)).is_ok() && s.recv(&mut [0u8; 512]).is_ok()
-            }),
-            "dnsmasq did not answer"
-        );
-        dns
+            });
+            if up && matches!(dns.child.try_wait(), Ok(None)) {
+                return dns;
+            }
+        }
+        panic!("dnsmasq did not answer");
     }
 
     fn addr(&self) -> String {
