@@ -115,6 +115,38 @@ def version_negotiation(host, port):
         raise SystemExit(f"version 1 not offered: {[hex(v) for v in versions]}")
 
 
+def amplification(host, port, sni):
+    """Sends a client's first flight from an address that then says
+    nothing more, and counts what the server sends back while it waits
+    and retransmits: never more than three times what came (RFC 9000
+    §8.1). The certificate `sni` names is large enough that a whole
+    flight would be more."""
+    import socket
+    import time
+
+    from aioquic.quic.connection import QuicConnection
+
+    conn = QuicConnection(configuration=configuration(sni))
+    conn.connect((host, port), now=time.time())
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sent = 0
+    for data, _ in conn.datagrams_to_send(now=time.time()):
+        s.sendto(data, (host, port))
+        sent += len(data)
+    received, end = 0, time.time() + 4
+    s.settimeout(0.2)
+    while time.time() < end:
+        try:
+            received += len(s.recvfrom(65536)[0])
+        except socket.timeout:
+            pass
+    if received > 3 * sent:
+        raise SystemExit(f"{received} bytes sent back for {sent}")
+    if received <= 2 * sent:
+        raise SystemExit(f"only {received} bytes for {sent}: the limit was not reached")
+    print(f"{received} bytes for {sent}")
+
+
 async def main(case, host, port, sni, site):
     port, site = int(port), Path(site)
     if case in ("handshake", "retry"):
@@ -134,6 +166,8 @@ async def main(case, host, port, sni, site):
             await fetch(host, port, sni, site, ["small"], configuration(sni))
     elif case == "versionnegotiation":
         version_negotiation(host, port)
+    elif case == "amplification":
+        amplification(host, port, sni)
     elif case in ("resumption", "zerortt"):
         tickets = []
         first = configuration(sni)
