@@ -5,7 +5,8 @@
 //! responses over TCP say where HTTP/3 is (`Alt-Svc`).
 
 use crate::harness::eventually;
-use crate::tls::{connect, get, setup_with, Pki};
+use crate::origin::{Origin, Reply};
+use crate::tls::{connect, get, setup_origin, setup_with, Pki};
 use bytes::{Buf, Bytes};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -370,4 +371,33 @@ fn stop_and_start_keep_the_quic_connections_there_are() {
         assert_eq!(new.request("GET", &format!("/n{i}"), b"").status, 200);
         assert_eq!(old.request("GET", &format!("/o{i}"), b"").status, 200);
     }
+}
+
+/// A client that gives up a request (it stops the stream) while the
+/// backend thinks: the fetch nobody else waits for is given up at once.
+#[test]
+fn a_stopped_stream_gives_up_the_fetch_nobody_else_waits_for() {
+    let origin =
+        Origin::start(|req| Reply::ok(&format!("slow {}", req.url)).delay(Duration::from_secs(30)));
+    let (pki, _origin, lq) = setup_origin("h3stopped", "quic = on\n", None, origin);
+    let addr = lq.listen("tls0");
+    let c = H3Client::connect(&pki, addr, "a.example");
+    let mut send = c.send.clone();
+    c.rt.block_on(async {
+        let req = http::Request::get("https://a.example/alone")
+            .body(())
+            .unwrap();
+        let mut stream = send.send_request(req).await.unwrap();
+        stream.finish().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    });
+    // (An answer would take 30 s; a fetch that went on would not fail.)
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.fetch_failed")
+        == 1));
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.h3_reset")
+        == 1));
 }

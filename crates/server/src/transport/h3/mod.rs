@@ -13,6 +13,7 @@ use super::h2::find_head_end;
 use super::wire::{ReadError, SendError, Transport, WireBody};
 use bytes::{Bytes, BytesMut};
 use frames::{code, Frame, FrameError, FrameReader};
+use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -373,14 +374,36 @@ impl Transport for H3Stream {
             .map_err(|()| ReadError::Io)
     }
 
-    /// A client that leaves resets the stream, which the next send sees.
+    /// A client that gives up a request stops the stream (STOP_SENDING),
+    /// or its connection goes: either is seen at once.
     async fn watching<F: std::future::Future>(
         &mut self,
         _rbuf: &mut BytesMut,
         fut: F,
         _answer_half_closed: bool,
     ) -> Option<F::Output> {
-        Some(fut.await)
+        if self.ended {
+            return Some(fut.await);
+        }
+        let mut fut = std::pin::pin!(fut);
+        let mut stopped = std::pin::pin!(self.send.stopped());
+        let mut watching = true;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            if watching {
+                match stopped.as_mut().poll(cx) {
+                    // Stopped by the client, or the connection lost.
+                    Poll::Ready(Ok(Some(_)) | Err(_)) => return Poll::Ready(None),
+                    // (All sent and acknowledged: nothing more to see.)
+                    Poll::Ready(Ok(None)) => watching = false,
+                    Poll::Pending => {}
+                }
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     fn body_untouched(&self) -> bool {
