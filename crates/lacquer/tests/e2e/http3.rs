@@ -401,3 +401,30 @@ fn a_stopped_stream_gives_up_the_fetch_nobody_else_waits_for() {
         .counter("MAIN.h3_reset")
         == 1));
 }
+
+/// SIGTERM ends the daemon at once, as varnishd's: its QUIC clients are
+/// told (CONNECTION_CLOSE, H3_NO_ERROR), as the kernel tells its TCP
+/// clients, rather than left to wait out their idle timeout.
+#[test]
+fn quic_clients_are_told_when_the_daemon_ends() {
+    let (pki, _origin, lq) = setup_with("h3term", "quic = on\n", None);
+    let addr = lq.listen("tls0");
+    let mut c = H3Client::connect(&pki, addr, "a.example");
+    assert_eq!(c.request("GET", "/x", b"").status, 200);
+    let pid = lq.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let conn = c.conn.clone();
+    let closed = c
+        .rt
+        .block_on(async move { tokio::time::timeout(Duration::from_secs(5), conn.closed()).await });
+    match closed.expect("told within 5 s") {
+        quinn::ConnectionError::ApplicationClosed(close) => {
+            assert_eq!(close.error_code.into_inner(), 0x100)
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -556,7 +556,8 @@ fn ban_lurker(sh: Arc<Shared>) {
 /// then). The log's records go first: every worker writes what it
 /// gathered with its next records, and those at once (a busy worker
 /// finishes a transaction every few microseconds; an idle one has nothing
-/// gathered), for at most `END_GRACE` before the process ends.
+/// gathered), for at most `END_GRACE` before the process ends. QUIC
+/// clients are told the connection is closed first.
 async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>) {
     let (mut term, mut int) = signals;
     let which = std::future::poll_fn(|cx| {
@@ -567,6 +568,7 @@ async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>)
     })
     .await;
     say!("Manager got {which}, stopping");
+    crate::session::h3::close_all(QUIC_CLOSE_GRACE).await;
     if let Some(log) = log {
         log.write_through();
         lacquer_shm::batch::flush_this_thread();
@@ -574,6 +576,9 @@ async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>)
     }
     std::process::exit(0);
 }
+
+/// How long the end waits for QUIC's CONNECTION_CLOSE frames to go.
+const QUIC_CLOSE_GRACE: Duration = Duration::from_millis(100);
 
 /// SIGTERM's and SIGINT's handlers, installed as they are made.
 type Signals = (tokio::signal::unix::Signal, tokio::signal::unix::Signal);

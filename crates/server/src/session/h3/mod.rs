@@ -64,13 +64,39 @@ pub(crate) fn endpoint(
 ) -> Result<quinn::Endpoint, String> {
     // Never more than three times what an unvalidated address sent
     // (RFC 9000 §8.1) is quinn's own rule; a Retry is asked for below.
-    quinn::Endpoint::new(
+    let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(config),
         socket,
         Arc::new(quinn::TokioRuntime),
     )
-    .map_err(|e| format!("QUIC: {e}"))
+    .map_err(|e| format!("QUIC: {e}"))?;
+    ENDPOINTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(endpoint.clone());
+    Ok(endpoint)
+}
+
+/// Every QUIC endpoint made, for [`close_all`].
+static ENDPOINTS: std::sync::Mutex<Vec<quinn::Endpoint>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes every QUIC connection (H3_NO_ERROR) as the process ends, and
+/// waits at most `grace` for the CONNECTION_CLOSE frames to go: a QUIC
+/// client has no kernel to tell it that the process is gone, as a TCP
+/// client has, and would wait out its idle timeout.
+pub(crate) async fn close_all(grace: Duration) {
+    let endpoints = ENDPOINTS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let code = crate::transport::h3::varint_code(crate::transport::h3::frames::code::NO_ERROR);
+    for endpoint in &endpoints {
+        endpoint.close(code, b"stopping");
+    }
+    let idle = async {
+        for endpoint in &endpoints {
+            endpoint.wait_idle().await;
+        }
+    };
+    let _ = tokio::time::timeout(grace, idle).await;
 }
 
 /// Takes the endpoint's connections for as long as the listener accepts,
