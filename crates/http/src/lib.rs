@@ -1,10 +1,12 @@
 //! Sans-IO HTTP/1: the header map, strict request parsing (the smuggling
 //! defences live here), backend response parsing, body framing and the
-//! chunked transfer coding. Nothing here touches a socket.
+//! chunked transfer coding; and HTTP/3's frames and QPACK (`h3`). Nothing
+//! here touches a socket.
 
 #![forbid(unsafe_code)]
 
 pub mod chunked;
+pub mod h3;
 pub mod headers;
 pub mod proxy;
 pub mod request;

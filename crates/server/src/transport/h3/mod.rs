@@ -5,8 +5,8 @@
 //! QUIC's flow control lets them go (a stream that cannot send within the
 //! send timeouts is given up), and the request body's DATA frames
 //! (`frames`) are handed to the steps framed as HTTP/1 would frame them
-//! (as they are under a Content-Length, in chunks otherwise). `huffman`
-//! reads the Huffman-coded literals of a request's field sections.
+//! (as they are under a Content-Length, in chunks otherwise). The wire
+//! format itself (frames, QPACK) is `lacquer_http::h3`'s.
 
 use super::deadline::SendClock;
 use super::h2::find_head_end;
@@ -18,8 +18,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 pub(crate) mod frames;
-mod huffman;
-pub(crate) mod qpack;
+pub(crate) use lacquer_http::h3::qpack;
 
 /// An HTTP/3 error code as QUIC carries it.
 pub(crate) fn varint_code(code: u64) -> quinn::VarInt {

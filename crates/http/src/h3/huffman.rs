@@ -77,7 +77,7 @@ fn code() -> &'static Code {
 
 /// Why a Huffman string could not be read.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum HuffmanError {
+pub enum HuffmanError {
     /// The EOS symbol inside the string (RFC 7541 §5.2).
     Eos,
     /// Padding longer than 7 bits, or not the EOS code's first bits.
@@ -85,7 +85,7 @@ pub(crate) enum HuffmanError {
 }
 
 /// Appends the decoding of `src` to `out`.
-pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
+pub fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let code = code();
     // Bits not yet decoded, right-aligned in `acc`; `n` of them.
     let (mut acc, mut n) = (0u64, 0u32);

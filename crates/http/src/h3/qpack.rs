@@ -18,7 +18,7 @@ use bytes::{BufMut, BytesMut};
 
 /// Why a field section was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Malformed {
+pub enum Malformed {
     /// QPACK that does not parse, or Huffman that does not decode.
     Encoding,
     /// A reference to a dynamic table entry (there is none).
@@ -199,7 +199,7 @@ fn pseudo_bit(name: &[u8]) -> u8 {
 
 /// A request read from its HEADERS frame.
 #[derive(Debug, Default)]
-pub(crate) struct Request {
+pub struct Request {
     /// Its head in HTTP/1.1's shape (request line, Host from
     /// `:authority` where it had none, cookies as one field, and
     /// `Transfer-Encoding: chunked` for a body of unknown length).
@@ -230,7 +230,7 @@ struct Pseudo {
 
 /// Reads a request's field section; `limit` bounds its decoded size as
 /// RFC 9114 §4.2.2 counts it (each field's name and value, and 32).
-pub(crate) fn decode_request(block: &[u8], limit: u64) -> Result<Request, Malformed> {
+pub fn decode_request(block: &[u8], limit: u64) -> Result<Request, Malformed> {
     let mut pseudo = Pseudo::default();
     let mut fields = BytesMut::with_capacity(block.len() * 2 + 64);
     let mut cookies: Vec<u8> = Vec::new();
@@ -361,11 +361,11 @@ pub(crate) fn decode_request(block: &[u8], limit: u64) -> Result<Request, Malfor
 }
 
 /// A field's name and value.
-pub(crate) type Field = (Vec<u8>, Vec<u8>);
+pub type Field = (Vec<u8>, Vec<u8>);
 
 /// Reads a trailer section: regular fields only (RFC 9114 §4.1.2), each
 /// checked as a request's, handed on as (name, value).
-pub(crate) fn decode_trailers(block: &[u8], limit: u64) -> Result<Vec<Field>, Malformed> {
+pub fn decode_trailers(block: &[u8], limit: u64) -> Result<Vec<Field>, Malformed> {
     let mut out = Vec::new();
     read_section(block, limit, |name, value| {
         if name.starts_with(b":") {
@@ -562,10 +562,24 @@ fn put_headers_frame(out: &mut BytesMut, block: &[u8]) {
     out.extend_from_slice(block);
 }
 
+/// Fields that speak of an HTTP/1 connection, not of the message: they
+/// have no place in HTTP/3 (RFC 9114 §4.2).
+fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// The HEADERS frame of the response whose HTTP/1 head the steps wrote;
 /// None when it does not parse. Connection-specific fields are dropped,
 /// names lower-cased, and a field whose name is no token is dropped.
-pub(crate) fn encode_response(head: &[u8]) -> Option<BytesMut> {
+pub fn encode_response(head: &[u8]) -> Option<BytesMut> {
     let mut fields = [httparse::EMPTY_HEADER; 64];
     let mut many;
     let mut parsed = httparse::Response::new(&mut fields);
@@ -591,7 +605,7 @@ pub(crate) fn encode_response(head: &[u8]) -> Option<BytesMut> {
     let mut lower = Vec::with_capacity(32);
     for f in parsed.headers.iter() {
         let name = f.name.as_bytes();
-        if super::super::h2::connection_specific(name) {
+        if connection_specific(name) {
             continue;
         }
         lower.clear();
@@ -617,7 +631,7 @@ fn digits(status: u16) -> [u8; 3] {
 }
 
 /// The HEADERS frame of a response of `status` alone.
-pub(crate) fn encode_status(status: u16) -> BytesMut {
+pub fn encode_status(status: u16) -> BytesMut {
     let mut block = BytesMut::with_capacity(8);
     block.put_u8(0);
     block.put_u8(0);
@@ -630,14 +644,14 @@ pub(crate) fn encode_status(status: u16) -> BytesMut {
 /// The HEADERS frame of a trailer section; None when no field of
 /// `fields` may go in one (connection-specific ones, and names that are
 /// no token, are dropped).
-pub(crate) fn encode_trailers(fields: &[(bytes::Bytes, bytes::Bytes)]) -> Option<BytesMut> {
+pub fn encode_trailers(fields: &[(bytes::Bytes, bytes::Bytes)]) -> Option<BytesMut> {
     let mut block = BytesMut::with_capacity(64);
     block.put_u8(0);
     block.put_u8(0);
     let mut any = false;
     let mut lower = Vec::with_capacity(32);
     for (name, value) in fields {
-        if super::super::h2::connection_specific(name) {
+        if connection_specific(name) {
             continue;
         }
         lower.clear();
