@@ -531,6 +531,20 @@ pub fn trim(mut s: &[u8]) -> &[u8] {
     s
 }
 
+/// Fields that speak of an HTTP/1 connection, not of the message: they
+/// have no place in HTTP/2 (RFC 9113 §8.2.2) nor HTTP/3 (RFC 9114 §4.2).
+pub fn connection_specific(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

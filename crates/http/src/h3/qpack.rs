@@ -14,6 +14,7 @@
 //! make, and most of a response's values are not in the table).
 
 use super::huffman;
+use crate::headers::connection_specific;
 use bytes::{BufMut, BytesMut};
 
 /// Why a field section was refused.
@@ -560,20 +561,6 @@ fn put_headers_frame(out: &mut BytesMut, block: &[u8]) {
     super::frames::put_varint(out, super::frames::HEADERS);
     super::frames::put_varint(out, block.len() as u64);
     out.extend_from_slice(block);
-}
-
-/// Fields that speak of an HTTP/1 connection, not of the message: they
-/// have no place in HTTP/3 (RFC 9114 §4.2).
-fn connection_specific(name: &[u8]) -> bool {
-    [
-        &b"connection"[..],
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// The HEADERS frame of the response whose HTTP/1 head the steps wrote;

@@ -445,20 +445,7 @@ pub(crate) fn find_head_end(data: &[u8]) -> Option<usize> {
         .map(|i| i + 4)
 }
 
-/// Fields that speak of an HTTP/1 connection, not of the message: they
-/// have no place in HTTP/2 (RFC 9113 §8.2.2) nor HTTP/3 (RFC 9114
-/// §4.2).
-pub(crate) fn connection_specific(name: &[u8]) -> bool {
-    [
-        &b"connection"[..],
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"upgrade",
-    ]
-    .iter()
-    .any(|n| name.eq_ignore_ascii_case(n))
-}
+pub(crate) use lacquer_http::headers::connection_specific;
 
 /// The HTTP/2 response for an HTTP/1 head the steps wrote.
 pub(crate) fn response_of(head: &[u8]) -> Option<http::Response<()>> {
