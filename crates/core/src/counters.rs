@@ -306,7 +306,7 @@ counter_table! {
     tls_handshakes: Counter, "TLS handshakes completed on client connections.";
     tls_handshake_fail: Counter, "TLS handshakes refused or broken off (a garbage ClientHello, no common protocol or cipher, a server name with no certificate under sni-nomatch-abort).";
     tls_handshake_timeout: Counter, "TLS handshakes not done within the -A file's handshake timeout.";
-    sc_rapid_reset: Counter, "HTTP/2 sessions closed for resetting streams too often too soon after opening them (h2_rapid_reset_limit within h2_rapid_reset_period).";
+    sc_rapid_reset: Counter, "HTTP/2 and HTTP/3 sessions closed for resetting streams too often too soon after opening them (h2_rapid_reset_limit within h2_rapid_reset_period, h3_rapid_reset_limit within h3_rapid_reset_period).";
     sc_calm: Counter, "HTTP/2 sessions told to enhance their calm and closed: floods of SETTINGS, PING, PRIORITY, empty DATA or CONTINUATION frames.";
     req_reset: Counter, "HTTP/2 requests reset by the client before their response was sent whole.";
     sess_h2: Counter, "Sessions that spoke HTTP/2 (by ALPN or by prior knowledge).";

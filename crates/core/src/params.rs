@@ -373,6 +373,12 @@ param_table! {
         "HTTP/3 request streams a client may have open at once on one connection (QUIC's MAX_STREAMS). Read when a listener starts accepting. Lacquer-only.";
     h3_max_header_list_size: Bytes, "64k", "bytes", min Some("1k"), max Some("1M"),
         "HTTP/3 largest header section a client may send (SETTINGS_MAX_FIELD_SECTION_SIZE); never more than http_req_size. Lacquer-only.";
+    h3_rapid_reset: Seconds, "1", "seconds", min Some("0"), max None,
+        "An HTTP/3 request stream the client stops or resets sooner than this after it opened counts against h3_rapid_reset_limit. Lacquer-only.";
+    h3_rapid_reset_limit: Count, "100", "", min Some("0"), max None,
+        "HTTP/3 rapid resets allowed within h3_rapid_reset_period before the connection is closed (H3_EXCESSIVE_LOAD); 0 turns the limit off. Lacquer-only.";
+    h3_rapid_reset_period: Seconds, "60", "seconds", min Some("1"), max None,
+        "The sliding window h3_rapid_reset_limit counts over. Lacquer-only.";
     h3_retry_above: Count, "64", "handshakes", min Some("0"), max None,
         "QUIC handshakes at work past which a client whose address is not yet validated is sent a Retry first (its next Initial proves it owns the address, so a flood from spoofed addresses costs a stateless packet each); 0 sends every new client a Retry. Lacquer-only.";
     h3_stream_window: Bytes, "1M", "bytes", min Some("16k"), max Some("1G"),

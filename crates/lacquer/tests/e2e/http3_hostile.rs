@@ -498,3 +498,39 @@ fn protocol_errors_close_the_connection_with_the_code_http3_names() {
     assert_eq!(status, Some(431));
     assert_eq!(origin.count("/big"), 0);
 }
+
+/// Streams opened and given up at once, past h3_rapid_reset_limit: the
+/// connection is closed (H3_EXCESSIVE_LOAD), and counted as HTTP/2's
+/// rapid resets are.
+#[test]
+fn rapid_resets_close_the_connection() {
+    let origin = crate::origin::Origin::start(|req| {
+        crate::origin::Reply::ok(&format!("slow {}", req.url)).delay(Duration::from_secs(30))
+    });
+    let (pki, _origin, lq) = crate::tls::setup_origin("h3rapid", "quic = on\n", None, origin);
+    lq.cli_ok("param.set h3_rapid_reset_limit 5");
+    let addr = lq.listen("tls0");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let code = rt.block_on(async {
+        for i in 0..20 {
+            let Ok((mut send, mut recv)) = conn.open_bi().await else {
+                break;
+            };
+            let _ = send
+                .write_all(&request(&get(&format!("/slow{i}"), vec![]), b""))
+                .await;
+            let _ = send.finish();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = recv.stop(quinn::VarInt::from_u32(0x10c));
+        }
+        closed_with(&conn).await
+    });
+    assert_eq!(code, 0x107);
+    assert!(crate::harness::eventually(Duration::from_secs(10), || lq
+        .counter("MAIN.sc_rapid_reset")
+        == 1));
+}

@@ -218,6 +218,7 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
                 confirmed,
                 done,
                 header_list,
+                resets: stream::RapidResets::new(),
             });
             let reason = loop {
                 match conn.accept_bi().await {
@@ -243,7 +244,15 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
                 }
             };
             unidirectional.abort();
-            reason
+            if conn_ctx
+                .resets
+                .closed
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                CloseReason::RapidReset
+            } else {
+                reason
+            }
         }
     };
     reason.count();

@@ -35,11 +35,57 @@ pub(super) struct ConnCtx {
     pub done: Arc<AtomicBool>,
     /// The most a field section may decode to.
     pub header_list: u64,
+    /// Streams the client gave up soon after opening them (`h3_rapid_reset*`).
+    pub resets: RapidResets,
+}
+
+/// Times of the rapid resets within `h3_rapid_reset_period`: past
+/// `h3_rapid_reset_limit` the connection is closed (H3_EXCESSIVE_LOAD),
+/// since each stream opened and given up cost a request's start (a
+/// fetch, even), and QUIC gives a client a new stream for each one it
+/// resets.
+pub(super) struct RapidResets {
+    times: std::sync::Mutex<std::collections::VecDeque<std::time::Instant>>,
+    /// Set once the connection was closed for them.
+    pub closed: AtomicBool,
+}
+
+impl RapidResets {
+    pub fn new() -> RapidResets {
+        RapidResets {
+            times: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// A stream given up `age` after it opened.
+    fn note(&self, cx: &ConnCtx, age: Duration) {
+        let p = &cx.sh.params;
+        let limit = p.h3_rapid_reset_limit() as usize;
+        if limit == 0 || age >= Params::duration(p.h3_rapid_reset()) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let period = Params::duration(p.h3_rapid_reset_period());
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > period)
+        {
+            times.pop_front();
+        }
+        times.push_back(now);
+        if times.len() > limit && !self.closed.swap(true, Ordering::AcqRel) {
+            cx.conn
+                .close(varint_code(code::EXCESSIVE_LOAD), b"too many rapid resets");
+        }
+    }
 }
 
 /// Serves one request stream.
 pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: quinn::RecvStream) {
     COUNTERS.inc(Counter::h3_streams);
+    let opened = std::time::Instant::now();
     let early = !cx.done.load(Ordering::Acquire);
     // (A HEADERS frame's QPACK is seldom longer than what it decodes to.)
     let mut frames = FrameReader::new(recv, cx.header_list.saturating_mul(2));
@@ -60,6 +106,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
         Ok(Frame::End) | Err(frames::FrameError::Stream) => {
             // Ended (or reset) before a request (§4.1).
             let _ = send.reset(varint_code(code::REQUEST_INCOMPLETE));
+            cx.resets.note(&cx, opened.elapsed());
             return;
         }
         Err(frames::FrameError::TooLarge(frames::HEADERS)) => {
@@ -146,6 +193,9 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
         if !h3.ended() {
             COUNTERS.inc(Counter::h3_reset);
             h3.abandon();
+            if h3.client_stopped() {
+                cx.resets.note(&cx, opened.elapsed());
+            }
         }
     }
 }

@@ -60,6 +60,9 @@ pub(crate) struct H3Stream {
     left: Option<u64>,
     /// The response has ended (or the stream was given up).
     ended: bool,
+    /// The client stopped the stream (or its connection went) before the
+    /// response was sent whole.
+    client_stopped: bool,
 }
 
 /// What [`H3Stream::new`] needs to know of the request.
@@ -89,7 +92,14 @@ impl H3Stream {
             is_head: framing.is_head,
             left: None,
             ended: false,
+            client_stopped: false,
         }
+    }
+
+    /// Whether the client gave the stream up before its response was
+    /// sent whole.
+    pub fn client_stopped(&self) -> bool {
+        self.client_stopped
     }
 
     /// Whether the response was sent whole.
@@ -102,6 +112,10 @@ impl H3Stream {
         let limit = clock.next_limit().ok_or(SendError::Timeout)?;
         match tokio::time::timeout(limit, self.send.write_all_chunks(chunks)).await {
             Ok(Ok(())) => Ok(()),
+            Ok(Err(quinn::WriteError::Stopped(_) | quinn::WriteError::ConnectionLost(_))) => {
+                self.client_stopped = true;
+                Err(SendError::Io)
+            }
             Ok(Err(_)) => Err(SendError::Io),
             Err(_) => Err(SendError::Timeout),
         }
@@ -387,7 +401,7 @@ impl Transport for H3Stream {
         let mut fut = std::pin::pin!(fut);
         let mut stopped = std::pin::pin!(self.send.stopped());
         let mut watching = true;
-        std::future::poll_fn(|cx| {
+        let out = std::future::poll_fn(|cx| {
             if let Poll::Ready(out) = fut.as_mut().poll(cx) {
                 return Poll::Ready(Some(out));
             }
@@ -402,7 +416,9 @@ impl Transport for H3Stream {
             }
             Poll::Pending
         })
-        .await
+        .await;
+        self.client_stopped |= out.is_none();
+        out
     }
 
     fn body_untouched(&self) -> bool {
