@@ -318,6 +318,7 @@ counter_table! {
     h3_reset: Counter, "HTTP/3 request streams given up before their response was sent whole. Lacquer-only.";
     h3_early: Counter, "HTTP/3 requests taken before their connection's handshake completed (0-RTT early data). Lacquer-only.";
     h3_early_held: Counter, "Of those, the requests that were not safe (not GET, HEAD or OPTIONS without a body) and waited for the handshake. Lacquer-only.";
+    h3_early_refused: Counter, "Of those held, the requests answered 425 (Too Early) because the handshake did not complete within h3_idle_timeout. Lacquer-only.";
     h3_lost_packets: Counter, "QUIC packets of HTTP/3 connections found lost (and sent again), counted as each connection ends. Lacquer-only.";
     sess_task_created: Counter, "Session tasks started: connections that found no idle session task on their worker.";
     sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";

@@ -367,10 +367,10 @@ param_table! {
         "Accepts 0-RTT early data on QUIC connections that resume a session: a safe request (GET, HEAD, OPTIONS) in it is answered at once; any other waits for the handshake to complete. Read when the daemon starts. Lacquer-only.";
     h3_idle_timeout: Seconds, "30", "seconds", min Some("1"), max Some("600"),
         "How long a QUIC connection may stay silent before it is closed. Read when a listener starts accepting. Lacquer-only.";
-    h3_max_connections: Count, "10000", "connections", min Some("1"), max None,
-        "QUIC connections a TLS listener keeps at once (handshakes under way included); a client past them is refused (CONNECTION_REFUSED) and counted in MAIN.h3_refused. Lacquer-only.";
     h3_max_concurrent_streams: Count, "100", "streams", min Some("1"), max Some("10000"),
         "HTTP/3 request streams a client may have open at once on one connection (QUIC's MAX_STREAMS). Read when a listener starts accepting. Lacquer-only.";
+    h3_max_connections: Count, "10000", "connections", min Some("1"), max None,
+        "QUIC connections a TLS listener keeps at once (handshakes under way included); a client past them is refused (CONNECTION_REFUSED) and counted in MAIN.h3_refused. Lacquer-only.";
     h3_max_header_list_size: Bytes, "64k", "bytes", min Some("1k"), max Some("1M"),
         "HTTP/3 largest header section a client may send (SETTINGS_MAX_FIELD_SECTION_SIZE); never more than http_req_size. Lacquer-only.";
     h3_rapid_reset: Seconds, "1", "seconds", min Some("0"), max None,

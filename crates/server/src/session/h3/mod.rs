@@ -206,54 +206,57 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
         .params
         .h3_max_header_list_size()
         .min(sh.params.http_req_size());
-    let reason = match control::open(&conn, header_list).await {
-        Err(_) => CloseReason::RxJunk,
-        Ok(_control) => {
-            let unidirectional = tokio::spawn(control::accept(conn.clone()));
-            let conn_ctx = Arc::new(stream::ConnCtx {
-                sh: sh.clone(),
-                conn: conn.clone(),
-                addrs: addrs.clone(),
-                sess_vxid,
-                confirmed,
-                done,
-                header_list,
-                resets: stream::RapidResets::new(),
-            });
-            let reason = loop {
-                match conn.accept_bi().await {
-                    Ok((send, recv)) => {
-                        tokio::spawn(stream::serve(conn_ctx.clone(), send, recv));
-                    }
-                    Err(quinn::ConnectionError::ApplicationClosed(c))
-                        if c.error_code
-                            == crate::transport::h3::varint_code(
-                                crate::transport::h3::frames::code::NO_ERROR,
-                            ) =>
-                    {
-                        break CloseReason::RemClose
-                    }
-                    Err(quinn::ConnectionError::TimedOut) => break CloseReason::RxTimeout,
-                    Err(quinn::ConnectionError::LocallyClosed | quinn::ConnectionError::Reset) => {
-                        break CloseReason::RemClose
-                    }
-                    Err(quinn::ConnectionError::ApplicationClosed(_)) => {
-                        break CloseReason::RemClose
-                    }
-                    Err(_) => break CloseReason::RxJunk,
-                }
-            };
-            unidirectional.abort();
-            if conn_ctx
-                .resets
-                .closed
-                .load(std::sync::atomic::Ordering::Acquire)
-            {
-                CloseReason::RapidReset
-            } else {
-                reason
+    // The server's control stream, opened beside the requests (a client
+    // that gives no unidirectional stream credit gets no SETTINGS, but
+    // holds nothing up), and kept open as long as the connection.
+    let control = tokio::spawn({
+        let conn = conn.clone();
+        async move {
+            if let Ok(stream) = control::open(&conn, header_list).await {
+                conn.closed().await;
+                drop(stream);
             }
         }
+    });
+    let unidirectional = tokio::spawn(control::accept(conn.clone()));
+    let conn_ctx = Arc::new(stream::ConnCtx {
+        sh: sh.clone(),
+        conn: conn.clone(),
+        addrs: addrs.clone(),
+        sess_vxid,
+        confirmed,
+        done,
+        header_list,
+        resets: stream::RapidResets::new(),
+    });
+    let no_error = crate::transport::h3::varint_code(crate::transport::h3::frames::code::NO_ERROR);
+    let reason = loop {
+        match conn.accept_bi().await {
+            Ok((send, recv)) => {
+                tokio::spawn(stream::serve(conn_ctx.clone(), send, recv));
+            }
+            Err(quinn::ConnectionError::ApplicationClosed(c)) if c.error_code == no_error => {
+                break CloseReason::RemClose
+            }
+            Err(quinn::ConnectionError::TimedOut) => break CloseReason::RxTimeout,
+            Err(
+                quinn::ConnectionError::LocallyClosed
+                | quinn::ConnectionError::Reset
+                | quinn::ConnectionError::ApplicationClosed(_),
+            ) => break CloseReason::RemClose,
+            Err(_) => break CloseReason::RxJunk,
+        }
+    };
+    unidirectional.abort();
+    control.abort();
+    let reason = if conn_ctx
+        .resets
+        .closed
+        .load(std::sync::atomic::Ordering::Acquire)
+    {
+        CloseReason::RapidReset
+    } else {
+        reason
     };
     reason.count();
     COUNTERS.add(Counter::h3_lost_packets, conn.stats().path.lost_packets);

@@ -143,6 +143,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
                 let _ = tokio::time::timeout(limit, wait).await;
             }
             if !cx.done.load(Ordering::Acquire) {
+                COUNTERS.inc(Counter::h3_early_refused);
                 let _ = send.write_all(&qpack::encode_status(425)).await;
                 let _ = send.finish();
                 return;
