@@ -113,7 +113,9 @@ pub(crate) async fn serve_endpoint(
 ) {
     /// Stops the endpoint taking new connections when accepting stops
     /// (the task aborted): those it has go on, and a client that comes
-    /// now is refused until it starts again.
+    /// now goes unanswered until it starts again (quinn answers its
+    /// Initial with a stateless reset, which a client in its handshake
+    /// ignores).
     struct Stopping(quinn::Endpoint);
     impl Drop for Stopping {
         fn drop(&mut self) {
