@@ -85,6 +85,10 @@ pub enum FrameError {
     Truncated,
     /// A frame past the limit the reader was given.
     TooLarge(u64),
+    /// A frame type HTTP/2 had and HTTP/3 reserves (0x02, 0x06, 0x08,
+    /// 0x09): an error wherever it comes (RFC 9114 §7.2.8), seen from
+    /// its type alone.
+    Reserved(u64),
     /// The stream failed or was reset.
     Stream,
 }
@@ -176,6 +180,7 @@ impl FrameBuf {
                 self.skip = len;
                 Ok(Parsed::Begun)
             }
+            0x02 | 0x06 | 0x08 | 0x09 => Err(FrameError::Reserved(kind)),
             _ if len > self.limit => Err(FrameError::TooLarge(kind)),
             _ => {
                 let end = a + b + len as usize;
@@ -298,6 +303,12 @@ mod tests {
         let mut r = FrameBuf::new(64);
         r.push(&[0x04, 0x40, 100]);
         assert_eq!(r.next_frame(), Err(FrameError::TooLarge(SETTINGS)));
+        // HTTP/2's frame types, whatever their length.
+        for kind in [0x02, 0x06, 0x08, 0x09] {
+            let mut r = FrameBuf::new(64);
+            r.push(&[kind, 0x80, 0x10, 0x00, 0x00]);
+            assert_eq!(r.next_frame(), Err(FrameError::Reserved(u64::from(kind))));
+        }
         // DATA and unknown frames are never held whole: no limit.
         let mut big = vec![0x00, 0x80, 0x01, 0x00, 0x00];
         big.extend(std::iter::repeat_n(7u8, 65536));

@@ -466,6 +466,16 @@ fn protocol_errors_close_the_connection_with_the_code_http3_names() {
         closed_with(&conn).await
     });
     assert_eq!(got, 0x105, "DATA first");
+    // A frame type HTTP/3 reserves (HTTP/2's PRIORITY), however long.
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let got = rt.block_on(async {
+        let (mut send, _recv) = conn.open_bi().await.unwrap();
+        send.write_all(&[0x02, 0x80, 0x10, 0x00, 0x00])
+            .await
+            .unwrap();
+        closed_with(&conn).await
+    });
+    assert_eq!(got, 0x105, "a reserved frame type");
     // A stream of a type no one defined, and GREASE frames, are let be:
     // the connection serves.
     let (_endpoint, conn) = raw_connection(&rt, &pki, addr);

@@ -32,6 +32,9 @@ pub(crate) fn close_for(conn: &quinn::Connection, e: &FrameError) {
         FrameError::TooLarge(_) => {
             conn.close(varint_code(code::EXCESSIVE_LOAD), b"frame too large")
         }
+        FrameError::Reserved(_) => {
+            conn.close(varint_code(code::FRAME_UNEXPECTED), b"an HTTP/2 frame type")
+        }
         FrameError::Stream => {}
     }
 }
