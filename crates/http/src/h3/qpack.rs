@@ -533,11 +533,12 @@ fn put_int(out: &mut BytesMut, flags: u8, bits: u32, value: u64) {
 /// Appends one field line.
 fn put_field(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     let mut name_ref = None;
-    for (i, (n, v)) in STATIC.iter().enumerate() {
+    for &i in static_by_length(name.len()) {
+        let (n, v) = STATIC[usize::from(i)];
         if n.as_bytes() == name {
             if v.as_bytes() == value {
                 // Indexed field line, static.
-                put_int(out, 0xc0, 6, i as u64);
+                put_int(out, 0xc0, 6, u64::from(i));
                 return;
             }
             name_ref.get_or_insert(i);
@@ -545,7 +546,7 @@ fn put_field(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     }
     match name_ref {
         // Literal with a static name reference.
-        Some(i) => put_int(out, 0x50, 4, i as u64),
+        Some(i) => put_int(out, 0x50, 4, u64::from(i)),
         // Literal with a literal name.
         None => {
             put_int(out, 0x20, 3, name.len() as u64);
@@ -554,6 +555,22 @@ fn put_field(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     }
     put_int(out, 0x00, 7, value.len() as u64);
     out.extend_from_slice(value);
+}
+
+/// The static table's entries whose names are `len` bytes long, in table
+/// order (found once, so that a response's fields are each compared with
+/// a few entries, not all 99).
+fn static_by_length(len: usize) -> &'static [u8] {
+    const LONGEST: usize = 40;
+    static BY_LENGTH: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    let table = BY_LENGTH.get_or_init(|| {
+        let mut table = vec![Vec::new(); LONGEST + 1];
+        for (i, (name, _)) in STATIC.iter().enumerate() {
+            table[name.len()].push(i as u8);
+        }
+        table
+    });
+    table.get(len).map_or(&[], |entries| &entries[..])
 }
 
 /// Appends a HEADERS frame holding `block`.

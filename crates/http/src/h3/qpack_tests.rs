@@ -316,6 +316,21 @@ fn a_block(frame: &[u8]) -> usize {
 }
 
 #[test]
+fn every_static_entry_is_found_by_its_length() {
+    for (i, (name, _)) in STATIC.iter().enumerate() {
+        assert!(static_by_length(name.len()).contains(&(i as u8)), "{name}");
+    }
+    // Encoded, each whole entry is its index.
+    for (i, (name, value)) in STATIC.iter().enumerate() {
+        let mut out = BytesMut::new();
+        put_field(&mut out, name.as_bytes(), value.as_bytes());
+        let mut r = Reader { buf: &out, at: 0 };
+        assert_eq!(out[0] & 0xc0, 0xc0, "{name}: {value}");
+        assert_eq!(r.int(6), Ok(i as u64), "{name}: {value}");
+    }
+}
+
+#[test]
 fn the_static_table_is_the_rfcs() {
     assert_eq!(STATIC.len(), 99);
     assert_eq!(STATIC[0], (":authority", ""));

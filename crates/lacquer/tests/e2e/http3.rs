@@ -132,7 +132,11 @@ impl H3Client {
 #[test]
 fn http3_serves_hits_passes_and_bodies_and_http1_says_where_it_is() {
     let vcl = "sub vcl_recv { if (req.url ~ \"^/pass\") { return (pass); } }\n\
-               sub vcl_deliver { set resp.http.x-proto = req.proto; }\n";
+               sub vcl_deliver {\n\
+                 set resp.http.x-proto = req.proto;\n\
+                 if (req.url == \"/no-alt\") { unset resp.http.alt-svc; }\n\
+                 if (req.url == \"/alt\") { set resp.http.alt-svc = {\"h3=\":443\"; ma=60\"}; }\n\
+               }\n";
     let (pki, origin, lq) = setup_with("h3", "quic = on\n", Some(vcl));
     let addr = lq.listen("tls0");
     // Over TCP, the listener says where HTTP/3 is.
@@ -144,6 +148,11 @@ fn http3_serves_hits_passes_and_bodies_and_http1_says_where_it_is() {
         "{head}"
     );
     assert!(head.contains("x-proto: HTTP/1.1"), "{head}");
+    // VCL sees the field in vcl_deliver: it may remove or change it.
+    let (head, _) = get(&mut tls, "/no-alt");
+    assert!(!head.to_ascii_lowercase().contains("alt-svc"), "{head}");
+    let (head, _) = get(&mut tls, "/alt");
+    assert!(head.contains("Alt-Svc: h3=\":443\"; ma=60\r\n"), "{head}");
     // Over QUIC (Host a.example, another object than HTTP/1.1's Host
     // example): a miss, then a hit.
     let mut h3 = H3Client::connect(&pki, addr, "a.example");

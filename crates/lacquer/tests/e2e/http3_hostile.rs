@@ -544,3 +544,41 @@ fn rapid_resets_close_the_connection() {
         .counter("MAIN.sc_rapid_reset")
         == 1));
 }
+
+/// A request body whose trailers come and whose stream never ends: the
+/// stream is let go after timeout_idle, as a body that stops would be.
+#[test]
+fn trailers_without_the_streams_end_are_not_waited_for_forever() {
+    let vcl = "sub vcl_recv { return (pass); }\n";
+    let (pki, origin, lq) = setup_with("h3trailhang", "quic = on\n", Some(vcl));
+    lq.cli_ok("param.set timeout_idle 1");
+    let addr = lq.listen("tls0");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
+    let ended = rt.block_on(async {
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let post = [
+            indexed(POST),
+            indexed(HTTPS),
+            named(AUTHORITY, b"a.example"),
+            named(PATH, b"/hang"),
+        ];
+        let mut bytes = request(&post, b"ab");
+        // Trailers: a HEADERS frame of one field; then nothing, no FIN.
+        let mut block = vec![0, 0];
+        block.extend(literal(b"x-t", b"1"));
+        bytes.push(0x01);
+        bytes.push(block.len() as u8);
+        bytes.extend(block);
+        send.write_all(&bytes).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20));
+        let ended = read.await.is_ok();
+        drop(send);
+        ended
+    });
+    assert!(ended, "the stream was held open");
+    assert_eq!(origin.count("/hang"), 0);
+}

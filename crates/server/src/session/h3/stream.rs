@@ -110,7 +110,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
             return;
         }
         Err(frames::FrameError::TooLarge(frames::HEADERS)) => {
-            return too_large(&mut send, &mut frames).await;
+            return too_large(&cx, &mut send, &mut frames).await;
         }
         Err(e) => return close_for(&cx.conn, &e),
         // DATA first, or a frame a request stream must not carry.
@@ -123,7 +123,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
     };
     let req = match qpack::decode_request(&block, cx.header_list) {
         Ok(req) => req,
-        Err(Malformed::TooLarge) => return too_large(&mut send, &mut frames).await,
+        Err(Malformed::TooLarge) => return too_large(&cx, &mut send, &mut frames).await,
         Err(_) => {
             COUNTERS.inc(Counter::client_req_400);
             frames.stop(code::MESSAGE_ERROR);
@@ -144,9 +144,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
             }
             if !cx.done.load(Ordering::Acquire) {
                 COUNTERS.inc(Counter::h3_early_refused);
-                let _ = send.write_all(&qpack::encode_status(425)).await;
-                let _ = send.finish();
-                return;
+                return answer_status(&cx, &mut send, 425).await;
             }
         }
     }
@@ -203,10 +201,19 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
 
 /// A request whose fields are past the header list's limit: 431, and
 /// the rest of it refused.
-async fn too_large(send: &mut quinn::SendStream, frames: &mut FrameReader) {
+async fn too_large(cx: &ConnCtx, send: &mut quinn::SendStream, frames: &mut FrameReader) {
     COUNTERS.inc(Counter::client_req_400);
     frames.stop(code::EXCESSIVE_LOAD);
-    let frame: Bytes = qpack::encode_status(431).freeze();
-    let _ = send.write_chunk(frame).await;
-    let _ = send.finish();
+    answer_status(cx, send, 431).await;
+}
+
+/// Answers a response of `status` alone, within `idle_send_timeout` (a
+/// client that opens no flow-control window for it holds nothing).
+async fn answer_status(cx: &ConnCtx, send: &mut quinn::SendStream, status: u16) {
+    let frame: Bytes = qpack::encode_status(status).freeze();
+    let limit = Params::duration(cx.sh.params.idle_send_timeout());
+    match tokio::time::timeout(limit, send.write_chunk(frame)).await {
+        Ok(Ok(())) => drop(send.finish()),
+        _ => drop(send.reset(varint_code(code::REQUEST_REJECTED))),
+    }
 }

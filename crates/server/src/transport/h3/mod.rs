@@ -242,7 +242,10 @@ impl H3Stream {
                         self.refuse_body();
                         return Err(());
                     }
-                    match recv.next().await {
+                    // The stream's end must follow, as any piece of the
+                    // body would, within the limit.
+                    let end = tokio::time::timeout(limit, recv.next()).await;
+                    match end.map_err(drop)? {
                         Ok(Frame::End) => {}
                         Ok(_) => {
                             self.conn
