@@ -370,7 +370,7 @@ param_table! {
     h3_max_concurrent_streams: Count, "100", "streams", min Some("1"), max Some("10000"),
         "HTTP/3 request streams a client may have open at once on one connection (QUIC's MAX_STREAMS). Read when a listener starts accepting. Lacquer-only.";
     h3_max_connections: Count, "10000", "connections", min Some("1"), max None,
-        "QUIC connections a TLS listener keeps at once (handshakes under way included); a client past them is refused (CONNECTION_REFUSED) and counted in MAIN.h3_refused. Lacquer-only.";
+        "QUIC connections a TLS listener keeps at once (handshakes under way included); a client past them is refused (CONNECTION_REFUSED) and counted in MAIN.h3_refused. Shared evenly, rounded up, by the endpoints of a listener that has one for each worker. Lacquer-only.";
     h3_max_header_list_size: Bytes, "64k", "bytes", min Some("1k"), max Some("1M"),
         "HTTP/3 largest header section a client may send (SETTINGS_MAX_FIELD_SECTION_SIZE); never more than http_req_size. Lacquer-only.";
     h3_rapid_reset: Seconds, "1", "seconds", min Some("0"), max None,
@@ -380,7 +380,7 @@ param_table! {
     h3_rapid_reset_period: Seconds, "60", "seconds", min Some("1"), max None,
         "The sliding window h3_rapid_reset_limit counts over. Lacquer-only.";
     h3_retry_above: Count, "64", "handshakes", min Some("0"), max None,
-        "QUIC handshakes at work past which a client whose address is not yet validated is sent a Retry first (its next Initial proves it owns the address, so a flood from spoofed addresses costs a stateless packet each); 0 sends every new client a Retry. Lacquer-only.";
+        "QUIC handshakes at work past which a client whose address is not yet validated is sent a Retry first (its next Initial proves it owns the address, so a flood from spoofed addresses costs a stateless packet each); 0 sends every new client a Retry. Shared evenly, rounded up, by the endpoints of a listener that has one for each worker. Lacquer-only.";
     h3_stream_window: Bytes, "1M", "bytes", min Some("16k"), max Some("1G"),
         "QUIC flow-control window of each stream for what the client sends; a connection's is ten times this. Lacquer-only.";
     http1_iovs: Count, "64", "iovecs", min Some("5"), max Some("1024"),

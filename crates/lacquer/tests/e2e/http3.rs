@@ -6,7 +6,7 @@
 
 use crate::harness::eventually;
 use crate::origin::{Origin, Reply};
-use crate::tls::{connect, get, setup_origin, setup_with, Pki};
+use crate::tls::{connect, get, setup_args, setup_origin, setup_with, Pki};
 use bytes::{Buf, Bytes};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub(crate) struct H3Client {
     pub rt: tokio::runtime::Runtime,
     pub send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     pub conn: quinn::Connection,
-    _endpoint: quinn::Endpoint,
+    endpoint: quinn::Endpoint,
 }
 
 /// A client's QUIC settings: the test CA, ALPN h3, and 0-RTT early data
@@ -76,7 +76,7 @@ impl H3Client {
             rt,
             send,
             conn,
-            _endpoint: endpoint,
+            endpoint,
         };
         (client, zero_rtt)
     }
@@ -380,6 +380,34 @@ fn stop_and_start_keep_the_quic_connections_there_are() {
         assert_eq!(new.request("GET", &format!("/n{i}"), b"").status, 200);
         assert_eq!(old.request("GET", &format!("/o{i}"), b"").status, 200);
     }
+}
+
+/// With an endpoint for each worker, a client that moves (a new port, as
+/// after a NAT's rebinding) keeps its connection: the kernel steers its
+/// datagrams by the connection ID, which names the worker, where a hash
+/// of the addresses would take most of them to another worker's endpoint,
+/// which knows nothing of the connection.
+#[test]
+fn a_client_that_moves_stays_with_the_worker_of_its_connection() {
+    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
+    let (pki, _origin, lq) =
+        setup_args("h3move", "quic = on\n", None, origin, &["-p", "workers=4"]);
+    let addr = lq.listen("tls0");
+    for i in 0..8 {
+        let mut c = H3Client::connect(&pki, addr, "a.example");
+        assert_eq!(c.request("GET", &format!("/m{i}"), b"").status, 200);
+        for j in 0..3 {
+            let moved = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            {
+                let _runtime = c.rt.enter();
+                c.endpoint.rebind(moved).unwrap();
+            }
+            let url = format!("/m{i}/{j}");
+            let got = c.try_request("GET", &url, &[], b"");
+            assert_eq!(got.map(|r| r.body), Ok(format!("page {url}").into_bytes()));
+        }
+    }
+    assert_eq!(lq.counter("MAIN.sess_h3"), 8);
 }
 
 /// A client that gives up a request (it stops the stream) while the

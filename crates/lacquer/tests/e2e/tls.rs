@@ -129,6 +129,17 @@ pub(crate) fn setup_origin(
     vcl: Option<&str>,
     origin: Origin,
 ) -> (Pki, Origin, Lacquer) {
+    setup_args(name, extra, vcl, origin, &[])
+}
+
+/// As [`setup_origin`], with more `lacquer serve` arguments.
+pub(crate) fn setup_args(
+    name: &str,
+    extra: &str,
+    vcl: Option<&str>,
+    origin: Origin,
+    more: &[&str],
+) -> (Pki, Origin, Lacquer) {
     let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-{name}", std::process::id()));
     let pki = Pki::new(&dir);
     pki.leaf("a.pem", &["a.example"]);
@@ -149,12 +160,13 @@ pub(crate) fn setup_origin(
         ),
     )
     .unwrap();
-    let args = [
+    let mut args = vec![
         "-A",
         conf.to_str().unwrap(),
         "-a",
         "secure=127.0.0.1:0,HTTPS",
     ];
+    args.extend_from_slice(more);
     let lq = match vcl {
         Some(text) => {
             let backend = format!(

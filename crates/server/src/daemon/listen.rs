@@ -168,11 +168,13 @@ pub(crate) struct Listener {
     pub tls: Option<Arc<crate::transport::tls::TlsListener>>,
     /// The UDP socket its QUIC endpoint speaks on (HTTP/3), bound to the
     /// same address, where its TLS settings say `quic = on`.
-    pub quic: Option<std::net::UdpSocket>,
-    /// Its QUIC endpoint, once it has accepted: made once, since its
-    /// connections outlive a `stop` (another endpoint on the socket
-    /// would take some of their datagrams).
-    pub quic_endpoint: std::sync::Mutex<Option<quinn::Endpoint>>,
+    /// One for each worker where the kernel can steer datagrams by
+    /// connection ID (`session::h3::steer`), else one; none without QUIC.
+    pub quic: Vec<std::net::UdpSocket>,
+    /// Its QUIC endpoints, once it has accepted, one a socket: made
+    /// once, since their connections outlive a `stop` (another endpoint
+    /// on a socket would take some of their datagrams).
+    pub quic_endpoints: std::sync::Mutex<Vec<quinn::Endpoint>>,
 }
 
 /// The socket of a listener.
@@ -206,14 +208,14 @@ impl Listener {
         }
     }
 
-    /// Binds the UDP socket of its QUIC endpoint, at its TCP address.
+    /// Binds the UDP sockets of its QUIC endpoints at its TCP address, one
+    /// for each worker (as its TCP sockets) where they can be steered.
     pub fn bind_quic(&mut self) -> Result<(), String> {
-        let Bound::Tcp(_, addr) = &self.socket else {
+        let Bound::Tcp(sockets, addr) = &self.socket else {
             return Err(format!("{}: QUIC needs an IP address", self.name));
         };
-        let socket = std::net::UdpSocket::bind(addr)
+        self.quic = crate::session::h3::steer::bind_group(*addr, sockets.len())
             .map_err(|e| format!("Cannot bind QUIC on {} ({addr}): {e}", self.name))?;
-        self.quic = Some(socket);
         Ok(())
     }
 
@@ -227,7 +229,7 @@ impl Listener {
         let fail = |e: std::io::Error| format!("Cannot start: {e}");
         let max_age = sh.params.h3_alt_svc_max_age();
         let alt_svc =
-            match (&self.quic, &self.socket) {
+            match (self.quic.first(), &self.socket) {
                 (Some(_), Bound::Tcp(_, addr)) if max_age > 0.0 => Some(bytes::Bytes::from(
                     format!("h3=\":{}\"; ma={}", addr.port(), max_age.round() as u64),
                 )),
@@ -265,37 +267,49 @@ impl Listener {
                 }
             });
         }
-        // QUIC's endpoint on the first worker: it owns its socket, and a
-        // client's datagrams must all reach the endpoint that knows its
-        // connection. Its connections (their QUIC state, crypto and
-        // streams) go to every worker in turn.
-        if let (Some(socket), Some(tls), Some(rt)) = (
-            &self.quic,
+        // QUIC: an endpoint for each socket, on the worker of the same
+        // index, whose connections stay there; or one endpoint, on the
+        // first worker, whose connections go to every worker in turn.
+        if let (false, Some(tls)) = (
+            self.quic.is_empty(),
             self.tls.as_ref().and_then(|t| t.quic.clone()),
-            workers.handles().first(),
         ) {
-            let _guard = rt.enter();
             let config = crate::session::h3::server_config(tls, &sh.params)?;
-            let mut made = self.quic_endpoint.lock().unwrap_or_else(|e| e.into_inner());
-            let endpoint = match &*made {
-                Some(endpoint) => {
-                    endpoint.set_server_config(Some(config));
-                    endpoint.clone()
-                }
-                None => {
+            let mut made = self
+                .quic_endpoints
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if made.is_empty() {
+                let steered = self.quic.len() > 1;
+                for (i, (socket, rt)) in self.quic.iter().zip(workers.handles()).enumerate() {
+                    let _guard = rt.enter();
+                    let worker = steered.then_some(i as u8);
                     let socket = socket.try_clone().map_err(fail)?;
-                    let endpoint = crate::session::h3::endpoint(socket, config)?;
-                    *made = Some(endpoint.clone());
-                    endpoint
+                    made.push(crate::session::h3::endpoint(
+                        socket,
+                        config.clone(),
+                        worker,
+                    )?);
                 }
+            } else {
+                for endpoint in made.iter() {
+                    endpoint.set_server_config(Some(config.clone()));
+                }
+            }
+            let spread = match made.len() {
+                1 => workers.handles().to_vec(),
+                _ => Vec::new(),
             };
-            tasks.push(rt.spawn(crate::session::h3::serve_endpoint(
-                sh.clone(),
-                endpoint,
-                self.name.clone(),
-                self.endpoint.clone(),
-                workers.handles().to_vec(),
-            )));
+            for (endpoint, rt) in made.iter().zip(workers.handles()) {
+                tasks.push(rt.spawn(crate::session::h3::serve_endpoint(
+                    sh.clone(),
+                    endpoint.clone(),
+                    made.len(),
+                    self.name.clone(),
+                    self.endpoint.clone(),
+                    spread.clone(),
+                )));
+            }
         }
         Ok(tasks)
     }
@@ -442,8 +456,8 @@ pub(crate) fn bind_all(
             endpoint: Arc::from(spec.endpoint.as_str()),
             proxy: spec.proxy,
             tls: None,
-            quic: None,
-            quic_endpoint: std::sync::Mutex::new(None),
+            quic: Vec::new(),
+            quic_endpoints: std::sync::Mutex::new(Vec::new()),
         };
         match &spec.addrs {
             ListenAddrs::Unix(u) => {

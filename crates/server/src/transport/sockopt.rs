@@ -3,7 +3,9 @@
 //! `std.set_ip_tos`), on a descriptor it is lent for one request; a
 //! client socket's reads into a runtime's buffer without zeroing it
 //! first (`recv_into`); a TCP listener's registration with the reactor
-//! (`watch_listener`) and its deferred accept (`set_defer_accept`); and
+//! (`watch_listener`) and its deferred accept (`set_defer_accept`); the
+//! program that steers a `SO_REUSEPORT` group's datagrams
+//! (`attach_reuseport_program`); and
 //! at start-up, the system's user and group names (a Unix socket's owner,
 //! `-j unix,user=`), the work directory's lock and giving up root once
 //! the sockets are bound.
@@ -176,6 +178,31 @@ pub(crate) fn set_defer_accept(listener: std::os::fd::BorrowedFd<'_>, secs: u32)
         libc::IPPROTO_TCP,
         libc::TCP_DEFER_ACCEPT,
         &secs,
+    )
+}
+
+/// Gives the `SO_REUSEPORT` group of `socket` (bound) a classic BPF
+/// program that picks, for each datagram, the index of the group's
+/// socket that receives it (in the order they were bound); an index past
+/// the group, or a program that fails, leaves the choice to the kernel's
+/// hash.
+pub(crate) fn attach_reuseport_program(
+    socket: std::os::fd::BorrowedFd<'_>,
+    program: &[libc::sock_filter],
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(program.len())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+        // The kernel copies the program during the call and never writes
+        // it.
+        filter: program.as_ptr().cast_mut(),
+    };
+    setsockopt(
+        socket.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_REUSEPORT_CBPF,
+        &fprog,
     )
 }
 

@@ -12,6 +12,7 @@
 //! every value of every response (a fifth of an HTTP/3 hit's cost).
 
 mod control;
+pub(crate) mod steer;
 mod stream;
 
 use crate::transport::io::SessAddrs;
@@ -56,16 +57,24 @@ pub(crate) fn server_config(
     Ok(config)
 }
 
-/// The endpoint for `socket` (made once a listener: it keeps its
-/// connections while the listener stops and starts accepting).
+/// The endpoint for `socket`, on the runtime of the caller's context
+/// (made once for each socket of a listener: it keeps its connections
+/// while the listener stops and starts accepting). `worker` is the index
+/// its connection IDs name where the listener's sockets are steered
+/// (`steer`).
 pub(crate) fn endpoint(
     socket: std::net::UdpSocket,
     config: quinn::ServerConfig,
+    worker: Option<u8>,
 ) -> Result<quinn::Endpoint, String> {
+    let mut endpoint_config = quinn::EndpointConfig::default();
+    if let Some(worker) = worker {
+        endpoint_config.cid_generator(move || Box::new(steer::WorkerCids::new(worker)));
+    }
     // Never more than three times what an unvalidated address sent
     // (RFC 9000 §8.1) is quinn's own rule; a Retry is asked for below.
     let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
+        endpoint_config,
         Some(config),
         socket,
         Arc::new(quinn::TokioRuntime),
@@ -99,17 +108,21 @@ pub(crate) async fn close_all(grace: Duration) {
     let _ = tokio::time::timeout(grace, idle).await;
 }
 
-/// Takes the endpoint's connections for as long as the listener accepts,
-/// each on the next of `workers` in turn (its QUIC driver, which quinn
-/// spawns where the handshake is accepted, and its streams with it; the
-/// endpoint's own driver, which reads the socket and hands each datagram
-/// to its connection, stays on the worker that made it).
+/// Takes the endpoint's connections for as long as the listener accepts.
+/// One of a listener's `endpoints` (one a worker, `steer`), it serves
+/// them on its own worker, with its share of `h3_max_connections` and
+/// `h3_retry_above`. A listener's only endpoint, with `spread` naming the
+/// workers, hands each connection to the next of them in turn (its QUIC
+/// driver, which quinn spawns where the handshake is accepted, and its
+/// streams with it; the endpoint's own driver, which reads the socket
+/// and hands each datagram to its connection, stays on its worker).
 pub(crate) async fn serve_endpoint(
     sh: Arc<Shared>,
     endpoint: quinn::Endpoint,
+    endpoints: usize,
     name: Arc<str>,
     listen_endpoint: Arc<str>,
-    workers: Vec<tokio::runtime::Handle>,
+    spread: Vec<tokio::runtime::Handle>,
 ) {
     /// Stops the endpoint taking new connections when accepting stops
     /// (the task aborted): those it has go on, and a client that comes
@@ -125,13 +138,16 @@ pub(crate) async fn serve_endpoint(
     let _stopping = Stopping(endpoint.clone());
     let local = endpoint.local_addr().ok();
     let mut next = 0usize;
+    // A listener's limits, shared evenly by its endpoints (the kernel
+    // spreads new clients evenly over them); 0 stays 0.
+    let share = |limit: u64| limit.div_ceil(endpoints.max(1) as u64);
     while let Some(incoming) = endpoint.accept().await {
-        if endpoint.open_connections() as u64 >= sh.params.h3_max_connections() {
+        if endpoint.open_connections() as u64 >= share(sh.params.h3_max_connections()) {
             COUNTERS.inc(Counter::h3_refused);
             incoming.refuse();
             continue;
         }
-        let retry_above = sh.params.h3_retry_above();
+        let retry_above = share(sh.params.h3_retry_above());
         if !incoming.remote_address_validated()
             && (retry_above == 0 || endpoint.open_connections() as u64 > retry_above)
         {
@@ -152,7 +168,7 @@ pub(crate) async fn serve_endpoint(
             listen_endpoint.clone(),
         );
         let task = connection(sh.clone(), incoming, addrs);
-        match workers.get(next % workers.len().max(1)) {
+        match spread.get(next % spread.len().max(1)) {
             Some(worker) => drop(worker.spawn(task)),
             None => drop(tokio::spawn(task)),
         }
