@@ -12,7 +12,12 @@
 #     streams as the server allows, 100);
 #   - and a connection a request over HTTP/3, each resuming with 0-RTT
 #     (gtlsclient with a kept session), against HTTP/2 over TLS with
-#     a resumed session a request (h2load -c N -n N).
+#     a resumed session a request (h2load -c N -n N);
+#   - then a second Lacquer with two workers, on both CPUs, and four
+#     `load` clients at once (a connection each, 50 streams), over
+#     HTTP/2 and over HTTP/3: QUIC has an endpoint on each worker, and
+#     each connection is served where its endpoint took it, as a TCP
+#     connection is.
 # Prints the server's CPU time per request for each, and the ratios of
 # HTTP/3 to HTTP/2.
 #
@@ -53,13 +58,14 @@ URL="https://localhost:$LQ_PORT/1k"
 # h2load by address (localhost could be ::1 first), the same object.
 H2_URL="https://127.0.0.1:$LQ_PORT/1k"
 
-# measure NAME REQUESTS COMMAND…: the server's CPU time per request.
+# measure NAME REQUESTS COMMAND…: the server's CPU time per request
+# (the server MEASURED, $LQ_PID unless set).
 measure() {
-    local name=$1 n=$2 t0 t1
+    local name=$1 n=$2 t0 t1 pid=${MEASURED:-$LQ_PID}
     shift 2
-    t0=$(ticks "$LQ_PID")
+    t0=$(ticks "$pid")
     "$@" >"$WORK/$name.out" 2>&1 || true
-    t1=$(ticks "$LQ_PID")
+    t1=$(ticks "$pid")
     awk -v t=$((t1 - t0)) -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }'
 }
 
@@ -89,15 +95,41 @@ h3c_loop() {
     done
 }
 h3c=$(measure h3conn "$CONNECTIONS" h3c_loop)
+# Two workers, four connections at once.
+LQ2_PORT=$(free_port)
+sed "s/:$LQ_PORT\"/:$LQ2_PORT\"/" "$WORK/lacquer-h3.conf" >"$WORK/lacquer-h3-2.conf"
+"$LACQUER" serve -j none -a 127.0.0.1:0 -A "$WORK/lacquer-h3-2.conf" \
+    -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer2" -s malloc,256m -p workers=2 \
+    -p h3_max_concurrent_streams=100 >"$WORK/lacquer2.out" 2>&1 & MEASURED=$!; PIDS+=($MEASURED)
+for _ in $(seq 1 100); do
+    curl -kfso /dev/null --http2 "https://localhost:$LQ2_PORT/1k" --resolve "localhost:$LQ2_PORT:127.0.0.1" && break
+    sleep 0.1
+done
+# four PROTOCOL REQUESTS: four clients at once, a quarter of the requests each.
+four() {
+    local clients=()
+    for _ in 1 2 3 4; do
+        "$LOAD" "$1" "127.0.0.1:$LQ2_PORT" localhost /1k $(($2 / 4)) 50 >/dev/null 2>&1 & clients+=($!)
+    done
+    wait "${clients[@]}"
+}
+four h3 400
+h2w=$(measure h2w "$REQUESTS" four h2 "$REQUESTS")
+h3w=$(measure h3w "$REQUESTS" four h3 "$REQUESTS")
+unset MEASURED
+
 early=$("$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "MAIN.h3_early" { print $2 }')
 streams=$("$LACQUER" stat -n "$WORK/lacquer" -1 | awk '$1 == "MAIN.h3_streams" { print $2 }')
 
 printf '%-40s %12s\n' case cpu-us/req
 printf '%-40s %12s\n' "HTTP/2 hits (load, 100 streams)" "$h2" "HTTP/3 hits (load, 100 streams)" "$h3" \
     "HTTP/2 hits (h2load, 100 streams)" "$h2l" "HTTP/3 hits (gtlsclient)" "$h3g" \
-    "HTTP/2, a TLS connection a request" "$h2c" "HTTP/3, 0-RTT, a connection a request" "$h3c"
+    "HTTP/2, a TLS connection a request" "$h2c" "HTTP/3, 0-RTT, a connection a request" "$h3c" \
+    "HTTP/2 hits, 2 workers, 4 connections" "$h2w" "HTTP/3 hits, 2 workers, 4 connections" "$h3w"
 for f in h2 h3 h2one h3one; do echo "$f: $(cat "$WORK/$f.out")"; done
 echo "HTTP/3 streams taken: $streams; taken in 0-RTT early data: $early"
-awk -v a="$h3" -v b="$h2" -v g="$h3g" -v l="$h2l" -v c="$h3c" -v d="$h2c" -v p="$(p99 h3one)" -v q="$(p99 h2one)" 'BEGIN {
+awk -v a="$h3" -v b="$h2" -v g="$h3g" -v l="$h2l" -v c="$h3c" -v d="$h2c" -v p="$(p99 h3one)" -v q="$(p99 h2one)" \
+    -v w="$h3w" -v x="$h2w" 'BEGIN {
     printf "HTTP/3 / HTTP/2 cpu a hit: %.2fx by load, %.2fx gtlsclient / h2load (bar: <= 1.5x)\n", a / b, g / l
+    printf "on 2 workers, 4 connections: %.2fx\n", w / x
     printf "p99 one at a time: %.2fx (bar: <= 1.10x); a connection a request: %.2fx\n", p / q, c / d }'
