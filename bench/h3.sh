@@ -47,13 +47,22 @@ alpn-protos = "h2, http/1.1"
 session-cache = 10000
 quic = on
 CONF
-taskset -c 0 "$LACQUER" serve -j none -a 127.0.0.1:0 -A "$WORK/lacquer-h3.conf" \
-    -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer" -s malloc,256m -p workers=1 \
-    -p h3_max_concurrent_streams=100 >"$WORK/lacquer.out" 2>&1 & LQ_PID=$!; PIDS+=($LQ_PID)
-for _ in $(seq 1 100); do
-    curl -kfso /dev/null --http2 "https://localhost:$LQ_PORT/1k" --resolve "localhost:$LQ_PORT:127.0.0.1" && break
-    sleep 0.1
-done
+# start_lacquer NAME CONF WORKERS [taskset -c N]: a Lacquer on CONF's
+# TLS listener, up once it answers there; its pid in STARTED.
+start_lacquer() {
+    local name=$1 conf=$2 workers=$3 port
+    shift 3
+    port=$(sed -n 's/^frontend = "\[127.0.0.1\]:\([0-9]*\)"/\1/p' "$conf")
+    "$@" "$LACQUER" serve -j none -a 127.0.0.1:0 -A "$conf" \
+        -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/$name" -s malloc,256m -p workers="$workers" \
+        -p h3_max_concurrent_streams=100 >"$WORK/$name.out" 2>&1 & STARTED=$!; PIDS+=($STARTED)
+    for _ in $(seq 1 100); do
+        curl -kfso /dev/null --http2 "https://localhost:$port/1k" --resolve "localhost:$port:127.0.0.1" && break
+        sleep 0.1
+    done
+}
+start_lacquer lacquer "$WORK/lacquer-h3.conf" 1 taskset -c 0
+LQ_PID=$STARTED
 URL="https://localhost:$LQ_PORT/1k"
 # h2load by address (localhost could be ::1 first), the same object.
 H2_URL="https://127.0.0.1:$LQ_PORT/1k"
@@ -98,13 +107,8 @@ h3c=$(measure h3conn "$CONNECTIONS" h3c_loop)
 # Two workers, four connections at once.
 LQ2_PORT=$(free_port)
 sed "s/:$LQ_PORT\"/:$LQ2_PORT\"/" "$WORK/lacquer-h3.conf" >"$WORK/lacquer-h3-2.conf"
-"$LACQUER" serve -j none -a 127.0.0.1:0 -A "$WORK/lacquer-h3-2.conf" \
-    -b "127.0.0.1:$ORIGIN_PORT" -n "$WORK/lacquer2" -s malloc,256m -p workers=2 \
-    -p h3_max_concurrent_streams=100 >"$WORK/lacquer2.out" 2>&1 & MEASURED=$!; PIDS+=($MEASURED)
-for _ in $(seq 1 100); do
-    curl -kfso /dev/null --http2 "https://localhost:$LQ2_PORT/1k" --resolve "localhost:$LQ2_PORT:127.0.0.1" && break
-    sleep 0.1
-done
+start_lacquer lacquer2 "$WORK/lacquer-h3-2.conf" 2
+MEASURED=$STARTED
 # four PROTOCOL REQUESTS: four clients at once, a quarter of the requests each.
 four() {
     local clients=()
