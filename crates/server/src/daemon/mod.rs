@@ -14,6 +14,7 @@ pub(crate) mod metrics;
 pub(crate) mod panics;
 pub(crate) mod probe;
 mod storage;
+mod store_spec;
 mod workdir;
 pub(crate) mod workers;
 
