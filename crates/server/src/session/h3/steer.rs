@@ -182,6 +182,24 @@ mod tests {
         assert!(w3.validate(&ConnectionId::new(&[])).is_err());
     }
 
+    /// `[*]:port` (hitch's way of saying every address) is two listeners,
+    /// `0.0.0.0` and `[::]`: the IPv6 one must not take IPv4 too, or its
+    /// bind fails (it did: such a frontend with `quic = on` could not
+    /// start).
+    #[test]
+    fn both_wildcards_bind_one_port_side_by_side() {
+        if UdpSocket::bind("[::1]:0").is_err() {
+            eprintln!("no IPv6 here");
+            return;
+        }
+        for workers in [1, 2] {
+            let v4 = bind_group("0.0.0.0:0".parse().unwrap(), workers).unwrap();
+            let port = v4[0].local_addr().unwrap().port();
+            let v6 = bind_group(SocketAddr::from(([0u16; 8], port)), workers).unwrap();
+            assert_eq!(v6[0].local_addr().unwrap().port(), port);
+        }
+    }
+
     /// Datagrams from one client socket reach the socket of the group
     /// that their destination ID names, whatever the kernel's hash of
     /// the addresses would pick.
