@@ -407,7 +407,40 @@ fn a_client_that_moves_stays_with_the_worker_of_its_connection() {
             assert_eq!(got.map(|r| r.body), Ok(format!("page {url}").into_bytes()));
         }
     }
-    assert_eq!(lq.counter("MAIN.sess_h3"), 8);
+    // (Each worker's counters reach the sum as it goes idle.)
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.sess_h3")
+        == 8));
+}
+
+/// A listener that asks for client certificates asks over QUIC too, and
+/// VCL's `tls.*` say whose a connection showed, as over TCP.
+#[test]
+fn a_client_certificate_over_quic_is_seen_by_vcl() {
+    let vcl = "import tls;\nsub vcl_deliver {\n  set resp.http.has-cert = tls.has_client_cert();\n  set resp.http.cert-cn = tls.client_cert_cn();\n}\n";
+    let (pki, _origin, lq) = setup_with(
+        "h3cert",
+        "quic = on\nclient-verify = optional\nclient-verify-ca = \"ca.pem\"\n",
+        Some(vcl),
+    );
+    let addr = lq.listen("tls0");
+    let with_cert = |cn: Option<&str>| {
+        let mut tls = match cn {
+            Some(cn) => (*pki.client_with_cert(cn, &pki)).clone(),
+            None => (*pki.client()).clone(),
+        };
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        quinn::ClientConfig::new(Arc::new(crypto))
+    };
+    let (mut alice, _) = H3Client::connect_with(with_cert(Some("alice")), addr, "a.example", false);
+    let r = alice.request("GET", "/c", b"");
+    assert_eq!(r.headers["has-cert"], "true");
+    assert_eq!(r.headers["cert-cn"], "alice");
+    let (mut anonymous, _) = H3Client::connect_with(with_cert(None), addr, "a.example", false);
+    let r = anonymous.request("GET", "/c", b"");
+    assert_eq!(r.headers["has-cert"], "false");
+    assert!(r.headers.get("cert-cn").is_none_or(|v| v.is_empty()));
 }
 
 /// A client that gives up a request (it stops the stream) while the

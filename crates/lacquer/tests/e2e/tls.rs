@@ -603,7 +603,7 @@ impl Pki {
 
     /// A client that shows a certificate of this CA's and trusts the
     /// server's (`server`'s CA).
-    fn client_with_cert(&self, cn: &str, server: &Pki) -> Arc<rustls::ClientConfig> {
+    pub(crate) fn client_with_cert(&self, cn: &str, server: &Pki) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(server.ca.der().clone()).unwrap();
         let (chain, key) = self.client_identity(cn);

@@ -246,6 +246,7 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
         done,
         header_list,
         resets: stream::RapidResets::new(),
+        settled: std::sync::OnceLock::new(),
     });
     let no_error = crate::transport::h3::varint_code(crate::transport::h3::frames::code::NO_ERROR);
     let reason = loop {
@@ -282,16 +283,24 @@ async fn connection(sh: Arc<Shared>, incoming: quinn::Incoming, mut addrs: SessA
 }
 
 /// What the TLS handshake of a QUIC connection settled, as VCL's vmod
-/// tls and `tls.*` read it.
-fn session_of(conn: &quinn::Connection) -> lacquer_vcl::TlsSession {
+/// tls and `tls.*` read it (all but the cipher suite, which quinn does
+/// not say).
+pub(super) fn session_of(conn: &quinn::Connection) -> lacquer_vcl::TlsSession {
     let data = conn
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+    // The client's certificate chain, where the listener asks for one
+    // (`client-verify`), as over TCP.
+    let chain = conn.peer_identity().and_then(|p| {
+        p.downcast::<Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>>()
+            .ok()
+    });
+    let client = chain.as_ref().and_then(|c| c.first());
     lacquer_vcl::TlsSession {
         version: "TLSv1.3",
         cipher: String::new(),
-        client_cert: false,
-        client_cert_cn: None,
+        client_cert: client.is_some(),
+        client_cert_cn: client.and_then(|c| lacquer_tls::names::common_name(c)),
         sni: data.as_ref().and_then(|d| d.server_name.clone()),
         alpn: data
             .as_ref()

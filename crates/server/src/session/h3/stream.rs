@@ -37,6 +37,29 @@ pub(super) struct ConnCtx {
     pub header_list: u64,
     /// Streams the client gave up soon after opening them (`h3_rapid_reset*`).
     pub resets: RapidResets,
+    /// `addrs` again once the client's certificate is known ([`ConnCtx::addrs`]).
+    pub settled: std::sync::OnceLock<Arc<SessAddrs>>,
+}
+
+impl ConnCtx {
+    /// The connection's addresses and what its TLS handshake settled,
+    /// the client's certificate included. The connection is taken before
+    /// its handshake is complete (for 0-RTT), when the client has not yet
+    /// shown a certificate; a request stream comes after it (quinn reads
+    /// no 1-RTT packet before), or in early data with the resumed
+    /// session's certificate.
+    pub fn addrs(&self) -> Arc<SessAddrs> {
+        if let Some(settled) = self.settled.get() {
+            return settled.clone();
+        }
+        if self.conn.peer_identity().is_none() {
+            return self.addrs.clone();
+        }
+        let a = &self.addrs;
+        let mut settled = SessAddrs::new(a.remote, a.local, a.listener.clone(), a.endpoint.clone());
+        settled.tls = Some(super::session_of(&self.conn));
+        self.settled.get_or_init(|| Arc::new(settled)).clone()
+    }
 }
 
 /// Times of the rapid resets within `h3_rapid_reset_period`: past
@@ -176,7 +199,7 @@ pub(super) async fn serve(cx: Arc<ConnCtx>, mut send: quinn::SendStream, recv: q
         return;
     };
     let wire = H3Stream::new(cx.conn.clone(), send, frames, framing);
-    let mut c = Client::for_h3_stream(wire, cx.addrs.clone());
+    let mut c = Client::for_h3_stream(wire, cx.addrs());
     let mut link = sh.txn(cx.sess_vxid, lacquer_shm::Side::Client);
     let conn = crate::host::req::ConnInfo::of(&c);
     let _ = boxed_in_place!(request::handle(
