@@ -407,7 +407,7 @@ fn a_client_that_moves_stays_with_the_worker_of_its_connection() {
             assert_eq!(got.map(|r| r.body), Ok(format!("page {url}").into_bytes()));
         }
     }
-    // (Each worker's counters reach the sum as it goes idle.)
+    // (`lacquer stat` reads the counters the daemon publishes now and then.)
     assert!(eventually(Duration::from_secs(5), || lq
         .counter("MAIN.sess_h3")
         == 8));
