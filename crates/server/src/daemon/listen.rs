@@ -166,10 +166,10 @@ pub(crate) struct Listener {
     pub proxy: bool,
     /// Connections speak TLS (set once the `-A` file is read).
     pub tls: Option<Arc<crate::transport::tls::TlsListener>>,
-    /// The UDP socket its QUIC endpoint speaks on (HTTP/3), bound to the
-    /// same address, where its TLS settings say `quic = on`.
-    /// One for each worker where the kernel can steer datagrams by
-    /// connection ID (`session::h3::steer`), else one; none without QUIC.
+    /// The UDP sockets its QUIC endpoints speak on (HTTP/3), bound to the
+    /// same address, where its TLS settings say `quic = on`: one for each
+    /// worker where the kernel can steer datagrams by connection ID
+    /// (`session::h3::steer`), else one; none without QUIC.
     pub quic: Vec<std::net::UdpSocket>,
     /// Its QUIC endpoints, once it has accepted, one a socket: made
     /// once, since their connections outlive a `stop` (another endpoint
@@ -280,17 +280,23 @@ impl Listener {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             if made.is_empty() {
+                // All or none: a socket of the group with no endpoint
+                // would swallow the datagrams steered to it (endpoints
+                // made before a failure end as they are dropped here).
                 let steered = self.quic.len() > 1;
+                let mut all = Vec::with_capacity(self.quic.len());
                 for (i, (socket, rt)) in self.quic.iter().zip(workers.handles()).enumerate() {
                     let _guard = rt.enter();
                     let worker = steered.then_some(i as u8);
                     let socket = socket.try_clone().map_err(fail)?;
-                    made.push(crate::session::h3::endpoint(
+                    all.push(crate::session::h3::endpoint(
                         socket,
                         config.clone(),
                         worker,
                     )?);
                 }
+                crate::session::h3::keep(&all);
+                *made = all;
             } else {
                 for endpoint in made.iter() {
                     endpoint.set_server_config(Some(config.clone()));

@@ -59,7 +59,7 @@ pub(crate) fn server_config(
 
 /// The endpoint for `socket`, on the runtime of the caller's context
 /// (made once for each socket of a listener: it keeps its connections
-/// while the listener stops and starts accepting). `worker` is the index
+/// while the listener stops and starts accepting; see [`keep`]). `worker` is the index
 /// its connection IDs name where the listener's sockets are steered
 /// (`steer`).
 pub(crate) fn endpoint(
@@ -80,14 +80,19 @@ pub(crate) fn endpoint(
         Arc::new(quinn::TokioRuntime),
     )
     .map_err(|e| format!("QUIC: {e}"))?;
-    ENDPOINTS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(endpoint.clone());
     Ok(endpoint)
 }
 
-/// Every QUIC endpoint made, for [`close_all`].
+/// Keeps `endpoints`, a listener's, for [`close_all`] (the listener
+/// keeps them too, once all of them were made).
+pub(crate) fn keep(endpoints: &[quinn::Endpoint]) {
+    ENDPOINTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend_from_slice(endpoints);
+}
+
+/// Every QUIC endpoint in service, for [`close_all`].
 static ENDPOINTS: std::sync::Mutex<Vec<quinn::Endpoint>> = std::sync::Mutex::new(Vec::new());
 
 /// Closes every QUIC connection (H3_NO_ERROR) as the process ends, and
