@@ -343,7 +343,7 @@ counter_table! {
     hcb_nolock: Counter, "Lookups without the index lock (never: the index is sharded, not Varnish's critbit tree).";
     hcb_lock: Counter, "Lookups that took the index lock (never, as hcb_nolock).";
     hcb_insert: Counter, "Critbit inserts (never, as hcb_nolock; see n_objecthead).";
-    n_vampireobject: Gauge, "Unresurrected objects of a persistent store (never: there is no persistent store yet).";
+    n_vampireobject: Gauge, "Unresurrected objects: records a restart left asleep in the persistent stores, not yet built into objects (each is built when its key is first asked for).";
     bans_persisted_bytes: Gauge(Bytes), "Bytes of the ban list kept for a persistent store (never).";
     bans_persisted_fragmentation: Gauge(Bytes), "Unused bytes of that list (never).";
     threads: Gauge, "Threads at work: the workers and the threads the runtimes start (blocking work, the control runtime).";

@@ -168,7 +168,9 @@ impl Dormant {
     /// Puts a restart's records to sleep (once, at start): `tables[i]`
     /// holds the entries of table `i`, in the order written. `total` counts records asleep
     /// in every store; `ban` is the place in the ban list of the oldest.
-    /// Counted as objects (`n_object`, `n_objectcore`, `n_objecthead`).
+    /// Counted as objects (`n_object`, `n_objectcore`, `n_objecthead`),
+    /// and as Varnish counts objects of a persistent store not yet brought
+    /// back (`n_vampireobject`).
     pub fn fill(&self, tables: Vec<Vec<Entry>>, total: Arc<AtomicU64>, ban: BanRef) {
         let total = self.total.get_or_init(|| total);
         let (mut n, mut heads) = (0, 0);
@@ -199,6 +201,7 @@ impl Dormant {
         COUNTERS.add(Counter::n_object, n as u64);
         COUNTERS.add(Counter::n_objectcore, n as u64);
         COUNTERS.add(Counter::n_objecthead, heads as u64);
+        COUNTERS.add(Counter::n_vampireobject, n as u64);
     }
 
     /// Counts entries that left, and lets go of the ban list once none
@@ -210,6 +213,7 @@ impl Dormant {
         COUNTERS.sub(Counter::n_object, n);
         COUNTERS.sub(Counter::n_objectcore, n);
         COUNTERS.sub(Counter::n_objecthead, heads);
+        COUNTERS.sub(Counter::n_vampireobject, n);
         match how {
             Left::Woken => {}
             Left::Expired => COUNTERS.add(Counter::n_expired, n),
