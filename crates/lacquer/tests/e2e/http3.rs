@@ -37,6 +37,29 @@ pub(crate) fn quic_client(pki: &Pki) -> quinn::ClientConfig {
     quinn::ClientConfig::new(Arc::new(crypto))
 }
 
+/// A runtime for a test's own QUIC client.
+pub(crate) fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A bare QUIC connection to `addr` (no HTTP/3 client on it), for tests
+/// that write its streams byte by byte.
+pub(crate) fn raw_connection(
+    rt: &tokio::runtime::Runtime,
+    pki: &Pki,
+    addr: SocketAddr,
+) -> (quinn::Endpoint, quinn::Connection) {
+    rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quic_client(pki));
+        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
+        (endpoint, conn)
+    })
+}
+
 impl H3Client {
     pub fn connect(pki: &Pki, addr: SocketAddr, sni: &str) -> H3Client {
         H3Client::connect_with(quic_client(pki), addr, sni, false).0
@@ -50,10 +73,7 @@ impl H3Client {
         sni: &str,
         early: bool,
     ) -> (H3Client, bool) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = client_runtime();
         let (endpoint, send, zero_rtt, conn) = rt.block_on(async {
             let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
             endpoint.set_default_client_config(config);
@@ -258,14 +278,9 @@ fn a_stream_that_never_sends_its_headers_is_let_go() {
     let (pki, _origin, lq) = setup_with("h3slow", "quic = on\n", None);
     lq.cli_ok("param.set timeout_idle 1");
     let addr = lq.listen("tls0");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = client_runtime();
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
     rt.block_on(async {
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(quic_client(&pki));
-        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
         let (mut send, mut recv) = conn.open_bi().await.unwrap();
         // A HEADERS frame's type and length, and none of its 16 bytes.
         send.write_all(&[0x01, 0x10]).await.unwrap();

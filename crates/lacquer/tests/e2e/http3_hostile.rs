@@ -4,7 +4,7 @@
 //! refused (its stream reset, or a 400), none reaches the origin, and
 //! the connection goes on serving.
 
-use crate::http3::quic_client;
+use crate::http3::{client_runtime, raw_connection};
 use crate::tls::setup_with;
 use std::time::Duration;
 
@@ -296,14 +296,9 @@ fn hand_encoded_malformed_requests_are_refused_and_reach_no_origin() {
             request(&get("/bad-host", vec![literal(b"host", b"b.example")]), b""),
         ),
     ];
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = client_runtime();
+    let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
     let answers = rt.block_on(async {
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(quic_client(&pki));
-        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
         let ask = |bytes: Vec<u8>| {
             let conn = conn.clone();
             async move {
@@ -351,20 +346,6 @@ fn hand_encoded_malformed_requests_are_refused_and_reach_no_origin() {
     );
 }
 
-/// Opens a QUIC connection (ALPN h3) to `addr` on `rt`.
-fn raw_connection(
-    rt: &tokio::runtime::Runtime,
-    pki: &crate::tls::Pki,
-    addr: std::net::SocketAddr,
-) -> (quinn::Endpoint, quinn::Connection) {
-    rt.block_on(async {
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(quic_client(pki));
-        let conn = endpoint.connect(addr, "a.example").unwrap().await.unwrap();
-        (endpoint, conn)
-    })
-}
-
 /// The error code a connection was closed with by the server.
 async fn closed_with(conn: &quinn::Connection) -> u64 {
     let closed = tokio::time::timeout(Duration::from_secs(10), conn.closed());
@@ -378,10 +359,7 @@ async fn closed_with(conn: &quinn::Connection) -> u64 {
 fn protocol_errors_close_the_connection_with_the_code_http3_names() {
     let (pki, origin, lq) = setup_with("h3proto", "quic = on\n", None);
     let addr = lq.listen("tls0");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = client_runtime();
     let settings = [0x00, 0x04, 0x00];
     // (name, unidirectional streams each with its bytes (None: a request
     // stream of the bytes), whether to finish them, the code).
@@ -520,10 +498,7 @@ fn rapid_resets_close_the_connection() {
     let (pki, _origin, lq) = crate::tls::setup_origin("h3rapid", "quic = on\n", None, origin);
     lq.cli_ok("param.set h3_rapid_reset_limit 5");
     let addr = lq.listen("tls0");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = client_runtime();
     let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
     let code = rt.block_on(async {
         for i in 0..20 {
@@ -553,10 +528,7 @@ fn trailers_without_the_streams_end_are_not_waited_for_forever() {
     let (pki, origin, lq) = setup_with("h3trailhang", "quic = on\n", Some(vcl));
     lq.cli_ok("param.set timeout_idle 1");
     let addr = lq.listen("tls0");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = client_runtime();
     let (_endpoint, conn) = raw_connection(&rt, &pki, addr);
     let ended = rt.block_on(async {
         let (mut send, mut recv) = conn.open_bi().await.unwrap();

@@ -59,9 +59,9 @@ pub(crate) fn server_config(
 
 /// The endpoint for `socket`, on the runtime of the caller's context
 /// (made once for each socket of a listener: it keeps its connections
-/// while the listener stops and starts accepting; see [`keep`]). `worker` is the index
-/// its connection IDs name where the listener's sockets are steered
-/// (`steer`).
+/// while the listener stops and starts accepting; see [`keep`]).
+/// `worker` is the index its connection IDs name where the listener's
+/// sockets are steered (`steer`).
 pub(crate) fn endpoint(
     socket: std::net::UdpSocket,
     config: quinn::ServerConfig,
@@ -73,14 +73,13 @@ pub(crate) fn endpoint(
     }
     // Never more than three times what an unvalidated address sent
     // (RFC 9000 §8.1) is quinn's own rule; a Retry is asked for below.
-    let endpoint = quinn::Endpoint::new(
+    quinn::Endpoint::new(
         endpoint_config,
         Some(config),
         socket,
         Arc::new(quinn::TokioRuntime),
     )
-    .map_err(|e| format!("QUIC: {e}"))?;
-    Ok(endpoint)
+    .map_err(|e| format!("QUIC: {e}"))
 }
 
 /// Keeps `endpoints`, a listener's, for [`close_all`] (the listener
