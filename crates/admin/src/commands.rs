@@ -45,6 +45,8 @@ commands! {
         "List the nodes of the cluster: each one's state, addresses and share of the keys.";
     DebugClusterCut = "debug.cluster.cut", "debug.cluster.cut on|off", 1, Some(1),
         "Cut this node off from its cluster (every cluster datagram in and out dropped, no peer asked or answered), or restore it: what a partition does, for tests.";
+    DebugWorkerStall = "debug.worker.stall", "debug.worker.stall <worker> <seconds>", 2, Some(2),
+        "Hold a client worker's event loop for some seconds (at most 60), as a long piece of work would: for tests of how its connections are served meanwhile.";
     DebugXid = "debug.xid", "debug.xid [<xid>]", 0, Some(1),
         "Examine or set the next transaction id (for predictable logs in tests).";
     Help = "help", "help [-j|<command>]", 0, Some(2), "Show command/protocol help.";

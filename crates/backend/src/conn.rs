@@ -245,6 +245,13 @@ impl<'a> Conn<'a> {
         is_head: bool,
         interim_sink: Option<&InterimSink>,
     ) -> Result<ResponseHead, FetchError> {
+        // What a TLS connection kept of the request (its records wait
+        // when the socket could not take them at once) goes out before
+        // the answer is awaited; flushing TCP does nothing. (A stream of
+        // an HTTP/2 connection has sent its request as it was written.)
+        if !self.multiplexed() {
+            self.flush(t).await?;
+        }
         let mut first = true;
         let mut interim = 0;
         loop {

@@ -11,6 +11,7 @@
 mod conn;
 pub mod h2;
 mod limit;
+mod pool;
 pub mod probe;
 pub mod tls;
 
@@ -20,10 +21,11 @@ pub use limit::{Refused, Slot, WaitPolicy};
 
 use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
+use pool::{shared_pool, Pool};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpStream;
 
 /// A connection to a backend, whatever carries it: TCP, a Unix socket,
@@ -47,6 +49,12 @@ pub trait BackendStream:
     fn multiplexed(&self) -> bool {
         false
     }
+    /// Moves the connection's registration to the reactor of the runtime
+    /// this runs on. A connection answers the reactor it was registered
+    /// with, on the worker that made it: used from another worker, its
+    /// wake-ups would cross threads, and would wait while that worker is
+    /// held by a long piece of work.
+    fn rebind(self: Box<Self>) -> std::io::Result<Stream>;
     /// Hands the rest of the request body to the connection to send on
     /// its own (from the client's HTTP/2 or HTTP/3 stream), so that the response
     /// can be read while the body still comes: gRPC's bidirectional
@@ -74,6 +82,10 @@ impl BackendStream for TcpStream {
         let mut probe = [0u8; 1];
         matches!(self.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
     }
+
+    fn rebind(self: Box<Self>) -> std::io::Result<Stream> {
+        Ok(Box::new(TcpStream::from_std((*self).into_std()?)?))
+    }
 }
 
 impl BackendStream for tokio::net::UnixStream {
@@ -88,6 +100,11 @@ impl BackendStream for tokio::net::UnixStream {
     fn is_quiet(&self) -> bool {
         let mut probe = [0u8; 1];
         matches!(self.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    fn rebind(self: Box<Self>) -> std::io::Result<Stream> {
+        let std = (*self).into_std()?;
+        Ok(Box::new(tokio::net::UnixStream::from_std(std)?))
     }
 }
 
@@ -198,51 +215,6 @@ impl std::fmt::Display for FetchError {
             }
         }
     }
-}
-
-/// The connections of an address (and preamble, TLS and HTTP/2 mode)
-/// that fetches may take: idle HTTP/1 ones, and HTTP/2 ones with room
-/// for another stream.
-#[derive(Debug, Default)]
-struct Pool {
-    idle: Mutex<Vec<(Stream, Instant)>>,
-    h2: h2::H2Conns,
-    /// Held while an HTTP/2 connection is being opened, so that a burst
-    /// of fetches opens one and shares it rather than opening one each.
-    opening: tokio::sync::Mutex<()>,
-    /// A connection has settled on HTTP/2 here.
-    speaks_h2: AtomicBool,
-}
-
-/// The pool of an address (and preamble, TLS and HTTP/2 mode), shared
-/// while any backend holds it.
-fn shared_pool(
-    addr: &Address,
-    preamble: Option<&[u8]>,
-    tls: Option<&str>,
-    h2: h2::H2Mode,
-) -> Arc<Pool> {
-    type Key = (Address, Option<Vec<u8>>, Option<String>, h2::H2Mode);
-    static POOLS: std::sync::OnceLock<
-        Mutex<std::collections::HashMap<Key, std::sync::Weak<Pool>>>,
-    > = std::sync::OnceLock::new();
-    let mut pools = POOLS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    pools.retain(|_, p| p.strong_count() > 0);
-    let key = (
-        addr.clone(),
-        preamble.map(<[u8]>::to_vec),
-        tls.map(str::to_string),
-        h2,
-    );
-    if let Some(pool) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
-        return pool;
-    }
-    let pool = Arc::new(Pool::default());
-    pools.insert(key, Arc::downgrade(&pool));
-    pool
 }
 
 /// One origin server.
@@ -679,40 +651,6 @@ impl Backend {
     pub fn count_unhealthy(&self) {
         COUNTERS.inc(Counter::backend_unhealthy);
         self.stats.inc(BackendCounter::unhealthy);
-    }
-
-    fn take_idle(&self, max_idle: Duration) -> Option<Stream> {
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((stream, since)) = idle.pop() {
-            if since.elapsed() >= max_idle {
-                continue;
-            }
-            // A pooled connection that is readable has been closed by the
-            // backend (or holds garbage): either way it is useless.
-            if stream.is_quiet() {
-                return Some(stream);
-            }
-        }
-        None
-    }
-
-    pub(crate) fn recycle(&self, stream: Stream) {
-        if self.proxy_header != 0 || stream.multiplexed() {
-            return;
-        }
-        COUNTERS.inc(Counter::backend_recycle);
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push((stream, Instant::now()));
-    }
-
-    /// Closes pooled connections idle longer than `max_idle`.
-    /// Closes pooled connections idle longer than `max_idle`, and
-    /// HTTP/2 ones without a stream as long.
-    pub fn reap(&self, max_idle: Duration) {
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|(_, since)| since.elapsed() < max_idle);
-        drop(idle);
-        self.pool.h2.reap(max_idle);
     }
 
     /// How many HTTP/2 connections it has open (shared with backends on

@@ -364,7 +364,12 @@ pub async fn run(
                 .map_err(|e| format!("Open error ({e})"))?;
             stream = Box::new(conn.open());
         }
-        if let Err(e) = stream.write_all(&spec.request).await {
+        let sent = async {
+            stream.write_all(&spec.request).await?;
+            // Out of a TLS connection's records too.
+            stream.flush().await
+        };
+        if let Err(e) = sent.await {
             steps.send_error = true;
             return Err(format!("Write error {}", os_error(&e)));
         }

@@ -87,4 +87,74 @@ impl BackendStream for tokio_rustls::client::TlsStream<Stream> {
     fn is_quiet(&self) -> bool {
         self.get_ref().0.is_quiet()
     }
+
+    /// Moves the connection underneath; the TLS state stays as it is.
+    fn rebind(mut self: Box<Self>) -> std::io::Result<Stream> {
+        let (io, _) = self.get_mut();
+        let under = std::mem::replace(io, Box::new(Moving));
+        *io = under.rebind()?;
+        Ok(self)
+    }
+}
+
+/// What stands under a TLS connection for the moment its own connection
+/// is being moved ([`BackendStream::rebind`]); a connection left with it
+/// (the move failed) is dropped, never read or written.
+#[derive(Debug)]
+struct Moving;
+
+fn moving() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::NotConnected, "connection being moved")
+}
+
+impl tokio::io::AsyncRead for Moving {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Err(moving()))
+    }
+}
+
+impl tokio::io::AsyncWrite for Moving {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(Err(moving()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Err(moving()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Err(moving()))
+    }
+}
+
+impl BackendStream for Moving {
+    fn fd(&self) -> i32 {
+        -1
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn is_quiet(&self) -> bool {
+        false
+    }
+
+    fn rebind(self: Box<Self>) -> std::io::Result<Stream> {
+        Err(moving())
+    }
 }

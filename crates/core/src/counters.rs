@@ -322,6 +322,7 @@ counter_table! {
     h3_lost_packets: Counter, "QUIC packets of HTTP/3 connections found lost (and sent again), counted as each connection ends. Lacquer-only.";
     sess_task_created: Counter, "Session tasks started: connections that found no idle session task on their worker.";
     sess_task_reused: Counter, "Connections served by a session task kept idle from an earlier connection (at most thread_pool_min a worker are kept).";
+    sess_rebalanced: Counter, "Connections taken from the accept queue of a worker that fell behind (worker_stall_limit) and served by another worker. Lacquer-only.";
     sess_task_idle: Gauge, "Session tasks kept idle for the next connections.";
     sess_tasks: Gauge, "Session tasks: serving a connection or kept idle for the next one.";
     transit_stored: Counter(Bytes), "Bytes of uncacheable responses (passes, hit-for-miss, hit-for-pass) kept whole on their way to the client (transit_buffer 0, or an ESI page).";

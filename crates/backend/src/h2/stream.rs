@@ -584,6 +584,12 @@ impl crate::BackendStream for H2Stream {
         true
     }
 
+    /// A stream talks to its connection's task by channels, on whichever
+    /// worker; it is never pooled as an idle connection, so never moved.
+    fn rebind(self: Box<Self>) -> std::io::Result<crate::Stream> {
+        Ok(self)
+    }
+
     fn duplex(
         &mut self,
         body: Box<dyn super::duplex::StreamedBody>,

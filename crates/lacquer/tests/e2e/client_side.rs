@@ -352,3 +352,41 @@ fn connections_are_taken_when_their_request_comes() {
     );
     assert_eq!(server_side_states(port), ["01"]);
 }
+
+/// A worker whose event loop is held leaves no connection waiting for it:
+/// those the kernel hashes to its socket are taken from its queue and
+/// served by the other worker (`worker_stall_limit`).
+#[test]
+fn connections_a_stalled_worker_leaves_waiting_are_served_by_another() {
+    let origin = echo_origin();
+    let lq = Lacquer::start(
+        origin.addr,
+        &["-p", "workers=2", "-p", "worker_stall_limit=0.05"],
+    );
+    assert_eq!(lq.get("/warm").status, 200);
+    lq.cli_ok("debug.worker.stall 0 8");
+    let began = std::time::Instant::now();
+    // Sixteen connections, from as many ports: the chance that the kernel
+    // sends none to the held worker is 2^-16.
+    let addr = lq.listen("a0");
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = crate::harness::Client::connect(addr);
+                let r = c.get(&format!("/held{i}"), &[]);
+                (r.status, r.text())
+            })
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        assert_eq!(client.join().unwrap(), (200, format!("GET /held{i} ")));
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(6),
+        "a connection waited for the held worker ({:?})",
+        began.elapsed()
+    );
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.sess_rebalanced")
+        > 0));
+}

@@ -422,6 +422,36 @@ sub vcl_deliver {
     assert_eq!(plain.header("proto"), Some(""));
 }
 
+/// An idle TLS connection to a backend that one worker left is taken by
+/// the other and used from there, with no fetch failing on it (a socket
+/// new to a worker's reactor is not yet known to be writable, and TLS
+/// kept the request's records until the exchange flushed them).
+#[test]
+fn a_tls_backend_connection_serves_fetches_on_every_worker() {
+    let (pki, _origin, tls_origin) = setup("crossworker", "");
+    let port = tls_origin.listen("tls0").port();
+    let ca = pki.dir.join("ca.pem");
+    let vcl = format!(
+        "vcl 4.1;\nbackend b {{ .host = \"127.0.0.1\"; .port = \"{port}\"; .ssl = 1; .host_header = \"a.example\"; }}\n"
+    );
+    let ca = format!("ssl_ca_file={}", ca.to_str().unwrap());
+    let lq = Lacquer::spawn(&["-p", &ca, "-p", "workers=2"], Some(vcl));
+    // A client connection each: the kernel spreads them over both
+    // workers, and each fetch takes the one idle backend connection.
+    for i in 0..16 {
+        let r = lq.get(&format!("/w{i}"));
+        assert_eq!((r.status, r.text()), (200, format!("page /w{i}")));
+    }
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.backend_reuse")
+        >= 15));
+    assert_eq!(
+        lq.counter("MAIN.backend_retry"),
+        0,
+        "a reused connection failed"
+    );
+}
+
 #[test]
 fn backends_speak_tls_checked_as_asked() {
     // The TLS origin: a Lacquer with a frontend, in front of a plain one.

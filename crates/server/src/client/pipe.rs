@@ -111,7 +111,10 @@ pub(crate) async fn pipe(
     let write = async {
         stream.write_all(&head).await?;
         stream.write_all(&cached).await?;
-        stream.write_all(&pending).await
+        stream.write_all(&pending).await?;
+        // Out of a TLS connection's records too, before the client and
+        // the backend are joined.
+        stream.flush().await
     };
     if tokio::time::timeout(t.between_bytes, write)
         .await

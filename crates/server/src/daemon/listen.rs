@@ -4,6 +4,7 @@
 //! connection, with the addresses VCL will see, to a session on the
 //! worker that accepted it.
 
+use crate::daemon::balance;
 use crate::daemon::config::parse_port;
 use crate::daemon::workers::Workers;
 use crate::session;
@@ -242,7 +243,8 @@ impl Listener {
             tls: self.tls.clone(),
             alt_svc,
         };
-        let mut tasks = Vec::with_capacity(workers.len());
+        let mut tasks = Vec::with_capacity(workers.len() + 1);
+        let taken = Arc::new(balance::Taken::new(workers.len()));
         for (i, rt) in workers.handles().iter().enumerate() {
             // Registered with this worker's own reactor.
             let _guard = rt.enter();
@@ -258,7 +260,15 @@ impl Listener {
                     // between is held back as later ones are.
                     let mut deferring = None;
                     follow_accept_filter(&l, sh.params.accept_filter(), &mut deferring);
-                    rt.spawn(accept_tcp(sh.clone(), l, *local, info.clone(), deferring))
+                    let taken = balance::TakenBy::new(&taken, i);
+                    rt.spawn(accept_tcp(
+                        sh.clone(),
+                        l,
+                        *local,
+                        info.clone(),
+                        deferring,
+                        taken,
+                    ))
                 }
                 Bound::Unix(l, _) => {
                     let l = tokio::net::UnixListener::from_std(l.try_clone().map_err(fail)?)
@@ -266,6 +276,19 @@ impl Listener {
                     rt.spawn(accept_unix(sh.clone(), l, info.clone()))
                 }
             });
+        }
+        // Connections a worker leaves waiting go to the others
+        // (`daemon::balance`), watched from the control runtime.
+        if let Bound::Tcp(sockets, local) = &self.socket {
+            if sockets.len() > 1 {
+                let sockets = sockets
+                    .iter()
+                    .map(std::net::TcpListener::try_clone)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(fail)?;
+                let watch = balance::Watch::new(sockets, taken, *local, info.clone(), workers);
+                tasks.push(tokio::spawn(balance::watch(sh.clone(), watch)));
+            }
         }
         // QUIC: an endpoint for each socket, on the worker of the same
         // index, whose connections stay there; or one endpoint, on the
@@ -323,7 +346,7 @@ impl Listener {
 
 /// What a listener tells each of its sessions.
 #[derive(Clone)]
-struct Info {
+pub(crate) struct Info {
     name: Arc<str>,
     endpoint: Arc<str>,
     proxy: bool,
@@ -532,16 +555,24 @@ async fn accept_one(
 ) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
     loop {
         let mut ready = listener.readable().await?;
-        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-        if let Ok(accepted) = ready.try_io(|l| socket2::SockRef::from(l.get_ref()).accept4(flags)) {
-            let (socket, peer) = accepted?;
-            // A TCP listener's peers have IP addresses.
-            let peer = peer
-                .as_socket()
-                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            return Ok((socket.into(), peer));
+        if let Ok(accepted) = ready.try_io(|l| accept_now(l.get_ref())) {
+            return accepted;
         }
     }
+}
+
+/// Takes a connection off a listener if one waits (`WouldBlock` if
+/// none), non-blocking and close-on-exec.
+pub(crate) fn accept_now(
+    listener: &std::net::TcpListener,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    let (socket, peer) = socket2::SockRef::from(listener).accept4(flags)?;
+    // A TCP listener's peers have IP addresses.
+    let peer = peer
+        .as_socket()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    Ok((socket.into(), peer))
 }
 
 /// Sets the listener's deferred accept as `accept_filter` says, when it
@@ -564,85 +595,95 @@ fn follow_accept_filter(
 }
 
 /// Accepts TCP clients until the task is aborted (`stop`); `deferring`
-/// is the deferred accept already set on the listener.
+/// is the deferred accept already set on the listener, `taken` where it
+/// counts the connections it takes.
 async fn accept_tcp(
     sh: Arc<Shared>,
     listener: tokio::io::unix::AsyncFd<std::net::TcpListener>,
     local: SocketAddr,
     info: Info,
     mut deferring: Option<bool>,
+    taken: balance::TakenBy,
 ) {
-    // Only a wildcard listener needs to ask which address a connection
-    // came to.
-    let wildcard = local.ip().is_unspecified();
     let mut nodelay_inherited = None;
     loop {
         follow_accept_filter(&listener, sh.params.accept_filter(), &mut deferring);
         match accept_one(&listener).await {
             Ok((stream, peer)) => {
-                let local = match wildcard {
-                    true => stream.local_addr().unwrap_or(local),
-                    false => local,
-                };
-                let inherited =
-                    *nodelay_inherited.get_or_insert_with(|| stream.nodelay().unwrap_or(false));
-                if !inherited {
-                    let _ = stream.set_nodelay(true);
-                }
-                let mut addrs =
-                    SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
-                addrs.alt_svc.clone_from(&info.alt_svc);
-                match &info.tls {
-                    // The handshake runs on the connection's own task, so
-                    // a slow one holds up no other.
-                    Some(tls) => {
-                        let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
-                        tokio::spawn(async move {
-                            // The handshake waits on the client: the
-                            // socket joins the reactor at once.
-                            let mut stream = match tokio::net::TcpStream::from_std(stream) {
-                                Ok(stream) => stream,
-                                Err(e) => return accept_failed(e).await,
-                            };
-                            if proxy {
-                                // A PROXY header comes before the TLS
-                                // handshake (a load balancer passing TLS
-                                // through).
-                                let p = &sh.params;
-                                let max =
-                                    (p.http_req_size() as usize).max(lacquer_http::proxy::V1_MAX);
-                                let limit = Params::duration(p.timeout_idle());
-                                let read = crate::transport::tls::read_proxy_header(
-                                    &mut stream,
-                                    max,
-                                    limit,
-                                );
-                                let Some(header) = read.await else {
-                                    COUNTERS.inc(Counter::sess_closed_err);
-                                    COUNTERS.inc(Counter::sc_rx_junk);
-                                    return;
-                                };
-                                addrs.proxied(header);
-                            }
-                            match tls.handshake(stream).await {
-                                Ok(stream) => {
-                                    addrs.tls = Some(crate::transport::tls::session_of(&stream));
-                                    start_session(&sh, Box::new(stream), addrs, false);
-                                }
-                                Err(e) => crate::session::handshake_failed(&sh, &addrs, &e),
-                            }
-                        });
-                    }
-                    None => start_session(
-                        &sh,
-                        Box::new(crate::transport::tcp::ClientTcp::new(stream)),
-                        addrs,
-                        info.proxy,
-                    ),
-                }
+                taken.count();
+                serve_accepted(&sh, stream, peer, local, &info, &mut nodelay_inherited);
             }
             Err(e) => accept_failed(e).await,
         }
+    }
+}
+
+/// Starts serving a connection accepted on a TCP listener bound to
+/// `local`, on the worker this runs on: its session, after its TLS
+/// handshake (and PROXY header) where the listener has them.
+/// `nodelay_inherited` is whether accepted connections come with
+/// `TCP_NODELAY` already, once known.
+pub(crate) fn serve_accepted(
+    sh: &Arc<Shared>,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    info: &Info,
+    nodelay_inherited: &mut Option<bool>,
+) {
+    // Only a wildcard listener needs to ask which address a connection
+    // came to.
+    let local = match local.ip().is_unspecified() {
+        true => stream.local_addr().unwrap_or(local),
+        false => local,
+    };
+    let inherited = *nodelay_inherited.get_or_insert_with(|| stream.nodelay().unwrap_or(false));
+    if !inherited {
+        let _ = stream.set_nodelay(true);
+    }
+    let mut addrs = SessAddrs::new(peer, local, info.name.clone(), info.endpoint.clone());
+    addrs.alt_svc.clone_from(&info.alt_svc);
+    match &info.tls {
+        // The handshake runs on the connection's own task, so a slow one
+        // holds up no other.
+        Some(tls) => {
+            let (sh, tls, proxy) = (sh.clone(), tls.clone(), info.proxy);
+            tokio::spawn(async move {
+                // The handshake waits on the client: the socket joins the
+                // reactor at once.
+                let mut stream = match tokio::net::TcpStream::from_std(stream) {
+                    Ok(stream) => stream,
+                    Err(e) => return accept_failed(e).await,
+                };
+                if proxy {
+                    // A PROXY header comes before the TLS handshake (a
+                    // load balancer passing TLS through).
+                    let p = &sh.params;
+                    let max = (p.http_req_size() as usize).max(lacquer_http::proxy::V1_MAX);
+                    let limit = Params::duration(p.timeout_idle());
+                    let read = crate::transport::tls::read_proxy_header(&mut stream, max, limit);
+                    let Some(header) = read.await else {
+                        COUNTERS.inc(Counter::sess_closed_err);
+                        COUNTERS.inc(Counter::sc_rx_junk);
+                        return;
+                    };
+                    addrs.proxied(header);
+                }
+                match tls.handshake(stream).await {
+                    Ok(stream) => {
+                        addrs.tls = Some(crate::transport::tls::session_of(&stream));
+                        start_session(&sh, Box::new(stream), addrs, false);
+                    }
+                    Err(e) => crate::session::handshake_failed(&sh, &addrs, &e),
+                }
+            });
+        }
+        None => start_session(
+            sh,
+            Box::new(crate::transport::tcp::ClientTcp::new(stream)),
+            addrs,
+            info.proxy,
+        ),
     }
 }
 

@@ -5,6 +5,7 @@
 //! thread and the once-a-second housekeeping (expiry, idle
 //! backend connections, uptime).
 
+pub(crate) mod balance;
 pub mod cluster;
 pub mod config;
 pub(crate) mod dashboard;

@@ -49,6 +49,7 @@ impl Mgmt {
             Cmd::Banner => Reply::ok(banner()),
             Cmd::Help => help(args),
             Cmd::DebugClusterCut => self.cluster_cut(&args[1]),
+            Cmd::DebugWorkerStall => self.stall_worker(&args[1], &args[2]),
             Cmd::DebugXid => match args.get(1) {
                 None => Reply::ok(format!("XID is {}", lacquer_core::ids::peek())),
                 Some(v) => match v.parse::<u64>() {
@@ -203,6 +204,37 @@ impl Mgmt {
                 }
             }
             Err(e) => Reply::with(status::PARAM, e),
+        }
+    }
+
+    /// `debug.worker.stall <worker> <seconds>`: blocks the worker's
+    /// thread, from a task of its own.
+    fn stall_worker(&self, worker: &str, seconds: &str) -> Reply {
+        let handles = self.workers.handles();
+        let Some(handle) = worker.parse::<usize>().ok().and_then(|i| handles.get(i)) else {
+            let last = handles.len() - 1;
+            return Reply::with(
+                status::PARAM,
+                format!("Expected a worker from 0 to {last}\n"),
+            );
+        };
+        let Some(hold) = seconds
+            .parse::<f64>()
+            .ok()
+            .filter(|s| (0.0..=60.0).contains(s))
+        else {
+            return Reply::with(status::PARAM, "Expected seconds from 0 to 60\n");
+        };
+        // Answered once the worker holds: what the caller does next
+        // meets a stalled worker.
+        let (held, holding) = std::sync::mpsc::channel();
+        handle.spawn(async move {
+            let _ = held.send(());
+            std::thread::sleep(Params::duration(hold));
+        });
+        match holding.recv_timeout(std::time::Duration::from_secs(5)) {
+            Ok(()) => Reply::ok(""),
+            Err(_) => Reply::with(status::CANT, "The worker did not take the task\n"),
         }
     }
 

@@ -181,6 +181,30 @@ pub(crate) fn set_defer_accept(listener: std::os::fd::BorrowedFd<'_>, secs: u32)
     )
 }
 
+/// How many connections wait in a TCP listener's accept queue, complete
+/// and not yet accepted (for a listening socket, `TCP_INFO`'s
+/// `tcpi_unacked` is the queue's length).
+pub(crate) fn accept_queue(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain data, valid all zeroes.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `info`.
+    let r = unsafe {
+        libc::getsockopt(
+            listener.as_raw_fd(),
+            libc::SOL_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info.tcpi_unacked)
+}
+
 /// Gives the `SO_REUSEPORT` group of `socket` (bound) a classic BPF
 /// program that picks, for each datagram, the index of the group's
 /// socket that receives it (in the order they were bound); an index past
@@ -390,6 +414,27 @@ mod tests {
         assert!(user_by_name("no-such-user-here").is_err());
         assert!(group_by_name("no-such-group-here").is_err());
         assert!(user_by_name("a\0b").is_err());
+    }
+
+    #[test]
+    fn the_accept_queue_counts_connections_not_yet_accepted() {
+        use std::os::fd::AsFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        assert_eq!(accept_queue(listener.as_fd()).unwrap(), 0);
+        let clients: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        // The handshake completes in the kernel, on another softirq than
+        // the connecting call's at times.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while accept_queue(listener.as_fd()).unwrap() < 3 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert_eq!(accept_queue(listener.as_fd()).unwrap(), 3);
+        let _first = listener.accept().unwrap();
+        assert_eq!(accept_queue(listener.as_fd()).unwrap(), 2);
+        drop(clients);
     }
 
     #[test]
