@@ -119,13 +119,56 @@ impl Backend {
 mod tests {
     use super::*;
     use std::io::Write;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    /// A worker of its own that runs `make` on its runtime, then is held
+    /// (its runtime, and so its reactor, not driven) until dropped.
+    struct HeldWorker(Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>);
+
+    impl HeldWorker {
+        fn run<T, F>(make: impl FnOnce() -> F + Send + 'static) -> (T, HeldWorker)
+        where
+            T: Send + 'static,
+            F: std::future::Future<Output = T>,
+        {
+            let (made, got) = std::sync::mpsc::channel();
+            let (release, end) = std::sync::mpsc::channel::<()>();
+            let thread = std::thread::spawn(move || {
+                let rt = runtime();
+                made.send(rt.block_on(make())).unwrap();
+                end.recv().ok();
+                drop(rt);
+            });
+            let value = got.recv().unwrap();
+            (value, HeldWorker(Some((release, thread))))
+        }
+    }
+
+    impl Drop for HeldWorker {
+        fn drop(&mut self) {
+            if let Some((release, thread)) = self.0.take() {
+                let _ = release.send(());
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// Reads `n` bytes from `stream`, waiting at most 5 s.
+    async fn read_some(stream: &mut Stream, n: usize) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; n];
+        let read = stream.read_exact(&mut buf);
+        match tokio::time::timeout(Duration::from_secs(5), read).await {
+            Ok(Ok(_)) => Some(buf),
+            _ => None,
+        }
     }
 
     /// A connection pooled on one worker and taken on another is read
@@ -141,37 +184,18 @@ mod tests {
             Address::Tcp(addr),
             "h",
         ));
-        let (pooled, held) = std::sync::mpsc::channel();
-        let (release, end) = std::sync::mpsc::channel::<()>();
-        let first = {
-            let backend = backend.clone();
-            std::thread::spawn(move || {
-                let rt = runtime();
-                rt.block_on(async {
-                    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-                    backend.recycle(Box::new(stream));
-                });
-                pooled.send(()).unwrap();
-                // Held: this worker's runtime is not driven again until
-                // the test is done.
-                end.recv().ok();
-                drop(rt);
-            })
-        };
-        held.recv().unwrap();
+        let pooling = backend.clone();
+        let ((), _held) = HeldWorker::run(move || async move {
+            let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            pooling.recycle(Box::new(stream));
+        });
         let (mut peer, _) = server.accept().unwrap();
         let got = runtime().block_on(async {
             let mut stream = backend.take_idle(Duration::from_secs(60)).expect("pooled");
             peer.write_all(b"hi").unwrap();
-            let mut buf = [0u8; 2];
-            let read = stream.read_exact(&mut buf);
-            tokio::time::timeout(Duration::from_secs(5), read)
-                .await
-                .map(|r| r.map(|_| buf))
+            read_some(&mut stream, 2).await
         });
-        release.send(()).unwrap();
-        first.join().unwrap();
-        assert_eq!(got.expect("read within 5 s").unwrap(), *b"hi");
+        assert_eq!(got.as_deref(), Some(&b"hi"[..]), "read within 5 s");
     }
 
     /// A worker takes back its own idle connection before another's, even
@@ -201,21 +225,6 @@ mod tests {
             (first.local_addr(), second.local_addr())
         });
         assert_eq!(taken, (Some(mine), Some(theirs)));
-    }
-}
-
-#[cfg(test)]
-mod tls_tests {
-    use super::*;
-    use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio_rustls::rustls;
-
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
     }
 
     /// A TLS connection moved to another worker's reactor goes on as it
@@ -257,26 +266,18 @@ mod tls_tests {
             });
         });
         let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
-        let (pooled, held) = std::sync::mpsc::channel();
-        let (release, end) = std::sync::mpsc::channel::<()>();
-        let first = std::thread::spawn(move || {
-            let rt = runtime();
-            let stream: Stream = rt.block_on(async {
-                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-                let name = rustls::pki_types::ServerName::try_from("a.example").unwrap();
-                let tcp: Stream = Box::new(tcp);
-                let mut tls = connector.connect(name, tcp).await.unwrap();
-                tls.write_all(b"ping").await.unwrap();
-                let mut buf = [0u8; 4];
-                tls.read_exact(&mut buf).await.unwrap();
-                assert_eq!(&buf, b"pong");
-                Box::new(tls)
-            });
-            pooled.send(stream).unwrap();
-            end.recv().ok();
-            drop(rt);
+        let (stream, _held) = HeldWorker::run(move || async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("a.example").unwrap();
+            let tcp: Stream = Box::new(tcp);
+            let mut tls = connector.connect(name, tcp).await.unwrap();
+            tls.write_all(b"ping").await.unwrap();
+            let mut buf = [0u8; 4];
+            tls.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"pong");
+            let tls: Stream = Box::new(tls);
+            tls
         });
-        let stream = held.recv().unwrap();
         let got = runtime().block_on(async {
             let mut stream = stream.rebind().unwrap();
             // As an exchange does before it awaits the answer: a socket
@@ -284,14 +285,8 @@ mod tls_tests {
             // keeps its records until then.
             stream.write_all(b"ping").await.unwrap();
             stream.flush().await.unwrap();
-            let mut buf = [0u8; 4];
-            let read = stream.read_exact(&mut buf);
-            tokio::time::timeout(Duration::from_secs(5), read)
-                .await
-                .map(|r| r.map(|_| buf))
+            read_some(&mut stream, 4).await
         });
-        release.send(()).unwrap();
-        first.join().unwrap();
-        assert_eq!(got.expect("read within 5 s").unwrap(), *b"pong");
+        assert_eq!(got.as_deref(), Some(&b"pong"[..]), "read within 5 s");
     }
 }

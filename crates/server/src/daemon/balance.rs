@@ -17,7 +17,6 @@
 //! `getsockopt` a socket a look, and costs the worker one add to a count
 //! of its own per connection.
 
-use crate::daemon::listen::{accept_now, serve_accepted, Info};
 use crate::daemon::workers::Workers;
 use crate::transport::sockopt;
 use crate::Shared;
@@ -78,13 +77,17 @@ impl TakenBy {
     }
 }
 
+/// Starts serving a connection the listener accepted, on the worker it
+/// is called on: what the listener's own accept loops do with one.
+pub(crate) type Start = Arc<dyn Fn(std::net::TcpStream, SocketAddr) + Send + Sync>;
+
 /// What the watcher of one TCP listener needs: a copy of each worker's
-/// socket, their counts, and where to send what it takes.
+/// socket, their counts, what starts a connection, and the workers to
+/// start it on.
 pub(crate) struct Watch {
     sockets: Vec<std::net::TcpListener>,
     taken: Arc<Taken>,
-    local: SocketAddr,
-    info: Info,
+    start: Start,
     workers: Vec<Handle>,
 }
 
@@ -92,18 +95,30 @@ impl Watch {
     pub fn new(
         sockets: Vec<std::net::TcpListener>,
         taken: Arc<Taken>,
-        local: SocketAddr,
-        info: Info,
+        start: Start,
         workers: &Workers,
     ) -> Watch {
         Watch {
             sockets,
             taken,
-            local,
-            info,
+            start,
             workers: workers.handles().to_vec(),
         }
     }
+}
+
+/// Takes a connection off a listener if one waits (`WouldBlock` if
+/// none), non-blocking and close-on-exec.
+pub(crate) fn accept_now(
+    listener: &std::net::TcpListener,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    let (socket, peer) = socket2::SockRef::from(listener).accept4(flags)?;
+    // A TCP listener's peers have IP addresses.
+    let peer = peer
+        .as_socket()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    Ok((socket.into(), peer))
 }
 
 /// What one look saw of a worker's socket.
@@ -141,7 +156,7 @@ pub(crate) async fn watch(sh: Arc<Shared>, w: Watch) {
             .collect();
         for (i, &late) in behind.iter().enumerate() {
             if late && now[i].queued > 0 {
-                w.take_from(&sh, i, now[i].queued, &behind, &mut turn);
+                w.take_from(i, now[i].queued, &behind, &mut turn);
             }
         }
         for (i, slot) in last.iter_mut().enumerate() {
@@ -161,14 +176,7 @@ impl Watch {
 
     /// Takes up to `queued` connections waiting on `from`'s socket and
     /// starts each on the next worker that is not behind.
-    fn take_from(
-        &self,
-        sh: &Arc<Shared>,
-        from: usize,
-        queued: u32,
-        behind: &[bool],
-        turn: &mut usize,
-    ) {
+    fn take_from(&self, from: usize, queued: u32, behind: &[bool], turn: &mut usize) {
         let n = self.workers.len();
         for _ in 0..queued.min(MOST_AT_ONCE) {
             let Some(to) = (1..=n)
@@ -184,10 +192,8 @@ impl Watch {
             };
             *turn = to;
             COUNTERS.inc(Counter::sess_rebalanced);
-            let (sh, local, info) = (sh.clone(), self.local, self.info.clone());
-            self.workers[to].spawn(async move {
-                serve_accepted(&sh, stream, peer, local, &info, &mut None);
-            });
+            let start = self.start.clone();
+            self.workers[to].spawn(async move { start(stream, peer) });
         }
     }
 }

@@ -286,7 +286,11 @@ impl Listener {
                     .map(std::net::TcpListener::try_clone)
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(fail)?;
-                let watch = balance::Watch::new(sockets, taken, *local, info.clone(), workers);
+                let (daemon, info, local) = (sh.clone(), info.clone(), *local);
+                let start: balance::Start = Arc::new(move |stream, peer| {
+                    serve_accepted(&daemon, stream, peer, local, &info, &mut None);
+                });
+                let watch = balance::Watch::new(sockets, taken, start, workers);
                 tasks.push(tokio::spawn(balance::watch(sh.clone(), watch)));
             }
         }
@@ -346,7 +350,7 @@ impl Listener {
 
 /// What a listener tells each of its sessions.
 #[derive(Clone)]
-pub(crate) struct Info {
+struct Info {
     name: Arc<str>,
     endpoint: Arc<str>,
     proxy: bool,
@@ -555,24 +559,10 @@ async fn accept_one(
 ) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
     loop {
         let mut ready = listener.readable().await?;
-        if let Ok(accepted) = ready.try_io(|l| accept_now(l.get_ref())) {
+        if let Ok(accepted) = ready.try_io(|l| balance::accept_now(l.get_ref())) {
             return accepted;
         }
     }
-}
-
-/// Takes a connection off a listener if one waits (`WouldBlock` if
-/// none), non-blocking and close-on-exec.
-pub(crate) fn accept_now(
-    listener: &std::net::TcpListener,
-) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
-    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-    let (socket, peer) = socket2::SockRef::from(listener).accept4(flags)?;
-    // A TCP listener's peers have IP addresses.
-    let peer = peer
-        .as_socket()
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    Ok((socket.into(), peer))
 }
 
 /// Sets the listener's deferred accept as `accept_filter` says, when it
@@ -623,7 +613,7 @@ async fn accept_tcp(
 /// handshake (and PROXY header) where the listener has them.
 /// `nodelay_inherited` is whether accepted connections come with
 /// `TCP_NODELAY` already, once known.
-pub(crate) fn serve_accepted(
+fn serve_accepted(
     sh: &Arc<Shared>,
     stream: std::net::TcpStream,
     peer: SocketAddr,

@@ -109,22 +109,7 @@ impl ClientSocket for ClientFd {
     }
 
     fn tcp_info(&self) -> io::Result<TcpInfo> {
-        // SAFETY: tcp_info is plain data, valid all zeroes.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `info`.
-        let r = unsafe {
-            libc::getsockopt(
-                self.0,
-                libc::SOL_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let info = tcp_info_of(self.0)?;
         Ok(TcpInfo {
             snd_mss: info.tcpi_snd_mss,
             rcv_mss: info.tcpi_rcv_mss,
@@ -186,13 +171,18 @@ pub(crate) fn set_defer_accept(listener: std::os::fd::BorrowedFd<'_>, secs: u32)
 /// `tcpi_unacked` is the queue's length).
 pub(crate) fn accept_queue(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
     use std::os::fd::AsRawFd;
+    Ok(tcp_info_of(listener.as_raw_fd())?.tcpi_unacked)
+}
+
+/// The kernel's `TCP_INFO` of a TCP socket.
+fn tcp_info_of(fd: i32) -> io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain data, valid all zeroes.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `info`.
     let r = unsafe {
         libc::getsockopt(
-            listener.as_raw_fd(),
+            fd,
             libc::SOL_TCP,
             libc::TCP_INFO,
             (&mut info as *mut libc::tcp_info).cast(),
@@ -202,7 +192,7 @@ pub(crate) fn accept_queue(listener: std::os::fd::BorrowedFd<'_>) -> io::Result<
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(info.tcpi_unacked)
+    Ok(info)
 }
 
 /// Gives the `SO_REUSEPORT` group of `socket` (bound) a classic BPF
