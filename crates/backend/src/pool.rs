@@ -59,6 +59,10 @@ pub(crate) fn shared_pool(
     pool
 }
 
+/// How far back from the newest idle connection a fetch looks for one
+/// its own worker left, under the pool's lock.
+const OWN_WITHIN: usize = 32;
+
 /// Which thread a pooled connection was last used on: the address of a
 /// thread-local, distinct for every live thread (each client worker runs
 /// one runtime on one thread).
@@ -71,15 +75,20 @@ pub(crate) fn this_thread() -> usize {
 
 impl Backend {
     /// An idle connection younger than `max_idle` and still quiet: the
-    /// last one this thread left, else the last one any left, moved to
-    /// this thread's reactor.
+    /// last one this thread left (among the newest few), else the last
+    /// one any left, moved to this thread's reactor.
     pub(crate) fn take_idle(&self, max_idle: Duration) -> Option<Stream> {
         let here = this_thread();
         loop {
             let (stream, since, home) = {
                 let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
                 let last = idle.len().checked_sub(1)?;
-                let pick = idle.iter().rposition(|e| e.2 == here).unwrap_or(last);
+                let pick = idle
+                    .iter()
+                    .rev()
+                    .take(OWN_WITHIN)
+                    .position(|e| e.2 == here)
+                    .map_or(last, |back| last - back);
                 idle.remove(pick)
             };
             // A pooled connection that is readable has been closed by the
