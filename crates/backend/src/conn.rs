@@ -159,13 +159,22 @@ impl<'a> Conn<'a> {
     /// Sends on what was written (an HTTP/2 stream opens its request),
     /// under the between-bytes timeout.
     pub async fn flush(&mut self, t: &Timeouts) -> Result<(), FetchError> {
+        use std::future::Future;
+        use std::task::Poll;
         let limit = t.between_bytes;
         let stream = self.stream()?;
-        match tokio::time::timeout(limit, stream.flush()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(FetchError::WriteFailed(e.to_string())),
-            Err(_) => Err(FetchError::WriteFailed("timeout".into())),
-        }
+        let mut flush = std::pin::pin!(stream.flush());
+        // Most flushes are done at once (a plain TCP one always): those
+        // make no timer, and read no clock.
+        let at_once = std::future::poll_fn(|cx| Poll::Ready(flush.as_mut().poll(cx))).await;
+        let done = match at_once {
+            Poll::Ready(done) => done,
+            Poll::Pending => match tokio::time::timeout(limit, flush).await {
+                Ok(done) => done,
+                Err(_) => return Err(FetchError::WriteFailed("timeout".into())),
+            },
+        };
+        done.map_err(|e| FetchError::WriteFailed(e.to_string()))
     }
 
     /// See [`crate::BackendStream::duplex`]: the rest of the request body
