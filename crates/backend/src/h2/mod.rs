@@ -6,9 +6,15 @@
 //! records and parser limits are the same whatever carries it.
 //!
 //! A backend's connections are kept in its pool ([`H2Conns`]): a fetch
-//! takes a stream on the first live connection with room under the
-//! backend's `SETTINGS_MAX_CONCURRENT_STREAMS`, and a new connection is
-//! opened only when none has room. `.max_connections` bounds the streams
+//! takes a stream on the first live connection its own worker opened
+//! with room under the backend's `SETTINGS_MAX_CONCURRENT_STREAMS`, and
+//! a new connection is opened only when none has room. A connection is
+//! driven by a task on the worker that opened it, so its streams are
+//! kept to that worker's fetches: a stream another worker took would
+//! cross threads at every frame (a wake-up through the other worker's
+//! event loop), and would wait whenever that worker is held. Each worker
+//! that fetches from an HTTP/2 backend thus opens a connection of its
+//! own, as each nginx worker keeps its own upstream connections. `.max_connections` bounds the streams
 //! (each fetch holds one place), not the sockets. A connection that
 //! received GOAWAY takes no new streams; a request it refused fails
 //! before any response byte, so the exchange retries it on a new
@@ -76,6 +82,8 @@ pub struct H2Conn {
     done: Arc<AtomicBool>,
     /// Since when no stream has been open (for `backend_idle_timeout`).
     idle_since: Mutex<Instant>,
+    /// The worker whose task drives it ([`crate::pool::this_thread`]).
+    worker: usize,
 }
 
 impl std::fmt::Debug for H2Conn {
@@ -127,6 +135,7 @@ impl H2Conn {
             streams: AtomicUsize::new(0),
             done,
             idle_since: Mutex::new(Instant::now()),
+            worker: crate::pool::this_thread(),
         }))
     }
 
@@ -172,11 +181,15 @@ pub struct H2Conns {
 }
 
 impl H2Conns {
-    /// A stream on a live connection with room, if there is one.
+    /// A stream on a live connection this worker opened with room, if
+    /// there is one.
     pub fn stream(&self) -> Option<H2Stream> {
+        let here = crate::pool::this_thread();
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|c| !c.done.load(Ordering::Relaxed));
-        live.iter().find(|c| c.has_room()).map(H2Conn::open)
+        live.iter()
+            .find(|c| c.worker == here && c.has_room())
+            .map(H2Conn::open)
     }
 
     /// Keeps a new connection for the fetches that come after.

@@ -1,5 +1,6 @@
 //! HTTP/2 to backends end to end: `.h2c = 1` backends, one connection
-//! carrying many fetches as streams (bounded by `.max_connections`),
+//! carrying many fetches as streams (bounded by `.max_connections`), a
+//! connection of its own for each worker,
 //! bodies both ways with and without a length, trailers, a refused
 //! stream retried on a new connection, GOAWAY, probes over HTTP/2, and a
 //! Lacquer in front of another one over h2c.
@@ -9,9 +10,15 @@ use crate::harness::{eventually, Lacquer};
 use crate::origin::{Origin, Reply};
 use std::time::Duration;
 
+/// Lacquer in front of `origin` with one worker (each worker opens its
+/// own connections: the tests of one connection's streams run on one).
 fn front(origin: &H2Origin, attrs: &str, vcl: &str) -> Lacquer {
+    front_with(origin, &["-p", "workers=1"], attrs, vcl)
+}
+
+fn front_with(origin: &H2Origin, args: &[&str], attrs: &str, vcl: &str) -> Lacquer {
     Lacquer::spawn(
-        &[],
+        args,
         Some(format!(
             "vcl 4.1;\nbackend b {{ .host = \"127.0.0.1\"; .port = \"{}\"; .h2c = 1; {attrs} }}\n{vcl}",
             origin.addr.port()
@@ -52,6 +59,48 @@ fn fetches_share_one_connection_as_streams() {
     assert!(eventually(Duration::from_secs(5), || {
         lq.counter("MAIN.backend_conn") == 1 && lq.counter("MAIN.backend_reuse") >= 6
     }));
+}
+
+/// A connection is driven by the worker that opened it, and each worker
+/// takes streams only on its own: a worker held up (here, on purpose)
+/// holds up none of the fetches the other worker makes.
+#[test]
+fn each_worker_fetches_over_a_connection_of_its_own() {
+    let origin = H2Origin::start();
+    let lq = front_with(
+        &origin,
+        &["-p", "workers=2", "-p", "worker_stall_limit=0.05"],
+        "",
+        "sub vcl_recv { return (pass); }\n",
+    );
+    // Worker 1 held a moment: worker 0 serves the first request (moved to
+    // it if the kernel gave it to worker 1) and opens the connection.
+    lq.cli_ok("debug.worker.stall 1 1");
+    assert_eq!(lq.get("/first").status, 200);
+    assert_eq!(origin.connections(), 1);
+    // Worker 0 held: every request is served by worker 1, whose fetches
+    // open a connection of their own rather than wait for worker 0 to
+    // drive its connection.
+    lq.cli_ok("debug.worker.stall 0 8");
+    let began = std::time::Instant::now();
+    let addr = lq.addr;
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let r = crate::harness::Client::connect(addr).get(&format!("/held/{i}"), &[]);
+                (r.status, r.text())
+            })
+        })
+        .collect();
+    for (i, c) in clients.into_iter().enumerate() {
+        assert_eq!(c.join().unwrap(), (200, format!("h2 /held/{i}")));
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(6),
+        "a fetch waited for the held worker ({:?})",
+        began.elapsed()
+    );
+    assert_eq!(origin.connections(), 2);
 }
 
 #[test]
