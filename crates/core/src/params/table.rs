@@ -292,7 +292,7 @@ param_table! {
     vsm_free_cooldown: Seconds, "60", "seconds", min Some("10"), max Some("600"),
         "Accepted for varnishd command lines: the shared files in the work directory are replaced whole, never reused in part.";
     worker_stall_limit: Seconds, "0.050", "seconds", min Some("0"), max Some("60"),
-        "How long connections may wait in one worker's accept queue while that worker does not take them (its event loop held by a long piece of work, or more work than it can do) before they are taken from it and served by the other workers, each connection then living on the worker it was given to. Each queue is looked at this often, so such a connection waits between one and two of it. 0 leaves every worker's connections to it alone. Lacquer-only.";
+        "How long connections may wait in one worker's accept queue while that worker does not take them (its event loop held by a long piece of work, or more work than it can do) before they are taken from it and served by the other workers, each connection then living on the worker it was given to. Each queue is looked at this often (at most every 0.005 s, however small the value), so such a connection waits between one and two of it. 0 leaves every worker's connections to it alone. Lacquer-only.";
     workers: Count, "0", "threads", min Some("0"), max Some("1024"),
         "Number of worker threads that serve connections, each with its own event loop and its own listening socket per TCP listener (SO_REUSEPORT): a connection lives on the worker that accepted it. 0 means one per core. Read at start. Lacquer-only.";
     workspace_backend: Bytes, "96k", "bytes", min Some("1k"), max None,

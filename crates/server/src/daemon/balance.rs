@@ -136,6 +136,11 @@ impl Seen {
     }
 }
 
+/// The shortest time between two looks at the queues, whatever
+/// `worker_stall_limit` says (above 0): a tiny limit would otherwise wake
+/// the control thread thousands of times a second.
+const SHORTEST_LOOK: Duration = Duration::from_millis(5);
+
 /// Watches a listener's sockets until the task is aborted (`stop`, with
 /// the listener's accept loops).
 pub(crate) async fn watch(sh: Arc<Shared>, w: Watch) {
@@ -149,7 +154,7 @@ pub(crate) async fn watch(sh: Arc<Shared>, w: Watch) {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
-        tokio::time::sleep(limit).await;
+        tokio::time::sleep(limit.max(SHORTEST_LOOK)).await;
         let now: Vec<Seen> = (0..w.sockets.len()).map(|i| w.seen(i)).collect();
         let behind: Vec<bool> = (0..now.len())
             .map(|i| last[i].is_some_and(|before| before.behind(now[i])))
