@@ -526,7 +526,7 @@ impl Backend {
             if self.h2 == h2::H2Mode::PriorKnowledge || self.pool.speaks_h2.load(Ordering::Relaxed)
             {
                 // One fetch opens the connection the others then share.
-                _opening = Some(self.pool.opening.lock().await);
+                _opening = Some(self.pool.h2.opening().lock_owned().await);
                 if let Some(stream) = self.pool.h2.stream() {
                     COUNTERS.inc(Counter::backend_reuse);
                     return Ok(Conn::new(self, Box::new(stream), true, slot));

@@ -21,10 +21,6 @@ pub(crate) struct Pool {
     /// each is registered with ([`this_thread`]).
     pub(crate) idle: Mutex<Vec<(Stream, Instant, usize)>>,
     pub(crate) h2: h2::H2Conns,
-    /// Held while an HTTP/2 connection is being opened, so that a burst
-    /// of fetches on a worker opens one and shares it rather than opening
-    /// one each (workers that each need one open theirs in turn).
-    pub(crate) opening: tokio::sync::Mutex<()>,
     /// A connection has settled on HTTP/2 here.
     pub(crate) speaks_h2: AtomicBool,
 }

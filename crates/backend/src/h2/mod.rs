@@ -178,9 +178,27 @@ impl H2Conn {
 #[derive(Debug, Default)]
 pub struct H2Conns {
     live: Mutex<Vec<Arc<H2Conn>>>,
+    /// Each worker's lock for opening a connection ([`H2Conns::opening`]),
+    /// by worker.
+    opening: Mutex<Vec<(usize, Arc<tokio::sync::Mutex<()>>)>>,
 }
 
 impl H2Conns {
+    /// The lock this worker holds while it opens a connection, so that a
+    /// burst of its fetches opens one and shares it rather than opening
+    /// one each. Each worker has its own: a worker held up in the middle
+    /// of a handshake holds up none of the others' fetches.
+    pub fn opening(&self) -> Arc<tokio::sync::Mutex<()>> {
+        let here = crate::pool::this_thread();
+        let mut locks = self.opening.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, lock)) = locks.iter().find(|(w, _)| *w == here) {
+            return lock.clone();
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.push((here, lock.clone()));
+        lock
+    }
+
     /// A stream on a live connection this worker opened with room, if
     /// there is one.
     pub fn stream(&self) -> Option<H2Stream> {
@@ -230,4 +248,29 @@ fn io_error(e: h2::Error) -> std::io::Error {
         std::io::ErrorKind::InvalidData
     };
     std::io::Error::new(kind, format!("HTTP/2: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker opening a connection keeps its own later fetches waiting
+    /// for it, and no other worker's.
+    #[test]
+    fn each_worker_opens_under_a_lock_of_its_own() {
+        let conns = Arc::new(H2Conns::default());
+        let held = conns.opening().try_lock_owned().expect("free at first");
+        assert!(
+            conns.opening().try_lock_owned().is_err(),
+            "a second fetch on this worker waits for the first's connection"
+        );
+        let other = conns.clone();
+        let elsewhere = std::thread::spawn(move || other.opening().try_lock_owned().is_ok());
+        assert!(
+            elsewhere.join().unwrap(),
+            "another worker opens its own without waiting"
+        );
+        drop(held);
+        assert!(conns.opening().try_lock_owned().is_ok());
+    }
 }
