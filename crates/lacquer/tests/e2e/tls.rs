@@ -758,3 +758,73 @@ fn lacquer_http_proxy_v2() -> Vec<u8> {
     h.extend_from_slice(&443u16.to_be_bytes());
     h
 }
+
+/// A worker that falls behind gives up the connections waiting in its
+/// queue: the watcher takes them and another worker reads their PROXY
+/// headers, makes their handshakes and serves them as their listener
+/// would (`worker_stall_limit`).
+#[test]
+fn proxied_tls_connections_a_stalled_worker_leaves_waiting_are_served_by_another() {
+    let vcl = "sub vcl_deliver {\n  set resp.http.client = client.ip;\n  set resp.http.socket = local.socket;\n}\n";
+    let dir = std::env::temp_dir().join(format!("lacquer-tls-{}-stalled", std::process::id()));
+    let pki = Pki::new(&dir);
+    pki.leaf("a.pem", &["a.example"]);
+    let conf = dir.join("t.conf");
+    std::fs::write(&conf, "pem-file = \"a.pem\"\n").unwrap();
+    let origin = Origin::start(|req| Reply::ok(&format!("page {}", req.url)));
+    let backend = format!(
+        "vcl 4.1;\nbackend b {{ .host = \"{}\"; .port = \"{}\"; }}\n",
+        origin.addr.ip(),
+        origin.addr.port()
+    );
+    let lq = Lacquer::spawn(
+        &[
+            "-A",
+            conf.to_str().unwrap(),
+            "-a",
+            "lb=127.0.0.1:0,PROXY,HTTPS",
+            "-p",
+            "workers=2",
+            "-p",
+            "worker_stall_limit=0.05",
+        ],
+        Some(format!("{backend}{vcl}")),
+    );
+    let addr = lq.listen("lb");
+    let config = pki.client();
+    let fetch = move |url: String| {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        tcp.write_all(b"PROXY TCP4 192.0.2.7 198.51.100.1 40000 443\r\n")
+            .unwrap();
+        let name = ServerName::try_from("a.example").unwrap();
+        let conn = rustls::ClientConnection::new(config.clone(), name).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        get(&mut tls, &url)
+    };
+    assert_eq!(fetch("/warm".into()).1, "page /warm");
+    lq.cli_ok("debug.worker.stall 0 8");
+    let began = Instant::now();
+    // Sixteen connections, from as many ports: the chance that the kernel
+    // sends none to the held worker is 2^-16.
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            let fetch = fetch.clone();
+            std::thread::spawn(move || fetch(format!("/held{i}")))
+        })
+        .collect();
+    for (i, client) in clients.into_iter().enumerate() {
+        let (head, body) = client.join().unwrap();
+        assert_eq!(body, format!("page /held{i}"));
+        assert!(head.contains("client: 192.0.2.7"), "{head}");
+        assert!(head.contains("socket: lb"), "{head}");
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(6),
+        "a connection waited for the held worker ({:?})",
+        began.elapsed()
+    );
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.sess_rebalanced")
+        > 0));
+}
