@@ -525,7 +525,8 @@ impl Backend {
             }
             if self.h2 == h2::H2Mode::PriorKnowledge || self.pool.speaks_h2.load(Ordering::Relaxed)
             {
-                // One fetch opens the connection the others then share.
+                // One fetch opens the connection this worker's others
+                // then share.
                 _opening = Some(self.pool.h2.opening().lock_owned().await);
                 if let Some(stream) = self.pool.h2.stream() {
                     COUNTERS.inc(Counter::backend_reuse);

@@ -14,11 +14,12 @@
 //! cross threads at every frame (a wake-up through the other worker's
 //! event loop), and would wait whenever that worker is held. Each worker
 //! that fetches from an HTTP/2 backend thus opens a connection of its
-//! own, as each nginx worker keeps its own upstream connections. `.max_connections` bounds the streams
-//! (each fetch holds one place), not the sockets. A connection that
-//! received GOAWAY takes no new streams; a request it refused fails
-//! before any response byte, so the exchange retries it on a new
-//! connection as it retries a reused HTTP/1 connection found closed.
+//! own, as each nginx worker keeps its own upstream connections.
+//! `.max_connections` bounds the streams (each fetch holds one place),
+//! not the sockets. A connection that received GOAWAY takes no new
+//! streams; a request it refused fails before any response byte, so the
+//! exchange retries it on a new connection as it retries a reused HTTP/1
+//! connection found closed.
 
 mod duplex;
 mod stream;
