@@ -72,7 +72,8 @@ start_origin() {
 }
 
 # nginx on CPU 1 on ORIGIN_PORT, serving $WORK/www (a 1 KiB file `1k`
-# among what the caller puts there) by the location block $1.
+# among what the caller puts there) by the location block $1; with
+# ORIGIN_LISTEN set, that is added to its listen directive (`http2`).
 start_nginx_origin() {
     ORIGIN_PORT=$(free_port)
     mkdir -p "$WORK/www"
@@ -88,7 +89,7 @@ http {
     access_log off;
     keepalive_requests 1000000;
     server {
-        listen 127.0.0.1:$ORIGIN_PORT;
+        listen 127.0.0.1:$ORIGIN_PORT${ORIGIN_LISTEN:+ $ORIGIN_LISTEN};
         root $WORK/www;
         $1
     }

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Passes over an HTTP/2 backend: Lacquer binaries (say, before and after
 # a change) with `-p workers=W` (2 by default), each passing every
-# request (keep-alive, 50 connections, a 1 KiB body) to nginx speaking
-# h2c by prior knowledge, loaded in turn by wrk, round after round, so
-# that a noisy machine disturbs them alike. Servers, origin and load
+# request (keep-alive, 50 connections, a 1 KiB body) to nginx on CPU 1
+# speaking h2c by prior knowledge, loaded in turn by wrk, round after
+# round, so that a noisy machine disturbs them alike. Servers and load
 # share the machine's cores. Prints one line per binary and round: CPU
 # microseconds (user + system) per request, requests, and then how many
 # connections each binary opened to the origin (`MAIN.backend_conn`).
@@ -14,23 +14,9 @@ cd "$(dirname "$0")/.."
 SECS=$1; ROUNDS=$2; shift 2
 . bench/common.sh
 ensure wrk nginx -- wrk nginx
-ORIGIN_PORT=$(free_port)
-mkdir -p "$WORK/www"
-head -c 1024 /dev/zero | tr '\0' 'a' > "$WORK/www/1k"
-chmod -R a+rX "$WORK"
-cat > "$WORK/nginx-h2c.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx-h2c.pid;
-error_log $WORK/nginx-h2c.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    server { listen 127.0.0.1:$ORIGIN_PORT http2; root $WORK/www; }
-}
-CONF
-nginx -c "$WORK/nginx-h2c.conf" -p "$WORK" & PIDS+=($!)
+# The origin speaks HTTP/2 by prior knowledge only (nginx's `http2` on a
+# cleartext listener), so it is known to be up once Lacquer answers.
+ORIGIN_LISTEN=http2 start_nginx_origin ''
 cat > "$WORK/h2c.vcl" <<VCL
 vcl 4.1;
 backend origin { .host = "127.0.0.1"; .port = "$ORIGIN_PORT"; .h2c = 1; }

@@ -10,6 +10,7 @@
 
 mod conn;
 pub mod h2;
+mod here;
 mod limit;
 mod pool;
 pub mod probe;

@@ -6,6 +6,7 @@
 //! reactor first ([`crate::BackendStream::rebind`]), so that it answers the
 //! worker using it, and not one that may be busy or held.
 
+use crate::here::this_thread;
 use crate::{h2, Address, Backend, Stream};
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::atomic::AtomicBool;
@@ -59,16 +60,6 @@ pub(crate) fn shared_pool(
 /// How far back from the newest idle connection a fetch looks for one
 /// its own worker left, under the pool's lock.
 const OWN_WITHIN: usize = 32;
-
-/// Which thread a pooled connection was last used on: the address of a
-/// thread-local, distinct for every live thread (each client worker runs
-/// one runtime on one thread).
-pub(crate) fn this_thread() -> usize {
-    thread_local! {
-        static HERE: u8 = const { 0 };
-    }
-    HERE.with(|h| h as *const u8 as usize)
-}
 
 impl Backend {
     /// An idle connection younger than `max_idle` and still quiet: the

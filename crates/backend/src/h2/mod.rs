@@ -83,7 +83,7 @@ pub struct H2Conn {
     done: Arc<AtomicBool>,
     /// Since when no stream has been open (for `backend_idle_timeout`).
     idle_since: Mutex<Instant>,
-    /// The worker whose task drives it ([`crate::pool::this_thread`]).
+    /// The worker whose task drives it ([`crate::here::this_thread`]).
     worker: usize,
 }
 
@@ -136,7 +136,7 @@ impl H2Conn {
             streams: AtomicUsize::new(0),
             done,
             idle_since: Mutex::new(Instant::now()),
-            worker: crate::pool::this_thread(),
+            worker: crate::here::this_thread(),
         }))
     }
 
@@ -190,7 +190,7 @@ impl H2Conns {
     /// one each. Each worker has its own: a worker held up in the middle
     /// of a handshake holds up none of the others' fetches.
     pub fn opening(&self) -> Arc<tokio::sync::Mutex<()>> {
-        let here = crate::pool::this_thread();
+        let here = crate::here::this_thread();
         let mut locks = self.opening.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, lock)) = locks.iter().find(|(w, _)| *w == here) {
             return lock.clone();
@@ -203,7 +203,7 @@ impl H2Conns {
     /// A stream on a live connection this worker opened with room, if
     /// there is one.
     pub fn stream(&self) -> Option<H2Stream> {
-        let here = crate::pool::this_thread();
+        let here = crate::here::this_thread();
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|c| !c.done.load(Ordering::Relaxed));
         live.iter()

@@ -463,6 +463,20 @@ impl Client {
 }
 
 /// Polls `cond` until it holds or `limit` passes.
+/// After a worker was held for 8 s (`debug.worker.stall 0 8`) at `began`
+/// and clients were answered: none waited for it (the watcher took
+/// their connections to the other worker, `MAIN.sess_rebalanced`).
+pub fn none_waited_for_the_held_worker(lq: &Lacquer, began: Instant) {
+    assert!(
+        began.elapsed() < Duration::from_secs(6),
+        "a connection waited for the held worker ({:?})",
+        began.elapsed()
+    );
+    assert!(eventually(Duration::from_secs(5), || lq
+        .counter("MAIN.sess_rebalanced")
+        > 0));
+}
+
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     loop {
