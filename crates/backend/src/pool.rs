@@ -1,12 +1,17 @@
 //! The connections a backend's fetches share: idle HTTP/1 connections
 //! kept for the next fetch to the same address, and HTTP/2 connections
-//! with room for another stream. Any worker's fetch may take any idle
-//! connection, as varnishd's threads share one pool per backend; one
-//! taken on another worker than the last is moved to this worker's
-//! reactor first ([`crate::BackendStream::rebind`]), so that it answers the
-//! worker using it, and not one that may be busy or held.
+//! with room for another stream. Idle connections are kept on a shelf
+//! for each worker (each thread, [`crate::here::slot`]), each shelf with a
+//! lock and a cache line of its own, so that the fetches of different
+//! workers do not all take one lock and write one line. A fetch takes
+//! the newest connection on its own worker's shelf, else the newest on
+//! any other: any worker's fetch may still take any idle connection, as
+//! varnishd's threads share one pool per backend. One taken from
+//! another worker is moved to this worker's reactor first
+//! ([`crate::BackendStream::rebind`]), so that it answers the worker
+//! using it, and not one that may be busy or held.
 
-use crate::here::this_thread;
+use crate::here::{slot, slots_used, this_thread, SLOTS};
 use crate::{h2, Address, Backend, Stream};
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::sync::atomic::AtomicBool;
@@ -18,12 +23,64 @@ use std::time::{Duration, Instant};
 /// for another stream.
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
-    /// Idle HTTP/1 connections: since when, and the thread whose reactor
-    /// each is registered with ([`this_thread`]).
-    pub(crate) idle: Mutex<Vec<(Stream, Instant, usize)>>,
+    /// Idle HTTP/1 connections, a shelf for each worker.
+    pub(crate) idle: Shelves,
     pub(crate) h2: h2::H2Conns,
     /// A connection has settled on HTTP/2 here.
     pub(crate) speaks_h2: AtomicBool,
+}
+
+/// An idle connection: since when, and the thread whose reactor it is
+/// registered with ([`this_thread`]).
+type Idle = (Stream, Instant, usize);
+
+/// A pool's idle HTTP/1 connections, on a shelf for each worker's slot,
+/// newest last.
+#[derive(Debug, Default)]
+pub(crate) struct Shelves([Shelf; SLOTS]);
+
+/// One worker's idle connections, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Shelf(Mutex<Vec<Idle>>);
+
+impl Shelf {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shelves {
+    /// The newest idle connection on shelf `own`, else the newest on any
+    /// other.
+    fn take(&self, own: usize) -> Option<Idle> {
+        if let Some(idle) = self.0[own].lock().pop() {
+            return Some(idle);
+        }
+        loop {
+            let newest = (0..slots_used())
+                .filter(|&i| i != own)
+                .filter_map(|i| Some((i, self.0[i].lock().last()?.1)))
+                .max_by_key(|&(_, since)| since)?;
+            // Taken meanwhile: look again.
+            if let Some(idle) = self.0[newest.0].lock().pop() {
+                return Some(idle);
+            }
+        }
+    }
+
+    fn put(&self, own: usize, idle: Idle) {
+        self.0[own].lock().push(idle);
+    }
+
+    /// Drops the connections idle `max_idle` or longer.
+    fn reap(&self, max_idle: Duration) {
+        for shelf in &self.0[..slots_used()] {
+            shelf
+                .lock()
+                .retain(|(_, since, _)| since.elapsed() < max_idle);
+        }
+    }
 }
 
 /// The pool of an address (and preamble, TLS and HTTP/2 mode), shared
@@ -57,28 +114,15 @@ pub(crate) fn shared_pool(
     pool
 }
 
-/// How far back from the newest idle connection a fetch looks for one
-/// its own worker left, under the pool's lock.
-const OWN_WITHIN: usize = 32;
-
 impl Backend {
     /// An idle connection younger than `max_idle` and still quiet: the
-    /// last one this thread left (among the newest few), else the last
-    /// one any left, moved to this thread's reactor.
+    /// last one this worker left, else the last one another left, moved
+    /// to this thread's reactor.
     pub(crate) fn take_idle(&self, max_idle: Duration) -> Option<Stream> {
         let here = this_thread();
+        let own = slot();
         loop {
-            let (stream, since, home) = {
-                let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-                let last = idle.len().checked_sub(1)?;
-                let pick = idle
-                    .iter()
-                    .rev()
-                    .take(OWN_WITHIN)
-                    .position(|e| e.2 == here)
-                    .map_or(last, |back| last - back);
-                idle.remove(pick)
-            };
+            let (stream, since, home) = self.pool.idle.take(own)?;
             // A pooled connection that is readable has been closed by the
             // backend (or holds garbage): either way it is useless.
             if since.elapsed() >= max_idle || !stream.is_quiet() {
@@ -98,16 +142,15 @@ impl Backend {
             return;
         }
         COUNTERS.inc(Counter::backend_recycle);
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push((stream, Instant::now(), this_thread()));
+        self.pool
+            .idle
+            .put(slot(), (stream, Instant::now(), this_thread()));
     }
 
     /// Closes pooled connections idle longer than `max_idle`, and
     /// HTTP/2 ones without a stream as long.
     pub fn reap(&self, max_idle: Duration) {
-        let mut idle = self.pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|(_, since, _)| since.elapsed() < max_idle);
-        drop(idle);
+        self.pool.idle.reap(max_idle);
         self.pool.h2.reap(max_idle);
     }
 }
