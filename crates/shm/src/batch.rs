@@ -1,27 +1,46 @@
 //! Per-worker log batches: a worker thread that asks for it gathers the
 //! records of the transactions it finishes in a buffer of its own and
-//! hands them to the ring together, when the buffer is full or the
-//! worker runs out of work (it is about to park), so that the ring's
-//! writer lock is taken once per batch rather than once per transaction.
-//! Threads that never asked (the CLI, tests) write straight to the ring.
+//! hands them to the ring together, so that the ring's writer lock and
+//! header (lines every worker writes) are taken once per batch rather
+//! than once per transaction. Threads that never asked (the CLI, tests)
+//! write straight to the ring.
 //!
-//! A batch waits at most until its worker goes idle: under load, for a
-//! buffer's worth of transactions; otherwise not at all. When the process
-//! is about to end ([`Log::write_through`]), each thread writes its batch
-//! with its next records, and those at once.
+//! A batch is written when it is full; when its worker is about to park
+//! and the batch's first records have waited [`HOLD`]; and, for a worker
+//! that stays idle (or busy without parking), by the sweeper, a thread
+//! that looks at every batch each [`SWEEP`] and writes those that have
+//! waited [`HOLD`]. A record so reaches readers within about
+//! `HOLD + SWEEP` of its transaction's end, and a worker that naps
+//! between a few connections (as each of eight busy cores does) writes
+//! the ring about once per `HOLD`, not at every nap; the sweeper, not the
+//! worker, wakes to write what an idle worker left. When the process is
+//! about to end ([`Log::write_through`]), each thread writes its batch
+//! with its next records, and those at once, and [`flush_all`] writes
+//! every batch.
 
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
+use std::time::{Duration, Instant};
 
 /// Bytes a worker gathers before it writes them to the ring.
 const BATCH: usize = 32 << 10;
 
+/// How long a batch's first records wait before an idle worker (or the
+/// sweeper) writes them.
+pub const HOLD: Duration = Duration::from_millis(2);
+
+/// How often the sweeper looks at the batches.
+pub const SWEEP: Duration = Duration::from_millis(5);
+
 #[derive(Default)]
 struct Pending {
-    enabled: bool,
     log: Option<&'static Log>,
     buf: Vec<u8>,
+    /// When the batch's first records were gathered (None while empty).
+    since: Option<Instant>,
 }
 
 impl Pending {
@@ -32,6 +51,18 @@ impl Pending {
             }
         }
         self.buf.clear();
+        self.since = None;
+    }
+
+    /// Writes the batch if its first records have waited `hold`, or the
+    /// ring now writes through.
+    fn flush_if_waited(&mut self, hold: Duration) {
+        let Some(since) = self.since else {
+            return;
+        };
+        if self.log.is_some_and(|l| l.writes_through()) || since.elapsed() >= hold {
+            self.flush();
+        }
     }
 }
 
@@ -42,23 +73,111 @@ impl Drop for Pending {
     }
 }
 
-thread_local! {
-    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+/// A thread's batch, shared with the sweeper.
+type Shelf = Arc<Mutex<Pending>>;
+
+fn lock(shelf: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+    shelf.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+thread_local! {
+    static MINE: RefCell<Option<Shelf>> = const { RefCell::new(None) };
+}
+
+/// Every batching thread's batch, for the sweeper and [`flush_all`].
+static SHELVES: Mutex<Vec<Weak<Mutex<Pending>>>> = Mutex::new(Vec::new());
+
 /// Makes this thread gather its transactions' records into batches; it
-/// must then call [`flush_this_thread`] before it parks (what is left
-/// when it ends is written then).
+/// should then call [`going_idle`] before it parks (what is left when it
+/// ends is written then).
 pub fn batch_on_this_thread() {
-    PENDING.with(|p| p.borrow_mut().enabled = true);
+    let _ = MINE.try_with(|mine| {
+        let mut mine = mine.borrow_mut();
+        if mine.is_none() {
+            let shelf = Shelf::default();
+            SHELVES
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Arc::downgrade(&shelf));
+            *mine = Some(shelf);
+        }
+    });
+}
+
+/// Runs `f` on this thread's batch, if it gathers one.
+fn with_mine<R>(f: impl FnOnce(&mut Pending) -> R) -> Option<R> {
+    // A thread being torn down may have lost its locals already.
+    MINE.try_with(|mine| {
+        let mine = mine.try_borrow().ok()?;
+        let shelf = mine.as_ref()?;
+        let mut pending = lock(shelf);
+        Some(f(&mut pending))
+    })
+    .ok()
+    .flatten()
 }
 
 /// Writes what this thread has gathered to the ring.
 pub fn flush_this_thread() {
-    // A thread being torn down may have lost its locals already.
-    let _ = PENDING.try_with(|p| {
-        if let Ok(mut p) = p.try_borrow_mut() {
-            p.flush();
+    with_mine(Pending::flush);
+}
+
+/// This thread is about to park: writes its batch if the batch has
+/// waited [`HOLD`], or at once where no sweeper runs; otherwise the
+/// sweeper writes it in time.
+pub fn going_idle() {
+    let hold = if SWEEPING.load(Ordering::Relaxed) {
+        HOLD
+    } else {
+        Duration::ZERO
+    };
+    with_mine(|p| p.flush_if_waited(hold));
+}
+
+/// Writes every thread's batch now (the process is about to end).
+pub fn flush_all() {
+    sweep(Duration::ZERO);
+}
+
+/// Writes each batch that has waited `hold`, skipping those whose thread
+/// is adding to them this instant (it writes them itself in time).
+fn sweep(hold: Duration) {
+    sweep_shelves(&mut SHELVES.lock().unwrap_or_else(|e| e.into_inner()), hold);
+}
+
+/// [`sweep`] over `shelves`, dropping those of threads that ended.
+fn sweep_shelves(shelves: &mut Vec<Weak<Mutex<Pending>>>, hold: Duration) {
+    shelves.retain(|weak| {
+        let Some(shelf) = weak.upgrade() else {
+            return false;
+        };
+        if let Ok(mut pending) = shelf.try_lock() {
+            pending.flush_if_waited(hold);
+        }
+        true
+    });
+}
+
+/// Whether the sweeper runs: until it does, a worker about to park writes
+/// its batch whatever its age.
+static SWEEPING: AtomicBool = AtomicBool::new(false);
+
+/// Starts the sweeper (once per process): a thread that writes, every
+/// [`SWEEP`], the batches idle workers left.
+pub fn start_sweeper() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let started = std::thread::Builder::new()
+            .name("log-sweeper".into())
+            .spawn(|| loop {
+                std::thread::sleep(SWEEP);
+                sweep(HOLD);
+            });
+        match started {
+            Ok(_) => SWEEPING.store(true, Ordering::Relaxed),
+            // Without it, batches are written when they fill and as their
+            // workers park.
+            Err(e) => eprintln!("Cannot start the log sweeper: {e}"),
         }
     });
 }
@@ -72,31 +191,26 @@ impl Log {
 }
 
 fn write(log: &'static Log, records: &[u8]) {
-    let direct = PENDING
-        .try_with(|p| {
-            let Ok(mut p) = p.try_borrow_mut() else {
-                return true;
-            };
-            if !p.enabled {
-                return true;
-            }
-            if log.writes_through() {
-                p.flush();
-                return true;
-            }
-            if !p.log.is_some_and(|l| std::ptr::eq(l, log)) {
-                p.flush();
-                p.log = Some(log);
-            }
-            if p.buf.len() + records.len() > log.batch_limit(BATCH) {
-                COUNTERS.inc(Counter::shm_flushes);
-                p.flush();
-            }
-            p.buf.extend_from_slice(records);
-            false
-        })
-        .unwrap_or(true);
-    if direct {
+    let gathered = with_mine(|p| {
+        if log.writes_through() {
+            p.flush();
+            return false;
+        }
+        if !p.log.is_some_and(|l| std::ptr::eq(l, log)) {
+            p.flush();
+            p.log = Some(log);
+        }
+        if p.buf.len() + records.len() > log.batch_limit(BATCH) {
+            COUNTERS.inc(Counter::shm_flushes);
+            p.flush();
+        }
+        if p.since.is_none() {
+            p.since = Some(Instant::now());
+        }
+        p.buf.extend_from_slice(records);
+        true
+    });
+    if gathered != Some(true) {
         log.write(records);
     }
 }
@@ -183,6 +297,61 @@ mod tests {
         assert_eq!(records_in(&mut reader), 2, "flushed together");
         worker.finish();
         assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_thread_going_idle_writes_its_batch_once_it_has_waited() {
+        let (dir, log, mut reader, rec) = ring("idle");
+        let worker = Lockstep::start(move |pause| {
+            write(log, &rec);
+            with_mine(|p| p.flush_if_waited(Duration::from_secs(3600)));
+            pause();
+            with_mine(|p| p.flush_if_waited(Duration::ZERO));
+            pause();
+            write(log, &rec);
+            // No sweeper runs in this process: going idle writes at once.
+            going_idle();
+            pause();
+        });
+        assert_eq!(records_in(&mut reader), 0, "too young to be written");
+        worker.step();
+        assert_eq!(records_in(&mut reader), 1, "written once it had waited");
+        worker.step();
+        assert_eq!(records_in(&mut reader), 1, "written as it went idle");
+        worker.finish();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_sweeper_writes_what_an_idle_thread_left_and_forgets_ended_threads() {
+        let (dir, log, mut reader, rec) = ring("sweep");
+        let (shelf_tx, shelf_rx) = std::sync::mpsc::channel();
+        let worker = Lockstep::start(move |pause| {
+            write(log, &rec);
+            let mine = MINE.with(|m| m.borrow().as_ref().map(Arc::downgrade));
+            shelf_tx.send(mine.unwrap()).unwrap();
+            pause();
+            write(log, &rec);
+            pause();
+        });
+        let mut shelves = vec![shelf_rx.recv().unwrap()];
+        sweep_shelves(&mut shelves, Duration::from_secs(3600));
+        assert_eq!(records_in(&mut reader), 0, "too young to be swept");
+        {
+            // A batch its thread holds is left to the thread.
+            let shelf = shelves[0].upgrade().unwrap();
+            let _held = lock(&shelf);
+            sweep_shelves(&mut shelves, Duration::ZERO);
+            assert_eq!(records_in(&mut reader), 0, "held by its thread");
+        }
+        sweep_shelves(&mut shelves, Duration::ZERO);
+        assert_eq!(records_in(&mut reader), 1, "swept");
+        worker.step();
+        worker.finish();
+        assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
+        sweep_shelves(&mut shelves, Duration::ZERO);
+        assert!(shelves.is_empty(), "an ended thread's shelf is forgotten");
         std::fs::remove_dir_all(&dir).ok();
     }
 

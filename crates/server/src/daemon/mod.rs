@@ -555,10 +555,10 @@ fn ban_lurker(sh: Arc<Shared>) {
 /// (what is cached is lost, as with any stop of a memory store), but
 /// through `exit`, so that the process ends with status 0 and what runs
 /// at exit runs (a profile-guided build's training counts are written
-/// then). The log's records go first: every worker writes what it
-/// gathered with its next records, and those at once (a busy worker
-/// finishes a transaction every few microseconds; an idle one has nothing
-/// gathered), for at most `END_GRACE` before the process ends. QUIC
+/// then). The log's records go first: every batch a worker gathered is
+/// written (`flush_all`), and each worker writes its next records at once
+/// (a busy worker finishes a transaction every few microseconds), for at
+/// most `END_GRACE` before the process ends. QUIC
 /// clients are told the connection is closed first.
 async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>) {
     let (mut term, mut int) = signals;
@@ -573,7 +573,7 @@ async fn end_on_signal(signals: Signals, log: Option<&'static lacquer_shm::Log>)
     crate::session::h3::close_all(QUIC_CLOSE_GRACE).await;
     if let Some(log) = log {
         log.write_through();
-        lacquer_shm::batch::flush_this_thread();
+        lacquer_shm::batch::flush_all();
         tokio::time::sleep(END_GRACE).await;
     }
     std::process::exit(0);

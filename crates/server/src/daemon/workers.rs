@@ -78,10 +78,10 @@ fn run_worker(index: usize, started: mpsc::Sender<(usize, Result<Handle, String>
     let mut builder = tokio::runtime::Builder::new_current_thread();
     let runtime = count_threads(&mut builder)
         // Workers gather their log records into batches, written when a
-        // batch fills or the worker goes idle.
+        // batch fills, or has waited a little and the worker goes idle
+        // (or the sweeper finds it).
         .on_thread_park(|| {
-            lacquer_shm::batch::flush_this_thread();
-            lacquer_shm::batch::batch_on_this_thread();
+            lacquer_shm::batch::going_idle();
             // No place for a request waits on a thread with nothing to do
             // when places run short.
             crate::session::admission::idle_lease();
@@ -95,6 +95,8 @@ fn run_worker(index: usize, started: mpsc::Sender<(usize, Result<Handle, String>
             return;
         }
     };
+    lacquer_shm::batch::batch_on_this_thread();
+    lacquer_shm::batch::start_sweeper();
     let _ = started.send((index, Ok(runtime.handle().clone())));
     // Its tasks run while it waits on nothing, for ever.
     runtime.block_on(std::future::pending::<()>());
