@@ -6,14 +6,15 @@
 //! write straight to the ring.
 //!
 //! A batch is written when it is full; when its worker is about to park
-//! and the batch's first records have waited [`HOLD`]; and, for a worker
-//! that stays idle (or busy without parking), by the sweeper, a thread
-//! that looks at every batch each [`SWEEP`] and writes those that have
-//! waited [`HOLD`]. A record so reaches readers within about
-//! `HOLD + SWEEP` of its transaction's end, and a worker that naps
-//! between a few connections (as each of eight busy cores does) writes
-//! the ring about once per `HOLD`, not at every nap; the sweeper, not the
-//! worker, wakes to write what an idle worker left. When the process is
+//! and the sweeper has ticked (every [`SWEEP`]) since the batch's first
+//! records; and, for a worker that stays idle (or busy without parking),
+//! by the sweeper itself, a thread that ticks every `SWEEP` and writes the
+//! batches that have seen two ticks. A record so reaches readers within
+//! two `SWEEP`s of its transaction's end, and a worker that naps between
+//! a few connections (as each of eight busy cores does) writes the ring
+//! about once per `SWEEP`, not at every nap; the sweeper, not the worker,
+//! wakes to write what an idle worker left, and nobody reads a clock for
+//! it (the ticks are a count the sweeper keeps). When the process is
 //! about to end ([`Log::write_through`]), each thread writes its batch
 //! with its next records, and those at once, and [`flush_all`] writes
 //! every batch.
@@ -21,26 +22,26 @@
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bytes a worker gathers before it writes them to the ring.
 const BATCH: usize = 32 << 10;
 
-/// How long a batch's first records wait before an idle worker (or the
-/// sweeper) writes them.
-pub const HOLD: Duration = Duration::from_millis(2);
-
-/// How often the sweeper looks at the batches.
+/// How often the sweeper ticks and looks at the batches.
 pub const SWEEP: Duration = Duration::from_millis(5);
+
+/// The sweeper's ticks so far.
+static TICKS: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Default)]
 struct Pending {
     log: Option<&'static Log>,
     buf: Vec<u8>,
-    /// When the batch's first records were gathered (None while empty).
-    since: Option<Instant>,
+    /// The tick at which the batch's first records were gathered (None
+    /// while empty).
+    since: Option<u64>,
 }
 
 impl Pending {
@@ -54,13 +55,13 @@ impl Pending {
         self.since = None;
     }
 
-    /// Writes the batch if its first records have waited `hold`, or the
-    /// ring now writes through.
-    fn flush_if_waited(&mut self, hold: Duration) {
+    /// Writes the batch if its first records were gathered `ticks` or
+    /// more ticks before `now`, or the ring now writes through.
+    fn flush_if_older(&mut self, now: u64, ticks: u64) {
         let Some(since) = self.since else {
             return;
         };
-        if self.log.is_some_and(|l| l.writes_through()) || since.elapsed() >= hold {
+        if self.log.is_some_and(|l| l.writes_through()) || now.saturating_sub(since) >= ticks {
             self.flush();
         }
     }
@@ -122,37 +123,38 @@ pub fn flush_this_thread() {
     with_mine(Pending::flush);
 }
 
-/// This thread is about to park: writes its batch if the batch has
-/// waited [`HOLD`], or at once where no sweeper runs; otherwise the
-/// sweeper writes it in time.
+/// This thread is about to park: writes its batch if the sweeper has
+/// ticked since its first records, or at once where no sweeper runs;
+/// otherwise the sweeper writes it in time.
 pub fn going_idle() {
-    let hold = if SWEEPING.load(Ordering::Relaxed) {
-        HOLD
-    } else {
-        Duration::ZERO
-    };
-    with_mine(|p| p.flush_if_waited(hold));
+    let ticks = u64::from(SWEEPING.load(Ordering::Relaxed));
+    with_mine(|p| p.flush_if_older(TICKS.load(Ordering::Relaxed), ticks));
 }
 
 /// Writes every thread's batch now (the process is about to end).
 pub fn flush_all() {
-    sweep(Duration::ZERO);
+    sweep(TICKS.load(Ordering::Relaxed), 0);
 }
 
-/// Writes each batch that has waited `hold`, skipping those whose thread
-/// is adding to them this instant (it writes them itself in time).
-fn sweep(hold: Duration) {
-    sweep_shelves(&mut SHELVES.lock().unwrap_or_else(|e| e.into_inner()), hold);
+/// Writes each batch gathered `ticks` or more ticks before `now`, skipping
+/// those whose thread is adding to them this instant (it writes them
+/// itself in time).
+fn sweep(now: u64, ticks: u64) {
+    sweep_shelves(
+        &mut SHELVES.lock().unwrap_or_else(|e| e.into_inner()),
+        now,
+        ticks,
+    );
 }
 
 /// [`sweep`] over `shelves`, dropping those of threads that ended.
-fn sweep_shelves(shelves: &mut Vec<Weak<Mutex<Pending>>>, hold: Duration) {
+fn sweep_shelves(shelves: &mut Vec<Weak<Mutex<Pending>>>, now: u64, ticks: u64) {
     shelves.retain(|weak| {
         let Some(shelf) = weak.upgrade() else {
             return false;
         };
         if let Ok(mut pending) = shelf.try_lock() {
-            pending.flush_if_waited(hold);
+            pending.flush_if_older(now, ticks);
         }
         true
     });
@@ -171,7 +173,11 @@ pub fn start_sweeper() {
             .name("log-sweeper".into())
             .spawn(|| loop {
                 std::thread::sleep(SWEEP);
-                sweep(HOLD);
+                let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
+                // A batch that has seen one tick is its worker's to write
+                // as it parks; one that has seen two, its worker is idle
+                // (or has not parked since).
+                sweep(now, 2);
             });
         match started {
             Ok(_) => SWEEPING.store(true, Ordering::Relaxed),
@@ -205,7 +211,7 @@ fn write(log: &'static Log, records: &[u8]) {
             p.flush();
         }
         if p.since.is_none() {
-            p.since = Some(Instant::now());
+            p.since = Some(TICKS.load(Ordering::Relaxed));
         }
         p.buf.extend_from_slice(records);
         true
@@ -305,18 +311,19 @@ mod tests {
         let (dir, log, mut reader, rec) = ring("idle");
         let worker = Lockstep::start(move |pause| {
             write(log, &rec);
-            with_mine(|p| p.flush_if_waited(Duration::from_secs(3600)));
+            let since = with_mine(|p| p.since).flatten().unwrap();
+            with_mine(|p| p.flush_if_older(since, 1));
             pause();
-            with_mine(|p| p.flush_if_waited(Duration::ZERO));
+            with_mine(|p| p.flush_if_older(since + 1, 1));
             pause();
             write(log, &rec);
             // No sweeper runs in this process: going idle writes at once.
             going_idle();
             pause();
         });
-        assert_eq!(records_in(&mut reader), 0, "too young to be written");
+        assert_eq!(records_in(&mut reader), 0, "no tick yet: not written");
         worker.step();
-        assert_eq!(records_in(&mut reader), 1, "written once it had waited");
+        assert_eq!(records_in(&mut reader), 1, "written after a tick");
         worker.step();
         assert_eq!(records_in(&mut reader), 1, "written as it went idle");
         worker.finish();
@@ -336,21 +343,26 @@ mod tests {
             pause();
         });
         let mut shelves = vec![shelf_rx.recv().unwrap()];
-        sweep_shelves(&mut shelves, Duration::from_secs(3600));
-        assert_eq!(records_in(&mut reader), 0, "too young to be swept");
+        let since = lock(&shelves[0].upgrade().unwrap()).since.unwrap();
+        sweep_shelves(&mut shelves, since + 1, 2);
+        assert_eq!(
+            records_in(&mut reader),
+            0,
+            "one tick old: left to its thread"
+        );
         {
             // A batch its thread holds is left to the thread.
             let shelf = shelves[0].upgrade().unwrap();
             let _held = lock(&shelf);
-            sweep_shelves(&mut shelves, Duration::ZERO);
+            sweep_shelves(&mut shelves, since + 2, 2);
             assert_eq!(records_in(&mut reader), 0, "held by its thread");
         }
-        sweep_shelves(&mut shelves, Duration::ZERO);
-        assert_eq!(records_in(&mut reader), 1, "swept");
+        sweep_shelves(&mut shelves, since + 2, 2);
+        assert_eq!(records_in(&mut reader), 1, "swept at two ticks");
         worker.step();
         worker.finish();
         assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
-        sweep_shelves(&mut shelves, Duration::ZERO);
+        sweep_shelves(&mut shelves, since + 9, 0);
         assert!(shelves.is_empty(), "an ended thread's shelf is forgotten");
         std::fs::remove_dir_all(&dir).ok();
     }
