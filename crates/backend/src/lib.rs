@@ -14,13 +14,15 @@ mod here;
 mod limit;
 mod pool;
 pub mod probe;
+mod stats;
 pub mod tls;
 
 pub use conn::{BodyReader, Conn, InterimSink, MAX_INTERIM};
 pub use h2::StreamedBody;
 pub use limit::{Refused, Slot, WaitPolicy};
+pub use stats::BackendStats;
 
-use lacquer_core::counters::{BackendCounter, BackendCounters, Counter, COUNTERS};
+use lacquer_core::counters::{BackendCounter, Counter, COUNTERS};
 use lacquer_http::{parse_response, ResponseHead, ResponseLimits};
 use pool::{shared_pool, Pool};
 use std::net::SocketAddr;
@@ -245,7 +247,7 @@ pub struct Backend {
     /// program reuses the connections the old one opened.
     pool: Arc<Pool>,
     /// Its `VBE.<vcl>.<name>.*` counters.
-    pub stats: BackendCounters,
+    pub stats: BackendStats,
     /// What `backend.set_health` said: an [`AdminHealth`] as a byte.
     admin: AtomicU8,
     /// When the health last changed, as the bits of an `f64` epoch time.
@@ -306,7 +308,7 @@ impl Backend {
             host_header: host_header.to_string(),
             h2: h2::H2Mode::Off,
             pool,
-            stats: BackendCounters::new(),
+            stats: BackendStats::default(),
             admin: AtomicU8::new(AdminHealth::Auto as u8),
             changed: AtomicU64::new(lacquer_core::time::now().to_bits()),
             held_until: AtomicU64::new(0),

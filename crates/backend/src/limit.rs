@@ -5,7 +5,8 @@
 //! use fails at once as "busy", as in Varnish. Queued fetches are served
 //! first come, first served.
 
-use lacquer_core::counters::{BackendCounter, BackendCounters};
+use crate::BackendStats;
+use lacquer_core::counters::BackendCounter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Semaphore, SemaphorePermit};
@@ -88,7 +89,7 @@ impl Slots {
     pub async fn acquire<'a>(
         &'a self,
         policy: WaitPolicy,
-        stats: Option<&'a BackendCounters>,
+        stats: Option<&'a BackendStats>,
     ) -> Result<(Slot<'a>, Waited), Refused> {
         let Some(permits) = &self.permits else {
             return Ok((Slot { _permit: None }, Waited::No));
@@ -124,7 +125,7 @@ impl Slots {
 }
 
 /// Leaves the queue however the wait ends, cancellation included.
-struct Leave<'a>(&'a AtomicU64, Option<&'a BackendCounters>);
+struct Leave<'a>(&'a AtomicU64, Option<&'a BackendStats>);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
