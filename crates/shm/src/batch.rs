@@ -14,7 +14,9 @@
 //! a few connections (as each of eight busy cores does) writes the ring
 //! about once per `SWEEP`, not at every nap; the sweeper, not the worker,
 //! wakes to write what an idle worker left, and nobody reads a clock for
-//! it (the ticks are a count the sweeper keeps). When the process is
+//! it (the ticks are a count the sweeper keeps). The sweeper sleeps while
+//! no batch holds anything, and the thread that starts the next batch
+//! wakes it, so an idle daemon does not wake for its log. When the process is
 //! about to end ([`Log::write_through`]), each thread writes its batch
 //! with its next records, and those at once, and [`flush_all`] writes
 //! every batch.
@@ -22,8 +24,8 @@
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, Weak};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock, TryLockError, Weak};
 use std::time::Duration;
 
 /// Bytes a worker gathers before it writes them to the ring.
@@ -138,47 +140,57 @@ pub fn flush_all() {
 
 /// Writes each batch gathered `ticks` or more ticks before `now`, skipping
 /// those whose thread is adding to them this instant (it writes them
-/// itself in time).
-fn sweep(now: u64, ticks: u64) {
+/// itself in time). Says whether any batch may still hold records.
+fn sweep(now: u64, ticks: u64) -> bool {
     sweep_shelves(
         &mut SHELVES.lock().unwrap_or_else(|e| e.into_inner()),
         now,
         ticks,
-    );
+    )
 }
 
 /// [`sweep`] over `shelves`, dropping those of threads that ended.
-fn sweep_shelves(shelves: &mut Vec<Weak<Mutex<Pending>>>, now: u64, ticks: u64) {
+fn sweep_shelves(shelves: &mut Vec<Weak<Mutex<Pending>>>, now: u64, ticks: u64) -> bool {
+    let mut left = false;
     shelves.retain(|weak| {
         let Some(shelf) = weak.upgrade() else {
             return false;
         };
-        if let Ok(mut pending) = shelf.try_lock() {
-            pending.flush_if_older(now, ticks);
-        }
+        let mut pending = match shelf.try_lock() {
+            Ok(pending) => pending,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                left = true;
+                return true;
+            }
+        };
+        pending.flush_if_older(now, ticks);
+        left |= pending.since.is_some();
         true
     });
+    left
 }
 
 /// Whether the sweeper runs: until it does, a worker about to park writes
 /// its batch whatever its age.
 static SWEEPING: AtomicBool = AtomicBool::new(false);
 
+/// The sweeper's thread, once it runs.
+static SWEEPER: OnceLock<std::thread::Thread> = OnceLock::new();
+
+/// Set while the sweeper sleeps until a batch starts (nothing was
+/// gathered anywhere): an idle daemon does not wake for its log.
+static ASLEEP: AtomicBool = AtomicBool::new(false);
+
 /// Starts the sweeper (once per process): a thread that writes, every
-/// [`SWEEP`], the batches idle workers left.
+/// [`SWEEP`], the batches idle workers left, and sleeps while there are
+/// none.
 pub fn start_sweeper() {
     static STARTED: Once = Once::new();
     STARTED.call_once(|| {
         let started = std::thread::Builder::new()
             .name("log-sweeper".into())
-            .spawn(|| loop {
-                std::thread::sleep(SWEEP);
-                let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
-                // A batch that has seen one tick is its worker's to write
-                // as it parks; one that has seen two, its worker is idle
-                // (or has not parked since).
-                sweep(now, 2);
-            });
+            .spawn(sweeper);
         match started {
             Ok(_) => SWEEPING.store(true, Ordering::Relaxed),
             // Without it, batches are written when they fill and as their
@@ -186,6 +198,42 @@ pub fn start_sweeper() {
             Err(e) => eprintln!("Cannot start the log sweeper: {e}"),
         }
     });
+}
+
+fn sweeper() {
+    let _ = SWEEPER.set(std::thread::current());
+    loop {
+        std::thread::sleep(SWEEP);
+        let now = TICKS.fetch_add(1, Ordering::Relaxed) + 1;
+        // A batch that has seen one tick is its worker's to write as it
+        // parks; one that has seen two, its worker is idle (or has not
+        // parked since).
+        if sweep(now, 2) {
+            continue;
+        }
+        // Nothing gathered anywhere: sleep until a batch starts. Either
+        // the look below sees a batch that started since, or its thread
+        // sees `ASLEEP` and wakes the sweeper (`wake_sweeper`).
+        ASLEEP.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if sweep(now, u64::MAX) {
+            ASLEEP.store(false, Ordering::Relaxed);
+            continue;
+        }
+        while ASLEEP.load(Ordering::Acquire) {
+            std::thread::park();
+        }
+    }
+}
+
+/// A batch has just started: wakes the sweeper if it sleeps.
+fn wake_sweeper() {
+    fence(Ordering::SeqCst);
+    if ASLEEP.load(Ordering::Relaxed) && ASLEEP.swap(false, Ordering::AcqRel) {
+        if let Some(sweeper) = SWEEPER.get() {
+            sweeper.unpark();
+        }
+    }
 }
 
 impl Log {
@@ -212,6 +260,7 @@ fn write(log: &'static Log, records: &[u8]) {
         }
         if p.since.is_none() {
             p.since = Some(TICKS.load(Ordering::Relaxed));
+            wake_sweeper();
         }
         p.buf.extend_from_slice(records);
         true
@@ -344,7 +393,7 @@ mod tests {
         });
         let mut shelves = vec![shelf_rx.recv().unwrap()];
         let since = lock(&shelves[0].upgrade().unwrap()).since.unwrap();
-        sweep_shelves(&mut shelves, since + 1, 2);
+        assert!(sweep_shelves(&mut shelves, since + 1, 2), "records left");
         assert_eq!(
             records_in(&mut reader),
             0,
@@ -354,10 +403,10 @@ mod tests {
             // A batch its thread holds is left to the thread.
             let shelf = shelves[0].upgrade().unwrap();
             let _held = lock(&shelf);
-            sweep_shelves(&mut shelves, since + 2, 2);
+            assert!(sweep_shelves(&mut shelves, since + 2, 2), "maybe left");
             assert_eq!(records_in(&mut reader), 0, "held by its thread");
         }
-        sweep_shelves(&mut shelves, since + 2, 2);
+        assert!(!sweep_shelves(&mut shelves, since + 2, 2), "none left");
         assert_eq!(records_in(&mut reader), 1, "swept at two ticks");
         worker.step();
         worker.finish();
