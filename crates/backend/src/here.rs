@@ -1,7 +1,8 @@
 //! Which thread a connection belongs to: the worker whose event loop a
 //! pooled HTTP/1 connection is registered with, or whose task drives an
 //! HTTP/2 connection; and which of a pool's shelves a thread keeps its
-//! idle connections on ([`slot`]).
+//! idle connections on, and which of a backend's counter blocks it counts
+//! in ([`slot`]).
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
@@ -14,7 +15,8 @@ pub(crate) fn this_thread() -> usize {
     HERE.with(|h| h as *const u8 as usize)
 }
 
-/// How many shelves a pool has: threads beyond that many share them.
+/// How many slots there are (a pool's shelves, a backend's counter
+/// blocks): threads beyond that many share them.
 pub(crate) const SLOTS: usize = 16;
 
 /// The slots live threads hold, a bit each.

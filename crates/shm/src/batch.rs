@@ -16,10 +16,10 @@
 //! wakes to write what an idle worker left, and nobody reads a clock for
 //! it (the ticks are a count the sweeper keeps). The sweeper sleeps while
 //! no batch holds anything, and the thread that starts the next batch
-//! wakes it, so an idle daemon does not wake for its log. When the process is
-//! about to end ([`Log::write_through`]), each thread writes its batch
-//! with its next records, and those at once, and [`flush_all`] writes
-//! every batch.
+//! wakes it, so an idle daemon does not wake for its log. When the
+//! process is about to end ([`Log::write_through`]), each thread writes
+//! its batch with its next records, and those at once, and [`flush_all`]
+//! writes every batch.
 
 use crate::ring::Log;
 use lacquer_core::counters::{Counter, COUNTERS};
@@ -413,6 +413,74 @@ mod tests {
         assert_eq!(records_in(&mut reader), 1, "written as the thread ended");
         sweep_shelves(&mut shelves, since + 9, 0);
         assert!(shelves.is_empty(), "an ended thread's shelf is forgotten");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn threads_and_a_sweeper_at_once_lose_nothing_and_keep_each_threads_order() {
+        const THREADS: u64 = 4;
+        const EACH: u64 = 4000;
+        let (dir, log, mut reader, _) = ring("race");
+        let shelves = Arc::new(Mutex::new(Vec::new()));
+        let done = Arc::new(AtomicBool::new(false));
+        let sweeper = {
+            let (shelves, done) = (shelves.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut now = 0;
+                while !done.load(Ordering::Relaxed) {
+                    now += 1;
+                    sweep_shelves(&mut shelves.lock().unwrap(), now, now % 3);
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let writers: Vec<_> = (1..=THREADS)
+            .map(|id| {
+                let shelves = shelves.clone();
+                std::thread::spawn(move || {
+                    batch_on_this_thread();
+                    let mine = MINE.with(|m| m.borrow().as_ref().map(Arc::downgrade));
+                    shelves.lock().unwrap().push(mine.unwrap());
+                    let mut rec = Vec::new();
+                    for seq in 0..EACH {
+                        rec.clear();
+                        let text = seq.to_string();
+                        crate::Record::new(
+                            id,
+                            crate::Tag::Debug,
+                            crate::Side::Client,
+                            text.as_bytes(),
+                        )
+                        .encode(&mut rec);
+                        write(log, &rec);
+                        if seq % 97 == 0 {
+                            going_idle();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        sweeper.join().unwrap();
+        let mut out = Vec::new();
+        while reader.poll(&mut out).unwrap() > 0 {}
+        let mut next = [0u64; THREADS as usize + 1];
+        for r in &out {
+            let seq: u64 = std::str::from_utf8(&r.payload).unwrap().parse().unwrap();
+            assert_eq!(
+                seq, next[r.vxid as usize],
+                "thread {}'s records in order",
+                r.vxid
+            );
+            next[r.vxid as usize] += 1;
+        }
+        assert!(
+            next[1..].iter().all(|&n| n == EACH),
+            "every record: {next:?}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 
