@@ -4,7 +4,7 @@
 //! idle connections on, and which of a backend's counter blocks it counts
 //! in ([`slot`]).
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// This thread, as a number: the address of a thread-local, distinct for
 /// every live thread (each client worker runs one runtime on one thread).
@@ -16,14 +16,12 @@ pub(crate) fn this_thread() -> usize {
 }
 
 /// How many slots there are (a pool's shelves, a backend's counter
-/// blocks): threads beyond that many share them.
-pub(crate) const SLOTS: usize = 16;
+/// blocks): one per worker on machines of up to 64 cores; threads beyond
+/// that many share them.
+pub(crate) const SLOTS: usize = 64;
 
 /// The slots live threads hold, a bit each.
-static TAKEN: AtomicU32 = AtomicU32::new(0);
-/// One more than the highest slot ever held: the shelves that may hold
-/// something (a thread that ended may have left connections on its own).
-static HIGHEST: AtomicUsize = AtomicUsize::new(0);
+static TAKEN: AtomicU64 = AtomicU64::new(0);
 /// The next slot to share, once every slot is held.
 static SHARED: AtomicUsize = AtomicUsize::new(0);
 
@@ -58,11 +56,10 @@ fn claim() -> Slot {
             Ordering::Relaxed,
         ) {
             Ok(_) => {
-                HIGHEST.fetch_max(free + 1, Ordering::Relaxed);
                 return Slot {
                     index: free,
                     held: true,
-                };
+                }
             }
             Err(now) => taken = now,
         }
@@ -77,11 +74,6 @@ pub(crate) fn slot() -> usize {
     }
     // A thread that is ending uses the first shelf.
     SLOT.try_with(|s| s.index).unwrap_or(0)
-}
-
-/// How many of a pool's shelves may hold something.
-pub(crate) fn slots_used() -> usize {
-    HIGHEST.load(Ordering::Relaxed).clamp(1, SLOTS)
 }
 
 #[cfg(test)]
@@ -100,7 +92,6 @@ mod tests {
         });
         let theirs = rx.recv().unwrap();
         assert_ne!(theirs, mine, "two live threads, two slots");
-        assert!(slots_used() > theirs.max(mine));
         drop(done_tx);
         other.join().unwrap();
     }

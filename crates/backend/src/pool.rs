@@ -11,10 +11,10 @@
 //! ([`crate::BackendStream::rebind`]), so that it answers the worker
 //! using it, and not one that may be busy or held.
 
-use crate::here::{slot, slots_used, this_thread, SLOTS};
+use crate::here::{slot, this_thread, SLOTS};
 use crate::{h2, Address, Backend, Stream};
 use lacquer_core::counters::{Counter, COUNTERS};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,25 @@ type Idle = (Stream, Instant, usize);
 
 /// A pool's idle HTTP/1 connections, on a shelf for each worker's slot,
 /// newest last.
-#[derive(Debug, Default)]
-pub(crate) struct Shelves([Shelf; SLOTS]);
+#[derive(Debug)]
+pub(crate) struct Shelves {
+    shelves: [Shelf; SLOTS],
+    /// A bit for each shelf that may hold a connection: set by its worker
+    /// when it puts one on a shelf whose bit is clear, cleared (under the
+    /// shelf's lock) by whoever finds the shelf empty while looking for
+    /// another's. A worker that takes from and gives back to its own shelf
+    /// only reads it.
+    stocked: AtomicU64,
+}
+
+impl Default for Shelves {
+    fn default() -> Self {
+        Shelves {
+            shelves: std::array::from_fn(|_| Shelf::default()),
+            stocked: AtomicU64::new(0),
+        }
+    }
+}
 
 /// One worker's idle connections, on a cache line of its own.
 #[derive(Debug, Default)]
@@ -54,31 +71,61 @@ impl Shelves {
     /// The newest idle connection on shelf `own`, else the newest on any
     /// other.
     fn take(&self, own: usize) -> Option<Idle> {
-        if let Some(idle) = self.0[own].lock().pop() {
+        if let Some(idle) = self.shelves[own].lock().pop() {
             return Some(idle);
         }
         loop {
-            let newest = (0..slots_used())
+            let newest = self
+                .stocked_shelves()
                 .filter(|&i| i != own)
-                .filter_map(|i| Some((i, self.0[i].lock().last()?.1)))
+                .filter_map(|i| Some((i, self.look(i)?)))
                 .max_by_key(|&(_, since)| since)?;
             // Taken meanwhile: look again.
-            if let Some(idle) = self.0[newest.0].lock().pop() {
+            if let Some(idle) = self.shelves[newest.0].lock().pop() {
                 return Some(idle);
             }
         }
     }
 
+    /// The shelves whose bit is set.
+    fn stocked_shelves(&self) -> impl Iterator<Item = usize> {
+        let mut bits = self.stocked.load(Ordering::Acquire);
+        std::iter::from_fn(move || {
+            let i = bits.trailing_zeros() as usize;
+            (i < SLOTS).then(|| {
+                bits &= bits - 1;
+                i
+            })
+        })
+    }
+
+    /// When the newest connection on shelf `i` was put there; clears the
+    /// shelf's bit if it holds none.
+    fn look(&self, i: usize) -> Option<Instant> {
+        let shelf = self.shelves[i].lock();
+        let since = shelf.last().map(|idle| idle.1);
+        if since.is_none() {
+            self.stocked.fetch_and(!(1u64 << i), Ordering::AcqRel);
+        }
+        since
+    }
+
     fn put(&self, own: usize, idle: Idle) {
-        self.0[own].lock().push(idle);
+        let mut shelf = self.shelves[own].lock();
+        shelf.push(idle);
+        let bit = 1u64 << own;
+        if self.stocked.load(Ordering::Relaxed) & bit == 0 {
+            self.stocked.fetch_or(bit, Ordering::AcqRel);
+        }
     }
 
     /// Drops the connections idle `max_idle` or longer.
     fn reap(&self, max_idle: Duration) {
-        for shelf in &self.0[..slots_used()] {
-            shelf
+        for i in self.stocked_shelves() {
+            self.shelves[i]
                 .lock()
                 .retain(|(_, since, _)| since.elapsed() < max_idle);
+            self.look(i);
         }
     }
 }
@@ -265,6 +312,36 @@ mod tests {
             (first.local_addr(), second.local_addr())
         });
         assert_eq!(taken, (Some(mine), Some(theirs)));
+    }
+
+    /// A worker whose shelf is empty takes the newest connection on any
+    /// other, whatever its slot, and none once all are taken; shelves it
+    /// finds empty lose their bit, its own keeps it until another looks.
+    #[test]
+    fn a_worker_with_an_empty_shelf_takes_the_newest_on_any_other() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let shelves = Shelves::default();
+        runtime().block_on(async {
+            let mut locals = Vec::new();
+            for own in [40, 63, 5] {
+                let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                locals.push(s.local_addr().ok());
+                shelves.put(own, (Box::new(s), Instant::now(), this_thread()));
+            }
+            let bits = |shelves: &Shelves| shelves.stocked.load(Ordering::Relaxed);
+            assert_eq!(bits(&shelves), 1 << 40 | 1 << 63 | 1 << 5);
+            let take = || shelves.take(5).map(|idle| idle.0.local_addr());
+            assert_eq!(take(), Some(locals[2]), "its own first");
+            assert_eq!(take(), Some(locals[1]), "then the newest");
+            assert_eq!(take(), Some(locals[0]));
+            assert_eq!(take(), None);
+            assert_eq!(
+                bits(&shelves),
+                1 << 5,
+                "the others' shelves were found empty"
+            );
+        });
     }
 
     /// A TLS connection moved to another worker's reactor goes on as it
