@@ -120,11 +120,6 @@ fn with_mine<R>(f: impl FnOnce(&mut Pending) -> R) -> Option<R> {
     .flatten()
 }
 
-/// Writes what this thread has gathered to the ring.
-pub fn flush_this_thread() {
-    with_mine(Pending::flush);
-}
-
 /// This thread is about to park: writes its batch if the sweeper has
 /// ticked since its first records, or at once where no sweeper runs;
 /// otherwise the sweeper writes it in time.
@@ -342,7 +337,7 @@ mod tests {
                 write(log, &rec);
                 write(log, &rec);
                 pause();
-                flush_this_thread();
+                with_mine(Pending::flush);
                 pause();
                 write(log, &rec);
             })
