@@ -5,6 +5,7 @@ records of each kind's last request compared once normalised."""
 import gzip
 import http.server
 import os
+import random
 import re
 import shutil
 import socket
@@ -138,11 +139,22 @@ class Origin(http.server.BaseHTTPRequestHandler):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port free now, below the kernel's range for outgoing connections:
+    a port from that range (what binding port 0 gives) can be taken by a
+    connection some other program opens before varnishd binds it (it
+    then exits 255)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    while True:
+        port = random.randrange(max(1024, low - 12000), low)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
 
 
 def send(port, raw, h2_url=None):
