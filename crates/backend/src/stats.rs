@@ -86,13 +86,8 @@ impl BackendStats {
     pub fn snapshot(&self, out: &mut Vec<u64>) {
         let start = out.len();
         self.set.snapshot(out);
-        let mut one = Vec::with_capacity(VBE.len());
         for block in self.slots.iter().filter_map(OnceLock::get) {
-            one.clear();
-            block.0.snapshot(&mut one);
-            for (o, v) in out[start..].iter_mut().zip(&one) {
-                *o = o.wrapping_add(*v);
-            }
+            block.0.sum_into(&mut out[start..]);
         }
     }
 }

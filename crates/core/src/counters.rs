@@ -153,9 +153,9 @@ macro_rules! counter_table {
                 v.store(v.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
             }
 
-            /// Adds every value, wrapping, onto `out`.
-            #[allow(dead_code)]
-            fn sum_into(&self, out: &mut [u64]) {
+            /// Adds every value, wrapping, onto `out` (blocks counted apart
+            /// and summed when read, as `MAIN`'s and a backend's are).
+            pub fn sum_into(&self, out: &mut [u64]) {
                 for (o, v) in out.iter_mut().zip(self.values.iter()) {
                     *o = o.wrapping_add(v.load(Ordering::Relaxed));
                 }
