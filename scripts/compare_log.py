@@ -145,14 +145,10 @@ def free_port():
     then exits 255)."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         low = int(f.read().split()[0])
-    if low <= 2048:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        return port
+    # Where that range starts too low to choose below it, any port.
+    lo, hi = (max(1024, low - 12000), low) if low > 2048 else (1024, 65536)
     while True:
-        port = random.randrange(max(1024, low - 12000), low)
+        port = random.randrange(lo, hi)
         s = socket.socket()
         try:
             s.bind(("127.0.0.1", port))
